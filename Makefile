@@ -1,0 +1,43 @@
+# The two commands: `make serve` and `make test`. Both create the venv on first use.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8765
+
+.PHONY: install serve test lint bench bench-locomo reliability clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip uv
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/memory-core serve --http --host $(HOST) --port $(PORT) --announce
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.core
+	$(BIN)/python -m bench.recall_latency
+	$(BIN)/python -m bench.token_economy
+
+bench-locomo: $(STAMP)
+	$(BIN)/python -m bench.locomo --data ../shared/data/locomo_dev.json
+
+reliability: $(STAMP)
+	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
+
+clean:
+	rm -rf $(VENV) .memory-core

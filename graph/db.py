@@ -1,0 +1,167 @@
+"""The graph's durable store: one SQLite database in WAL mode.
+
+It holds the AGENT_MEMORY rows (with their content, so a lost vector record can be
+rebuilt), the other graph nodes and edges, an intent journal for crash recovery, the
+idempotency keys and, per tenant, an FTS5 index. Everything one memory needs is
+written in a single SQLite transaction, so the graph side of an add is all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memories (
+    id INTEGER PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    type TEXT NOT NULL,
+    role TEXT,
+    channel TEXT,
+    source TEXT NOT NULL,
+    source_id TEXT,
+    project_id TEXT,
+    salience REAL NOT NULL,
+    visibility TEXT NOT NULL,
+    ts_us INTEGER NOT NULL,
+    metadata TEXT NOT NULL,
+    content TEXT NOT NULL,
+    content_len INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    idempotency_key TEXT
+);
+CREATE INDEX IF NOT EXISTS memories_session ON memories (tenant, session, ts_us, id);
+CREATE INDEX IF NOT EXISTS memories_hash ON memories (tenant, session, content_hash, ts_us);
+CREATE UNIQUE INDEX IF NOT EXISTS memories_idem ON memories (tenant, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS nodes (
+    node_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    attrs TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS nodes_tenant ON nodes (tenant, kind);
+CREATE TABLE IF NOT EXISTS edges (
+    src TEXT NOT NULL,
+    dst TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    PRIMARY KEY (src, dst, kind)
+);
+CREATE INDEX IF NOT EXISTS edges_dst ON edges (dst);
+CREATE TABLE IF NOT EXISTS journal (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    op TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    created_us INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fts_tables (tenant TEXT PRIMARY KEY, name TEXT NOT NULL);
+"""
+
+
+def fts_table_name(tenant: str) -> str:
+    return "fts_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
+class GraphDB:
+    """A SQLite connection shared by the service's threads under one lock."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._conn = sqlite3.connect(
+            str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        self._conn.row_factory = sqlite3.Row
+        self.lock = threading.RLock()
+        self._fts_known: dict[str, str] = {}
+        with self.lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=OFF")
+            self._conn.executescript(_SCHEMA)
+            self._init_meta()
+            for row in self._conn.execute("SELECT tenant, name FROM fts_tables"):
+                self._fts_known[row["tenant"]] = row["name"]
+
+    def _init_meta(self) -> None:
+        with self.transaction() as cur:
+            cur.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            cur.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('next_id', '1')")
+            cur.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('cursor_secret', ?)", (secrets.token_hex(32),)
+            )
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self._conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """BEGIN IMMEDIATE … COMMIT, rolled back on any exception."""
+        with self.lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            else:
+                cur.execute("COMMIT")
+            finally:
+                cur.close()
+
+    def meta(self, key: str) -> str | None:
+        with self.lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def allocate_ids(self, cur: sqlite3.Cursor, n: int) -> list[int]:
+        """Ids come from one sequence shared by memories and episodes (refs carry the kind)."""
+        first = int(cur.execute("SELECT value FROM meta WHERE key = 'next_id'").fetchone()[0])
+        cur.execute("UPDATE meta SET value = ? WHERE key = 'next_id'", (str(first + n),))
+        return list(range(first, first + n))
+
+    def fts_table(self, cur: sqlite3.Cursor, tenant: str, *, create: bool) -> str | None:
+        """The tenant's own FTS5 table (external content over ``memories``): BM25 statistics
+        and matches never mix tenants."""
+        name = self._fts_known.get(tenant)
+        if name is not None or not create:
+            return name
+        name = fts_table_name(tenant)
+        cur.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5("
+            "content, content='memories', content_rowid='id', "
+            "tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        cur.execute("INSERT OR IGNORE INTO fts_tables (tenant, name) VALUES (?, ?)", (tenant, name))
+        self._fts_known[tenant] = name
+        return name
+
+    def forget_fts(self, tenant: str) -> None:
+        """Drop the cached table name after a rolled-back transaction that created it."""
+        self._fts_known.pop(tenant, None)
+
+    def reload_fts_names(self) -> None:
+        with self.lock:
+            self._fts_known = {
+                row["tenant"]: row["name"] for row in self._conn.execute("SELECT tenant, name FROM fts_tables")
+            }
+
+    def close(self) -> None:
+        with self.lock:
+            self._conn.close()

@@ -1,0 +1,228 @@
+"""The graph store: a networkx MultiDiGraph rebuilt at open from the SQLite store.
+
+Node ids: ``mem:<id>`` (AGENT_MEMORY), ``ep:<id>`` (EPISODE), ``agent:<tenant>/<agent>``
+(AGENT), ``session:<tenant>/<session>`` (SESSION). Edges: AUTHORED_BY and IN_SESSION
+from every memory; episodes add SUMMARIZES; handoffs add SUPERSEDES. Every node carries
+its ``tenant`` and every read here takes one, so graph walks never cross tenants.
+
+Writes come in two halves: ``write_*`` runs inside the caller's SQLite transaction,
+``apply_*`` updates the in-memory graph after that transaction committed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+import networkx as nx
+
+from graph.db import GraphDB
+from graph.session_index import Key, SessionIndex
+
+AGENT_MEMORY = "AGENT_MEMORY"
+AGENT = "AGENT"
+SESSION = "SESSION"
+EPISODE = "EPISODE"
+AUTHORED_BY = "AUTHORED_BY"
+IN_SESSION = "IN_SESSION"
+
+MEMORY_COLUMNS = (
+    "id", "tenant", "session", "agent", "type", "role", "channel", "source", "source_id", "project_id",
+    "salience", "visibility", "ts_us", "metadata", "content", "content_len", "content_hash", "idempotency_key",
+)
+_ATTR_COLUMNS = tuple(c for c in MEMORY_COLUMNS if c not in ("content", "idempotency_key"))
+
+
+def agent_node(tenant: str, agent: str) -> str:
+    return f"agent:{tenant}/{agent}"
+
+
+def session_node(tenant: str, session: str) -> str:
+    return f"session:{tenant}/{session}"
+
+
+def mem_node(mem_id: int) -> str:
+    return f"mem:{mem_id}"
+
+
+class GraphStore:
+    """In-memory graph + ordered session indexes over a durable :class:`GraphDB`."""
+
+    def __init__(self, db: GraphDB) -> None:
+        self.db = db
+        self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
+        self.all_index = SessionIndex()
+        self.turn_index = SessionIndex()
+        self._memory_count: dict[str, int] = {}
+        self.load()
+
+    # ---- loading -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Rebuild the in-memory graph and indexes from SQLite."""
+        g = nx.MultiDiGraph()
+        all_keys: dict[tuple[str, str], list[Key]] = {}
+        turn_keys: dict[tuple[str, str], list[Key]] = {}
+        counts: dict[str, int] = {}
+        with self.db.lock:
+            conn = self.db.conn
+            for row in conn.execute("SELECT node_id, kind, tenant, attrs FROM nodes"):
+                g.add_node(row[0], kind=row[1], tenant=row[2], **json.loads(row[3]))
+            cols = ", ".join(_ATTR_COLUMNS)
+            for row in conn.execute(f"SELECT {cols} FROM memories"):
+                attrs = _attrs_from_row(row)
+                node = mem_node(attrs["id"])
+                g.add_node(node, **attrs)
+                tenant, session, key = attrs["tenant"], attrs["session"], (attrs["ts_us"], attrs["id"])
+                all_keys.setdefault((tenant, session), []).append(key)
+                if attrs["type"] == "turn":
+                    turn_keys.setdefault((tenant, session), []).append(key)
+                counts[tenant] = counts.get(tenant, 0) + 1
+            for src, dst, kind in conn.execute("SELECT src, dst, kind FROM edges"):
+                g.add_edge(src, dst, key=kind, kind=kind)
+        self.graph = g
+        self.all_index, self.turn_index = SessionIndex(), SessionIndex()
+        for (t, s), keys in all_keys.items():
+            self.all_index.bulk_load(t, s, keys)
+        for (t, s), keys in turn_keys.items():
+            self.turn_index.bulk_load(t, s, keys)
+        self._memory_count = counts
+
+    # ---- writes (inside the caller's transaction) ---------------------------------------------
+    def write_memory(self, cur: sqlite3.Cursor, row: dict[str, Any]) -> None:
+        """Insert the memory row, its AGENT/SESSION nodes, both edges and its FTS row."""
+        tenant = row["tenant"]
+        values = [row[c] for c in MEMORY_COLUMNS]
+        values[MEMORY_COLUMNS.index("source")] = json.dumps(row["source"], ensure_ascii=False)
+        values[MEMORY_COLUMNS.index("metadata")] = json.dumps(row["metadata"], ensure_ascii=False)
+        cur.execute(
+            f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)}) VALUES ({', '.join('?' * len(MEMORY_COLUMNS))})",
+            values,
+        )
+        a_node, s_node, m_node = (
+            agent_node(tenant, row["agent"]), session_node(tenant, row["session"]), mem_node(row["id"]),
+        )
+        cur.execute(
+            "INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
+            (a_node, AGENT, tenant, json.dumps({"agent": row["agent"]})),
+        )
+        cur.execute(
+            "INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
+            (s_node, SESSION, tenant, json.dumps({"session": row["session"]})),
+        )
+        cur.executemany(
+            "INSERT OR IGNORE INTO edges (src, dst, kind, tenant) VALUES (?, ?, ?, ?)",
+            [(m_node, a_node, AUTHORED_BY, tenant), (m_node, s_node, IN_SESSION, tenant)],
+        )
+        fts = self.db.fts_table(cur, tenant, create=True)
+        cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)", (row["id"], row["content"]))
+
+    def write_edge(self, cur: sqlite3.Cursor, tenant: str, src: str, dst: str, kind: str) -> None:
+        cur.execute(
+            "INSERT OR IGNORE INTO edges (src, dst, kind, tenant) VALUES (?, ?, ?, ?)", (src, dst, kind, tenant)
+        )
+
+    def erase_memory(self, cur: sqlite3.Cursor, tenant: str, mem_id: int) -> bool:
+        """Delete the memory row, its edges and FTS row; AGENT/SESSION nodes stay."""
+        found = cur.execute(
+            "SELECT content FROM memories WHERE id = ? AND tenant = ?", (mem_id, tenant)
+        ).fetchone()
+        if found is None:
+            return False
+        fts = self.db.fts_table(cur, tenant, create=False)
+        if fts is not None:
+            cur.execute(
+                f"INSERT INTO {fts} ({fts}, rowid, content) VALUES ('delete', ?, ?)", (mem_id, found[0])
+            )
+        node = mem_node(mem_id)
+        cur.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (node, node))
+        cur.execute("DELETE FROM memories WHERE id = ?", (mem_id,))
+        return True
+
+    # ---- in-memory updates (after commit) ----------------------------------------------------
+    def apply_memory(self, row: dict[str, Any]) -> None:
+        tenant, session = row["tenant"], row["session"]
+        attrs = {c: row[c] for c in _ATTR_COLUMNS}
+        attrs["source"] = row["source"]
+        attrs["metadata"] = row["metadata"]
+        attrs["kind"] = AGENT_MEMORY
+        m_node, a_node, s_node = mem_node(row["id"]), agent_node(tenant, row["agent"]), session_node(tenant, session)
+        g = self.graph
+        if a_node not in g:
+            g.add_node(a_node, kind=AGENT, tenant=tenant, agent=row["agent"])
+        if s_node not in g:
+            g.add_node(s_node, kind=SESSION, tenant=tenant, session=session)
+        g.add_node(m_node, **attrs)
+        g.add_edge(m_node, a_node, key=AUTHORED_BY, kind=AUTHORED_BY)
+        g.add_edge(m_node, s_node, key=IN_SESSION, kind=IN_SESSION)
+        key = (row["ts_us"], row["id"])
+        self.all_index.add(tenant, session, key)
+        if row["type"] == "turn":
+            self.turn_index.add(tenant, session, key)
+        self._memory_count[tenant] = self._memory_count.get(tenant, 0) + 1
+
+    def apply_edge(self, src: str, dst: str, kind: str) -> None:
+        self.graph.add_edge(src, dst, key=kind, kind=kind)
+
+    def unapply_memory(self, mem_id: int) -> None:
+        node = mem_node(mem_id)
+        attrs = self.graph.nodes.get(node)
+        if attrs is None:
+            return
+        tenant, session, key = attrs["tenant"], attrs["session"], (attrs["ts_us"], attrs["id"])
+        self.all_index.remove(tenant, session, key)
+        if attrs["type"] == "turn":
+            self.turn_index.remove(tenant, session, key)
+        self.graph.remove_node(node)
+        self._memory_count[tenant] = max(0, self._memory_count.get(tenant, 0) - 1)
+
+    # ---- reads (always tenant-scoped) --------------------------------------------------------
+    def memory(self, tenant: str, mem_id: int) -> dict[str, Any] | None:
+        """The AGENT_MEMORY node's attributes, or None when absent or another tenant's."""
+        attrs = self.graph.nodes.get(mem_node(mem_id))
+        if attrs is None or attrs.get("kind") != AGENT_MEMORY or attrs.get("tenant") != tenant:
+            return None
+        return attrs
+
+    def memory_ids(self, tenant: str) -> Iterable[int]:
+        for _node, attrs in self.graph.nodes(data=True):
+            if attrs.get("kind") == AGENT_MEMORY and attrs.get("tenant") == tenant:
+                yield attrs["id"]
+
+    def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]:
+        """Full content of the tenant's memories among ``ids``."""
+        ids = list(ids)
+        out: dict[int, str] = {}
+        with self.db.lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for mem_id, content in self.db.conn.execute(
+                    f"SELECT id, content FROM memories WHERE tenant = ? AND id IN ({marks})", (tenant, *chunk)
+                ):
+                    out[mem_id] = content
+        return out
+
+    def edges_of(self, tenant: str, node: str) -> list[tuple[str, str, str]]:
+        """(direction, kind, other node) for every edge touching ``node`` inside the tenant."""
+        g = self.graph
+        if node not in g or g.nodes[node].get("tenant") != tenant:
+            return []
+        out = [("out", d["kind"], v) for _u, v, d in g.out_edges(node, data=True)]
+        out += [("in", d["kind"], u) for u, _v, d in g.in_edges(node, data=True)]
+        return [e for e in out if g.nodes[e[2]].get("tenant") == tenant]
+
+    def tenants(self) -> list[str]:
+        return sorted(t for t, n in self._memory_count.items() if n > 0)
+
+    def memory_count(self, tenant: str) -> int:
+        return self._memory_count.get(tenant, 0)
+
+
+def _attrs_from_row(row: sqlite3.Row | tuple[Any, ...]) -> dict[str, Any]:
+    attrs = dict(zip(_ATTR_COLUMNS, row, strict=True))
+    attrs["source"] = json.loads(attrs["source"])
+    attrs["metadata"] = json.loads(attrs["metadata"])
+    attrs["kind"] = AGENT_MEMORY
+    return attrs

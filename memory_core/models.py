@@ -1,0 +1,119 @@
+"""Plain dataclasses for what the service stores and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+MEMORY_TYPES = frozenset({"turn", "note", "handoff", "decision", "error", "fact", "task", "observation"})
+VISIBILITIES = frozenset({"tenant", "agent"})
+HANDOFF_SALIENCE = 0.95
+DEFAULT_SALIENCE = 0.5
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def from_us(ts_us: int) -> datetime:
+    """A stored timestamp (µs since the epoch, UTC) as an aware datetime."""
+    return EPOCH + timedelta(microseconds=ts_us)
+
+
+def to_us(ts: datetime) -> int:
+    return (ts - EPOCH) // timedelta(microseconds=1)
+
+
+def iso(ts: datetime) -> str:
+    """UTC ISO-8601 with microseconds, the one timestamp format on every boundary."""
+    return ts.isoformat(timespec="microseconds")
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One AGENT_MEMORY as a caller sees it (library rows carry full content)."""
+
+    ref: str
+    id: int
+    tenant: str
+    session: str
+    agent: str
+    content: str
+    type: str
+    role: str | None
+    channel: str | None
+    source: dict[str, Any]
+    project_id: str | None
+    salience: float
+    visibility: str
+    timestamp: datetime
+    metadata: dict[str, Any]
+    content_len: int
+    content_hash: str
+    confidence: float | None = None
+    match_reason: dict[str, Any] | None = None
+
+    def scored(self, confidence: float, match_reason: dict[str, Any] | None) -> MemoryRow:
+        return replace(self, confidence=confidence, match_reason=match_reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ref": self.ref,
+            "tenant": self.tenant,
+            "session": self.session,
+            "agent": self.agent,
+            "type": self.type,
+            "role": self.role,
+            "channel": self.channel,
+            "source": self.source,
+            "project_id": self.project_id,
+            "salience": self.salience,
+            "visibility": self.visibility,
+            "timestamp": iso(self.timestamp),
+            "metadata": self.metadata,
+            "content": self.content,
+        }
+        if self.confidence is not None:
+            out["confidence"] = round(self.confidence, 4)
+        if self.match_reason is not None:
+            out["match_reason"] = self.match_reason
+        return out
+
+
+@dataclass(frozen=True)
+class AddResult:
+    ref: str
+    timestamp: datetime
+    duplicate_of: str | None = None
+    created: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ref": self.ref, "timestamp": iso(self.timestamp), "created": self.created}
+        if self.duplicate_of:
+            out["duplicate_of"] = self.duplicate_of
+        return out
+
+
+@dataclass(frozen=True)
+class RecentTurnsPage:
+    turns: list[MemoryRow]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Contents:
+    found: list[MemoryRow]
+    missing: list[str]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    memory: MemoryRow
+    neighbours: dict[str, Any]
+
+
+@dataclass
+class RecallResult:
+    messages: list[MemoryRow]
+    gate_fallback: bool = False
+    resolved_project_id: str | None = None
+    operating_context_warning: str | None = None
+    diagnostics: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,131 @@
+"""Tenant-scoped reads over the graph: rows, recent-turn pages, batch fetch, check.
+
+Every function takes the tenant first and resolves ids through
+:meth:`GraphStore.memory`, which returns nothing for another tenant's node: a foreign
+ref or id reads exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from graph.store import GraphStore, agent_node, session_node
+from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
+from memory_core.models import CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
+from memory_core.refs import MEMORY, CursorCodec, CursorPosition, memory_ref, parse_ref
+
+
+def visible(attrs: dict[str, Any], viewer: str | None) -> bool:
+    """Private (visibility='agent') memories are shown only to the agent that wrote them."""
+    return attrs["visibility"] != "agent" or (viewer is not None and attrs["agent"] == viewer)
+
+
+def row_from_attrs(attrs: dict[str, Any], content: str) -> MemoryRow:
+    return MemoryRow(
+        ref=memory_ref(attrs["id"]),
+        id=attrs["id"],
+        tenant=attrs["tenant"],
+        session=attrs["session"],
+        agent=attrs["agent"],
+        content=content,
+        type=attrs["type"],
+        role=attrs["role"],
+        channel=attrs["channel"],
+        source=dict(attrs["source"]),
+        project_id=attrs["project_id"],
+        salience=attrs["salience"],
+        visibility=attrs["visibility"],
+        timestamp=from_us(attrs["ts_us"]),
+        metadata=dict(attrs["metadata"]),
+        content_len=attrs["content_len"],
+        content_hash=attrs["content_hash"],
+    )
+
+
+class Reader:
+    def __init__(self, graph: GraphStore, cursors: CursorCodec) -> None:
+        self.graph = graph
+        self.cursors = cursors
+
+    def rows(self, tenant: str, ids: Iterable[int], viewer: str | None) -> list[MemoryRow]:
+        """Rows for the tenant's visible memories among ``ids``, in the given order."""
+        attrs = [a for a in (self.graph.memory(tenant, i) for i in ids) if a is not None and visible(a, viewer)]
+        contents = self.graph.contents(tenant, (a["id"] for a in attrs))
+        return [row_from_attrs(a, contents[a["id"]]) for a in attrs if a["id"] in contents]
+
+    def recent_turns(
+        self, tenant: str, session: str, limit: int, cursor: str | None, viewer: str | None
+    ) -> RecentTurnsPage:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
+            raise InvalidInputError("'limit' must be an integer from 1 to 100.", field="limit")
+        scope = f"turns\x00{tenant}\x00{session}"
+        before = None
+        if cursor is not None:
+            pos = self.cursors.decode(scope, cursor)
+            before = (pos.ts_us, pos.id)
+
+        def accept(mem_id: int) -> bool:
+            attrs = self.graph.memory(tenant, mem_id)
+            return attrs is not None and visible(attrs, viewer)
+
+        keys = []
+        for key in self.graph.turn_index.newest_before(tenant, session, before, accept):
+            keys.append(key)
+            if len(keys) > limit:
+                break
+        more = len(keys) > limit
+        keys = keys[:limit]
+        turns = self.rows(tenant, (k[1] for k in keys), viewer)
+        next_cursor = self.cursors.encode(scope, CursorPosition(*keys[-1])) if more and keys else None
+        return RecentTurnsPage(turns, next_cursor)
+
+    def get_contents(self, tenant: str, refs: Sequence[object], viewer: str | None) -> Contents:
+        """Resolve refs to full rows; malformed, foreign, hidden and deleted refs go to missing."""
+        found_ids: list[int] = []
+        missing: list[str] = []
+        seen: set[str] = set()
+        for raw in refs:
+            label = raw if isinstance(raw, str) else repr(raw)[:80]
+            try:
+                ref = parse_ref(raw)
+            except InvalidRefError:
+                missing.append(label)
+                continue
+            if str(ref) in seen:
+                continue
+            seen.add(str(ref))
+            attrs = self.graph.memory(tenant, ref.id) if ref.kind == MEMORY else None
+            if attrs is None or not visible(attrs, viewer):
+                missing.append(str(ref))
+            else:
+                found_ids.append(ref.id)
+        return Contents(self.rows(tenant, found_ids, viewer), missing)
+
+    def check(self, tenant: str, ref_text: object, viewer: str | None) -> CheckResult:
+        ref = parse_ref(ref_text)
+        attrs = self.graph.memory(tenant, ref.id) if ref.kind == MEMORY else None
+        if attrs is None or not visible(attrs, viewer):
+            raise NotFoundError(f"No memory {ref} in this tenant.", ref=str(ref))
+        row = self.rows(tenant, [ref.id], viewer)[0]
+        key = (attrs["ts_us"], attrs["id"])
+        index = self.graph.turn_index if attrs["type"] == "turn" else self.graph.all_index
+        prev_key, next_key = index.neighbours(tenant, attrs["session"], key)
+        adjacent = {
+            name: (self.rows(tenant, [k[1]], viewer) or [None])[0] if k else None
+            for name, k in (("previous", prev_key), ("next", next_key))
+        }
+        neighbours = {
+            "author": {"node": agent_node(tenant, attrs["agent"]), "agent": attrs["agent"]},
+            "session": {
+                "node": session_node(tenant, attrs["session"]),
+                "session": attrs["session"],
+                "memories": self.graph.all_index.count(tenant, attrs["session"]),
+            },
+            "previous": adjacent["previous"],
+            "next": adjacent["next"],
+            "edges": [
+                {"direction": d, "kind": k, "node": n} for d, k, n in self.graph.edges_of(tenant, str(ref))
+            ],
+        }
+        return CheckResult(row, neighbours)

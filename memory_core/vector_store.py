@@ -1,0 +1,306 @@
+"""Vector stores: the Protocol, Chroma (embedded or client/server) and an in-memory fake.
+
+One Chroma collection per tenant, named from a hash of the tenant, and every query also
+carries ``where tenant == T``: a query cannot reach another tenant's rows even if a filter
+were built wrong. Embeddings are always passed explicitly; Chroma's default embedding
+function (which downloads a model) is never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from memory_core.errors import StoreReadOnlyError, StoreUnavailableError
+
+T = TypeVar("T")
+Metadata = dict[str, str | int | float | bool]
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    id: str
+    distance: float  # cosine distance: 0 = identical, 2 = opposite
+
+
+class VectorStore(Protocol):
+    """What the service needs from a vector index, always scoped to one tenant."""
+
+    def upsert(
+        self,
+        tenant: str,
+        ids: Sequence[str],
+        embeddings: Sequence[Sequence[float]],
+        documents: Sequence[str],
+        metadatas: Sequence[Metadata],
+    ) -> None: ...
+
+    def delete(self, tenant: str, ids: Sequence[str]) -> None: ...
+
+    def query(
+        self, tenant: str, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None
+    ) -> list[VectorHit]: ...
+
+    def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]: ...
+
+    def all_ids(self, tenant: str) -> set[str]: ...
+
+    def count(self, tenant: str) -> int: ...
+
+    def tenants(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+def collection_name(prefix: str, tenant: str) -> str:
+    """A Chroma-safe collection name derived from the tenant (any tenant string is safe)."""
+    return f"{prefix}_{hashlib.sha256(tenant.encode()).hexdigest()[:32]}"
+
+
+def _scoped(tenant: str, where: dict[str, Any] | None) -> dict[str, Any]:
+    clause: dict[str, Any] = {"tenant": tenant}
+    if not where:
+        return clause
+    return {"$and": [clause, where]}
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Connection-level failures of a remote Chroma; never validation errors."""
+    import httpx
+
+    return isinstance(exc, httpx.TransportError | ConnectionError | TimeoutError)
+
+
+def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
+    call = fn
+    if remote and retries > 0:
+        call = retry(
+            retry=retry_if_exception(_is_transient),
+            stop=stop_after_attempt(retries + 1),
+            wait=wait_exponential_jitter(initial=0.1, max=2.0),
+            reraise=True,
+        )(fn)
+    try:
+        return call()
+    except Exception as exc:
+        if _is_transient(exc):
+            raise StoreUnavailableError("The Chroma server is unavailable; nothing was written.") from exc
+        text = str(exc).lower()
+        if "readonly" in text or "read-only" in text or "read only" in text:
+            raise StoreReadOnlyError("The vector store is read-only; nothing was written.") from exc
+        raise
+
+
+class ChromaVectorStore:
+    """Chroma's persistent (embedded) or HTTP client behind the VectorStore Protocol."""
+
+    def __init__(self, client: Any, prefix: str = "mc", *, remote: bool = False, retries: int = 3) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._remote = remote
+        self._retries = retries
+        self._collections: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def persistent(cls, path: str | os.PathLike[str], prefix: str = "mc") -> ChromaVectorStore:
+        import chromadb
+
+        settings = chromadb.Settings(anonymized_telemetry=False, allow_reset=False)
+        return cls(chromadb.PersistentClient(path=str(path), settings=settings), prefix)
+
+    @classmethod
+    def http(
+        cls,
+        host: str,
+        port: int,
+        prefix: str = "mc",
+        *,
+        ssl: bool = False,
+        headers: dict[str, str] | None = None,
+        retries: int = 3,
+    ) -> ChromaVectorStore:
+        import chromadb
+
+        settings = chromadb.Settings(anonymized_telemetry=False)
+
+        def connect() -> Any:
+            return chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings)
+
+        client = _translate_errors(connect, remote=True, retries=retries)
+        return cls(client, prefix, remote=True, retries=retries)
+
+    def _run(self, fn: Callable[[], T]) -> T:
+        return _translate_errors(fn, remote=self._remote, retries=self._retries)
+
+    def _collection(self, tenant: str, *, create: bool) -> Any | None:
+        with self._lock:
+            col = self._collections.get(tenant)
+            if col is not None:
+                return col
+        name = collection_name(self._prefix, tenant)
+        if create:
+            col = self._run(
+                lambda: self._client.get_or_create_collection(
+                    name, metadata={"hnsw:space": "cosine", "tenant": tenant}, embedding_function=None
+                )
+            )
+        else:
+            try:
+                col = self._run(lambda: self._client.get_collection(name, embedding_function=None))
+            except StoreUnavailableError:
+                raise
+            except Exception:  # chroma raises NotFoundError/ValueError variants by version
+                return None
+        with self._lock:
+            self._collections[tenant] = col
+        return col
+
+    def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
+        col = self._collection(tenant, create=True)
+        metas = [{**m, "tenant": tenant} for m in metadatas]
+        self._run(
+            lambda: col.upsert(
+                ids=list(ids), embeddings=np.asarray(embeddings, dtype=np.float32),
+                documents=list(documents), metadatas=metas,
+            )
+        )
+
+    def delete(self, tenant: str, ids: Sequence[str]) -> None:
+        col = self._collection(tenant, create=False)
+        if col is not None and ids:
+            self._run(lambda: col.delete(ids=list(ids)))
+
+    def query(self, tenant, embedding, n, where=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
+        col = self._collection(tenant, create=False)
+        if col is None or n <= 0:
+            return []
+        res = self._run(
+            lambda: col.query(
+                query_embeddings=[list(embedding)], n_results=n, where=_scoped(tenant, where),
+                include=["distances"],
+            )
+        )
+        return [VectorHit(i, float(d)) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
+
+    def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
+        col = self._collection(tenant, create=False)
+        if col is None or not ids:
+            return set()
+        res = self._run(lambda: col.get(ids=list(ids), where={"tenant": tenant}, include=[]))
+        return set(res["ids"])
+
+    def all_ids(self, tenant: str) -> set[str]:
+        col = self._collection(tenant, create=False)
+        if col is None:
+            return set()
+        out: set[str] = set()
+        offset, page = 0, 5000
+        while True:
+            res = self._run(lambda o=offset: col.get(include=[], limit=page, offset=o))
+            out.update(res["ids"])
+            if len(res["ids"]) < page:
+                return out
+            offset += page
+
+    def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Stored document and metadata per id (used by doctor to restore lost graph rows)."""
+        col = self._collection(tenant, create=False)
+        if col is None or not ids:
+            return {}
+        res = self._run(lambda: col.get(ids=list(ids), include=["documents", "metadatas"]))
+        return {
+            i: (d or "", dict(m or {}))
+            for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
+        }
+
+    def count(self, tenant: str) -> int:
+        col = self._collection(tenant, create=False)
+        return 0 if col is None else int(self._run(col.count))
+
+    def tenants(self) -> list[str]:
+        cols = self._run(self._client.list_collections)
+        out = []
+        for col in cols:
+            meta = getattr(col, "metadata", None) or {}
+            if col.name.startswith(self._prefix + "_") and "tenant" in meta:
+                out.append(str(meta["tenant"]))
+        return sorted(out)
+
+    def close(self) -> None:
+        self._collections.clear()
+
+
+class InMemoryVectorStore:
+    """Exact cosine search over numpy arrays; the fast fake for unit tests."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, dict[str, tuple[np.ndarray, str, Metadata]]] = {}
+
+    def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
+        rows = self._rows.setdefault(tenant, {})
+        for i, e, d, m in zip(ids, embeddings, documents, metadatas, strict=True):
+            rows[i] = (np.asarray(e, dtype=np.float64), d, {**m, "tenant": tenant})
+
+    def delete(self, tenant: str, ids: Sequence[str]) -> None:
+        rows = self._rows.get(tenant, {})
+        for i in ids:
+            rows.pop(i, None)
+
+    def query(self, tenant, embedding, n, where=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
+        q = np.asarray(embedding, dtype=np.float64)
+        hits = [
+            VectorHit(i, float(1.0 - np.dot(v, q) / (np.linalg.norm(v) * np.linalg.norm(q) or 1.0)))
+            for i, (v, _d, m) in self._rows.get(tenant, {}).items()
+            if m.get("tenant") == tenant and _matches(m, where)
+        ]
+        return sorted(hits, key=lambda h: h.distance)[:n]
+
+    def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
+        rows = self._rows.get(tenant, {})
+        return {i for i in ids if i in rows}
+
+    def all_ids(self, tenant: str) -> set[str]:
+        return set(self._rows.get(tenant, {}))
+
+    def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        rows = self._rows.get(tenant, {})
+        return {i: (rows[i][1], dict(rows[i][2])) for i in ids if i in rows}
+
+    def count(self, tenant: str) -> int:
+        return len(self._rows.get(tenant, {}))
+
+    def tenants(self) -> list[str]:
+        return sorted(t for t, rows in self._rows.items() if rows)
+
+    def close(self) -> None:
+        pass
+
+
+def _matches(meta: Metadata, where: dict[str, Any] | None) -> bool:
+    """The subset of Chroma's where-language the service emits: $and, $eq, $in, equality."""
+    if not where:
+        return True
+    if "$and" in where:
+        return all(_matches(meta, w) for w in where["$and"])
+    if "$or" in where:
+        return any(_matches(meta, w) for w in where["$or"])
+    for key, cond in where.items():
+        value = meta.get(key)
+        if isinstance(cond, dict):
+            if "$eq" in cond and value != cond["$eq"]:
+                return False
+            if "$in" in cond and value not in cond["$in"]:
+                return False
+            if "$ne" in cond and value == cond["$ne"]:
+                return False
+        elif value != cond:
+            return False
+    return True

@@ -1,0 +1,289 @@
+"""The write path: validated adds and deletes that keep Chroma and the graph in agreement.
+
+An add runs in three steps under the writer lock:
+
+1. journal the intent (``add mem:<id>``) in SQLite and commit;
+2. upsert the vector record in Chroma;
+3. in one SQLite transaction write the graph node, its edges and FTS row, and clear the
+   journal entry; then update the in-memory graph.
+
+A failure in 2 or 3 removes the vector record and the journal entry before raising. A
+crash anywhere leaves at most a journal entry and a Chroma record that no graph node
+references; :meth:`WritePath.recover` (run at open) deletes both. So an add that returned
+is in both stores, and an add that did not is, after recovery, in neither.
+Deletes journal first too, then drop the graph row, then the vector record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graph.db import GraphDB
+from graph.store import GraphStore, mem_node
+from memory_core import validation as v
+from memory_core.config import LimitSettings
+from memory_core.embedding import Embedder
+from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreReadOnlyError
+from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, AddResult, from_us, to_us
+from memory_core.refs import memory_ref
+from memory_core.vector_store import Metadata, VectorStore
+
+ADD_FIELDS = frozenset({
+    "tenant", "session", "agent", "content", "type", "role", "channel", "source", "project_id",
+    "salience", "visibility", "timestamp", "idempotency_key", "metadata",
+})
+
+
+@dataclass
+class PreparedAdd:
+    row: dict[str, Any]
+    idempotency_key: str | None
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(" ".join(text.split()).casefold().encode("utf-8")).hexdigest()[:32]
+
+
+def embedding_text(row: dict[str, Any]) -> str:
+    """The text embedded for a memory: its content (one place to change it)."""
+    return str(row["content"])
+
+
+def vector_metadata(row: dict[str, Any]) -> Metadata:
+    """Filterable metadata for Chroma: no None values, project '' means the global pool."""
+    meta: Metadata = {
+        "tenant": row["tenant"],
+        "session": row["session"],
+        "agent": row["agent"],
+        "type": row["type"],
+        "visibility": row["visibility"],
+        "ts_us": row["ts_us"],
+        "salience": row["salience"],
+        "project_id": row["project_id"] or "",
+        "kind": "memory",
+    }
+    for key in ("role", "channel", "source_id"):
+        if row.get(key):
+            meta[key] = row[key]
+    return meta
+
+
+class WritePath:
+    """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
+
+    def __init__(
+        self, db: GraphDB, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings
+    ) -> None:
+        self.db = db
+        self.graph = graph
+        self.vectors = vectors
+        self.embedder = embedder
+        self.limits = limits
+        self.lock = threading.RLock()
+
+    # ---- validation ------------------------------------------------------------------------
+    def prepare(self, item: dict[str, Any]) -> PreparedAdd:
+        """Validate one add's arguments into a storable row (no id yet). Raises before any write."""
+        unknown = set(item) - ADD_FIELDS
+        if unknown:
+            raise InvalidInputError(f"Unknown add_memory fields: {', '.join(sorted(unknown))}.")
+        lim = self.limits
+        tenant = v.tenant(item.get("tenant"))
+        text = v.content(item.get("content"), lim.max_content_chars)
+        mtype = v.memory_type(item.get("type") or "turn")
+        source = v.source(item.get("source"), lim.max_metadata_bytes, lim.max_metadata_depth)
+        default_salience = HANDOFF_SALIENCE if mtype == "handoff" else DEFAULT_SALIENCE
+        ts = v.timestamp(item.get("timestamp"))
+        row = {
+            "tenant": tenant,
+            "session": v.name(item.get("session"), "session"),
+            "agent": v.name(item.get("agent"), "agent"),
+            "type": mtype,
+            "role": v.name(item.get("role"), "role", required=False),
+            "channel": v.name(item.get("channel"), "channel", required=False),
+            "source": source,
+            "source_id": source.get("id"),
+            "project_id": v.project_id(item.get("project_id")),
+            "salience": v.salience(item.get("salience"), default_salience),
+            "visibility": v.visibility(item.get("visibility") or "tenant"),
+            "ts_us": to_us(ts),
+            "metadata": v.json_object(item.get("metadata"), "metadata", lim.max_metadata_bytes,
+                                      lim.max_metadata_depth),
+            "content": text,
+            "content_len": len(text),
+            "content_hash": content_hash(text),
+            "idempotency_key": v.idempotency_key(item.get("idempotency_key")),
+        }
+        return PreparedAdd(row, row["idempotency_key"])
+
+    # ---- adds ------------------------------------------------------------------------------
+    def add_many(self, items: Sequence[dict[str, Any]], *, links: Sequence[Any] = ()) -> list[AddResult]:
+        """Validate all, embed outside the lock, then write all-or-nothing."""
+        if len(items) > self.limits.max_batch:
+            raise InvalidInputError(f"A batch holds at most {self.limits.max_batch} memories.")
+        prepared = [self.prepare(item) for item in items]
+        vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
+        with self.lock:
+            return self._write(prepared, vectors)
+
+    def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]]) -> list[AddResult]:
+        results: list[AddResult | None] = [None] * len(prepared)
+        to_write: list[int] = []
+        batch_keys: dict[tuple[str, str], int] = {}
+        for i, p in enumerate(prepared):
+            key = p.idempotency_key
+            if key is not None:
+                existing = self._by_idempotency_key(p.row["tenant"], key)
+                if existing is not None:
+                    results[i] = existing
+                    continue
+                if (p.row["tenant"], key) in batch_keys:
+                    continue  # resolved after the write, to the first row with this key
+                batch_keys[(p.row["tenant"], key)] = i
+            to_write.append(i)
+        if to_write:
+            self._write_rows([prepared[i] for i in to_write], [vectors[i] for i in to_write])
+        first_by_key = {k: i for k, i in batch_keys.items()}
+        for i, p in enumerate(prepared):
+            if results[i] is None and i in to_write:
+                row = p.row
+                results[i] = AddResult(
+                    memory_ref(row["id"]), from_us(row["ts_us"]), row.get("duplicate_of"), True
+                )
+        for i, p in enumerate(prepared):
+            if results[i] is None:
+                first = results[first_by_key[(p.row["tenant"], p.idempotency_key)]]
+                assert first is not None
+                results[i] = AddResult(first.ref, first.timestamp, first.duplicate_of, False)
+        return [r for r in results if r is not None]
+
+    def _by_idempotency_key(self, tenant: str, key: str) -> AddResult | None:
+        with self.db.lock:
+            row = self.db.conn.execute(
+                "SELECT id, ts_us FROM memories WHERE tenant = ? AND idempotency_key = ?", (tenant, key)
+            ).fetchone()
+        return None if row is None else AddResult(memory_ref(row[0]), from_us(row[1]), None, False)
+
+    def _duplicate_of(self, cur: sqlite3.Cursor, row: dict[str, Any], window_us: int) -> str | None:
+        found = cur.execute(
+            "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "
+            "AND ts_us BETWEEN ? AND ? ORDER BY ts_us DESC, id DESC LIMIT 1",
+            (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us),
+        ).fetchone()
+        return None if found is None else memory_ref(found[0])
+
+    def _write_rows(self, prepared: list[PreparedAdd], vectors: list[list[float]]) -> None:
+        rows = [p.row for p in prepared]
+        now_us = time.time_ns() // 1000
+        with self._store_errors(), self.db.transaction() as cur:  # 1. journal
+            ids = self.db.allocate_ids(cur, len(rows))
+            for row, mem_id in zip(rows, ids, strict=True):
+                row["id"] = mem_id
+            cur.executemany(
+                "INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('add', ?, ?, ?)",
+                [(r["tenant"], memory_ref(r["id"]), now_us) for r in rows],
+            )
+        try:
+            by_tenant: dict[str, list[int]] = {}
+            for i, row in enumerate(rows):
+                by_tenant.setdefault(row["tenant"], []).append(i)
+            for tenant, idx in by_tenant.items():  # 2. vectors
+                self.vectors.upsert(
+                    tenant,
+                    [memory_ref(rows[i]["id"]) for i in idx],
+                    [vectors[i] for i in idx],
+                    [rows[i]["content"] for i in idx],
+                    [vector_metadata(rows[i]) for i in idx],
+                )
+            window_us = int(self.limits.duplicate_window_s * 1_000_000)
+            with self._store_errors(), self.db.transaction() as cur:  # 3. graph + FTS + journal clear
+                for row in rows:
+                    row["duplicate_of"] = self._duplicate_of(cur, row, window_us) if window_us else None
+                    self.graph.write_memory(cur, row)
+                cur.executemany(
+                    "DELETE FROM journal WHERE op = 'add' AND item_id = ?", [(memory_ref(r["id"]),) for r in rows]
+                )
+        except BaseException:
+            self.db.reload_fts_names()
+            self._undo_vectors(rows)
+            raise
+        for row in rows:
+            self.graph.apply_memory(row)
+
+    def _undo_vectors(self, rows: list[dict[str, Any]]) -> None:
+        """Best effort: if Chroma is down too, the journal entry stays and recovery finishes it."""
+        try:
+            for row in rows:
+                self.vectors.delete(row["tenant"], [memory_ref(row["id"])])
+            with self.db.transaction() as cur:
+                cur.executemany(
+                    "DELETE FROM journal WHERE op = 'add' AND item_id = ?", [(memory_ref(r["id"]),) for r in rows]
+                )
+        except (MemoryCoreError, sqlite3.Error):
+            pass
+
+    def _store_errors(self) -> _SqliteErrors:
+        return _SqliteErrors()
+
+    # ---- deletes ---------------------------------------------------------------------------
+    def delete(self, tenant: str, mem_id: int) -> bool:
+        with self.lock:
+            if self.graph.memory(tenant, mem_id) is None:
+                return False
+            ref = memory_ref(mem_id)
+            with self._store_errors(), self.db.transaction() as cur:
+                self.graph.erase_memory(cur, tenant, mem_id)
+                cur.execute(
+                    "INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('delete', ?, ?, ?)",
+                    (tenant, ref, time.time_ns() // 1000),
+                )
+            self.graph.unapply_memory(mem_id)
+            try:
+                self.vectors.delete(tenant, [ref])
+            except StoreError:
+                return True  # the graph row is gone; recovery at open removes the vector record
+            with self.db.transaction() as cur:
+                cur.execute("DELETE FROM journal WHERE op = 'delete' AND item_id = ?", (ref,))
+            return True
+
+    # ---- recovery --------------------------------------------------------------------------
+    def recover(self) -> list[dict[str, Any]]:
+        """Finish or undo what a crash interrupted; returns what it did (for doctor/logs)."""
+        with self.lock, self.db.lock:
+            pending = self.db.conn.execute("SELECT seq, op, tenant, item_id FROM journal ORDER BY seq").fetchall()
+        done: list[dict[str, Any]] = []
+        for seq, op, tenant, item_id in pending:
+            mem_id = int(item_id.split(":", 1)[1])
+            if op == "add" and self.graph.memory(tenant, mem_id) is not None:
+                action = "kept (graph write had committed)"
+            else:
+                self.vectors.delete(tenant, [item_id])
+                action = "rolled back unacknowledged add" if op == "add" else "finished delete"
+            with self.db.transaction() as cur:
+                cur.execute("DELETE FROM journal WHERE seq = ?", (seq,))
+            done.append({"op": op, "ref": item_id, "tenant": tenant, "action": action})
+        return done
+
+
+class _SqliteErrors:
+    """Map SQLite failures (disk full, read-only directory, I/O) to coded store errors."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
+            text = str(exc).lower()
+            if "readonly" in text or "read-only" in text:
+                raise StoreReadOnlyError("The graph store is read-only; nothing was written.") from exc
+            raise StoreError(f"The graph store failed ({exc}); nothing was written.") from exc
+        return False
+
+
+__all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath", "content_hash", "embedding_text", "mem_node"]
