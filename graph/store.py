@@ -55,7 +55,9 @@ class GraphStore:
         self.graph: nx.MultiDiGraph = nx.MultiDiGraph()
         self.all_index = SessionIndex()
         self.turn_index = SessionIndex()
+        self.tenant_index = SessionIndex()  # session key "" : every memory of the tenant by time
         self._memory_count: dict[str, int] = {}
+        self._agents: dict[str, set[str]] = {}
         self.load()
 
     # ---- loading -------------------------------------------------------------------------
@@ -82,9 +84,17 @@ class GraphStore:
             for src, dst, kind in conn.execute("SELECT src, dst, kind FROM edges"):
                 g.add_edge(src, dst, key=kind, kind=kind)
         self.graph = g
-        self.all_index, self.turn_index = SessionIndex(), SessionIndex()
+        self._agents = {}
+        for _node, attrs in g.nodes(data=True):
+            if attrs.get("kind") == AGENT:
+                self._agents.setdefault(attrs["tenant"], set()).add(attrs["agent"])
+        self.all_index, self.turn_index, self.tenant_index = SessionIndex(), SessionIndex(), SessionIndex()
+        by_tenant: dict[str, list[Key]] = {}
         for (t, s), keys in all_keys.items():
             self.all_index.bulk_load(t, s, keys)
+            by_tenant.setdefault(t, []).extend(keys)
+        for t, keys in by_tenant.items():
+            self.tenant_index.bulk_load(t, "", keys)
         for (t, s), keys in turn_keys.items():
             self.turn_index.bulk_load(t, s, keys)
         self._memory_count = counts
@@ -151,6 +161,7 @@ class GraphStore:
         g = self.graph
         if a_node not in g:
             g.add_node(a_node, kind=AGENT, tenant=tenant, agent=row["agent"])
+            self._agents.setdefault(tenant, set()).add(row["agent"])
         if s_node not in g:
             g.add_node(s_node, kind=SESSION, tenant=tenant, session=session)
         g.add_node(m_node, **attrs)
@@ -158,6 +169,7 @@ class GraphStore:
         g.add_edge(m_node, s_node, key=IN_SESSION, kind=IN_SESSION)
         key = (row["ts_us"], row["id"])
         self.all_index.add(tenant, session, key)
+        self.tenant_index.add(tenant, "", key)
         if row["type"] == "turn":
             self.turn_index.add(tenant, session, key)
         self._memory_count[tenant] = self._memory_count.get(tenant, 0) + 1
@@ -172,6 +184,7 @@ class GraphStore:
             return
         tenant, session, key = attrs["tenant"], attrs["session"], (attrs["ts_us"], attrs["id"])
         self.all_index.remove(tenant, session, key)
+        self.tenant_index.remove(tenant, "", key)
         if attrs["type"] == "turn":
             self.turn_index.remove(tenant, session, key)
         self.graph.remove_node(node)
@@ -212,6 +225,10 @@ class GraphStore:
         out = [("out", d["kind"], v) for _u, v, d in g.out_edges(node, data=True)]
         out += [("in", d["kind"], u) for u, _v, d in g.in_edges(node, data=True)]
         return [e for e in out if g.nodes[e[2]].get("tenant") == tenant]
+
+    def agents(self, tenant: str) -> frozenset[str]:
+        """Every agent that has written in the tenant (AGENT nodes)."""
+        return frozenset(self._agents.get(tenant, ()))
 
     def tenants(self) -> list[str]:
         return sorted(t for t, n in self._memory_count.items() if n > 0)

@@ -19,8 +19,11 @@ from memory_core import validation as v
 from memory_core.config import Settings, load_settings
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
 from memory_core.errors import ConfigError, InvalidInputError, StoreError, StoreLockedError
-from memory_core.models import AddResult, CheckResult, Contents, RecentTurnsPage
+from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 from memory_core.reads import Reader
+from memory_core.recall.engine import Recaller
+from memory_core.recall.filters import normalize
+from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
 from memory_core.write_path import WritePath
@@ -99,6 +102,7 @@ class MemoryCore:
         secret = db.meta("cursor_secret") or ""
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
         self.writer = WritePath(db, graph, vectors, embedder, settings.limits)
+        self.recaller = Recaller(graph, self.reader, LexicalIndex(db), vectors, embedder, settings)
         self.recovered = self.writer.recover()
         self._closed = False
 
@@ -191,3 +195,28 @@ class MemoryCore:
         tenant = v.tenant(tenant)
         with self.db.lock:
             return self.reader.check(tenant, ref, viewer)
+
+    # ---- recall ----------------------------------------------------------------------------
+    def recall(self, tenant: str, query: str, **options: Any) -> RecallResult:
+        """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine`.
+
+        Options: viewer, limit (≤ scan window), type, session, agent, channel, source_id,
+        project_id (omitted = all, '' = global pool, 'X' = X ∪ global, '@auto'), exclude_contents,
+        deep (no time decay), preset. An empty query returns the most recent memories.
+        """
+        return self.recaller.recall(tenant, query, **options)
+
+    def recall_with_context(
+        self, tenant: str, query: str, context: Sequence[dict[str, Any]], **options: Any
+    ) -> RecallResult:
+        """Recall sharpened by the recent conversation; never returns what the context already holds."""
+        if isinstance(context, str) or not isinstance(context, Sequence):
+            raise InvalidInputError("'context' must be a list of {role, content} objects.", field="context")
+        texts: list[str] = []
+        for entry in context:
+            if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
+                raise InvalidInputError("Each context entry needs a string 'content'.", field="context")
+            texts.append(entry["content"])
+        exclude = [*(options.pop("exclude_contents", None) or []), *(t for t in texts if normalize(t))]
+        recent = " ".join(texts[-4:])[-2000:]
+        return self.recaller.recall(tenant, query, exclude_contents=exclude, context_text=recent or None, **options)

@@ -213,8 +213,9 @@ class WritePath:
             self.db.reload_fts_names()
             self._undo_vectors(rows)
             raise
-        for row in rows:
-            self.graph.apply_memory(row)
+        with self.db.lock:  # readers hold this lock while they walk the graph
+            for row in rows:
+                self.graph.apply_memory(row)
 
     def _undo_vectors(self, rows: list[dict[str, Any]]) -> None:
         """Best effort: if Chroma is down too, the journal entry stays and recovery finishes it."""
@@ -243,7 +244,8 @@ class WritePath:
                     "INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('delete', ?, ?, ?)",
                     (tenant, ref, time.time_ns() // 1000),
                 )
-            self.graph.unapply_memory(mem_id)
+            with self.db.lock:
+                self.graph.unapply_memory(mem_id)
             try:
                 self.vectors.delete(tenant, [ref])
             except StoreError:

@@ -126,7 +126,6 @@ def load_litellm() -> ModuleType:
             # litellm prints "Give Feedback / Get Help" banners to stdout on every error; an MCP stdio
             # server must never write to stdout, and our reasons already say what went wrong.
             litellm.suppress_debug_info = True
-            litellm.telemetry = False
             litellm.disable_hf_tokenizer_download = True
             _litellm = litellm
     return _litellm
@@ -177,7 +176,7 @@ class LiteLLMSummaryProvider:
     ) -> None:
         self.settings = settings
         self._wait = wait_exponential_jitter(
-            initial=backoff_initial_s, max=backoff_max_s, jitter=backoff_jitter_s
+            multiplier=backoff_initial_s, max=backoff_max_s, jitter=backoff_jitter_s
         )
         self._sleep = sleep
 

@@ -1,0 +1,154 @@
+"""Recall filters, evaluated on AGENT_MEMORY graph nodes and pushed down to each retriever.
+
+The graph node is the one source of truth for filtering; the Chroma ``where`` and the SQL
+clause are pushdowns so that a filter applies *before* each retriever's top-N cut (a
+matching row can never be crowded out by rows of other types). Every candidate is then
+re-checked against the node, so a pushdown that is looser than the predicate is harmless.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from memory_core import validation as v
+from memory_core.errors import InvalidInputError
+
+AUTO_PROJECT = "@auto"
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+@dataclass(frozen=True)
+class ProjectScope:
+    """None = all projects; '' = global pool only; 'X' = X ∪ global pool."""
+
+    project: str | None
+    resolved_project_id: str | None
+    warning: str | None
+
+
+def resolve_project(project_id: object, viewer: str | None, agent_projects: dict[str, str]) -> ProjectScope:
+    if project_id is UNSET or project_id is None:
+        return ProjectScope(None, None, None)
+    if not isinstance(project_id, str):
+        raise InvalidInputError("'project_id' must be a string.", field="project_id")
+    if project_id == AUTO_PROJECT and agent_projects:
+        mapped = agent_projects.get(viewer or "")
+        if mapped is None:
+            warning = (f"Agent '{viewer}' has no default project in the operating context; "
+                       "recalling from the global pool only.")
+            return ProjectScope("", "", warning)
+        return ProjectScope(mapped, mapped, None)
+    if project_id != "":
+        v.name(project_id, "project_id")
+    return ProjectScope(project_id, project_id, None)
+
+
+def normalize(text: str) -> str:
+    """Case-folded, whitespace-collapsed: the form exclude_contents compares."""
+    return " ".join(text.split()).casefold()
+
+
+@dataclass(frozen=True)
+class RecallFilters:
+    tenant: str
+    viewer: str | None = None
+    type: str | None = None
+    session: str | None = None
+    agent: str | None = None
+    channel: str | None = None
+    source_id: str | None = None
+    project: str | None = None  # see ProjectScope
+    exclude: tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, tenant: str, viewer: object, scope: ProjectScope, **fields: Any) -> RecallFilters:
+        type_ = fields.get("type")
+        exclude = fields.get("exclude_contents") or ()
+        if isinstance(exclude, str) or not all(isinstance(x, str) for x in exclude):
+            raise InvalidInputError("'exclude_contents' must be a list of strings.", field="exclude_contents")
+        source_id = fields.get("source_id")
+        if source_id is not None and not isinstance(source_id, str):
+            raise InvalidInputError("'source_id' must be a string.", field="source_id")
+        return cls(
+            tenant=tenant,
+            viewer=v.name(viewer, "viewer", required=False),
+            type=v.memory_type(type_) if type_ else None,
+            session=v.name(fields.get("session"), "session", required=False),
+            agent=v.name(fields.get("agent"), "agent", required=False),
+            channel=v.name(fields.get("channel"), "channel", required=False),
+            source_id=source_id or None,
+            project=scope.project,
+            exclude=tuple(n for n in (normalize(x) for x in exclude) if n),
+        )
+
+    def admits(self, a: dict[str, Any]) -> bool:
+        """The authoritative predicate over an AGENT_MEMORY node's attributes."""
+        if a.get("tenant") != self.tenant:
+            return False
+        if a["visibility"] == "agent" and a["agent"] != self.viewer:
+            return False
+        if self.type and a["type"] != self.type:
+            return False
+        if self.session and a["session"] != self.session:
+            return False
+        if self.agent and a["agent"] != self.agent:
+            return False
+        if self.channel and a["channel"] != self.channel:
+            return False
+        if self.source_id and not str(a.get("source_id") or "").startswith(self.source_id):
+            return False
+        if self.project is not None:
+            stored = a["project_id"]
+            if self.project == "":
+                return stored is None
+            return stored is None or stored == self.project
+        return True
+
+    def excluded(self, content: str) -> bool:
+        """Bidirectional starts-with against what the caller already holds."""
+        if not self.exclude:
+            return False
+        text = normalize(content)
+        return any(text.startswith(x) or x.startswith(text) for x in self.exclude)
+
+    def chroma_where(self) -> dict[str, Any] | None:
+        clauses: list[dict[str, Any]] = []
+        for key in ("type", "session", "agent", "channel"):
+            value = getattr(self, key)
+            if value:
+                clauses.append({key: value})
+        if self.project is not None:
+            clauses.append({"project_id": {"$in": sorted({"", self.project})}})
+        if self.viewer:
+            clauses.append({"$or": [{"visibility": "tenant"}, {"agent": self.viewer}]})
+        else:
+            clauses.append({"visibility": "tenant"})
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    def sql_where(self) -> tuple[str, list[Any]]:
+        """A clause over ``memories m`` (tenant included) with its parameters."""
+        parts, args = ["m.tenant = ?"], [self.tenant]
+        for key in ("type", "session", "agent", "channel"):
+            value = getattr(self, key)
+            if value:
+                parts.append(f"m.{key} = ?")
+                args.append(value)
+        if self.source_id:
+            parts.append("m.source_id LIKE ? ESCAPE '\\'")
+            args.append(re.sub(r"([\\%_])", r"\\\1", self.source_id) + "%")
+        if self.project is not None:
+            parts.append("m.project_id IS NULL" if self.project == "" else "(m.project_id IS NULL OR m.project_id = ?)")
+            if self.project:
+                args.append(self.project)
+        parts.append("(m.visibility = 'tenant' OR m.agent = ?)")
+        args.append(self.viewer or "\x00")
+        return " AND ".join(parts), args
