@@ -19,9 +19,16 @@ WORD = re.compile(r"\w+", re.UNICODE)
 KEYWORD = re.compile(r"\w[\w.\-:/#]*\w|\w", re.UNICODE)
 QUOTED = re.compile(r"\"([^\"]{2,200})\"|'([^']{2,200})'")
 
-STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "might", "my", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "about", "above", "after", "again", "against", "all", "am", "any", "because", "before", "below", "between", "both", "down", "during", "each", "few", "further", "more", "most", "s", "t", "don", "now", "also", "ever", "still", "yet", "really", "much", "many", "like", "get", "got", "tell", "know", "think", "thing", "things"]
-)
+_STOPWORDS_TEXT = """
+a an and are as at be been being but by can could did do does doing for from had has have having he
+her here hers him his how i if in into is it its itself just me might my no nor not of off on once
+only or other our ours out over own same she should so some such than that the their theirs them
+then there these they this those through to too under until up very was we were what when where
+which while who whom why will with would you your yours yourself about above after again against all
+am any because before below between both down during each few further more most s t don now also
+ever still yet really much many like get got tell know think thing things
+"""
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 
 
 @dataclass(frozen=True)
