@@ -1,0 +1,198 @@
+"""The MCP tool contract, run over every transport.
+
+``ToolContract`` holds the behaviour every transport must show; a test module subclasses
+it as ``Test<Transport>`` and provides two fixtures: ``acme`` and ``beta``, a ``Caller``
+for each of two tenants on one running server. Each test writes into its own sessions
+and searches for its own words, so the tests can share one server.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.mcp_harness import TEST_BUDGET_CHARS, Caller, error_code
+
+TOOLS_NOW = {
+    "add_memory",
+    "recall",
+    "recall_with_context",
+    "get_contents",
+    "query_recent_turns",
+    "check_memory",
+    "create_handoff",
+    "delete_memory",
+}
+PREVIEW_CHARS = 500
+
+
+def long_text(keyword: str, chars: int) -> str:
+    """A text of exactly ``chars`` characters that starts with ``keyword``."""
+    body = f"{keyword} " + " ".join(f"{keyword}{i} detail" for i in range(chars))
+    return body[:chars]
+
+
+def refs_of(response: dict[str, Any]) -> list[str]:
+    return [message["ref"] for message in response["messages"]]
+
+
+@pytest.mark.anyio
+class ToolContract:
+    async def test_the_tool_list_names_every_tool_and_its_schemas_state_the_caps(self, acme: Caller) -> None:
+        tools = {tool.name: tool for tool in (await acme.client.list_tools()).tools}
+        assert set(tools) >= TOOLS_NOW
+        recall_limit = tools["recall"].input_schema["properties"]["limit"]
+        assert (recall_limit["maximum"], recall_limit["default"]) == (50, 10)
+        assert tools["get_contents"].input_schema["properties"]["refs"]["maxItems"] == 20
+        assert tools["query_recent_turns"].input_schema["properties"]["limit"]["maximum"] == 100
+        for tool in tools.values():
+            assert tool.description and len(tool.description) < 1200
+            assert "tenant" in tool.input_schema["properties"]
+            assert "tenant" not in tool.input_schema.get("required", [])
+            assert "ctx" not in tool.input_schema["properties"]
+
+    async def test_add_then_recall_then_get_contents_round_trips_a_memory(self, acme: Caller) -> None:
+        text = "The deployment key for orion lives in the vault under ops/orion, rotated monthly."
+        added = await acme.ok("add_memory", session="roundtrip", agent="alice", content=text, type="note")
+        assert added["ref"].startswith("mem:") and added["created"] is True
+        recalled = await acme.ok("recall", query="orion deployment key vault", session="roundtrip")
+        assert added["ref"] in refs_of(recalled)
+        message = recalled["messages"][refs_of(recalled).index(added["ref"])]
+        assert {"ref", "content", "type", "session", "agent", "timestamp", "source"} <= set(message)
+        got = await acme.ok("get_contents", refs=[added["ref"]])
+        assert [row["content"] for row in got["found"]] == [text]
+        assert got["missing"] == []
+
+    async def test_only_long_rows_carry_preview_markers_and_the_preview_is_an_exact_prefix(self, acme: Caller) -> None:
+        short = "zebra migration: short note"
+        long = long_text("zebra migration plan", 1800)
+        short_ref = (await acme.ok("add_memory", session="preview", agent="a", content=short))["ref"]
+        long_ref = (await acme.ok("add_memory", session="preview", agent="a", content=long))["ref"]
+        recalled = await acme.ok("recall", query="zebra migration", session="preview")
+        by_ref = {m["ref"]: m for m in recalled["messages"]}
+        assert by_ref[long_ref]["content"] == long[:PREVIEW_CHARS]
+        assert by_ref[long_ref]["content_truncated"] is True
+        assert by_ref[long_ref]["content_len"] == len(long)
+        assert by_ref[short_ref]["content"] == short
+        assert "content_truncated" not in by_ref[short_ref] and "content_len" not in by_ref[short_ref]
+
+    async def test_a_preview_fed_back_in_exclude_contents_excludes_its_row(self, acme: Caller) -> None:
+        long = long_text("nebula telescope calibration", 1500)
+        ref = (await acme.ok("add_memory", session="exclude", agent="a", content=long))["ref"]
+        first = await acme.ok("recall", query="nebula telescope calibration", session="exclude")
+        preview = next(m["content"] for m in first["messages"] if m["ref"] == ref)
+        again = await acme.ok(
+            "recall", query="nebula telescope calibration", session="exclude", exclude_contents=[preview]
+        )
+        assert ref not in refs_of(again)
+
+    async def test_full_content_past_the_budget_keeps_the_most_relevant_whole_and_reports_the_budget(
+        self, acme: Caller
+    ) -> None:
+        for i in range(4):
+            text = long_text(f"quasar survey {i}", 2000)
+            await acme.ok("add_memory", session="budget", agent="a", content=text)
+        full = await acme.ok("recall", query="quasar survey", session="budget", full_content=True)
+        whole = [m for m in full["messages"] if "content_truncated" not in m]
+        cut = [m for m in full["messages"] if m.get("content_truncated")]
+        assert full["full_content_budget_chars"] == TEST_BUDGET_CHARS
+        assert len(whole) == TEST_BUDGET_CHARS // 2000 and all(len(m["content"]) == 2000 for m in whole)
+        assert cut and all(len(m["content"]) == PREVIEW_CHARS and m["content_len"] == 2000 for m in cut)
+        assert full["messages"][: len(whole)] == whole
+        default = await acme.ok("recall", query="quasar survey", session="budget")
+        assert all(m.get("content_truncated") for m in default["messages"])
+        assert "full_content_budget_chars" not in default
+
+    async def test_twenty_one_refs_are_refused_by_the_schema(self, acme: Caller) -> None:
+        result = await acme.call("get_contents", refs=[f"mem:{i}" for i in range(1, 22)])
+        assert error_code(result) == "INVALID_INPUT"
+        assert "refs" in result.content[0].text  # type: ignore[union-attr]
+
+    async def test_malformed_and_foreign_refs_land_in_missing(self, acme: Caller, beta: Caller) -> None:
+        own = (await acme.ok("add_memory", session="refs", agent="a", content="acme's own row"))["ref"]
+        foreign = (await beta.ok("add_memory", session="refs", agent="b", content="beta's secret row"))["ref"]
+        asked = [own, foreign, "junk", "mem:0", "ep:x", "mem:99999999"]
+        got = await acme.ok("get_contents", refs=asked)
+        assert [row["ref"] for row in got["found"]] == [own]
+        assert sorted(got["missing"]) == sorted(asked[1:])
+        assert (await beta.ok("get_contents", refs=[own]))["missing"] == [own]
+
+    async def test_errors_are_tool_errors_with_a_stable_code_and_one_sentence(self, acme: Caller) -> None:
+        cases = {
+            "EMPTY_CONTENT": await acme.call("add_memory", session="errors", agent="a", content="   "),
+            "INVALID_CURSOR": await acme.call("query_recent_turns", session="errors", cursor="forged.cursor"),
+            "NOT_FOUND": await acme.call("check_memory", ref="mem:99999999"),
+            "INVALID_REF": await acme.call("check_memory", ref="not-a-ref"),
+            "CONTENT_TOO_LARGE": await acme.call("add_memory", session="errors", agent="a", content="x" * 100_001),
+            "UNKNOWN_TOOL": await acme.call("no_such_tool"),
+        }
+        for code, result in cases.items():
+            assert error_code(result) == code
+
+    async def test_unknown_arguments_are_ignored(self, acme: Caller) -> None:
+        added = await acme.ok("add_memory", session="fwd", agent="a", content="forward compatible", v9_flag=True)
+        recalled = await acme.ok("recall", query="forward compatible", session="fwd", rerank_with="gpt-9")
+        assert added["ref"] in refs_of(recalled)
+
+    async def test_wrong_argument_types_are_tool_errors(self, acme: Caller) -> None:
+        bad_calls = [
+            ("recall", {"query": "x", "limit": "many"}),
+            ("recall", {"query": "x", "limit": 51}),
+            ("get_contents", {"refs": "mem:1"}),
+            ("add_memory", {"session": "types", "agent": "a", "content": 5}),
+            ("add_memory", {"session": "types", "agent": "a"}),
+            ("query_recent_turns", {"session": "types", "limit": 101}),
+        ]
+        for tool, arguments in bad_calls:
+            assert error_code(await acme.call(tool, **arguments)) == "INVALID_INPUT", (tool, arguments)
+
+    async def test_recent_turns_page_newest_first_in_the_preview_tier(self, acme: Caller) -> None:
+        texts = ["first turn", long_text("second turn", 900), "third turn"]
+        refs = [
+            (await acme.ok("add_memory", session="paging", agent="a", content=t, role="user"))["ref"] for t in texts
+        ]
+        page = await acme.ok("query_recent_turns", session="paging", limit=2)
+        assert [t["ref"] for t in page["turns"]] == [refs[2], refs[1]]
+        assert page["turns"][1]["content_truncated"] is True and page["turns"][1]["content_len"] == 900
+        rest = await acme.ok("query_recent_turns", session="paging", limit=2, cursor=page["next_cursor"])
+        assert [t["ref"] for t in rest["turns"]] == [refs[0]]
+        assert rest["next_cursor"] is None
+
+    async def test_check_memory_returns_the_full_row_and_its_neighbours(self, acme: Caller) -> None:
+        before = (await acme.ok("add_memory", session="check", agent="a", content="earlier turn"))["ref"]
+        long = long_text("checked row", 1200)
+        ref = (await acme.ok("add_memory", session="check", agent="a", content=long))["ref"]
+        checked = await acme.ok("check_memory", ref=ref)
+        assert checked["memory"]["content"] == long and "content_truncated" not in checked["memory"]
+        assert checked["neighbours"]["previous"]["ref"] == before
+
+    async def test_delete_memory_removes_the_row_for_good(self, acme: Caller) -> None:
+        ref = (await acme.ok("add_memory", session="delete", agent="a", content="to be forgotten"))["ref"]
+        assert await acme.ok("delete_memory", ref=ref) == {"ref": ref, "deleted": True}
+        assert (await acme.ok("get_contents", refs=[ref]))["missing"] == [ref]
+        assert (await acme.ok("delete_memory", ref=ref))["deleted"] is False
+
+    async def test_agent_private_rows_are_returned_only_to_their_author(self, acme: Caller) -> None:
+        ref = (
+            await acme.ok("add_memory", session="private", agent="alice", content="alice's scratch", visibility="agent")
+        )["ref"]
+        assert (await acme.ok("get_contents", refs=[ref], viewer="bob"))["missing"] == [ref]
+        assert [r["ref"] for r in (await acme.ok("get_contents", refs=[ref], viewer="alice"))["found"]] == [ref]
+
+    async def test_recall_with_context_echoes_the_context_trimmed_and_without_refs(self, acme: Caller) -> None:
+        said = long_text("we talked about the lighthouse", 700)
+        context = [{"role": "user", "content": said}, {"role": "assistant", "content": "noted"}]
+        await acme.ok("add_memory", session="ctx", agent="a", content="the lighthouse keeper retires in May")
+        response = await acme.ok("recall_with_context", query="lighthouse", session="ctx", context=context)
+        assert response["context"] == [
+            {"role": "user", "content": said[:PREVIEW_CHARS], "content_truncated": True, "content_len": 700},
+            {"role": "assistant", "content": "noted"},
+        ]
+
+    async def test_the_newest_handoff_comes_first_when_recalling_by_type(self, acme: Caller) -> None:
+        await acme.ok("create_handoff", session="handoff", agent="a", content="handoff one: schema drafted")
+        newest = await acme.ok("create_handoff", session="handoff", agent="a", content="handoff two: tests green")
+        recalled = await acme.ok("recall", query="handoff", session="handoff", type="handoff")
+        assert refs_of(recalled)[0] == newest["ref"]
+        assert recalled["messages"][0]["type"] == "handoff"

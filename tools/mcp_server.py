@@ -1,0 +1,221 @@
+"""The MCP server: tool registry, lifespan, and the stdio / streamable HTTP transports.
+
+Composition root for the MCP boundary: ``main`` reads settings once, the lifespan opens
+the stores once (``MemoryCore.open``) and hands a ``ServerState`` to every tool through
+the SDK's typed context. Errors map once, here and in ``tools.mcp_context``:
+
+- ``MemoryCoreError``            -> tool error ``<CODE>: <sentence>`` (its own code)
+- arguments failing the schema   -> tool error ``INVALID_INPUT``
+- unknown tool name              -> tool error ``UNKNOWN_TOOL``
+- anything else (a bug)          -> tool error ``INTERNAL_ERROR``; traceback in the server log only
+
+Run: ``python -m tools.mcp_server [--data-dir DIR] [--config FILE]`` (stdio) or
+``python -m tools.mcp_server --http [--host 127.0.0.1] [--port 8765]`` (streamable HTTP at /mcp).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import uvicorn
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import ValidationError
+
+from memory_core.config import Settings, load_settings
+from memory_core.errors import MemoryCoreError
+from memory_core.service import MemoryCore
+from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
+from tools.mcp_context import ServerState, error_result
+from tools.mcp_recall_tools import recall, recall_with_context
+from tools.mcp_tools import (
+    add_memory,
+    check_memory,
+    create_handoff,
+    delete_memory,
+    get_contents,
+    query_recent_turns,
+)
+from tools.preview import PreviewShaper
+
+SERVER_NAME = "memory-core"
+MCP_PATH = "/mcp"
+CORE_THREADS = 8
+
+INSTRUCTIONS = (
+    "Long-term memory shared by the agents of a tenant. Recall before acting; results are previews "
+    "(expand with get_contents). Store turns, notes and decisions with add_memory; write a handoff with "
+    "create_handoff before your session ends or your context is compacted."
+)
+
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+# The registry: (tool function, annotations). Issue 5 adds recover_context (READ) and
+# summarize_session (WRITE) here, from their own module.
+TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
+    (add_memory, WRITE),
+    (recall, READ),
+    (recall_with_context, READ),
+    (get_contents, READ),
+    (query_recent_turns, READ),
+    (check_memory, READ),
+    (create_handoff, WRITE),
+    (delete_memory, DESTRUCTIVE),
+]
+
+
+class MemoryMCPServer(MCPServer[ServerState]):
+    """``MCPServer`` whose SDK-raised tool errors also carry a stable code and one sentence."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if name not in {tool.name for tool in await self.list_tools()}:
+            return error_result("UNKNOWN_TOOL", f"There is no tool named '{name[:80]}'.")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            # The SDK has the traceback; the caller gets a sentence, never a stack trace.
+            return error_result("INTERNAL_ERROR", f"{name} failed unexpectedly; the server log has the details.")
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return error_result("INVALID_INPUT", _first_problem(exc.__cause__))
+            raise
+
+
+def _first_problem(error: ValidationError) -> str:
+    """One sentence naming the first bad argument (and how many more there are)."""
+    problems = error.errors()
+    first = problems[0]
+    field = ".".join(str(part) for part in first["loc"]) or "arguments"
+    message = "is required" if first["type"] == "missing" else first["msg"][:1].lower() + first["msg"][1:]
+    more = f" ({len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    return f"Argument '{field}' {message}{more}."
+
+
+def build_server(
+    settings: Settings,
+    *,
+    data_dir: str | None = None,
+    with_tokens: bool = False,
+    on_ready: Callable[[], None] | None = None,
+) -> MemoryMCPServer:
+    """The server for ``settings``; ``with_tokens`` turns on bearer auth (HTTP only)."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        core = await anyio.to_thread.run_sync(lambda: MemoryCore.open(data_dir, settings=settings))
+        try:
+            state = ServerState(
+                core=core,
+                shaper=PreviewShaper(settings.recall.preview_chars, settings.recall.full_content_budget_chars),
+                scope=TenantScope(settings.server.tenant),
+                limiter=anyio.CapacityLimiter(CORE_THREADS),
+                recall_limit_cap=settings.server.mcp_limit_cap,
+            )
+            if on_ready is not None:
+                on_ready()
+            yield state
+        finally:
+            await anyio.to_thread.run_sync(core.close)
+
+    auth: dict[str, Any] = {}
+    if with_tokens:
+        # Resource-server mode with our own verifier: no OAuth routes are mounted; the
+        # issuer URL is required by AuthSettings but unused without an auth provider.
+        url = f"http://{settings.server.host}:{settings.server.port}"
+        auth = {
+            "token_verifier": TokenTenantVerifier(settings.server.tokens),
+            "auth": AuthSettings(issuer_url=url, resource_server_url=None),
+        }
+    server = MemoryMCPServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING", **auth)
+    for fn, hints in TOOLS:
+        server.add_tool(fn, annotations=hints, structured_output=False)
+    return server
+
+
+async def serve_stdio(settings: Settings, *, data_dir: str | None = None) -> None:
+    """Serve one client over stdin/stdout."""
+    check_token_hashes(settings.server.tokens)
+    await build_server(settings, data_dir=data_dir).run_stdio_async()
+
+
+async def serve_http(
+    settings: Settings,
+    *,
+    data_dir: str | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Serve streamable HTTP on ``settings.server.host:port`` (port 0 picks a free one).
+
+    ``announce`` receives the endpoint URL once the stores are open and the socket listens.
+    """
+    host, port, tokens = settings.server.host, settings.server.port, settings.server.tokens
+    check_token_hashes(tokens)
+    check_bind(host, tokens)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    bound_port = sock.getsockname()[1]
+    url = f"http://{f'[{host}]' if family == socket.AF_INET6 else host}:{bound_port}{MCP_PATH}"
+    server = build_server(
+        settings,
+        data_dir=data_dir,
+        with_tokens=bool(tokens),
+        on_ready=(lambda: announce(url)) if announce else None,
+    )
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tools.mcp_server", description="memory-core MCP server")
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--host", help="HTTP host (default: server.host, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="HTTP port (default: server.port, 8765; 0 = any free port)")
+    parser.add_argument("--data-dir", help="data directory (default: storage.data_dir)")
+    parser.add_argument("--config", help="TOML config file (default: $MEMORY_CORE_CONFIG)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; prints configuration errors as one line and exits 2."""
+    args = _parse_args(argv)
+    overrides: dict[str, Any] = {}
+    server_overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    if server_overrides:
+        overrides["server"] = server_overrides
+    try:
+        settings = load_settings(args.config, overrides=overrides)
+        if args.http:
+            anyio.run(lambda: serve_http(settings, data_dir=args.data_dir, announce=_announce))
+        else:
+            anyio.run(lambda: serve_stdio(settings, data_dir=args.data_dir))
+    except MemoryCoreError as exc:
+        print(f"memory-core: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def _announce(url: str) -> None:
+    print(f"memory-core MCP server listening on {url}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

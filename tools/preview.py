@@ -1,0 +1,153 @@
+"""The preview tier: how the MCP boundary trims the library's full rows for agents.
+
+The library always returns full content; only this module shapes it, so direct library
+callers (bench, CLI) are never held to a diet that exists to protect a context window.
+
+Contract (SPEC "Preview tier"):
+- ``content`` is a pure prefix of at most ``preview_chars`` characters (0 disables
+  trimming). No ellipsis: a preview fed back in ``exclude_contents`` still matches.
+- Only trimmed rows carry ``content_truncated: true`` and ``content_len``.
+- ``full_content=True`` returns whole rows under a per-response budget; rows that do not
+  fit, visited most relevant first, fall back to the preview tier and the response
+  carries ``full_content_budget_chars``.
+- Echoed context entries are trimmed the same way and carry no ref.
+
+Pure functions over :mod:`memory_core.models` dataclasses: no I/O, no MCP imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
+
+# The response is already scoped to the caller's tenant; repeating it on every row
+# only costs tokens.
+_DROPPED_ROW_KEYS = frozenset({"tenant"})
+
+
+@runtime_checkable
+class Row(Protocol):
+    """Any addressable row: a memory (``mem:``) or an episode (``ep:``)."""
+
+    ref: str
+    content: str
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class PreviewShaper:
+    """Shapes library results into MCP payloads (plain JSON-safe dicts)."""
+
+    preview_chars: int = 500
+    full_content_budget_chars: int = 200_000
+
+    def trim(self, content: str) -> dict[str, Any]:
+        """``{"content": prefix}`` plus the two markers only when the text was cut."""
+        if self.preview_chars <= 0 or len(content) <= self.preview_chars:
+            return {"content": content}
+        return {
+            "content": content[: self.preview_chars],
+            "content_truncated": True,
+            "content_len": len(content),
+        }
+
+    def full_row(self, row: Row) -> dict[str, Any]:
+        """The row with its whole content (``check_memory``, ``get_contents``)."""
+        return _row_dict(row)
+
+    def preview_row(self, row: Row) -> dict[str, Any]:
+        """The row in the preview tier: content trimmed, markers only when trimmed."""
+        out = _row_dict(row)
+        out.update(self.trim(row.content))
+        return out
+
+    def messages(self, rows: Sequence[Row], *, full_content: bool) -> tuple[list[dict[str, Any]], bool]:
+        """Shape ranked rows; returns the messages and whether the budget degraded any.
+
+        With ``full_content``, rows are visited in rank order and kept whole while they
+        fit the remaining budget; a row that does not fit degrades to its preview and the
+        next ones still get their chance, so the most relevant rows are whole first.
+        """
+        if not full_content:
+            return [self.preview_row(row) for row in rows], False
+        remaining = self.full_content_budget_chars
+        shaped: list[dict[str, Any]] = []
+        degraded = False
+        for row in rows:
+            if len(row.content) <= remaining:
+                remaining -= len(row.content)
+                shaped.append(self.full_row(row))
+            else:
+                degraded = True
+                shaped.append(self.preview_row(row))
+        return shaped, degraded
+
+    def context_entries(self, entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Echo recall_with_context's conversation entries trimmed, without refs."""
+        echoed: list[dict[str, Any]] = []
+        for entry in entries:
+            out: dict[str, Any] = {"role": entry.get("role")}
+            out.update(self.trim(str(entry.get("content", ""))))
+            echoed.append(out)
+        return echoed
+
+    def recall(
+        self,
+        result: RecallResult,
+        *,
+        full_content: bool = False,
+        context: Iterable[Mapping[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The recall / recall_with_context response; optional flags appear only when set."""
+        messages, degraded = self.messages(result.messages, full_content=full_content)
+        out: dict[str, Any] = {"messages": messages}
+        if context is not None:
+            out["context"] = self.context_entries(context)
+        if result.gate_fallback:
+            out["gate_fallback"] = True
+        if result.resolved_project_id is not None:
+            out["resolved_project_id"] = result.resolved_project_id
+        if result.operating_context_warning:
+            out["operating_context_warning"] = result.operating_context_warning
+        if degraded:
+            out["full_content_budget_chars"] = self.full_content_budget_chars
+        return out
+
+    def recent_turns(self, page: RecentTurnsPage) -> dict[str, Any]:
+        """Turns newest first in the preview tier, with the cursor for the next page."""
+        return {"turns": [self.preview_row(row) for row in page.turns], "next_cursor": page.next_cursor}
+
+    def contents(self, contents: Contents) -> dict[str, Any]:
+        """get_contents: whole rows plus the refs that did not resolve."""
+        return {"found": [self.full_row(row) for row in contents.found], "missing": list(contents.missing)}
+
+    def check(self, result: CheckResult) -> dict[str, Any]:
+        """check_memory: the row whole; neighbouring rows in the preview tier."""
+        return {"memory": self.full_row(result.memory), "neighbours": self._neighbours(result.neighbours)}
+
+    def added(self, result: AddResult) -> dict[str, Any]:
+        return result.to_dict()
+
+    def _neighbours(self, value: Any) -> Any:
+        if isinstance(value, Row):
+            return self.preview_row(value)
+        if isinstance(value, Mapping):
+            return {str(key): self._neighbours(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._neighbours(item) for item in value]
+        if hasattr(value, "to_dict"):
+            return value.to_dict()
+        return value
+
+
+def _row_dict(row: Row) -> dict[str, Any]:
+    """``MemoryRow.to_dict()`` without the tenant, null fields and empty metadata."""
+    return {
+        key: value
+        for key, value in row.to_dict().items()
+        if value is not None and key not in _DROPPED_ROW_KEYS and not (key == "metadata" and not value)
+    }
