@@ -45,5 +45,5 @@ def trim_to_chars(text: str, max_chars: int) -> str:
     cut = head.rfind(" ")
     head = head[:cut] if cut > 0 else flat[:budget]
     # Dangling separators read badly before an ellipsis ("foo, …").
-    head = head.rstrip(" ,;:-–—")
+    head = head.rstrip(" ,;:.-–—")
     return (head or flat[:budget]) + ELLIPSIS
