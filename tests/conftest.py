@@ -16,7 +16,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding import Embedder, HashEmbedder
 
 BACKENDS = [b for b in os.environ.get("MEMORY_CORE_TEST_BACKENDS", "memory,persistent,http").split(",") if b]
 
@@ -30,7 +30,10 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         yield address
 
 
-def open_core(backend: str, data_dir: Path, request: pytest.FixtureRequest, **overrides: object) -> MemoryCore:
+def open_core(
+    backend: str, data_dir: Path, request: pytest.FixtureRequest, embedder: Embedder | None = None,
+    **overrides: object,
+) -> MemoryCore:
     storage: dict[str, object] = {}
     if backend == "http":
         host, port = request.getfixturevalue("chroma_server")
@@ -40,7 +43,7 @@ def open_core(backend: str, data_dir: Path, request: pytest.FixtureRequest, **ov
     settings = load_settings(environ={}, overrides={"storage": storage, "embedding": {"provider": "hash"},
                                                     **overrides})
     return MemoryCore.open(
-        data_dir, settings=settings, embedder=HashEmbedder(), in_memory_vectors=backend == "memory"
+        data_dir, settings=settings, embedder=embedder or HashEmbedder(), in_memory_vectors=backend == "memory"
     )
 
 

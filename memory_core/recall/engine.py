@@ -54,13 +54,18 @@ class Candidate:
     relevance: float = 0.0
 
 
-def _minmax(values: dict[int, float]) -> dict[int, float]:
+def _relative(values: dict[int, float]) -> dict[int, float]:
+    """Scores relative to the best in the pool (x / max, floored at 0).
+
+    Unlike min-max scaling, a pool of four near-equal candidates stays near-equal
+    instead of being stretched to 0..1.
+    """
     if not values:
         return {}
-    lo, hi = min(values.values()), max(values.values())
-    if hi - lo < 1e-12:
+    hi = max(values.values())
+    if hi <= 1e-12:
         return dict.fromkeys(values, 1.0)
-    return {k: (x - lo) / (hi - lo) for k, x in values.items()}
+    return {k: max(0.0, x) / hi for k, x in values.items()}
 
 
 class Recaller:
@@ -204,19 +209,18 @@ class Recaller:
     def _fuse(self, cands: dict[int, Candidate], contents: dict[int, str], query: str, cfg: RecallConfig) -> None:
         """RSF: per-retriever scores normalised and mixed by preset weights."""
         terms = [t[:5] for t in content_terms(query)]
-        vec = _minmax({k: c.cosine for k, c in cands.items() if c.cosine is not None})
-        lex = _minmax({k: c.bm25 for k, c in cands.items() if c.bm25 is not None})
-        kw = _minmax({k: c.keyword for k, c in cands.items() if c.keyword is not None})
+        lex = _relative({k: c.bm25 for k, c in cands.items() if c.bm25 is not None})
+        kw = _relative({k: c.keyword for k, c in cands.items() if c.keyword is not None})
         total = (cfg.w_vector + cfg.w_lexical + cfg.w_keyword) or 1.0
         for k, c in cands.items():
             v_score = 0.0
-            if c.cosine is not None:  # mostly absolute similarity, so a junk query scores low
-                v_score = 0.3 * vec[k] + 0.7 * min(1.0, max(0.0, c.cosine - COSINE_FLOOR) / COSINE_SPAN)
+            if c.cosine is not None:  # absolute similarity, so a junk query scores low
+                v_score = min(1.0, max(0.0, c.cosine - COSINE_FLOOR) / COSINE_SPAN)
             l_score = 0.0
             if c.bm25 is not None:
                 words = {w[:5] for w in WORD.findall(contents[k].lower())}
                 coverage = sum(1 for t in terms if t in words) / len(terms) if terms else 0.0
-                l_score = lex[k] * (0.5 + 0.5 * coverage)
+                l_score = lex[k] * (0.25 + 0.75 * coverage)  # relative BM25, anchored by query coverage
             k_score = (0.5 + 0.5 * kw[k]) if c.keyword is not None else 0.0
             c.relevance = (cfg.w_vector * v_score + cfg.w_lexical * l_score + cfg.w_keyword * k_score) / total
 

@@ -34,7 +34,7 @@ class RecallConfig:
     type_recency_weight: float = 0.5
     type_recency_half_life_days: float = 7.0
     # gate: rows whose confidence is below this are dropped
-    quality_gate: float = 0.22
+    quality_gate: float = 0.28
     # recall_with_context: weight of the context text in the query
     context_weight: float = 0.35
 
