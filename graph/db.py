@@ -67,6 +67,22 @@ CREATE TABLE IF NOT EXISTS journal (
     item_id TEXT NOT NULL,
     created_us INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS episodes (
+    id INTEGER PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    session TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    summary_source TEXT NOT NULL,
+    summary_error TEXT,
+    first_id INTEGER,
+    last_id INTEGER,
+    turn_count INTEGER NOT NULL,
+    last_ts_us INTEGER,
+    handoff_id INTEGER,
+    created_us INTEGER NOT NULL,
+    updated_us INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS episodes_session ON episodes (tenant, session);
 CREATE TABLE IF NOT EXISTS fts_tables (tenant TEXT PRIMARY KEY, name TEXT NOT NULL);
 """
 
@@ -135,6 +151,21 @@ class GraphDB:
         first = int(cur.execute("SELECT value FROM meta WHERE key = 'next_id'").fetchone()[0])
         cur.execute("UPDATE meta SET value = ? WHERE key = 'next_id'", (str(first + n),))
         return list(range(first, first + n))
+
+    def id_in_use(self, cur: sqlite3.Cursor, item_id: int) -> bool:
+        """True when a memory, an episode or a pending journal entry holds this id."""
+        for table in ("memories", "episodes"):
+            if cur.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item_id,)).fetchone():
+                return True
+        refs = (f"mem:{item_id}", f"ep:{item_id}")
+        return cur.execute("SELECT 1 FROM journal WHERE item_id IN (?, ?)", refs).fetchone() is not None
+
+    def reserve_ids_through(self, cur: sqlite3.Cursor, item_id: int) -> None:
+        """Move the sequence past an id an import kept, so fresh ids never collide with it."""
+        cur.execute(
+            "UPDATE meta SET value = CAST(MAX(CAST(value AS INTEGER), ?) AS TEXT) WHERE key = 'next_id'",
+            (item_id + 1,),
+        )
 
     def fts_table(self, cur: sqlite3.Cursor, tenant: str, *, create: bool) -> str | None:
         """The tenant's own FTS5 table (external content over ``memories``): BM25 statistics

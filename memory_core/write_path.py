@@ -44,6 +44,7 @@ ADD_FIELDS = frozenset({
 class PreparedAdd:
     row: dict[str, Any]
     idempotency_key: str | None
+    preferred_id: int | None = None  # imports keep their refs when the id is free
 
 
 def content_hash(text: str) -> str:
@@ -123,11 +124,17 @@ class WritePath:
         return PreparedAdd(row, row["idempotency_key"])
 
     # ---- adds ------------------------------------------------------------------------------
-    def add_many(self, items: Sequence[dict[str, Any]], *, links: Sequence[Any] = ()) -> list[AddResult]:
-        """Validate all, embed outside the lock, then write all-or-nothing."""
+    def add_many(self, items: Sequence[dict[str, Any]], *, preferred_ids: Sequence[int | None] = ()) -> list[AddResult]:
+        """Validate all, embed outside the lock, then write all-or-nothing.
+
+        ``preferred_ids`` (imports): keep a row's original id when no memory or episode uses
+        it; a row whose id already holds the same content in its tenant is not written again.
+        """
         if len(items) > self.limits.max_batch:
             raise InvalidInputError(f"A batch holds at most {self.limits.max_batch} memories.")
         prepared = [self.prepare(item) for item in items]
+        for p, pid in zip(prepared, preferred_ids, strict=False):
+            p.preferred_id = pid
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
             return self._write(prepared, vectors)
@@ -137,6 +144,11 @@ class WritePath:
         to_write: list[int] = []
         batch_keys: dict[tuple[str, str], int] = {}
         for i, p in enumerate(prepared):
+            if p.preferred_id is not None:
+                same = self.graph.memory(p.row["tenant"], p.preferred_id)
+                if same is not None and same["content_hash"] == p.row["content_hash"]:
+                    results[i] = AddResult(memory_ref(p.preferred_id), from_us(same["ts_us"]), None, False)
+                    continue
             key = p.idempotency_key
             if key is not None:
                 existing = self._by_idempotency_key(p.row["tenant"], key)
@@ -182,9 +194,7 @@ class WritePath:
         rows = [p.row for p in prepared]
         now_us = time.time_ns() // 1000
         with self._store_errors(), self.db.transaction() as cur:  # 1. journal
-            ids = self.db.allocate_ids(cur, len(rows))
-            for row, mem_id in zip(rows, ids, strict=True):
-                row["id"] = mem_id
+            self._assign_ids(cur, prepared)
             cur.executemany(
                 "INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('add', ?, ?, ?)",
                 [(r["tenant"], memory_ref(r["id"]), now_us) for r in rows],
@@ -216,6 +226,23 @@ class WritePath:
         with self.db.lock:  # readers hold this lock while they walk the graph
             for row in rows:
                 self.graph.apply_memory(row)
+
+    def _assign_ids(self, cur: sqlite3.Cursor, prepared: list[PreparedAdd]) -> None:
+        """Fresh ids from the shared sequence; imports keep theirs when nothing uses them."""
+        kept: set[int] = set()
+        for p in prepared:
+            pid = p.preferred_id
+            if pid is not None and pid not in kept and not self.db.id_in_use(cur, pid):
+                p.row["id"] = pid
+                kept.add(pid)
+            else:
+                p.row["id"] = None
+        if kept:
+            self.db.reserve_ids_through(cur, max(kept))
+        fresh = iter(self.db.allocate_ids(cur, sum(1 for p in prepared if p.row["id"] is None)))
+        for p in prepared:
+            if p.row["id"] is None:
+                p.row["id"] = next(fresh)
 
     def _undo_vectors(self, rows: list[dict[str, Any]]) -> None:
         """Best effort: if Chroma is down too, the journal entry stays and recovery finishes it."""
