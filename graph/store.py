@@ -27,6 +27,13 @@ SESSION = "SESSION"
 EPISODE = "EPISODE"
 AUTHORED_BY = "AUTHORED_BY"
 IN_SESSION = "IN_SESSION"
+SUMMARIZES = "SUMMARIZES"
+SUPERSEDES = "SUPERSEDES"
+
+EPISODE_COLUMNS = (
+    "id", "tenant", "session", "summary", "summary_source", "summary_error", "first_id", "last_id",
+    "turn_count", "last_ts_us", "handoff_id", "created_us", "updated_us",
+)
 
 MEMORY_COLUMNS = (
     "id", "tenant", "session", "agent", "type", "role", "channel", "source", "source_id", "project_id",
@@ -45,6 +52,10 @@ def session_node(tenant: str, session: str) -> str:
 
 def mem_node(mem_id: int) -> str:
     return f"mem:{mem_id}"
+
+
+def ep_node(ep_id: int) -> str:
+    return f"ep:{ep_id}"
 
 
 class GraphStore:
@@ -81,6 +92,9 @@ class GraphStore:
                 if attrs["type"] == "turn":
                     turn_keys.setdefault((tenant, session), []).append(key)
                 counts[tenant] = counts.get(tenant, 0) + 1
+            for row in conn.execute(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes"):
+                attrs = dict(zip(EPISODE_COLUMNS, row, strict=True))
+                g.add_node(ep_node(attrs["id"]), kind=EPISODE, **attrs)
             for src, dst, kind in conn.execute("SELECT src, dst, kind FROM edges"):
                 g.add_edge(src, dst, key=kind, kind=kind)
         self.graph = g
@@ -150,6 +164,16 @@ class GraphStore:
         cur.execute("DELETE FROM memories WHERE id = ?", (mem_id,))
         return True
 
+    def write_episode(self, cur: sqlite3.Cursor, row: dict[str, Any]) -> None:
+        """Insert or refresh the session's EPISODE row and its SUMMARIZES edge."""
+        cols = ", ".join(EPISODE_COLUMNS)
+        cur.execute(
+            f"INSERT OR REPLACE INTO episodes ({cols}) VALUES ({', '.join('?' * len(EPISODE_COLUMNS))})",
+            [row[c] for c in EPISODE_COLUMNS],
+        )
+        self.write_edge(cur, row["tenant"], ep_node(row["id"]), session_node(row["tenant"], row["session"]),
+                        SUMMARIZES)
+
     # ---- in-memory updates (after commit) ----------------------------------------------------
     def apply_memory(self, row: dict[str, Any]) -> None:
         tenant, session = row["tenant"], row["session"]
@@ -174,6 +198,11 @@ class GraphStore:
             self.turn_index.add(tenant, session, key)
         self._memory_count[tenant] = self._memory_count.get(tenant, 0) + 1
 
+    def apply_episode(self, row: dict[str, Any]) -> None:
+        node = ep_node(row["id"])
+        self.graph.add_node(node, kind=EPISODE, **{c: row[c] for c in EPISODE_COLUMNS})
+        self.graph.add_edge(node, session_node(row["tenant"], row["session"]), key=SUMMARIZES, kind=SUMMARIZES)
+
     def apply_edge(self, src: str, dst: str, kind: str) -> None:
         self.graph.add_edge(src, dst, key=kind, kind=kind)
 
@@ -197,6 +226,22 @@ class GraphStore:
         if attrs is None or attrs.get("kind") != AGENT_MEMORY or attrs.get("tenant") != tenant:
             return None
         return attrs
+
+    def episode(self, tenant: str, ep_id: int) -> dict[str, Any] | None:
+        """The EPISODE node's attributes, or None when absent or another tenant's."""
+        attrs = self.graph.nodes.get(ep_node(ep_id))
+        if attrs is None or attrs.get("kind") != EPISODE or attrs.get("tenant") != tenant:
+            return None
+        return attrs
+
+    def session_episode(self, tenant: str, session: str) -> dict[str, Any] | None:
+        s_node = session_node(tenant, session)
+        if s_node not in self.graph:
+            return None
+        for src, _dst, kind in self.graph.in_edges(s_node, keys=True):
+            if kind == SUMMARIZES:
+                return self.episode(tenant, int(src.split(":", 1)[1]))
+        return None
 
     def memory_ids(self, tenant: str) -> Iterable[int]:
         for _node, attrs in self.graph.nodes(data=True):

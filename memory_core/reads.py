@@ -13,7 +13,31 @@ from typing import Any
 from graph.store import GraphStore, agent_node, session_node
 from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
 from memory_core.models import CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
-from memory_core.refs import MEMORY, CursorCodec, CursorPosition, memory_ref, parse_ref
+from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
+
+EPISODE_AGENT = "memory-core"
+EPISODE_SALIENCE = 0.6
+
+
+def episode_row(a: dict[str, Any]) -> MemoryRow:
+    """An EPISODE as a row (ref ``ep:``, type ``episode``) for recall and get_contents."""
+    return MemoryRow(
+        ref=episode_ref(a["id"]), id=a["id"], tenant=a["tenant"], session=a["session"], agent=EPISODE_AGENT,
+        content=a["summary"], type="episode", role=None, channel=None, source={}, project_id=None,
+        salience=EPISODE_SALIENCE, visibility="tenant", timestamp=from_us(a["updated_us"]),
+        metadata={"summary_source": a["summary_source"], "summary_error": a["summary_error"],
+                  "turn_count": a["turn_count"]},
+        content_len=len(a["summary"]), content_hash="",
+    )
+
+
+def episode_attrs(a: dict[str, Any]) -> dict[str, Any]:
+    """An EPISODE's attributes in the shape recall filters and scores read on memories."""
+    return {
+        "id": a["id"], "tenant": a["tenant"], "session": a["session"], "agent": EPISODE_AGENT,
+        "type": "episode", "visibility": "tenant", "channel": None, "source_id": None, "project_id": None,
+        "ts_us": a["updated_us"], "salience": EPISODE_SALIENCE, "kind": "EPISODE",
+    }
 
 
 def visible(attrs: dict[str, Any], viewer: str | None) -> bool:
@@ -53,6 +77,18 @@ class Reader:
         attrs = [a for a in (self.graph.memory(tenant, i) for i in ids) if a is not None and visible(a, viewer)]
         contents = self.graph.contents(tenant, (a["id"] for a in attrs))
         return [row_from_attrs(a, contents[a["id"]]) for a in attrs if a["id"] in contents]
+
+    def rows_any(self, tenant: str, ids: Iterable[int], viewer: str | None) -> list[MemoryRow]:
+        """Rows for memories and episodes among ``ids`` (one id space), in the given order."""
+        ids = list(ids)
+        memories = {r.id: r for r in self.rows(tenant, ids, viewer)}
+        out = []
+        for i in ids:
+            if i in memories:
+                out.append(memories[i])
+            elif (ep := self.graph.episode(tenant, i)) is not None:
+                out.append(episode_row(ep))
+        return out
 
     def recent_turns(
         self, tenant: str, session: str, limit: int, cursor: str | None, viewer: str | None
@@ -95,16 +131,22 @@ class Reader:
             if str(ref) in seen:
                 continue
             seen.add(str(ref))
-            attrs = self.graph.memory(tenant, ref.id) if ref.kind == MEMORY else None
-            if attrs is None or not visible(attrs, viewer):
-                missing.append(str(ref))
+            if ref.kind == EPISODE:
+                found = self.graph.episode(tenant, ref.id) is not None
             else:
+                attrs = self.graph.memory(tenant, ref.id)
+                found = attrs is not None and visible(attrs, viewer)
+            if found:
                 found_ids.append(ref.id)
-        return Contents(self.rows(tenant, found_ids, viewer), missing)
+            else:
+                missing.append(str(ref))
+        return Contents(self.rows_any(tenant, found_ids, viewer), missing)
 
     def check(self, tenant: str, ref_text: object, viewer: str | None) -> CheckResult:
         ref = parse_ref(ref_text)
-        attrs = self.graph.memory(tenant, ref.id) if ref.kind == MEMORY else None
+        if ref.kind == EPISODE:
+            return self._check_episode(tenant, ref.id)
+        attrs = self.graph.memory(tenant, ref.id)
         if attrs is None or not visible(attrs, viewer):
             raise NotFoundError(f"No memory {ref} in this tenant.", ref=str(ref))
         row = self.rows(tenant, [ref.id], viewer)[0]
@@ -129,3 +171,17 @@ class Reader:
             ],
         }
         return CheckResult(row, neighbours)
+
+    def _check_episode(self, tenant: str, ep_id: int) -> CheckResult:
+        ep = self.graph.episode(tenant, ep_id)
+        if ep is None:
+            raise NotFoundError(f"No episode ep:{ep_id} in this tenant.", ref=f"ep:{ep_id}")
+        neighbours = {
+            "session": {"node": session_node(tenant, ep["session"]), "session": ep["session"],
+                        "memories": self.graph.all_index.count(tenant, ep["session"])},
+            "covers": {"first": memory_ref(ep["first_id"]) if ep["first_id"] else None,
+                       "last": memory_ref(ep["last_id"]) if ep["last_id"] else None},
+            "edges": [{"direction": d, "kind": k, "node": n}
+                      for d, k, n in self.graph.edges_of(tenant, f"ep:{ep_id}")],
+        }
+        return CheckResult(episode_row(ep), neighbours)

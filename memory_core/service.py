@@ -18,6 +18,7 @@ from graph.store import GraphStore
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
+from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError, StoreError, StoreLockedError
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 from memory_core.reads import Reader
@@ -25,6 +26,7 @@ from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
+from memory_core.summary import LiteLLMSummaryProvider, ModelProviderSettings, SummaryProvider
 from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
 from memory_core.write_path import WritePath
 
@@ -51,6 +53,13 @@ def build_vector_store(settings: Settings, data_dir: Path) -> VectorStore:
             retries=st.chroma_retries,
         )
     return ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
+
+
+def build_summary_provider(settings: Settings) -> SummaryProvider | None:
+    """The litellm provider when enabled; litellm itself loads only on the first summary."""
+    if not settings.model_provider.enabled:
+        return None
+    return LiteLLMSummaryProvider(ModelProviderSettings(**settings.model_provider.model_dump()))
 
 
 class _DirLock:
@@ -91,6 +100,7 @@ class MemoryCore:
         vectors: VectorStore,
         embedder: Embedder,
         lock: _DirLock | None,
+        summary_provider: SummaryProvider | None = None,
     ) -> None:
         self.settings = settings
         self.data_dir = data_dir
@@ -103,6 +113,7 @@ class MemoryCore:
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
         self.writer = WritePath(db, graph, vectors, embedder, settings.limits)
         self.recaller = Recaller(graph, self.reader, LexicalIndex(db), vectors, embedder, settings)
+        self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings, summary_provider)
         self.recovered = self.writer.recover()
         self._closed = False
 
@@ -116,6 +127,7 @@ class MemoryCore:
         embedder: Embedder | None = None,
         vector_store: VectorStore | None = None,
         in_memory_vectors: bool = False,
+        summary_provider: SummaryProvider | None = None,
     ) -> MemoryCore:
         """Open (creating if needed) a store. ``settings`` default to config file + env."""
         settings = settings or load_settings(config_path)
@@ -130,7 +142,8 @@ class MemoryCore:
             graph = GraphStore(db)
             if vector_store is None:
                 vector_store = InMemoryVectorStore() if in_memory_vectors else build_vector_store(settings, root)
-            return cls(settings, root, db, graph, vector_store, embedder or build_embedder(settings), lock)
+            provider = summary_provider or build_summary_provider(settings)
+            return cls(settings, root, db, graph, vector_store, embedder or build_embedder(settings), lock, provider)
         except BaseException:
             lock.release()
             raise
@@ -220,3 +233,18 @@ class MemoryCore:
         exclude = [*(options.pop("exclude_contents", None) or []), *(t for t in texts if normalize(t))]
         recent = " ".join(texts[-4:])[-2000:]
         return self.recaller.recall(tenant, query, exclude_contents=exclude, context_text=recent or None, **options)
+
+    # ---- handoffs, summaries, recovery -----------------------------------------------------
+    def create_handoff(self, tenant: str, session: str, agent: str, content: str, **fields: Any) -> AddResult:
+        """A handoff (salience 0.95) that SUPERSEDES the session's previous handoff."""
+        return self.episodes.create_handoff(tenant, session, agent, content, **fields)
+
+    def summarize_session(self, tenant: str, session: str) -> Episode:
+        """The session's miniSummary as an EPISODE (``ep:`` ref); model or extractive fallback."""
+        return self.episodes.summarize_session(tenant, session)
+
+    def recover_context(
+        self, tenant: str, session: str, *, viewer: str | None = None, turns: int = 20
+    ) -> Recovery:
+        """After a compaction: latest handoff, session summary, newest turns and a cursor."""
+        return self.episodes.recover_context(tenant, session, viewer, turns)

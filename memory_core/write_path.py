@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from graph.db import GraphDB
@@ -45,6 +45,7 @@ class PreparedAdd:
     row: dict[str, Any]
     idempotency_key: str | None
     preferred_id: int | None = None  # imports keep their refs when the id is free
+    edges: list[tuple[str, str]] = field(default_factory=list)  # extra (target node, kind) from this memory
 
 
 def content_hash(text: str) -> str:
@@ -124,7 +125,13 @@ class WritePath:
         return PreparedAdd(row, row["idempotency_key"])
 
     # ---- adds ------------------------------------------------------------------------------
-    def add_many(self, items: Sequence[dict[str, Any]], *, preferred_ids: Sequence[int | None] = ()) -> list[AddResult]:
+    def add_many(
+        self,
+        items: Sequence[dict[str, Any]],
+        *,
+        preferred_ids: Sequence[int | None] = (),
+        edges: Sequence[list[tuple[str, str]]] = (),
+    ) -> list[AddResult]:
         """Validate all, embed outside the lock, then write all-or-nothing.
 
         ``preferred_ids`` (imports): keep a row's original id when no memory or episode uses
@@ -135,6 +142,8 @@ class WritePath:
         prepared = [self.prepare(item) for item in items]
         for p, pid in zip(prepared, preferred_ids, strict=False):
             p.preferred_id = pid
+        for p, extra in zip(prepared, edges, strict=False):
+            p.edges = list(extra)
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
             return self._write(prepared, vectors)
@@ -213,9 +222,12 @@ class WritePath:
                 )
             window_us = int(self.limits.duplicate_window_s * 1_000_000)
             with self._store_errors(), self.db.transaction() as cur:  # 3. graph + FTS + journal clear
-                for row in rows:
+                for p in prepared:
+                    row = p.row
                     row["duplicate_of"] = self._duplicate_of(cur, row, window_us) if window_us else None
                     self.graph.write_memory(cur, row)
+                    for dst, kind in p.edges:
+                        self.graph.write_edge(cur, row["tenant"], mem_node(row["id"]), dst, kind)
                 cur.executemany(
                     "DELETE FROM journal WHERE op = 'add' AND item_id = ?", [(memory_ref(r["id"]),) for r in rows]
                 )
@@ -224,8 +236,10 @@ class WritePath:
             self._undo_vectors(rows)
             raise
         with self.db.lock:  # readers hold this lock while they walk the graph
-            for row in rows:
-                self.graph.apply_memory(row)
+            for p in prepared:
+                self.graph.apply_memory(p.row)
+                for dst, kind in p.edges:
+                    self.graph.apply_edge(mem_node(p.row["id"]), dst, kind)
 
     def _assign_ids(self, cur: sqlite3.Cursor, prepared: list[PreparedAdd]) -> None:
         """Fresh ids from the shared sequence; imports keep theirs when nothing uses them."""
@@ -288,12 +302,15 @@ class WritePath:
             pending = self.db.conn.execute("SELECT seq, op, tenant, item_id FROM journal ORDER BY seq").fetchall()
         done: list[dict[str, Any]] = []
         for seq, op, tenant, item_id in pending:
-            mem_id = int(item_id.split(":", 1)[1])
-            if op == "add" and self.graph.memory(tenant, mem_id) is not None:
+            item = int(item_id.split(":", 1)[1])
+            if op == "add" and self.graph.memory(tenant, item) is not None:
                 action = "kept (graph write had committed)"
+            elif op == "episode" and self.graph.episode(tenant, item) is not None:
+                action = "kept episode (graph write had committed)"
             else:
                 self.vectors.delete(tenant, [item_id])
-                action = "rolled back unacknowledged add" if op == "add" else "finished delete"
+                action = {"add": "rolled back unacknowledged add", "episode": "rolled back unwritten episode"}.get(
+                    op, "finished delete")
             with self.db.transaction() as cur:
                 cur.execute("DELETE FROM journal WHERE seq = ?", (seq,))
             done.append({"op": op, "ref": item_id, "tenant": tenant, "action": action})

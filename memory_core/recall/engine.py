@@ -27,11 +27,11 @@ from memory_core.config import Settings
 from memory_core.embedding import Embedder
 from memory_core.errors import InvalidInputError
 from memory_core.models import RecallResult
-from memory_core.reads import Reader
+from memory_core.reads import Reader, episode_attrs
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.lexical import WORD, LexicalIndex, content_terms
 from memory_core.recall.presets import RecallConfig, resolve_preset
-from memory_core.refs import MEMORY, parse_ref
+from memory_core.refs import EPISODE, parse_ref
 from memory_core.vector_store import VectorHit, VectorStore
 
 DAY_US = 86_400 * 1_000_000
@@ -46,6 +46,7 @@ NEIGHBOUR_SEED_MIN = 0.30
 @dataclass
 class Candidate:
     id: int
+    episode: bool = False
     cosine: float | None = None
     bm25: float | None = None
     keyword: float | None = None
@@ -150,10 +151,9 @@ class Recaller:
         window = self.settings.recall.scan_window
         cands: dict[int, Candidate] = {}
         for rank, hit in enumerate(hits):
-            ref = parse_ref(hit.id)
-            if ref.kind == MEMORY:
-                c = cands.setdefault(ref.id, Candidate(ref.id))
-                c.cosine, c.ranks["vector"] = 1.0 - hit.distance, rank
+            ref = parse_ref(hit.id)  # memories and episodes share one id space
+            c = cands.setdefault(ref.id, Candidate(ref.id, episode=ref.kind == EPISODE))
+            c.cosine, c.ranks["vector"] = 1.0 - hit.distance, rank
         lexical_query = query if query.strip() else (context_text or "")
         if cfg.w_lexical > 0:
             for rank, lhit in enumerate(self.lexical.bm25(filters, lexical_query, min(window, cfg.lexical_pool))):
@@ -164,7 +164,7 @@ class Recaller:
                 c = cands.setdefault(khit.id, Candidate(khit.id))
                 c.keyword, c.ranks["keyword"] = khit.score, rank
         attrs = self._admitted(filters, cands)
-        contents = self.graph.contents(filters.tenant, attrs)
+        contents = self._contents(filters.tenant, attrs)
         for mem_id in list(cands):
             if mem_id not in attrs or mem_id not in contents or filters.excluded(contents[mem_id]):
                 del cands[mem_id]
@@ -178,11 +178,11 @@ class Recaller:
                 (c for c in cands.values() if c.bm25 is not None or c.keyword is not None),
                 key=lambda c: (c.ranks.get("keyword", 10**6), c.ranks.get("bm25", 10**6)),
             )
-            result.messages = self.reader.rows(filters.tenant, [c.id for c in lexical[:limit]], filters.viewer)
+            result.messages = self.reader.rows_any(filters.tenant, [c.id for c in lexical[:limit]], filters.viewer)
             result.gate_fallback = bool(result.messages)
             return
         kept.sort(key=lambda item: (-item[0], -attrs[item[1].id]["ts_us"]))
-        rows = {r.id: r for r in self.reader.rows(filters.tenant, [c.id for _, c in kept[:limit]], filters.viewer)}
+        rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in kept[:limit]], filters.viewer)}
         result.messages = [
             rows[c.id].scored(conf, self._reason(conf, c)) for conf, c in kept[:limit] if c.id in rows
         ]
@@ -200,10 +200,22 @@ class Recaller:
 
     def _admitted(self, filters: RecallFilters, cands: dict[int, Candidate]) -> dict[int, dict[str, Any]]:
         out = {}
-        for mem_id in cands:
-            a = self.graph.memory(filters.tenant, mem_id)
-            if a is not None and filters.admits(a):
-                out[mem_id] = a
+        for item_id, c in cands.items():
+            if c.episode:
+                ep = self.graph.episode(filters.tenant, item_id)
+                if ep is not None and filters.admits_episode(ep):
+                    out[item_id] = episode_attrs(ep)
+            else:
+                a = self.graph.memory(filters.tenant, item_id)
+                if a is not None and filters.admits(a):
+                    out[item_id] = a
+        return out
+
+    def _contents(self, tenant: str, attrs: dict[int, dict[str, Any]]) -> dict[int, str]:
+        out = self.graph.contents(tenant, [k for k, a in attrs.items() if a["kind"] != "EPISODE"])
+        for k, a in attrs.items():
+            if a["kind"] == "EPISODE" and (ep := self.graph.episode(tenant, k)) is not None:
+                out[k] = ep["summary"]
         return out
 
     def _fuse(self, cands: dict[int, Candidate], contents: dict[int, str], query: str, cfg: RecallConfig) -> None:

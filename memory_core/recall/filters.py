@@ -113,6 +113,14 @@ class RecallFilters:
             return stored is None or stored == self.project
         return True
 
+    def admits_episode(self, a: dict[str, Any]) -> bool:
+        """Episodes summarize a whole session: no author, channel or source to match, global pool."""
+        if a.get("tenant") != self.tenant or self.agent or self.channel or self.source_id:
+            return False
+        if self.type and self.type != "episode":
+            return False
+        return not (self.session and a["session"] != self.session)
+
     def excluded(self, content: str) -> bool:
         """Bidirectional starts-with against what the caller already holds."""
         if not self.exclude:

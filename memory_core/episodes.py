@@ -1,0 +1,192 @@
+"""Sessions summarized into EPISODE nodes, handoff chains, and post-compaction recovery.
+
+A session's episode (``ep:<id>``) holds its miniSummary, the id range it covers and where
+the summary came from (``model`` or ``fallback`` with the reason). It is cached: asking
+again without new memories in the session returns it unchanged. The model call happens
+outside every lock and never on the add path, so a slow provider cannot block writes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from graph.store import SUPERSEDES, GraphStore, mem_node
+from memory_core import validation as v
+from memory_core.config import Settings
+from memory_core.embedding import Embedder
+from memory_core.errors import NotFoundError
+from memory_core.models import AddResult, MemoryRow, RecentTurnsPage, from_us, iso
+from memory_core.reads import EPISODE_AGENT, EPISODE_SALIENCE, Reader, visible
+from memory_core.refs import episode_ref, memory_ref
+from memory_core.summary import SummaryProvider, SummaryTurn, summarize_with_fallback
+from memory_core.summary.provider import ModelProviderSettings
+from memory_core.vector_store import VectorStore
+from memory_core.write_path import WritePath
+
+SUMMARY_WINDOW = 200  # newest turns a summary reads
+
+
+@dataclass(frozen=True)
+class Episode:
+    ref: str
+    tenant: str
+    session: str
+    summary: str
+    summary_source: str
+    summary_error: str | None
+    first_ref: str | None
+    last_ref: str | None
+    turn_count: int
+    updated: Any
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "ref": self.ref, "session": self.session, "summary": self.summary,
+            "summary_source": self.summary_source, "covers": {"first": self.first_ref, "last": self.last_ref},
+            "turn_count": self.turn_count, "updated": iso(self.updated), "cached": self.cached,
+        }
+        if self.summary_error:
+            out["summary_error"] = self.summary_error
+        return out
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What an agent needs after a compaction, in one call."""
+
+    handoff: MemoryRow | None
+    episode: Episode | None
+    turns: RecentTurnsPage
+
+
+def episode_from_attrs(a: dict[str, Any], cached: bool = False) -> Episode:
+    return Episode(
+        ref=episode_ref(a["id"]), tenant=a["tenant"], session=a["session"], summary=a["summary"],
+        summary_source=a["summary_source"], summary_error=a["summary_error"],
+        first_ref=memory_ref(a["first_id"]) if a["first_id"] else None,
+        last_ref=memory_ref(a["last_id"]) if a["last_id"] else None,
+        turn_count=a["turn_count"], updated=from_us(a["updated_us"]), cached=cached,
+    )
+
+
+class EpisodeService:
+    def __init__(
+        self, graph: GraphStore, reader: Reader, writer: WritePath, vectors: VectorStore, embedder: Embedder,
+        settings: Settings, provider: SummaryProvider | None,
+    ) -> None:
+        self.graph = graph
+        self.reader = reader
+        self.writer = writer
+        self.vectors = vectors
+        self.embedder = embedder
+        self.settings = settings
+        self.provider = provider
+        mp = settings.model_provider
+        self.provider_settings = ModelProviderSettings(**mp.model_dump())
+
+    # ---- handoffs --------------------------------------------------------------------------
+    def latest_handoff(self, tenant: str, session: str, viewer: str | None) -> dict[str, Any] | None:
+        def accept(mem_id: int) -> bool:
+            a = self.graph.memory(tenant, mem_id)
+            return a is not None and a["type"] == "handoff" and visible(a, viewer)
+
+        for _ts, mem_id in self.graph.all_index.newest_before(tenant, session, None, accept):
+            return self.graph.memory(tenant, mem_id)
+        return None
+
+    def create_handoff(self, tenant: str, session: str, agent: str, content: str, **fields: Any) -> AddResult:
+        """A handoff memory (salience 0.95) linked by SUPERSEDES to the session's previous one."""
+        tenant = v.tenant(tenant)
+        fields.pop("type", None)
+        fields.setdefault("salience", 0.95)
+        item = {"tenant": tenant, "session": session, "agent": agent, "content": content, "type": "handoff",
+                **fields}
+        with self.writer.lock:  # the previous handoff cannot change under us
+            with self.graph.db.lock:
+                prev = self.latest_handoff(tenant, str(session), None) if isinstance(session, str) else None
+            edges = [(mem_node(prev["id"]), SUPERSEDES)] if prev else []
+            return self.writer.add_many([item], edges=[edges])[0]
+
+    # ---- summaries -------------------------------------------------------------------------
+    def summarize_session(self, tenant: str, session: str) -> Episode:
+        """The session's miniSummary as an EPISODE; cached until the session gains memories."""
+        tenant = v.tenant(tenant)
+        session = str(v.name(session, "session"))
+        with self.graph.db.lock:
+            bounds = self.graph.all_index.bounds(tenant, session)
+            existing = self.graph.session_episode(tenant, session)
+            if bounds is None:
+                if existing:
+                    return episode_from_attrs(existing, cached=True)
+                raise NotFoundError(f"Session '{session}' has no memories to summarize.", session=session)
+            last_key = bounds[1]
+            if existing and existing["last_id"] == last_key[1] and existing["last_ts_us"] == last_key[0]:
+                return episode_from_attrs(existing, cached=True)
+            keys = list(self.graph.all_index.newest_before(tenant, session, None, lambda _i: True))
+            keys = keys[:SUMMARY_WINDOW]
+            rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
+            handoff = self.latest_handoff(tenant, session, None)
+        turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
+        outcome = summarize_with_fallback(
+            self.provider, self.provider_settings, turns, handoff_content(self.graph, tenant, handoff)
+        )
+        now_us = time.time_ns() // 1000
+        row = {
+            "tenant": tenant, "session": session, "summary": outcome.text, "summary_source": outcome.source,
+            "summary_error": outcome.error, "first_id": keys[-1][1] if keys else None, "last_id": last_key[1],
+            "turn_count": self.graph.all_index.count(tenant, session), "last_ts_us": last_key[0],
+            "handoff_id": handoff["id"] if handoff else None,
+            "created_us": existing["created_us"] if existing else now_us, "updated_us": now_us,
+        }
+        return episode_from_attrs(self._write_episode(row, existing))
+
+    def _write_episode(self, row: dict[str, Any], existing: dict[str, Any] | None) -> dict[str, Any]:
+        """Journal → Chroma → SQLite, like a memory add (see write_path)."""
+        vector = self.embedder.embed([row["summary"]])[0]
+        w = self.writer
+        with w.lock:
+            with w._store_errors(), w.db.transaction() as cur:
+                row["id"] = existing["id"] if existing else w.db.allocate_ids(cur, 1)[0]
+                cur.execute("INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('episode', ?, ?, ?)",
+                            (row["tenant"], episode_ref(row["id"]), row["updated_us"]))
+            ref = episode_ref(row["id"])
+            meta = {"tenant": row["tenant"], "session": row["session"], "type": "episode", "kind": "episode",
+                    "agent": EPISODE_AGENT, "visibility": "tenant", "ts_us": row["updated_us"],
+                    "salience": EPISODE_SALIENCE, "project_id": ""}
+            try:
+                self.vectors.upsert(row["tenant"], [ref], [vector], [row["summary"]], [meta])
+                with w._store_errors(), w.db.transaction() as cur:
+                    self.graph.write_episode(cur, row)
+                    cur.execute("DELETE FROM journal WHERE op = 'episode' AND item_id = ?", (ref,))
+            except BaseException:
+                if existing is None:
+                    w.recover()
+                raise
+            with w.db.lock:
+                self.graph.apply_episode(row)
+        return row
+
+    # ---- recovery --------------------------------------------------------------------------
+    def recover_context(self, tenant: str, session: str, viewer: str | None, turns: int) -> Recovery:
+        """Latest handoff (full), the session summary and the newest turns with a cursor."""
+        tenant = v.tenant(tenant)
+        session = str(v.name(session, "session"))
+        try:
+            episode: Episode | None = self.summarize_session(tenant, session)
+        except NotFoundError:
+            episode = None
+        with self.graph.db.lock:
+            handoff_attrs = self.latest_handoff(tenant, session, viewer)
+            handoff = self.reader.rows(tenant, [handoff_attrs["id"]], viewer)[0] if handoff_attrs else None
+            page = self.reader.recent_turns(tenant, session, turns, None, viewer)
+        return Recovery(handoff, episode, page)
+
+
+def handoff_content(graph: GraphStore, tenant: str, handoff: dict[str, Any] | None) -> str | None:
+    if handoff is None:
+        return None
+    return graph.contents(tenant, [handoff["id"]]).get(handoff["id"])
+
