@@ -63,14 +63,27 @@ def test_zero_preview_chars_disables_trimming() -> None:
     assert "content_truncated" not in shaped
 
 
-def test_rows_keep_the_spec_fields_and_drop_nulls_and_the_tenant() -> None:
+def test_rows_keep_the_spec_fields_and_drop_nulls_the_tenant_and_defaults() -> None:
     row = make_row(3, "hello", confidence=0.87654, match_reason={"signal": "rrf", "score": 0.1})
     shaped = PreviewShaper().preview_row(row)
     for key in ("ref", "session", "agent", "type", "source", "timestamp", "confidence", "match_reason"):
         assert key in shaped
     assert shaped["timestamp"] == "2026-01-02T03:04:05.678901+00:00"
-    assert "channel" not in shaped
-    assert "tenant" not in shaped
+    for key in ("channel", "tenant", "salience", "visibility", "metadata"):
+        assert key not in shaped
+
+
+def test_non_default_salience_visibility_and_metadata_are_kept() -> None:
+    row = make_row(3, "hi", salience=0.95, visibility="agent", metadata={"k": 1})
+    shaped = PreviewShaper().preview_row(row)
+    assert (shaped["salience"], shaped["visibility"], shaped["metadata"]) == (0.95, "agent", {"k": 1})
+
+
+def test_scores_are_rounded_and_silent_retrievers_left_out_of_match_reason() -> None:
+    reason = {"signal": "confidence", "score": 0.77081, "rsf": 0.0, "cosine": 0.43981, "bm25": 0.0}
+    shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.77081, match_reason=reason))
+    assert shaped["confidence"] == 0.771
+    assert shaped["match_reason"] == {"signal": "confidence", "score": 0.771, "cosine": 0.44}
 
 
 def test_full_content_keeps_every_row_whole_within_the_budget() -> None:

@@ -21,11 +21,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
+from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 
-# The response is already scoped to the caller's tenant; repeating it on every row
-# only costs tokens.
+# Token economy: the response is already scoped to the caller's tenant, and fields at
+# their defaults say nothing, so rows leave them out.
 _DROPPED_ROW_KEYS = frozenset({"tenant"})
+_OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "metadata": {}}
+SCORE_DECIMALS = 3
+_KEPT_REASON_KEYS = frozenset({"signal", "score"})
 
 
 @runtime_checkable
@@ -145,9 +148,29 @@ class PreviewShaper:
 
 
 def _row_dict(row: Row) -> dict[str, Any]:
-    """``MemoryRow.to_dict()`` without the tenant, null fields and empty metadata."""
-    return {
+    """``MemoryRow.to_dict()`` without the tenant, null fields and fields at their defaults;
+    scores rounded to ``SCORE_DECIMALS`` (enough to rank by, a third fewer tokens)."""
+    out = {
         key: value
         for key, value in row.to_dict().items()
-        if value is not None and key not in _DROPPED_ROW_KEYS and not (key == "metadata" and not value)
+        if value is not None
+        and key not in _DROPPED_ROW_KEYS
+        and not (key in _OMITTED_DEFAULTS and value == _OMITTED_DEFAULTS[key])
     }
+    if isinstance(out.get("confidence"), float):
+        out["confidence"] = round(out["confidence"], SCORE_DECIMALS)
+    if isinstance(out.get("match_reason"), dict):
+        out["match_reason"] = _compact_reason(out["match_reason"])
+    return out
+
+
+def _compact_reason(reason: dict[str, Any]) -> dict[str, Any]:
+    """Round the contributions and leave out retrievers that contributed nothing to this row."""
+    compact: dict[str, Any] = {}
+    for key, value in reason.items():
+        if isinstance(value, float):
+            if value == 0.0 and key not in _KEPT_REASON_KEYS:
+                continue
+            value = round(value, SCORE_DECIMALS)
+        compact[key] = value
+    return compact
