@@ -66,6 +66,12 @@ class RecallSettings(_Section):
     quality_gate: float | None = Field(None, ge=0, le=1)
 
 
+class RecoverSettings(_Section):
+    turns: int = Field(20, ge=1, le=100)
+    turn_preview_chars: int = Field(200, ge=0)
+    turns_budget_chars: int = Field(4000, ge=200)
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
@@ -95,6 +101,7 @@ class Settings(_Section):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
+    recover: RecoverSettings = Field(default_factory=RecoverSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     operating_context: OperatingContextSettings = Field(default_factory=OperatingContextSettings)
     model_provider: ModelProviderSettingsModel = Field(default_factory=ModelProviderSettingsModel)

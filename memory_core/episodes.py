@@ -170,8 +170,17 @@ class EpisodeService:
         return row
 
     # ---- recovery --------------------------------------------------------------------------
-    def recover_context(self, tenant: str, session: str, viewer: str | None, turns: int) -> Recovery:
-        """Latest handoff (full), the session summary and the newest turns with a cursor."""
+    def recover_context(
+        self, tenant: str, session: str, viewer: str | None, turns: int | None, budget_chars: int | None = None
+    ) -> Recovery:
+        """Latest handoff (full), the session summary and the newest turns with a cursor.
+
+        Turns stop at ``turns`` or when their previews (``recover.turn_preview_chars`` each)
+        would pass ``budget_chars``; ``next_cursor`` then continues right after the last one.
+        """
+        rec = self.settings.recover
+        turns = rec.turns if turns is None else turns
+        budget = rec.turns_budget_chars if budget_chars is None else budget_chars
         tenant = v.tenant(tenant)
         session = str(v.name(session, "session"))
         try:
@@ -182,6 +191,15 @@ class EpisodeService:
             handoff_attrs = self.latest_handoff(tenant, session, viewer)
             handoff = self.reader.rows(tenant, [handoff_attrs["id"]], viewer)[0] if handoff_attrs else None
             page = self.reader.recent_turns(tenant, session, turns, None, viewer)
+            kept, used = [], 0
+            for turn in page.turns:
+                cost = min(turn.content_len, rec.turn_preview_chars or turn.content_len)
+                if kept and used + cost > budget:
+                    break
+                kept.append(turn)
+                used += cost
+            if len(kept) < len(page.turns):
+                page = RecentTurnsPage(kept, self.reader.turn_cursor(tenant, session, kept[-1]))
         return Recovery(handoff, episode, page)
 
 

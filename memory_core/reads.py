@@ -8,11 +8,12 @@ ref or id reads exactly like a missing one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from graph.store import GraphStore, agent_node, session_node
 from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
-from memory_core.models import CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
+from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
 from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
 
 EPISODE_AGENT = "memory-core"
@@ -89,6 +90,11 @@ class Reader:
             elif (ep := self.graph.episode(tenant, i)) is not None:
                 out.append(episode_row(ep))
         return out
+
+    def turn_cursor(self, tenant: str, session: str, row: MemoryRow) -> str:
+        """A cursor that continues a recent-turns page after ``row``."""
+        ts_us = (row.timestamp - EPOCH) // timedelta(microseconds=1)
+        return self.cursors.encode(f"turns\x00{tenant}\x00{session}", CursorPosition(ts_us, row.id))
 
     def recent_turns(
         self, tenant: str, session: str, limit: int, cursor: str | None, viewer: str | None

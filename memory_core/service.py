@@ -244,7 +244,8 @@ class MemoryCore:
         return self.episodes.summarize_session(tenant, session)
 
     def recover_context(
-        self, tenant: str, session: str, *, viewer: str | None = None, turns: int = 20
+        self, tenant: str, session: str, *, viewer: str | None = None, turns: int | None = None,
+        budget_chars: int | None = None,
     ) -> Recovery:
         """After a compaction: latest handoff, session summary, newest turns and a cursor."""
-        return self.episodes.recover_context(tenant, session, viewer, turns)
+        return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars)

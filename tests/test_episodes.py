@@ -160,3 +160,12 @@ def test_episodes_are_recallable_and_closed_to_other_tenants(core: MemoryCore) -
     assert mine.ref in {m.ref for m in hits} and theirs.ref not in {m.ref for m in hits}
     assert {m.ref for m in core.recall("acme", "billing queue", type="episode").messages} == {mine.ref}
     assert all(m.tenant == "acme" for m in hits)
+
+
+def test_recover_context_stops_at_its_budget_and_the_cursor_continues_exactly(core: MemoryCore) -> None:
+    refs = [core.add_memory("acme", "s1", "a", f"turn {i} " + "words " * 300, timestamp=T0 + timedelta(seconds=i)).ref
+            for i in range(30)]
+    rec = core.recover_context("acme", "s1", turns=20, budget_chars=1000)  # 200-char previews → 5 turns
+    assert [t.ref for t in rec.turns.turns] == list(reversed(refs))[:5]
+    rest = core.query_recent_turns("acme", "s1", limit=100, cursor=rec.turns.next_cursor)
+    assert [t.ref for t in rest.turns] == list(reversed(refs))[5:]

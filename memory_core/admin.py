@@ -1,0 +1,231 @@
+"""Operator reads: tenants, sessions, stats and graph neighbourhoods, for the CLI.
+
+Everything here is tenant-scoped except :meth:`Operator.tenants`, which is operator-wide
+by design (it lists the tenants themselves). Operators see private (``visibility:
+"agent"``) memories too: these are counts and shapes, not agent-facing recall.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from graph.store import AGENT_MEMORY
+from memory_core import validation as v
+from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.models import from_us, iso
+from memory_core.refs import episode_ref, memory_ref, parse_ref
+
+if TYPE_CHECKING:
+    from memory_core.service import MemoryCore
+
+MAX_DEPTH = 4
+MAX_CHILDREN = 12
+PREVIEW_CHARS = 60
+
+
+def _iso(ts_us: int | None) -> str | None:
+    return None if ts_us is None else iso(from_us(ts_us))
+
+
+@dataclass(frozen=True)
+class TenantSummary:
+    tenant: str
+    memories: int
+    vectors: int
+    sessions: int
+    agents: int
+    last_activity: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session: str
+    memories: int
+    turns: int
+    first_activity: str | None
+    last_activity: str | None
+    latest_handoff: str | None
+    episode: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TenantStats:
+    tenant: str
+    memories: int
+    by_type: dict[str, int]
+    private: int
+    sessions: int
+    agents: list[str]
+    episodes: int
+    vectors: int
+    disk_bytes: dict[str, int | None] = field(default_factory=dict)  # store-wide, all tenants
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _file_size(path: Path) -> int | None:
+    return path.stat().st_size if path.is_file() else None
+
+
+def _tree_size(path: Path) -> int | None:
+    if not path.is_dir():
+        return None
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+class Operator:
+    """Operator views over an open :class:`MemoryCore` (same stores, same locks)."""
+
+    def __init__(self, core: MemoryCore) -> None:
+        self.core = core
+        self.graph = core.graph
+
+    def tenants(self) -> list[TenantSummary]:
+        """Operator-wide: every tenant either store knows, with its counts."""
+        names = set(self.core.vectors.tenants())
+        with self.core.db.lock:
+            names |= set(self.graph.tenants())
+        out = []
+        for tenant in sorted(names):
+            vectors = self.core.vectors.count(tenant)
+            with self.core.db.lock:
+                bounds = self.graph.tenant_index.bounds(tenant, "")
+                out.append(TenantSummary(
+                    tenant=tenant,
+                    memories=self.graph.memory_count(tenant),
+                    vectors=vectors,
+                    sessions=len(self.graph.all_index.sessions(tenant)),
+                    agents=len(self.graph.agents(tenant)),
+                    last_activity=_iso(bounds[1][0]) if bounds else None,
+                ))
+        return out
+
+    def sessions(self, tenant: str) -> list[SessionSummary]:
+        """The tenant's sessions, most recently active first."""
+        tenant = v.tenant(tenant)
+        episodes = self._episodes(tenant)
+        with self.core.db.lock:
+            out = []
+            for session in self.graph.all_index.sessions(tenant):
+                bounds = self.graph.all_index.bounds(tenant, session)
+                out.append(SessionSummary(
+                    session=session,
+                    memories=self.graph.all_index.count(tenant, session),
+                    turns=self.graph.turn_index.count(tenant, session),
+                    first_activity=_iso(bounds[0][0]) if bounds else None,
+                    last_activity=_iso(bounds[1][0]) if bounds else None,
+                    latest_handoff=self._latest_handoff(tenant, session),
+                    episode=episodes.get(session),
+                ))
+        return sorted(out, key=lambda s: s.last_activity or "", reverse=True)
+
+    def stats(self, tenant: str) -> TenantStats:
+        """Memories by type, sessions, agents, episodes, vector records; disk use of each store."""
+        tenant = v.tenant(tenant)
+        by_type: Counter[str] = Counter()
+        private = 0
+        with self.core.db.lock:
+            for mem_id in self.graph.memory_ids(tenant):
+                attrs = self.graph.memory(tenant, mem_id)
+                if attrs is not None:
+                    by_type[attrs["type"]] += 1
+                    private += attrs["visibility"] == "agent"
+            sessions = len(self.graph.all_index.sessions(tenant))
+            agents = sorted(self.graph.agents(tenant))
+        return TenantStats(
+            tenant=tenant,
+            memories=sum(by_type.values()),
+            by_type=dict(sorted(by_type.items())),
+            private=private,
+            sessions=sessions,
+            agents=agents,
+            episodes=len(self._episodes(tenant)),
+            vectors=self.core.vectors.count(tenant),
+            disk_bytes=self.disk_use(),
+        )
+
+    def disk_use(self) -> dict[str, int | None]:
+        """Bytes on disk of each local store (None: not local, e.g. Chroma in server mode)."""
+        db_path = self.core.db.path
+        embedded = self.core.settings.storage.chroma == "embedded"
+        return {
+            "chroma_dir": _tree_size(self.core.data_dir / "chroma") if embedded else None,
+            "graph_sqlite": _file_size(db_path),
+            "graph_wal": _file_size(db_path.with_name(db_path.name + "-wal")),
+        }
+
+    def graph_neighbourhood(self, tenant: str, ref: str, depth: int = 1) -> dict[str, Any]:
+        """The node's neighbourhood inside the tenant as a nested dict (for a tree view).
+
+        Each node: ``{node, kind, label, edges: [{direction, kind, node: {...}}], more}``;
+        nodes already shown are listed but not expanded again; ``more`` counts edges past
+        the first ``MAX_CHILDREN``.
+        """
+        tenant = v.tenant(tenant)
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH:
+            raise InvalidInputError(f"'depth' must be an integer from 0 to {MAX_DEPTH}.", field="depth")
+        root = str(parse_ref(ref))
+        with self.core.db.lock:
+            attrs = self.graph.graph.nodes.get(root)
+            if attrs is None or attrs.get("tenant") != tenant:
+                raise NotFoundError(f"No node {root} in this tenant.", ref=root)
+            seen = {root}
+            return self._expand(tenant, root, depth, seen)
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _expand(self, tenant: str, node: str, depth: int, seen: set[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {"node": node, **self._describe(tenant, node), "edges": [], "more": 0}
+        if depth == 0:
+            return out
+        edges = sorted(self.graph.edges_of(tenant, node), key=lambda e: self._order(e[2]), reverse=True)
+        out["more"] = max(0, len(edges) - MAX_CHILDREN)
+        for direction, kind, other in edges[:MAX_CHILDREN]:
+            if other in seen:
+                child = {"node": other, **self._describe(tenant, other), "edges": [], "more": 0, "seen": True}
+            else:
+                seen.add(other)
+                child = self._expand(tenant, other, depth - 1, seen)
+            out["edges"].append({"direction": direction, "kind": kind, "node": child})
+        return out
+
+    def _order(self, node: str) -> tuple[int, int]:
+        attrs = self.graph.graph.nodes.get(node, {})
+        return (attrs.get("ts_us", 0), attrs.get("id", 0))
+
+    def _describe(self, tenant: str, node: str) -> dict[str, Any]:
+        attrs = self.graph.graph.nodes.get(node, {})
+        kind = str(attrs.get("kind", "?"))
+        if kind == AGENT_MEMORY:
+            text = self.graph.contents(tenant, [attrs["id"]]).get(attrs["id"], "")
+            preview = " ".join(text.split())[:PREVIEW_CHARS]
+            label = f"{attrs['type']} · {attrs['session']} · {attrs['agent']} · {_iso(attrs['ts_us'])} · {preview}"
+            return {"kind": kind, "label": label}
+        detail = attrs.get("agent") or attrs.get("session") or attrs.get("summary", "")
+        return {"kind": kind, "label": " ".join(str(detail).split())[:PREVIEW_CHARS]}
+
+    def _latest_handoff(self, tenant: str, session: str) -> str | None:
+        def is_handoff(mem_id: int) -> bool:
+            attrs = self.graph.memory(tenant, mem_id)
+            return attrs is not None and attrs["type"] == "handoff"
+
+        for _ts, mem_id in self.graph.all_index.newest_before(tenant, session, None, is_handoff):
+            return memory_ref(mem_id)
+        return None
+
+    def _episodes(self, tenant: str) -> dict[str, str]:
+        with self.core.db.lock:
+            rows = self.core.db.conn.execute("SELECT id, session FROM episodes WHERE tenant = ?", (tenant,))
+            return {str(r[1]): episode_ref(int(r[0])) for r in rows}
+
+
+__all__ = ["Operator", "SessionSummary", "TenantStats", "TenantSummary"]
