@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_core.episodes import Recovery
 from memory_core.models import CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
 from tools.preview import PreviewShaper
 
@@ -171,3 +172,13 @@ def test_check_memory_is_whole_and_its_neighbour_rows_are_previews() -> None:
     assert shaped["neighbours"]["previous"]["content"] == "p" * 100
     assert shaped["neighbours"]["previous"]["content_truncated"] is True
     assert shaped["neighbours"]["edges"] == [{"kind": "FOLLOWS"}]
+
+
+def test_recovery_keeps_the_handoff_whole_and_the_turns_as_previews() -> None:
+    page = RecentTurnsPage(turns=[make_row(3, "t" * 800)], next_cursor="c.d")
+    recovery = Recovery(handoff=make_row(4, "h" * 900, type="handoff"), episode=None, turns=page)
+    shaped = PreviewShaper(preview_chars=100).recovery(recovery)
+    assert shaped["handoff"]["content"] == "h" * 900
+    assert shaped["summary"] is None
+    assert shaped["turns"][0]["content"] == "t" * 100 and shaped["turns"][0]["content_len"] == 800
+    assert shaped["next_cursor"] == "c.d"

@@ -37,6 +37,7 @@ from memory_core.service import MemoryCore
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
+from tools.mcp_session_tools import recover_context, summarize_session
 from tools.mcp_tools import (
     add_memory,
     check_memory,
@@ -52,17 +53,17 @@ MCP_PATH = "/mcp"
 CORE_THREADS = 8
 
 INSTRUCTIONS = (
-    "Long-term memory shared by the agents of a tenant. Recall before acting; results are previews "
-    "(expand with get_contents). Store turns, notes and decisions with add_memory; write a handoff with "
-    "create_handoff before your session ends or your context is compacted."
+    "Long-term memory shared by the agents of a tenant. After a context compaction, call "
+    "recover_context first. Recall before acting; results are previews (expand with get_contents). "
+    "Store turns, notes and decisions with add_memory; write a handoff with create_handoff before "
+    "your session ends or your context is compacted."
 )
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
-# The registry: (tool function, annotations). Issue 5 adds recover_context (READ) and
-# summarize_session (WRITE) here, from their own module.
+# The registry: (tool function, annotations), in the order agents see them.
 TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (add_memory, WRITE),
     (recall, READ),
@@ -72,6 +73,8 @@ TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (check_memory, READ),
     (create_handoff, WRITE),
     (delete_memory, DESTRUCTIVE),
+    (recover_context, READ),
+    (summarize_session, WRITE),
 ]
 
 

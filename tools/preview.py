@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from memory_core.episodes import Recovery
 from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 
 # Token economy: the response is already scoped to the caller's tenant, and fields at
@@ -134,6 +135,14 @@ class PreviewShaper:
 
     def added(self, result: AddResult) -> dict[str, Any]:
         return result.to_dict()
+
+    def recovery(self, recovery: Recovery) -> dict[str, Any]:
+        """recover_context: the latest handoff whole, the summary, turns as previews, the cursor."""
+        return {
+            "handoff": self.full_row(recovery.handoff) if recovery.handoff is not None else None,
+            "summary": recovery.episode.to_dict() if recovery.episode is not None else None,
+            **self.recent_turns(recovery.turns),
+        }
 
     def _neighbours(self, value: Any) -> Any:
         if isinstance(value, Row):

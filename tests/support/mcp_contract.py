@@ -23,6 +23,8 @@ TOOLS_NOW = {
     "check_memory",
     "create_handoff",
     "delete_memory",
+    "recover_context",
+    "summarize_session",
 }
 PREVIEW_CHARS = 500
 
@@ -190,9 +192,40 @@ class ToolContract:
             {"role": "assistant", "content": "noted"},
         ]
 
-    async def test_the_newest_handoff_comes_first_when_recalling_by_type(self, acme: Caller) -> None:
-        await acme.ok("create_handoff", session="handoff", agent="a", content="handoff one: schema drafted")
+    async def test_create_handoff_stores_a_salient_handoff_that_type_filtered_recall_finds(self, acme: Caller) -> None:
+        first = await acme.ok("create_handoff", session="handoff", agent="a", content="handoff one: schema drafted")
         newest = await acme.ok("create_handoff", session="handoff", agent="a", content="handoff two: tests green")
+        await acme.ok("add_memory", session="handoff", agent="a", content="a plain turn about the handoff")
         recalled = await acme.ok("recall", query="handoff", session="handoff", type="handoff")
-        assert refs_of(recalled)[0] == newest["ref"]
-        assert recalled["messages"][0]["type"] == "handoff"
+        assert sorted(refs_of(recalled)) == sorted([first["ref"], newest["ref"]])
+        assert all(m["type"] == "handoff" and m["salience"] == 0.95 for m in recalled["messages"])
+
+    async def test_recover_context_returns_the_latest_handoff_whole_the_summary_and_the_newest_turns(
+        self, acme: Caller
+    ) -> None:
+        turns = ["opened the ticket", long_text("investigated the flaky test", 900), "found the race"]
+        refs = [
+            (await acme.ok("add_memory", session="recover", agent="a", content=t, role="user"))["ref"] for t in turns
+        ]
+        await acme.ok("create_handoff", session="recover", agent="a", content="old handoff")
+        handoff_text = long_text("handoff: fix the race in the scheduler next", 1200)
+        handoff = await acme.ok("create_handoff", session="recover", agent="a", content=handoff_text)
+        recovered = await acme.ok("recover_context", session="recover", turns=2)
+        assert recovered["handoff"]["ref"] == handoff["ref"]
+        assert recovered["handoff"]["content"] == handoff_text
+        assert recovered["summary"]["summary_source"] in {"model", "fallback"} and recovered["summary"]["summary"]
+        assert [t["ref"] for t in recovered["turns"]] == [refs[2], refs[1]]
+        assert recovered["turns"][1]["content_truncated"] is True
+        older = await acme.ok("query_recent_turns", session="recover", cursor=recovered["next_cursor"])
+        assert [t["ref"] for t in older["turns"]] == [refs[0]]
+
+    async def test_summarize_session_stores_an_episode_cached_until_the_session_grows(self, acme: Caller) -> None:
+        await acme.ok("add_memory", session="summary", agent="a", content="we chose postgres for the ledger")
+        first = await acme.ok("summarize_session", session="summary")
+        assert first["ref"].startswith("ep:") and first["summary"] and first["cached"] is False
+        assert first["summary_source"] in {"model", "fallback"}
+        assert (await acme.ok("summarize_session", session="summary"))["cached"] is True
+        await acme.ok("add_memory", session="summary", agent="a", content="and redis for the queue")
+        assert (await acme.ok("summarize_session", session="summary"))["cached"] is False
+        assert (await acme.ok("get_contents", refs=[first["ref"]]))["missing"] == []
+        assert error_code(await acme.call("summarize_session", session="never-used")) == "NOT_FOUND"
