@@ -256,10 +256,13 @@ class GraphStore:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                for mem_id, content in self.db.conn.execute(
-                    f"SELECT id, content FROM memories WHERE tenant = ? AND id IN ({marks})", (tenant, *chunk)
+                # look up by primary key; the tenant is checked on each row (an index on tenant
+                # would make SQLite scan the tenant's rows instead)
+                for mem_id, content, owner in self.db.conn.execute(
+                    f"SELECT id, content, tenant FROM memories WHERE id IN ({marks})", chunk
                 ):
-                    out[mem_id] = content
+                    if owner == tenant:
+                        out[mem_id] = content
         return out
 
     def edges_of(self, tenant: str, node: str) -> list[tuple[str, str, str]]:
