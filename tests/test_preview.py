@@ -152,6 +152,7 @@ def test_recent_turns_are_previews_with_the_cursor() -> None:
     assert shaped["next_cursor"] == "abc.def"
     assert shaped["turns"][0]["content_truncated"] is True
     assert "content_truncated" not in shaped["turns"][1]
+    assert all("session" not in t and "type" not in t for t in shaped["turns"])
 
 
 def test_get_contents_rows_are_whole_and_missing_refs_are_listed() -> None:
@@ -177,7 +178,7 @@ def test_check_memory_is_whole_and_its_neighbour_rows_are_previews() -> None:
 def test_recovery_keeps_the_handoff_whole_and_the_turns_as_previews() -> None:
     page = RecentTurnsPage(turns=[make_row(3, "t" * 800)], next_cursor="c.d")
     recovery = Recovery(handoff=make_row(4, "h" * 900, type="handoff"), episode=None, turns=page)
-    shaped = PreviewShaper(preview_chars=100).recovery(recovery)
+    shaped = PreviewShaper(preview_chars=500, recover_turn_chars=100).recovery(recovery)
     assert shaped["handoff"]["content"] == "h" * 900
     assert shaped["summary"] is None
     assert shaped["turns"][0]["content"] == "t" * 100 and shaped["turns"][0]["content_len"] == 800

@@ -122,7 +122,11 @@ def build_server(
         try:
             state = ServerState(
                 core=core,
-                shaper=PreviewShaper(settings.recall.preview_chars, settings.recall.full_content_budget_chars),
+                shaper=PreviewShaper(
+                    preview_chars=settings.recall.preview_chars,
+                    full_content_budget_chars=settings.recall.full_content_budget_chars,
+                    recover_turn_chars=settings.recover.turn_preview_chars,
+                ),
                 scope=TenantScope(settings.server.tenant),
                 limiter=anyio.CapacityLimiter(CORE_THREADS),
                 recall_limit_cap=settings.server.mcp_limit_cap,

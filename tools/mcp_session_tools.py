@@ -14,12 +14,12 @@ from tools.mcp_context import Ctx, mcp_tool, state_of
 from tools.mcp_params import RECENT_TURNS_LIMIT_CAP, RECENT_TURNS_LIMIT_DEFAULT, Session, Tenant, Viewer
 
 RecoverTurns = Annotated[
-    int,
+    int | None,
     Field(
         ge=1,
         le=RECENT_TURNS_LIMIT_CAP,
-        description=f"Newest turns to include (default {RECENT_TURNS_LIMIT_DEFAULT}, "
-        f"at most {RECENT_TURNS_LIMIT_CAP}).",
+        description=f"Newest turns to include (default {RECENT_TURNS_LIMIT_DEFAULT}, at most "
+        f"{RECENT_TURNS_LIMIT_CAP}); fewer come back when their previews would pass the server's budget.",
     ),
 ]
 
@@ -31,14 +31,14 @@ async def recover_context(
     session: Session,
     tenant: Tenant = None,
     viewer: Viewer = None,
-    turns: RecoverTurns = RECENT_TURNS_LIMIT_DEFAULT,
+    turns: RecoverTurns = None,
 ) -> dict[str, Any]:
     """Call this FIRST after your context was compacted (or when resuming a session): what was I doing?
 
     One cheap call returns {handoff, summary, turns, next_cursor}: the session's latest handoff with
     full content (null if none), its miniSummary {summary, summary_source: 'model'|'fallback', ...}
-    (null for an empty session), the newest turns as previews (500 chars by default; cut rows carry
-    content_truncated and content_len), and next_cursor for query_recent_turns to page further back.
+    (null for an empty session), the newest turns as short previews (200 chars by default; cut rows
+    carry content_truncated and content_len), and next_cursor for query_recent_turns to page back.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

@@ -18,7 +18,7 @@ Pure functions over :mod:`memory_core.models` dataclasses: no I/O, no MCP import
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from memory_core.episodes import Recovery
@@ -29,6 +29,7 @@ from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Content
 _DROPPED_ROW_KEYS = frozenset({"tenant"})
 _OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "metadata": {}}
 SCORE_DECIMALS = 3
+_PAGE_SHARED_KEYS = frozenset({"session", "type"})
 _KEPT_REASON_KEYS = frozenset({"signal", "score"})
 
 
@@ -48,6 +49,7 @@ class PreviewShaper:
 
     preview_chars: int = 500
     full_content_budget_chars: int = 200_000
+    recover_turn_chars: int = 200
 
     def trim(self, content: str) -> dict[str, Any]:
         """``{"content": prefix}`` plus the two markers only when the text was cut."""
@@ -122,8 +124,13 @@ class PreviewShaper:
         return out
 
     def recent_turns(self, page: RecentTurnsPage) -> dict[str, Any]:
-        """Turns newest first in the preview tier, with the cursor for the next page."""
-        return {"turns": [self.preview_row(row) for row in page.turns], "next_cursor": page.next_cursor}
+        """Turns newest first in the preview tier, with the cursor for the next page.
+
+        Every row of a page shares its session and is a turn, so those two fields are left
+        out of the rows (the caller named the session).
+        """
+        turns = [{k: v for k, v in self.preview_row(row).items() if k not in _PAGE_SHARED_KEYS} for row in page.turns]
+        return {"turns": turns, "next_cursor": page.next_cursor}
 
     def contents(self, contents: Contents) -> dict[str, Any]:
         """get_contents: whole rows plus the refs that did not resolve."""
@@ -137,11 +144,13 @@ class PreviewShaper:
         return result.to_dict()
 
     def recovery(self, recovery: Recovery) -> dict[str, Any]:
-        """recover_context: the latest handoff whole, the summary, turns as previews, the cursor."""
+        """recover_context: the latest handoff whole, the summary, the cursor, and the turns as
+        shorter previews (``recover_turn_chars``) so the whole answer fits a small budget."""
+        turn_shaper = replace(self, preview_chars=self.recover_turn_chars)
         return {
             "handoff": self.full_row(recovery.handoff) if recovery.handoff is not None else None,
             "summary": recovery.episode.to_dict() if recovery.episode is not None else None,
-            **self.recent_turns(recovery.turns),
+            **turn_shaper.recent_turns(recovery.turns),
         }
 
     def _neighbours(self, value: Any) -> Any:

@@ -216,6 +216,7 @@ class ToolContract:
         assert recovered["summary"]["summary_source"] in {"model", "fallback"} and recovered["summary"]["summary"]
         assert [t["ref"] for t in recovered["turns"]] == [refs[2], refs[1]]
         assert recovered["turns"][1]["content_truncated"] is True
+        assert len(recovered["turns"][1]["content"]) == 200  # recover.turn_preview_chars
         older = await acme.ok("query_recent_turns", session="recover", cursor=recovered["next_cursor"])
         assert [t["ref"] for t in older["turns"]] == [refs[0]]
 
