@@ -138,3 +138,13 @@ def test_a_plaintext_token_in_the_config_refuses_to_start(tmp_path: Path) -> Non
     )  # fmt: skip
     assert run.returncode == 2
     assert "sha256" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_second_server_on_the_same_data_directory_exits_with_store_locked(tmp_path: Path) -> None:
+    with running_http_server(tmp_path / "data"):
+        run = subprocess.run(
+            [sys.executable, "-m", "tools.mcp_server", "--data-dir", str(tmp_path / "data")],
+            cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.startswith("memory-core: STORE_LOCKED: ") and "Traceback" not in run.stderr

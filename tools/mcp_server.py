@@ -32,7 +32,7 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
 from memory_core.config import Settings, load_settings
-from memory_core.errors import MemoryCoreError
+from memory_core.errors import ConfigError, MemoryCoreError
 from memory_core.service import MemoryCore
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
 from tools.mcp_context import ServerState, error_result
@@ -111,17 +111,22 @@ def build_server(
     settings: Settings,
     *,
     data_dir: str | None = None,
+    core: MemoryCore | None = None,
     with_tokens: bool = False,
     on_ready: Callable[[], None] | None = None,
 ) -> MemoryMCPServer:
-    """The server for ``settings``; ``with_tokens`` turns on bearer auth (HTTP only)."""
+    """The server for ``settings``; ``with_tokens`` turns on bearer auth (HTTP only).
+
+    The lifespan opens the stores (``data_dir``, default ``storage.data_dir``), or takes over
+    an already opened ``core``; either way it closes them at shutdown.
+    """
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        core = await anyio.to_thread.run_sync(lambda: MemoryCore.open(data_dir, settings=settings))
+        opened = core if core is not None else await open_core(settings, data_dir)
         try:
             state = ServerState(
-                core=core,
+                core=opened,
                 shaper=PreviewShaper(
                     preview_chars=settings.recall.preview_chars,
                     full_content_budget_chars=settings.recall.full_content_budget_chars,
@@ -135,7 +140,7 @@ def build_server(
                 on_ready()
             yield state
         finally:
-            await anyio.to_thread.run_sync(core.close)
+            await anyio.to_thread.run_sync(opened.close)
 
     auth: dict[str, Any] = {}
     if with_tokens:
@@ -152,10 +157,20 @@ def build_server(
     return server
 
 
+async def open_core(settings: Settings, data_dir: str | None) -> MemoryCore:
+    """Open the stores on a worker thread (loading a model or recovering may take a while)."""
+    return await anyio.to_thread.run_sync(lambda: MemoryCore.open(data_dir, settings=settings))
+
+
 async def serve_stdio(settings: Settings, *, data_dir: str | None = None) -> None:
-    """Serve one client over stdin/stdout."""
+    """Serve one client over stdin/stdout.
+
+    The stores open before the transport starts, so a locked or broken data directory
+    fails with its own message instead of a dropped connection.
+    """
     check_token_hashes(settings.server.tokens)
-    await build_server(settings, data_dir=data_dir).run_stdio_async()
+    core = await open_core(settings, data_dir)
+    await build_server(settings, core=core).run_stdio_async()
 
 
 async def serve_http(
@@ -174,13 +189,18 @@ async def serve_http(
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"Cannot listen on {host}:{port}: {exc.strerror}.", key="server.port") from exc
     sock.listen(128)
     bound_port = sock.getsockname()[1]
     url = f"http://{f'[{host}]' if family == socket.AF_INET6 else host}:{bound_port}{MCP_PATH}"
+    core = await open_core(settings, data_dir)  # before uvicorn: errors keep their own message
     server = build_server(
         settings,
-        data_dir=data_dir,
+        core=core,
         with_tokens=bool(tokens),
         on_ready=(lambda: announce(url)) if announce else None,
     )
