@@ -64,11 +64,9 @@ def collection_name(prefix: str, tenant: str) -> str:
     return f"{prefix}_{hashlib.sha256(tenant.encode()).hexdigest()[:32]}"
 
 
-def _scoped(tenant: str, where: dict[str, Any] | None) -> dict[str, Any]:
-    clause: dict[str, Any] = {"tenant": tenant}
-    if not where:
-        return clause
-    return {"$and": [clause, where]}
+def _scoped(tenant: str, where: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The caller's filter; the collection is already the tenant's own (see collection_name)."""
+    return where or None
 
 
 def _is_transient(exc: BaseException) -> bool:

@@ -155,12 +155,14 @@ class Recaller:
             c = cands.setdefault(ref.id, Candidate(ref.id, episode=ref.kind == EPISODE))
             c.cosine, c.ranks["vector"] = 1.0 - hit.distance, rank
         lexical_query = query if query.strip() else (context_text or "")
+        tenant_rows = self.graph.memory_count(filters.tenant)
         if cfg.w_lexical > 0:
-            for rank, lhit in enumerate(self.lexical.bm25(filters, lexical_query, min(window, cfg.lexical_pool))):
+            for rank, lhit in enumerate(self.lexical.bm25(filters, lexical_query, min(window, cfg.lexical_pool),
+                                                                tenant_rows)):
                 c = cands.setdefault(lhit.id, Candidate(lhit.id))
                 c.bm25, c.ranks["bm25"] = lhit.score, rank
         if cfg.w_keyword > 0:
-            for rank, khit in enumerate(self.lexical.keywords(filters, query, cfg.keyword_pool)):
+            for rank, khit in enumerate(self.lexical.keywords(filters, query, cfg.keyword_pool, tenant_rows)):
                 c = cands.setdefault(khit.id, Candidate(khit.id))
                 c.keyword, c.ranks["keyword"] = khit.score, rank
         attrs = self._admitted(filters, cands)
