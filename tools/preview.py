@@ -27,7 +27,9 @@ from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Content
 # Token economy: the response is already scoped to the caller's tenant, and fields at
 # their defaults say nothing, so rows leave them out.
 _DROPPED_ROW_KEYS = frozenset({"tenant"})
-_OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "metadata": {}}
+_OMITTED_DEFAULTS: dict[str, Any] = {
+    "visibility": "tenant", "salience": DEFAULT_SALIENCE, "metadata": {}, "source": {},
+}
 SCORE_DECIMALS = 3
 _PAGE_SHARED_KEYS = frozenset({"session", "type"})
 _KEPT_REASON_KEYS = frozenset({"signal", "score"})
@@ -177,9 +179,18 @@ def _row_dict(row: Row) -> dict[str, Any]:
     }
     if isinstance(out.get("confidence"), float):
         out["confidence"] = round(out["confidence"], SCORE_DECIMALS)
+    if isinstance(out.get("timestamp"), str):
+        out["timestamp"] = _seconds(out["timestamp"])
     if isinstance(out.get("match_reason"), dict):
         out["match_reason"] = _compact_reason(out["match_reason"])
     return out
+
+
+def _seconds(iso_ts: str) -> str:
+    """``2026-11-30T11:17:23.436972+00:00`` → ``2026-11-30T11:17:23Z``: agents need no µs."""
+    if iso_ts.endswith("+00:00") and len(iso_ts) >= 25:
+        return iso_ts[:19] + "Z"
+    return iso_ts
 
 
 def _compact_reason(reason: dict[str, Any]) -> dict[str, Any]:
