@@ -69,7 +69,7 @@ class RecallSettings(_Section):
 class RecoverSettings(_Section):
     turns: int = Field(20, ge=1, le=100)
     turn_preview_chars: int = Field(200, ge=0)
-    turns_budget_chars: int = Field(4000, ge=200)
+    turns_budget_chars: int = Field(5000, ge=400)
 
 
 class ServerSettings(_Section):

@@ -26,6 +26,7 @@ from memory_core.vector_store import VectorStore
 from memory_core.write_path import WritePath
 
 SUMMARY_WINDOW = 200  # newest turns a summary reads
+TURN_ROW_OVERHEAD_CHARS = 200  # ≈ the JSON fields of one turn row in an MCP response
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,8 @@ class EpisodeService:
             page = self.reader.recent_turns(tenant, session, turns, None, viewer)
             kept, used = [], 0
             for turn in page.turns:
-                cost = min(turn.content_len, rec.turn_preview_chars or turn.content_len)
+                # a turn costs its preview plus the row's fields (ref, agent, timestamp, …) on the wire
+                cost = min(turn.content_len, rec.turn_preview_chars or turn.content_len) + TURN_ROW_OVERHEAD_CHARS
                 if kept and used + cost > budget:
                     break
                 kept.append(turn)

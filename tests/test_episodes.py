@@ -135,7 +135,7 @@ def test_handoffs_form_a_chain_newest_first(core: MemoryCore) -> None:
 def test_recover_context_returns_handoff_summary_and_pages_of_turns(core: MemoryCore) -> None:
     refs = fill(core, n=45)
     handoff = core.create_handoff("acme", "s1", "planner", "Handoff: billing queue migrated; next, alerts. " * 20)
-    rec = core.recover_context("acme", "s1", turns=20)
+    rec = core.recover_context("acme", "s1", turns=20, budget_chars=100_000)
     assert rec.handoff is not None and rec.handoff.ref == handoff.ref and len(rec.handoff.content) > 900
     assert rec.episode is not None and rec.episode.summary
     assert [t.ref for t in rec.turns.turns] == list(reversed(refs))[:20]
@@ -165,7 +165,7 @@ def test_episodes_are_recallable_and_closed_to_other_tenants(core: MemoryCore) -
 def test_recover_context_stops_at_its_budget_and_the_cursor_continues_exactly(core: MemoryCore) -> None:
     refs = [core.add_memory("acme", "s1", "a", f"turn {i} " + "words " * 300, timestamp=T0 + timedelta(seconds=i)).ref
             for i in range(30)]
-    rec = core.recover_context("acme", "s1", turns=20, budget_chars=1000)  # 200-char previews → 5 turns
+    rec = core.recover_context("acme", "s1", turns=20, budget_chars=2000)  # (200 preview + 200 fields) → 5 turns
     assert [t.ref for t in rec.turns.turns] == list(reversed(refs))[:5]
     rest = core.query_recent_turns("acme", "s1", limit=100, cursor=rec.turns.next_cursor)
     assert [t.ref for t in rest.turns] == list(reversed(refs))[5:]
