@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph.store import AGENT_MEMORY
+from graph.store import AGENT_MEMORY, EPISODE
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import from_us, iso
@@ -189,12 +189,15 @@ class Operator:
             return out
         edges = sorted(self.graph.edges_of(tenant, node), key=lambda e: self._order(e[2]), reverse=True)
         out["more"] = max(0, len(edges) - MAX_CHILDREN)
-        for direction, kind, other in edges[:MAX_CHILDREN]:
-            if other in seen:
-                child = {"node": other, **self._describe(tenant, other), "edges": [], "more": 0, "seen": True}
-            else:
-                seen.add(other)
+        edges = edges[:MAX_CHILDREN]
+        claimed = [other for _d, _k, other in edges if other not in seen]  # breadth first: nearest wins
+        seen.update(claimed)
+        for direction, kind, other in edges:
+            if other in claimed:
+                claimed.remove(other)
                 child = self._expand(tenant, other, depth - 1, seen)
+            else:
+                child = {"node": other, **self._describe(tenant, other), "edges": [], "more": 0, "seen": True}
             out["edges"].append({"direction": direction, "kind": kind, "node": child})
         return out
 
@@ -210,7 +213,10 @@ class Operator:
             preview = " ".join(text.split())[:PREVIEW_CHARS]
             label = f"{attrs['type']} · {attrs['session']} · {attrs['agent']} · {_iso(attrs['ts_us'])} · {preview}"
             return {"kind": kind, "label": label}
-        detail = attrs.get("agent") or attrs.get("session") or attrs.get("summary", "")
+        if kind == EPISODE:
+            detail = f"{attrs.get('session')} · {attrs.get('summary_source')} summary · {attrs.get('summary', '')}"
+        else:
+            detail = attrs.get("agent") or attrs.get("session") or ""
         return {"kind": kind, "label": " ".join(str(detail).split())[:PREVIEW_CHARS]}
 
     def _latest_handoff(self, tenant: str, session: str) -> str | None:

@@ -1,0 +1,223 @@
+"""Doctor: do Chroma, each tenant's lexical index and the graph agree? Repair what can be
+repaired without losing data.
+
+SQLite's ``memories`` table is the reference: it holds every field and the content, the
+in-memory graph is rebuilt from it, and the vector record and FTS row can be rebuilt from it.
+Finding kinds, and what :func:`repair` does about each::
+
+    journal_pending   an add/delete interrupted by a crash    -> writer.recover(): finish or roll back
+    graph_stale       in-memory graph differs from SQLite     -> reload the graph
+    dangling_edge     an edge whose end is gone or foreign    -> delete the edge
+    vector_orphan     Chroma record with no memory row        -> restore the memory from the record's
+                      document + metadata when they hold tenant, session, agent, type and ts_us;
+                      otherwise save the record to <data_dir>/doctor/quarantine-*.jsonl, then delete it
+    vector_missing    memory row with no Chroma record        -> re-embed the content and upsert
+    vector_stale      record document/metadata differ        -> re-embed from SQLite and upsert
+    lexical_stale     FTS row with no memory, or indexed text differs from the content
+    lexical_missing   memory row absent from the FTS table    -> both: rebuild that tenant's FTS table
+
+An unacknowledged add (journal entry present) is rolled back, never restored: the caller
+saw it fail. A lexical rebuild re-indexes the tenant's own rows only (FTS5 ``rebuild`` on
+the shared external-content table would index every tenant's rows, so it is never used).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memory_core.doctor_scan import Finding, StoreCounts, dangling_edges, memory_rows, scan
+from memory_core.errors import InvalidRefError, MemoryCoreError
+from memory_core.models import from_us
+from memory_core.refs import MEMORY, parse_ref
+from memory_core.write_path import embedding_text, vector_metadata
+
+if TYPE_CHECKING:
+    from memory_core.service import MemoryCore
+
+EMBED_BATCH = 64
+VECTOR_KINDS = ("vector_missing", "vector_stale")
+LEXICAL_KINDS = ("lexical_stale", "lexical_missing")
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One thing :func:`repair` did."""
+
+    kind: str
+    tenant: str
+    ref: str | None
+    action: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class DoctorReport:
+    """Counts per tenant and store, findings, and (after a repair) what was done and what remains."""
+
+    counts: list[StoreCounts]
+    findings: list[Finding]
+    repairs: list[Repair] = field(default_factory=list)
+    remaining: list[Finding] | None = None
+    recovered_at_open: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.findings if self.remaining is None else self.remaining)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ok": self.ok,
+            "counts": [c.to_dict() for c in self.counts],
+            "findings": [f.to_dict() for f in self.findings],
+            "recovered_at_open": self.recovered_at_open,
+        }
+        if self.remaining is not None:
+            out["repairs"] = [r.to_dict() for r in self.repairs]
+            out["remaining"] = [f.to_dict() for f in self.remaining]
+        return out
+
+
+def check(core: MemoryCore) -> DoctorReport:
+    """Compare the stores of every tenant (operator-wide); changes nothing."""
+    with core.writer.lock:
+        counts, findings = scan(core)
+    return DoctorReport(counts, findings, recovered_at_open=list(core.recovered))
+
+
+def repair(core: MemoryCore) -> DoctorReport:
+    """Check, fix every finding that can be fixed without losing data, and check again."""
+    with core.writer.lock:
+        _, before = scan(core)
+        done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in core.writer.recover()]
+        _, found = scan(core)  # after recovery: records of rolled-back adds are gone, not orphans
+        kinds = {f.kind for f in found}
+        if "graph_stale" in kinds:
+            core.graph.load()
+            done += [Repair(f.kind, f.tenant, f.ref, "reloaded the graph from SQLite")
+                     for f in found if f.kind == "graph_stale"]
+        if "dangling_edge" in kinds:
+            done += _delete_dangling_edges(core)
+        done += _restore_orphans(core, [f for f in found if f.kind == "vector_orphan"])
+        done += _reembed(core, [f for f in found if f.kind in VECTOR_KINDS])
+        for tenant in sorted({f.tenant for f in found if f.kind in LEXICAL_KINDS}):
+            done.append(_rebuild_lexical(core, tenant))
+        core.graph.load()
+        counts, remaining = scan(core)
+    return DoctorReport(counts, before, done, remaining, recovered_at_open=list(core.recovered))
+
+
+def _delete_dangling_edges(core: MemoryCore) -> list[Repair]:
+    edges = dangling_edges(core)
+    with core.db.transaction() as cur:
+        cur.executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = ?",
+                        [(e.src, e.dst, e.kind) for e in edges])
+    return [Repair("dangling_edge", e.tenant, e.src, f"deleted {e.kind} edge to {e.dst}") for e in edges]
+
+
+def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
+    """Restore each orphan vector record as a memory when it can be rebuilt; else quarantine it."""
+    done: list[Repair] = []
+    by_tenant: dict[str, list[str]] = {}
+    for f in findings:
+        by_tenant.setdefault(f.tenant, []).append(str(f.ref))
+    for tenant, refs in sorted(by_tenant.items()):
+        records = core.vectors.documents(tenant, refs)  # type: ignore[attr-defined]
+        for ref in refs:
+            if ref not in records:
+                continue  # gone since the scan
+            document, meta = records[ref]
+            item = _restorable(tenant, ref, document, meta)
+            if item is not None:
+                try:
+                    result = core.writer.add_many([item], preferred_ids=[parse_ref(ref).id])[0]
+                except MemoryCoreError as exc:
+                    item, reason = None, f"{exc.code}: {exc.message}"
+                else:
+                    if result.ref != ref:  # the id was taken: the restored memory has a new ref
+                        core.vectors.delete(tenant, [ref])
+                    action = f"restored the memory from its vector record as {result.ref}"
+                    done.append(Repair("vector_orphan", tenant, ref, action))
+                    continue
+            else:
+                reason = "the record lacks tenant, session, agent, type, ts_us or a document"
+            path = _quarantine(core, {"tenant": tenant, "ref": ref, "document": document, "metadata": meta,
+                                      "reason": reason})
+            core.vectors.delete(tenant, [ref])
+            done.append(Repair("vector_orphan", tenant, ref, f"not restorable ({reason}); saved to {path} and "
+                                                             "deleted from the vector store"))
+    return done
+
+
+def _restorable(tenant: str, ref: str, document: str, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """add_memory arguments rebuilt from a vector record, or None when fields are missing."""
+    try:
+        kind = parse_ref(ref).kind
+    except InvalidRefError:
+        return None
+    required = ("session", "agent", "type", "ts_us")
+    if kind != MEMORY or meta.get("tenant") != tenant or not document.strip() or any(k not in meta for k in required):
+        return None
+    if isinstance(meta["ts_us"], bool) or not isinstance(meta["ts_us"], int):
+        return None
+    return {
+        "tenant": tenant, "session": meta["session"], "agent": meta["agent"], "type": meta["type"],
+        "content": document, "timestamp": from_us(meta["ts_us"]), "visibility": meta.get("visibility") or "tenant",
+        "salience": meta.get("salience"), "role": meta.get("role"), "channel": meta.get("channel"),
+        "project_id": meta.get("project_id") or None,
+        "source": {"id": meta["source_id"]} if meta.get("source_id") else None,
+        "metadata": {"restored_by": "doctor"},
+    }
+
+
+def _quarantine(core: MemoryCore, record: dict[str, Any]) -> str:
+    folder = core.data_dir / "doctor"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"quarantine-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    return str(path)
+
+
+def _reembed(core: MemoryCore, findings: Iterable[Finding]) -> list[Repair]:
+    """Re-embed memories from SQLite and upsert their vector records."""
+    by_tenant: dict[str, dict[int, str]] = {}
+    for f in findings:
+        by_tenant.setdefault(f.tenant, {})[parse_ref(f.ref).id] = f.kind
+    done: list[Repair] = []
+    for tenant, kinds in sorted(by_tenant.items()):
+        rows = memory_rows(core, tenant, list(kinds))
+        for start in range(0, len(rows), EMBED_BATCH):
+            chunk = rows[start : start + EMBED_BATCH]
+            vectors = core.embedder.embed([embedding_text(r) for r in chunk])
+            refs = [f"{MEMORY}:{r['id']}" for r in chunk]
+            # upsert merges metadata in Chroma: drop stale records first so no stray key survives
+            core.vectors.delete(tenant, [ref for r, ref in zip(chunk, refs, strict=True)
+                                         if kinds[r["id"]] == "vector_stale"])
+            core.vectors.upsert(tenant, refs, vectors, [r["content"] for r in chunk],
+                                [vector_metadata(r) for r in chunk])
+            done += [Repair(kinds[r["id"]], tenant, ref, "re-embedded the content from SQLite into the vector store")
+                     for r, ref in zip(chunk, refs, strict=True)]
+    return done
+
+
+def _rebuild_lexical(core: MemoryCore, tenant: str) -> Repair:
+    """Re-index the tenant's own rows: delete-all, then insert each memory's content."""
+    try:
+        with core.db.transaction() as cur:
+            name = core.db.fts_table(cur, tenant, create=True)
+            cur.execute(f"INSERT INTO {name}({name}) VALUES ('delete-all')")
+            cur.execute(f"INSERT INTO {name}(rowid, content) SELECT id, content FROM memories WHERE tenant = ?",
+                        (tenant,))
+    except BaseException:
+        core.db.reload_fts_names()
+        raise
+    return Repair("lexical", tenant, None, "rebuilt the tenant's lexical index from its memories")
+
+
+__all__ = ["DoctorReport", "Finding", "Repair", "StoreCounts", "check", "repair"]

@@ -1,0 +1,159 @@
+"""Export / import of one tenant through memory_core.transfer, on every vector backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memory_core import MemoryCore
+from memory_core.errors import InvalidTenantError, TenantRequiredError
+from memory_core.transfer import ExportLine, export_tenant, import_lines
+from tests.conftest import open_core
+from tests.support.store_checks import assert_stores_agree
+
+T0 = "2026-01-05T09:00:00.000000+00:00"
+
+
+def populate(core: MemoryCore) -> None:
+    """Two tenants; turns sharing a timestamp, a handoff chain, a private note, rich fields."""
+    for i in range(6):
+        core.add_memory("acme", "s1", "alice" if i % 2 else "bob", f"turn {i} about the apple harvest",
+                        role="user" if i % 2 else "assistant", timestamp=T0 if i < 3 else None)
+    core.create_handoff("acme", "s1", "bob", "first handoff: apples picked")
+    core.create_handoff("acme", "s1", "bob", "second handoff: apples sold", idempotency_key="h2")
+    core.add_memory("acme", "s2", "carol", "private scratch about pears", type="note", visibility="agent",
+                    channel="cli", source={"id": "discord:42", "thread": 7}, project_id="orchard",
+                    salience=0.7, metadata={"mood": "curious", "n": [1, 2]})
+    core.add_memory("globex", "s1", "zed", "globex secret apple formula")
+
+
+def lines_of(core: MemoryCore, tenant: str) -> list[dict]:
+    return list(export_tenant(core, tenant))
+
+
+def as_jsonl(lines: list[dict]) -> list[str]:
+    return [json.dumps(line) + "\n" for line in lines]
+
+
+@pytest.fixture
+def second(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    other = open_core(backend, tmp_path / "other", request)
+    yield other
+    other.close()
+
+
+def test_export_lines_hold_every_field_needed_to_rebuild_a_memory(core: MemoryCore) -> None:
+    populate(core)
+    lines = lines_of(core, "acme")
+    assert len(lines) == 9
+    assert [ExportLine.model_validate(line).model_dump(mode="json") for line in lines] == lines
+    note = next(line for line in lines if line["type"] == "note")
+    assert note["visibility"] == "agent"
+    assert note["source"] == {"id": "discord:42", "thread": 7}
+    assert note["metadata"] == {"mood": "curious", "n": [1, 2]}
+    assert (note["project_id"], note["channel"], note["salience"]) == ("orchard", "cli", 0.7)
+    second_handoff = next(line for line in lines if line["content"].startswith("second handoff"))
+    first_handoff = next(line for line in lines if line["content"].startswith("first handoff"))
+    assert second_handoff["idempotency_key"] == "h2"
+    assert {"kind": "SUPERSEDES", "node": first_handoff["ref"]} in second_handoff["edges"]
+    assert [line["timestamp"] for line in lines] == sorted(line["timestamp"] for line in lines)
+
+
+def test_an_export_never_contains_another_tenants_rows(core: MemoryCore) -> None:
+    populate(core)
+    assert {line["tenant"] for line in lines_of(core, "acme")} == {"acme"}
+    globex = lines_of(core, "globex")
+    assert [line["content"] for line in globex] == ["globex secret apple formula"]
+    assert lines_of(core, "nobody") == []
+
+
+@pytest.mark.parametrize("tenant", [None, "", "  ", "*", "acme/../globex"])
+def test_an_export_requires_one_valid_tenant(core: MemoryCore, tenant: object) -> None:
+    with pytest.raises((TenantRequiredError, InvalidTenantError)):
+        lines_of(core, tenant)  # type: ignore[arg-type]
+
+
+def test_import_into_an_empty_store_gives_identical_recall_and_recent_turn_pages(
+    core: MemoryCore, second: MemoryCore
+) -> None:
+    populate(core)
+    counts = import_lines(second, as_jsonl(lines_of(core, "acme")), "acme")
+    assert (counts.written, counts.skipped, counts.remapped, counts.errors) == (9, 0, 0, 0)
+    assert counts.edges == 1  # the SUPERSEDES link between the two handoffs
+    assert lines_of(second, "acme") == lines_of(core, "acme")
+    for query, options in [("apple harvest", {}), ("handoff", {"type": "handoff"}), ("", {"limit": 5}),
+                           ("pears", {"viewer": "carol"}), ("apples", {"project_id": "orchard", "deep": True})]:
+        want = core.recall("acme", query, **options).messages
+        got = second.recall("acme", query, **options).messages
+        assert [m.ref for m in got] == [m.ref for m in want], query
+        assert [m.content for m in got] == [m.content for m in want]
+    for store in (core, second):
+        refs, cursor = [], None
+        while True:
+            page = store.query_recent_turns("acme", "s1", limit=2, cursor=cursor)
+            refs.append([t.ref for t in page.turns])
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        if store is core:
+            original = refs
+    assert refs == original
+    assert second.check_memory("acme", lines_of(core, "acme")[7]["ref"]).neighbours["edges"]
+    assert lines_of(second, "globex") == []
+    assert_stores_agree(second)
+
+
+def test_reimporting_the_same_file_writes_nothing_new(core: MemoryCore, second: MemoryCore) -> None:
+    populate(core)
+    file = as_jsonl(lines_of(core, "acme"))
+    import_lines(second, file, "acme")
+    before = lines_of(second, "acme")
+    again = import_lines(second, file, "acme")
+    assert (again.written, again.skipped, again.errors) == (0, 9, 0)
+    assert lines_of(second, "acme") == before
+    again = import_lines(core, file, "acme")  # into the store it came from
+    assert (again.written, again.skipped) == (0, 9)
+
+
+def test_rows_whose_ids_are_taken_get_new_refs_and_still_import_once(core: MemoryCore, second: MemoryCore) -> None:
+    populate(core)
+    for i in range(4):  # occupy ids 1..4 in the target with another tenant's rows
+        second.add_memory("initech", "s", "x", f"unrelated row {i}")
+    file = as_jsonl(lines_of(core, "acme"))
+    counts = import_lines(second, file, "acme")
+    assert (counts.written, counts.remapped) == (9, 4)
+    assert sorted(line["content"] for line in lines_of(second, "acme")) == sorted(
+        line["content"] for line in lines_of(core, "acme"))
+    handoffs = [line for line in lines_of(second, "acme") if line["type"] == "handoff"]
+    assert {"kind": "SUPERSEDES", "node": handoffs[0]["ref"]} in handoffs[1]["edges"]
+    again = import_lines(second, file, "acme")
+    assert (again.written, again.skipped) == (0, 9)
+    assert second.graph.memory_count("acme") == 9
+
+
+def test_import_refuses_lines_of_another_tenant_and_malformed_lines_without_writing_them(
+    core: MemoryCore, second: MemoryCore
+) -> None:
+    populate(core)
+    good = lines_of(core, "acme")[0]
+    tampered = {**good, "content": "edited by hand"}
+    lines = [
+        *as_jsonl(lines_of(core, "globex")),
+        "{not json\n",
+        json.dumps({**good, "surprise": 1}) + "\n",
+        json.dumps(tampered) + "\n",
+        json.dumps({**good, "type": "Not A Type"}) + "\n",
+        "\n",
+        json.dumps(good) + "\n",
+    ]
+    counts = import_lines(second, lines, "acme")
+    assert (counts.lines, counts.written, counts.errors) == (6, 1, 5)
+    assert [e["code"] for e in counts.error_lines] == [
+        "TENANT_MISMATCH", "INVALID_INPUT", "INVALID_INPUT", "INVALID_INPUT", "INVALID_INPUT"]
+    assert [e["line"] for e in counts.error_lines] == [1, 2, 3, 4, 5]
+    assert lines_of(second, "globex") == []
+    assert [line["content"] for line in lines_of(second, "acme")] == [good["content"]]
+    with pytest.raises(TenantRequiredError):
+        import_lines(second, as_jsonl([good]), "")

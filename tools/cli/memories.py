@@ -1,0 +1,229 @@
+"""Memory commands: add, recall, show, recent, delete — each one call of the service."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from memory_core.errors import NotFoundError
+from memory_core.models import MemoryRow
+from tools.cli import render
+from tools.cli.common import (
+    Common,
+    ConfigOpt,
+    DataDirOpt,
+    JsonOpt,
+    TenantOpt,
+    ViewerOpt,
+    parse_json_object,
+    read_text_argument,
+)
+
+SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id.")]
+AgentOpt = Annotated[str | None, typer.Option("--agent", "-a", help="Agent id.")]
+
+
+def add(
+    ctx: typer.Context,
+    content: Annotated[str, typer.Argument(help="The memory's text; '-' reads it from standard input.")],
+    tenant: TenantOpt = None,
+    session: SessionOpt = None,
+    agent: AgentOpt = None,
+    type_: Annotated[str, typer.Option("--type", help="turn, note, handoff, decision, error, …")] = "turn",
+    role: Annotated[str | None, typer.Option(help="Role of a turn (user, assistant, …).")] = None,
+    channel: Annotated[str | None, typer.Option(help="Channel the memory came from.")] = None,
+    source_id: Annotated[str | None, typer.Option(help="source.id, e.g. discord:123.")] = None,
+    project_id: Annotated[str | None, typer.Option(help="Project; omit for the global pool.")] = None,
+    salience: Annotated[float | None, typer.Option(help="0..1 (default 0.5; handoffs 0.95).")] = None,
+    visibility: Annotated[str, typer.Option(help="tenant (shared) or agent (private).")] = "tenant",
+    timestamp: Annotated[str | None, typer.Option(help="ISO-8601 with timezone (default: now).")] = None,
+    idempotency_key: Annotated[str | None, typer.Option(help="Retrying with the same key writes once.")] = None,
+    metadata: Annotated[str | None, typer.Option(help="A JSON object stored with the memory.")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Store one memory in both stores and print its ref (--type handoff supersedes the previous handoff).
+
+    Example: memory-core add --tenant acme --session s1 --agent planner --type note "Ship on Friday"
+
+    JSON: {"ref", "timestamp", "created", "duplicate_of"?}
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    fields: dict[str, Any] = {
+        "type": type_,
+        "role": role,
+        "channel": channel,
+        "project_id": project_id,
+        "salience": salience,
+        "visibility": visibility,
+        "timestamp": timestamp,
+        "idempotency_key": idempotency_key,
+        "metadata": parse_json_object(metadata, "metadata"),
+        "source": {"id": source_id} if source_id else None,
+    }
+    text = read_text_argument(content)
+    with opts.core() as core:
+        if type_ == "handoff":  # a handoff SUPERSEDES the session's previous one
+            fields.pop("type")
+            result = core.create_handoff(tenant, session, agent, text, **fields)  # type: ignore[arg-type]
+        else:
+            result = core.add_memory(tenant, session, agent, text, **fields)  # type: ignore[arg-type]
+    if opts.json:
+        render.emit_json(result.to_dict())
+        return
+    note = f" (duplicate of {result.duplicate_of})" if result.duplicate_of else ""
+    verb = "Stored" if result.created else "Already stored (same idempotency key):"
+    typer.echo(f"{verb} {result.ref} at {result.to_dict()['timestamp']}{note}")
+
+
+def recall(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to recall; empty returns the most recent memories.")] = "",
+    tenant: TenantOpt = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", help="Rows to return (default 10).")] = None,
+    type_: Annotated[str | None, typer.Option("--type", help="Only this type (stronger recency).")] = None,
+    session: SessionOpt = None,
+    agent: AgentOpt = None,
+    channel: Annotated[str | None, typer.Option(help="Only this channel.")] = None,
+    source_id: Annotated[str | None, typer.Option(help="Prefix of source.id.")] = None,
+    project_id: Annotated[
+        str | None, typer.Option(help="Omit: all projects; '': global pool only; X: X and the global pool; @auto.")
+    ] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="Content you already hold (repeatable).")] = None,
+    deep: Annotated[bool, typer.Option(help="No time decay.")] = False,
+    preset: Annotated[str | None, typer.Option(help="Retrieval preset (default: recall.preset).")] = None,
+    viewer: ViewerOpt = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Hybrid recall (vector + lexical + graph) with every recall filter.
+
+    Example: memory-core recall --tenant acme "release date" --type decision --limit 5
+
+    JSON: {"messages": [row, …], "gate_fallback"?, "resolved_project_id"?, "warning"?}; each row
+    has ref, session, agent, type, timestamp, content (full), confidence, match_reason.
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    options: dict[str, Any] = {
+        "limit": limit,
+        "type": type_,
+        "session": session,
+        "agent": agent,
+        "channel": channel,
+        "source_id": source_id,
+        "exclude_contents": exclude or None,
+        "deep": deep,
+        "preset": preset,
+        "viewer": viewer,
+    }
+    if project_id is not None:
+        options["project_id"] = project_id
+    with opts.core() as core:
+        result = core.recall(tenant, query, **options)  # type: ignore[arg-type]
+    if opts.json:
+        payload: dict[str, Any] = {"messages": [m.to_dict() for m in result.messages]}
+        if result.gate_fallback:
+            payload["gate_fallback"] = True
+        if result.resolved_project_id is not None:
+            payload["resolved_project_id"] = result.resolved_project_id
+        if result.operating_context_warning:
+            payload["warning"] = result.operating_context_warning
+        render.emit_json(payload)
+        return
+    render.memory_table(f"recall: {len(result.messages)} rows", result.messages, scored=True)
+    if result.gate_fallback:
+        typer.echo("Below the quality gate: showing the best lexical matches instead.")
+    if result.operating_context_warning:
+        typer.echo(f"warning: {result.operating_context_warning}")
+
+
+def show(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="A memory ref, e.g. mem:42.")],
+    tenant: TenantOpt = None,
+    viewer: ViewerOpt = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show one memory in full with its graph neighbours (author, session, previous/next, edges).
+
+    Example: memory-core show mem:42 --tenant acme
+
+    JSON: {"memory": row, "neighbours": {author, session, previous, next, edges}}
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.core() as core:
+        result = core.check_memory(tenant, ref, viewer=viewer)  # type: ignore[arg-type]
+    neighbours = {k: v.to_dict() if isinstance(v, MemoryRow) else v for k, v in result.neighbours.items()}
+    if opts.json:
+        render.emit_json({"memory": result.memory.to_dict(), "neighbours": neighbours})
+        return
+    row = result.memory.to_dict()
+    content = row.pop("content")
+    render.fields(result.memory.ref, row)
+    typer.echo(content)
+    links = [["author", neighbours["author"]["node"]], ["session", neighbours["session"]["node"]]]
+    links += [[k, neighbours[k]["ref"]] for k in ("previous", "next") if neighbours.get(k)]
+    links += [[f"{e['direction']} {e['kind']}", e["node"]] for e in neighbours.get("edges", [])]
+    render.table("neighbours", ["link", "node"], links)
+
+
+def recent(
+    ctx: typer.Context,
+    tenant: TenantOpt = None,
+    session: SessionOpt = None,
+    cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Turns per page (1-100).")] = 20,
+    viewer: ViewerOpt = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Page a session's turns, newest first; prints the cursor of the next page.
+
+    Example: memory-core recent --tenant acme --session s1 --limit 20 --cursor <next_cursor>
+
+    JSON: {"turns": [row, …], "next_cursor": str | null}
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.core() as core:
+        page = core.query_recent_turns(tenant, session, limit, cursor, viewer=viewer)  # type: ignore[arg-type]
+    if opts.json:
+        render.emit_json({"turns": [t.to_dict() for t in page.turns], "next_cursor": page.next_cursor})
+        return
+    render.memory_table(f"{session}: {len(page.turns)} turns", page.turns)
+    typer.echo(f"next cursor: {page.next_cursor}" if page.next_cursor else "no more turns")
+
+
+def delete(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(help="A memory ref, e.g. mem:42.")],
+    tenant: TenantOpt = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete one memory from both stores (exit 3 when the tenant has no such memory).
+
+    Example: memory-core delete mem:42 --tenant acme
+
+    JSON: {"ref", "deleted": true}
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.core() as core:
+        deleted = core.delete_memory(tenant, ref)  # type: ignore[arg-type]
+    if not deleted:
+        raise NotFoundError(f"No memory {ref} in this tenant.", ref=ref)
+    if opts.json:
+        render.emit_json({"ref": ref, "deleted": True})
+    else:
+        typer.echo(f"Deleted {ref}.")
+
+
+def register(app: typer.Typer) -> None:
+    for fn in (add, recall, show, recent, delete):
+        app.command()(fn)

@@ -1,0 +1,99 @@
+"""Output for people (Rich tables, trees, panels) and for scripts (one JSON document per line)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.tree import Tree
+
+from memory_core.models import MemoryRow, iso
+
+PREVIEW = 80
+
+
+WIDE = 160
+
+
+def console() -> Console:
+    """A console on the current stdout (tests swap stdout; build it per call); wide when piped."""
+    out = Console(highlight=False, soft_wrap=False)
+    if not out.is_terminal:
+        out.width = WIDE
+    return out
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def emit_json(payload: Any) -> None:
+    """One compact JSON document on one line (stable keys; parseable line by line)."""
+    typer.echo(json.dumps(payload, ensure_ascii=False, separators=(",", ":"), default=str))
+
+
+def preview(text: str, chars: int = PREVIEW) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else flat[: chars - 1] + "…"
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    out = Table(title=title, show_lines=False, header_style="bold")
+    for column in columns:
+        out.add_column(column, overflow="fold")
+    for row in rows:
+        out.add_row(*("" if cell is None else str(cell) for cell in row))
+    console().print(out)
+
+
+def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool = False) -> None:
+    """Memories as a table: ref, type, session, agent, time (+ confidence and signal), preview."""
+    columns = ["ref", "type", "session", "agent", "time"]
+    if scored:
+        columns += ["confidence", "signal"]
+    body = []
+    for row in rows:
+        cells: list[Any] = [row.ref, row.type, row.session, row.agent, iso(row.timestamp)[:19].replace("T", " ")]
+        if scored:
+            reason = row.match_reason or {}
+            cells += ["" if row.confidence is None else f"{row.confidence:.3f}", reason.get("signal", "")]
+        body.append([*cells, preview(row.content)])
+    table(title, [*columns, "preview"], body)
+
+
+def fields(title: str, values: dict[str, Any]) -> None:
+    """A two-column key/value table."""
+    table(
+        title,
+        ["field", "value"],
+        ([k, v if isinstance(v, str) else json.dumps(v, default=str)] for k, v in values.items()),
+    )
+
+
+def tree(node: dict[str, Any]) -> None:
+    """A graph neighbourhood (``Operator.graph_neighbourhood``) as a Rich tree."""
+    root = Tree(_label(node))
+    _grow(root, node)
+    console().print(root)
+
+
+def _label(node: dict[str, Any]) -> str:
+    seen = " (shown above)" if node.get("seen") else ""
+    return f"[bold]{node['node']}[/bold] {node['kind']} {_escape(node.get('label', ''))}{seen}"
+
+
+def _grow(branch: Tree, node: dict[str, Any]) -> None:
+    for edge in node["edges"]:
+        arrow = "->" if edge["direction"] == "out" else "<-"
+        child = branch.add(f"{arrow} {edge['kind']} {_label(edge['node'])}")
+        _grow(child, edge["node"])
+    if node.get("more"):
+        branch.add(f"… {node['more']} more edges")
+
+
+def _escape(text: str) -> str:
+    return text.replace("[", "\\[")

@@ -1,0 +1,127 @@
+"""serve (the MCP server over stdio or streamable HTTP) and summarize (a session's miniSummary)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from memory_core.config import load_settings
+from memory_core.errors import MemoryCoreError
+from tools.cli import render
+from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt
+
+
+def serve(
+    ctx: typer.Context,
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio.")] = False,
+    host: Annotated[str | None, typer.Option(help="HTTP bind address (default: server.host, 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default: server.port, 8765; 0 = any free port).")] = None,
+    announce: Annotated[
+        bool, typer.Option("--announce", help="Print the endpoint and an MCP client config snippet once ready.")
+    ] = False,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the MCP server: stdio by default, or streamable HTTP with --http (loopback by default).
+
+    With --announce, HTTP prints the URL and a client config snippet on stdout once the stores
+    are open and the socket listens (stdio prints the snippet on stderr: stdout is the protocol).
+
+    Example: memory-core serve --http --host 127.0.0.1 --port 8765 --announce
+
+    JSON (--announce --json): one line {"url", "transport", "client_config"}
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    settings = load_settings(config, overrides={"server": overrides} if overrides else None)
+    from tools import mcp_server  # the MCP SDK loads only for this command
+
+    where = None if data_dir is None else str(data_dir)
+    try:
+        if http:
+            on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json)) if announce else None
+            anyio.run(lambda: mcp_server.serve_http(settings, data_dir=where, announce=on_ready))
+        else:
+            if announce:
+                _announce_stdio(data_dir, config, opts.json)
+            anyio.run(lambda: mcp_server.serve_stdio(settings, data_dir=where))
+    except KeyboardInterrupt:
+        return
+    except BaseExceptionGroup as group:  # anyio task groups wrap the lifespan's errors
+        raise _first_memory_error(group) or group from None
+
+
+def _first_memory_error(group: BaseExceptionGroup) -> MemoryCoreError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, MemoryCoreError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup) and (found := _first_memory_error(exc)):
+            return found
+    return None
+
+
+def _announce_http(url: str, with_tokens: bool, json_out: bool) -> None:
+    server: dict[str, Any] = {"type": "http", "url": url}
+    if with_tokens:
+        server["headers"] = {"Authorization": "Bearer <your token>"}
+    snippet = {"mcpServers": {"memory-core": server}}
+    if json_out:
+        render.emit_json({"url": url, "transport": "http", "client_config": snippet})
+    else:
+        typer.echo(f"memory-core MCP server listening on {url}")
+        typer.echo("MCP client config:")
+        typer.echo(json.dumps(snippet, indent=2))
+    sys.stdout.flush()
+
+
+def _announce_stdio(data_dir: Path | None, config: Path | None, json_out: bool) -> None:
+    args = ["serve"]
+    if data_dir is not None:
+        args += ["--data-dir", str(data_dir.resolve())]
+    if config is not None:
+        args += ["--config", str(config.resolve())]
+    snippet = {"mcpServers": {"memory-core": {"command": "memory-core", "args": args}}}
+    payload = {"transport": "stdio", "client_config": snippet}
+    typer.echo(json.dumps(payload) if json_out else f"MCP client config:\n{json.dumps(snippet, indent=2)}", err=True)
+
+
+def summarize(
+    ctx: typer.Context,
+    tenant: TenantOpt = None,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Session to summarize.")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Summarize a session into its EPISODE (miniSummary) and show where the summary came from.
+
+    The source is "model" (the configured model_provider) or "fallback" (extractive, with the reason).
+    A summary is cached until the session gains memories.
+
+    Example: memory-core summarize --tenant acme --session s1
+
+    JSON: {"ref", "session", "summary", "summary_source", "summary_error"?, "covers", "turn_count", "updated", "cached"}
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.core() as core:
+        episode = core.summarize_session(tenant, session)  # type: ignore[arg-type]
+    if opts.json:
+        render.emit_json(episode.to_dict())
+        return
+    reason = f" ({episode.summary_error})" if episode.summary_error else ""
+    typer.echo(
+        f"{episode.ref} · {episode.session} · {episode.turn_count} memories · source: "
+        f"{episode.summary_source}{reason}{' · cached' if episode.cached else ''}"
+    )
+    typer.echo(episode.summary)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+    app.command()(summarize)
