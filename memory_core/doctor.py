@@ -7,6 +7,8 @@ Finding kinds, and what :func:`repair` does about each::
 
     journal_pending   an add/delete interrupted by a crash    -> writer.recover(): finish or roll back
     graph_stale       in-memory graph differs from SQLite     -> reload the graph
+    graph_missing     a memory's AGENT/SESSION node or AUTHORED_BY/IN_SESSION edge is gone
+                                                              -> recreate it from the memory row
     dangling_edge     an edge whose end is gone or foreign    -> delete the edge
     vector_orphan     Chroma record with no memory row        -> restore the memory from the record's
                       document + metadata when they hold tenant, session, agent, type and ts_us;
@@ -29,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memory_core.doctor_scan import Finding, StoreCounts, dangling_edges, memory_rows, scan
+from memory_core.doctor_scan import Finding, StoreCounts, dangling_edges, memory_rows, missing_structure, scan
 from memory_core.errors import InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
 from memory_core.refs import MEMORY, parse_ref
@@ -101,6 +103,8 @@ def repair(core: MemoryCore) -> DoctorReport:
             core.graph.load()
             done += [Repair(f.kind, f.tenant, f.ref, "reloaded the graph from SQLite")
                      for f in found if f.kind == "graph_stale"]
+        if "graph_missing" in kinds:
+            done += _restore_structure(core)
         if "dangling_edge" in kinds:
             done += _delete_dangling_edges(core)
         done += _restore_orphans(core, [f for f in found if f.kind == "vector_orphan"])
@@ -110,6 +114,20 @@ def repair(core: MemoryCore) -> DoctorReport:
         core.graph.load()
         counts, remaining = scan(core)
     return DoctorReport(counts, before, done, remaining, recovered_at_open=list(core.recovered))
+
+
+def _restore_structure(core: MemoryCore) -> list[Repair]:
+    missing = missing_structure(core)
+    with core.db.transaction() as cur:
+        for item in missing:
+            if item.node is not None:
+                cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
+                            (item.node[0], item.node[1], item.tenant, item.node[2]))
+            if item.edge is not None:
+                core.graph.write_edge(cur, item.tenant, *item.edge)
+    return [Repair("graph_missing", m.tenant, m.ref, "recreated " + (
+        f"{m.node[1]} node {m.node[0]}" if m.node else f"{m.edge[2]} edge to {m.edge[1]}"))  # type: ignore[index]
+        for m in missing]
 
 
 def _delete_dangling_edges(core: MemoryCore) -> list[Repair]:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from graph.db import fts_table_name
+from graph.store import AGENT, AUTHORED_BY, IN_SESSION, SESSION, agent_node, session_node
 from memory_core.refs import EPISODE, MEMORY, memory_ref
 from memory_core.write_path import vector_metadata
 
@@ -113,9 +114,17 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
         findings += lexical
         memory_vectors = sum(1 for ref in vector_ids if ref.startswith(MEMORY + ":"))
         counts.append(StoreCounts(tenant, len(rows), len(graph_ids), memory_vectors, indexed))
+    findings += [Finding("graph_missing", m.tenant, m.ref, _missing_detail(m)) for m in missing_structure(core)]
     findings += [Finding("dangling_edge", e.tenant, e.src, f"{e.kind} -> {e.dst}: {e.reason}")
                  for e in dangling_edges(core)]
     return counts, findings
+
+
+def _missing_detail(item: Structure) -> str:
+    if item.node is not None:
+        return f"its {item.node[1]} node {item.node[0]} is missing"
+    assert item.edge is not None
+    return f"its {item.edge[2]} edge to {item.edge[1]} is missing"
 
 
 def _vector_findings(
@@ -200,11 +209,50 @@ def _drop_scratch(core: MemoryCore) -> None:
         core.db.conn.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
-def dangling_edges(core: MemoryCore) -> list[Edge]:
-    """Edges whose source or target does not exist, or lives in another tenant."""
+@dataclass(frozen=True)
+class Structure:
+    """A derived graph row a memory needs: its AGENT/SESSION node or its AUTHORED_BY/IN_SESSION edge."""
+
+    tenant: str
+    ref: str
+    node: tuple[str, str, str] | None = None  # (node_id, kind, attrs JSON)
+    edge: tuple[str, str, str] | None = None  # (src, dst, kind)
+
+
+def missing_structure(core: MemoryCore) -> list[Structure]:
+    """Derived nodes and edges absent for existing memories (rebuilt from the memory row)."""
     with core.db.lock:
         conn = core.db.conn
-        owner = {f"{MEMORY}:{i}": str(t) for i, t in conn.execute("SELECT id, tenant FROM memories")}
+        nodes = {str(r[0]) for r in conn.execute("SELECT node_id FROM nodes")}
+        edges = {(str(a), str(b), str(k)) for a, b, k in conn.execute("SELECT src, dst, kind FROM edges")}
+        rows = conn.execute("SELECT id, tenant, session, agent FROM memories ORDER BY id").fetchall()
+    out: list[Structure] = []
+    for mem_id, tenant, session, agent in rows:
+        ref = memory_ref(mem_id)
+        for node, kind, attrs, edge_kind in (
+            (agent_node(tenant, agent), AGENT, {"agent": agent}, AUTHORED_BY),
+            (session_node(tenant, session), SESSION, {"session": session}, IN_SESSION),
+        ):
+            if node not in nodes:
+                nodes.add(node)
+                out.append(Structure(tenant, ref, node=(node, kind, json.dumps(attrs))))
+            if (ref, node, edge_kind) not in edges:
+                out.append(Structure(tenant, ref, edge=(ref, node, edge_kind)))
+    return out
+
+
+def dangling_edges(core: MemoryCore) -> list[Edge]:
+    """Edges whose source or target does not exist, or lives in another tenant.
+
+    A memory's own AGENT/SESSION node counts as existing even when its row is lost: repair
+    recreates it (see :func:`missing_structure`) rather than dropping the memory's edges.
+    """
+    with core.db.lock:
+        conn = core.db.conn
+        owner: dict[str, str] = {}
+        for mem_id, tenant, session, agent in conn.execute("SELECT id, tenant, session, agent FROM memories"):
+            owner[memory_ref(mem_id)] = owner[agent_node(tenant, agent)] = str(tenant)
+            owner[session_node(tenant, session)] = str(tenant)
         owner.update({f"{EPISODE}:{i}": str(t) for i, t in conn.execute("SELECT id, tenant FROM episodes")})
         owner.update({str(n): str(t) for n, t in conn.execute("SELECT node_id, tenant FROM nodes")})
         edges = conn.execute("SELECT src, dst, kind, tenant FROM edges").fetchall()

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from memory_core import MemoryCore
 from memory_core.config import load_settings
-from tests.support.store_checks import assert_stores_agree
+from tests.support.agreement import assert_stores_agree
 from tools.cli.app import app
 
 runner = CliRunner()

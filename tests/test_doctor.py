@@ -10,7 +10,7 @@ from pathlib import Path
 from memory_core import MemoryCore
 from memory_core.doctor import check, repair
 from memory_core.transfer import export_tenant
-from tests.support.store_checks import assert_stores_agree
+from tests.support.agreement import assert_stores_agree
 
 GHOST_META = {"tenant": "acme", "session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
               "visibility": "tenant", "salience": 0.6, "project_id": "", "kind": "memory", "channel": "irc",
@@ -143,6 +143,25 @@ def test_dangling_and_cross_tenant_edges_are_deleted(core: MemoryCore) -> None:
     assert core.check_memory("acme", src).neighbours["edges"] == [
         {"direction": "out", "kind": k, "node": n} for k, n in
         (("AUTHORED_BY", "agent:acme/alice"), ("IN_SESSION", "session:acme/s1"))]
+
+
+def test_a_lost_agent_node_and_session_edge_are_recreated_not_dropped(core: MemoryCore) -> None:
+    refs = populate(core)
+    target = refs["planting apple trees"]
+    with core.db.transaction() as cur:
+        cur.execute("DELETE FROM nodes WHERE node_id = 'agent:acme/alice'")
+        cur.execute("DELETE FROM edges WHERE src = ? AND kind = 'IN_SESSION'", (target,))
+    core.graph.load()
+    found = check(core).findings
+    assert sorted((f.kind, f.ref, f.detail) for f in found) == [
+        ("graph_missing", "mem:1", "its AGENT node agent:acme/alice is missing"),
+        ("graph_missing", target, "its IN_SESSION edge to session:acme/s1 is missing"),
+    ]
+    assert repair(core).ok
+    edges = {(e["kind"], e["node"]) for e in core.check_memory("acme", target).neighbours["edges"]}
+    assert edges == {("AUTHORED_BY", "agent:acme/alice"), ("IN_SESSION", "session:acme/s1")}
+    assert core.graph.agents("acme") == frozenset({"alice"})
+    assert_stores_agree(core)
 
 
 def test_an_interrupted_add_is_rolled_back_not_restored(core: MemoryCore) -> None:

@@ -11,7 +11,7 @@ from memory_core import MemoryCore
 from memory_core.errors import InvalidTenantError, TenantRequiredError
 from memory_core.transfer import ExportLine, export_tenant, import_lines
 from tests.conftest import open_core
-from tests.support.store_checks import assert_stores_agree
+from tests.support.agreement import assert_stores_agree
 
 T0 = "2026-01-05T09:00:00.000000+00:00"
 
