@@ -290,3 +290,15 @@ def test_the_packaged_template_copy_matches_the_repository_template() -> None:
     packaged = (root / "tools" / "cli" / "config.template.toml").read_text()
     assert packaged == (root / "config.template.toml").read_text(), (
         "tools/cli/config.template.toml is stale: cp config.template.toml tools/cli/")
+
+
+def test_serve_on_a_port_in_use_fails_with_a_configuration_error(data_dir: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run(data_dir, "serve", "--http", "--host", "127.0.0.1", "--port", str(port), "--json")
+    assert result.exit_code == 5
+    assert json.loads(result.stdout)["error"]["code"] == "CONFIG_INVALID" and str(port) in result.stdout

@@ -11,7 +11,7 @@ import anyio
 import typer
 
 from memory_core.config import load_settings
-from memory_core.errors import MemoryCoreError
+from memory_core.errors import ConfigError, MemoryCoreError
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt
 
@@ -46,7 +46,11 @@ def serve(
     try:
         if http:
             on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json)) if announce else None
-            anyio.run(lambda: mcp_server.serve_http(settings, data_dir=where, announce=on_ready))
+            try:
+                anyio.run(lambda: mcp_server.serve_http(settings, data_dir=where, announce=on_ready))
+            except OSError as exc:  # binding the socket: port in use, address not local, …
+                address = f"{settings.server.host}:{settings.server.port}"
+                raise ConfigError(f"Cannot listen on {address}: {exc.strerror or exc}.", key="server.port") from exc
         else:
             if announce:
                 _announce_stdio(data_dir, config, opts.json)
