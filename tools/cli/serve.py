@@ -90,7 +90,9 @@ def _announce_stdio(data_dir: Path | None, config: Path | None, json_out: bool) 
         args += ["--data-dir", str(data_dir.resolve())]
     if config is not None:
         args += ["--config", str(config.resolve())]
-    snippet = {"mcpServers": {"memory-core": {"command": "memory-core", "args": args}}}
+    launcher = Path(sys.argv[0])
+    command = str(launcher.resolve()) if launcher.name == "memory-core" and launcher.is_file() else "memory-core"
+    snippet = {"mcpServers": {"memory-core": {"command": command, "args": args}}}
     payload = {"transport": "stdio", "client_config": snippet}
     typer.echo(json.dumps(payload) if json_out else f"MCP client config:\n{json.dumps(snippet, indent=2)}", err=True)
 
