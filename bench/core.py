@@ -106,7 +106,9 @@ def cold_open(path: Path) -> float:
         f"c=MemoryCore.open({str(path)!r}, settings=load_settings(environ={{}}), embedder=SyntheticEmbedder());"
         "print(time.perf_counter()-t); c.close()"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    if out.returncode != 0:
+        raise SystemExit(f"cold open failed:\n{out.stderr}")
     return float(out.stdout.strip().splitlines()[-1])
 
 
