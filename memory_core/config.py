@@ -116,7 +116,7 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     sections = sorted(Settings.model_fields, key=len, reverse=True)
     out: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in _NON_SETTING_ENV:
+        if not name.startswith(ENV_PREFIX) or name in _NON_SETTING_ENV or name.startswith(_TEST_ENV_PREFIX):
             continue
         rest = name[len(ENV_PREFIX) :].lower()
         section = next((s for s in sections if rest.startswith(s + "_")), None)
@@ -139,7 +139,8 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-# Variables that share the prefix but are not settings (e.g. test switches).
+# Variables that share the prefix but are not settings (test-suite switches among them).
+_TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
 _NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY", "MEMORY_CORE_TENANT"})
 
 

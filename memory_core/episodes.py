@@ -22,7 +22,7 @@ from memory_core.reads import EPISODE_AGENT, EPISODE_SALIENCE, Reader, visible
 from memory_core.refs import episode_ref, memory_ref
 from memory_core.summary import SummaryProvider, SummaryTurn, summarize_with_fallback
 from memory_core.summary.provider import ModelProviderSettings
-from memory_core.vector_store import VectorStore
+from memory_core.vector_store import Metadata, VectorStore
 from memory_core.write_path import WritePath
 
 SUMMARY_WINDOW = 200  # newest turns a summary reads
@@ -71,6 +71,13 @@ def episode_from_attrs(a: dict[str, Any], cached: bool = False) -> Episode:
         last_ref=memory_ref(a["last_id"]) if a["last_id"] else None,
         turn_count=a["turn_count"], updated=from_us(a["updated_us"]), cached=cached,
     )
+
+
+def episode_vector_metadata(row: dict[str, Any]) -> Metadata:
+    """Filterable metadata of an episode's Chroma record (doctor re-embeds with it too)."""
+    return {"tenant": row["tenant"], "session": row["session"], "type": "episode", "kind": "episode",
+            "agent": EPISODE_AGENT, "visibility": "tenant", "ts_us": row["updated_us"],
+            "salience": EPISODE_SALIENCE, "project_id": ""}
 
 
 class EpisodeService:
@@ -154,9 +161,7 @@ class EpisodeService:
                 cur.execute("INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('episode', ?, ?, ?)",
                             (row["tenant"], episode_ref(row["id"]), row["updated_us"]))
             ref = episode_ref(row["id"])
-            meta = {"tenant": row["tenant"], "session": row["session"], "type": "episode", "kind": "episode",
-                    "agent": EPISODE_AGENT, "visibility": "tenant", "ts_us": row["updated_us"],
-                    "salience": EPISODE_SALIENCE, "project_id": ""}
+            meta = episode_vector_metadata(row)
             try:
                 self.vectors.upsert(row["tenant"], [ref], [vector], [row["summary"]], [meta])
                 with w._store_errors(), w.db.transaction() as cur:

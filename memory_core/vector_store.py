@@ -50,6 +50,8 @@ class VectorStore(Protocol):
 
     def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]: ...
 
+    def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]: ...
+
     def all_ids(self, tenant: str) -> set[str]: ...
 
     def count(self, tenant: str) -> int: ...
@@ -82,7 +84,7 @@ def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
         call = retry(
             retry=retry_if_exception(_is_transient),
             stop=stop_after_attempt(retries + 1),
-            wait=wait_exponential_jitter(initial=0.1, max=2.0),
+            wait=wait_exponential_jitter(multiplier=0.1, max=2.0, jitter=0.1),
             reraise=True,
         )(fn)
     try:
