@@ -1,0 +1,117 @@
+"""Read-only checks that both stores of a data directory agree (used by the reliability tests).
+
+They look below the service API on purpose: Chroma's ids per tenant, the graph's nodes,
+the SQLite ``memories`` rows, each tenant's FTS index and the intent journal must all
+describe the same set of memories.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from memory_core import MemoryCore
+from memory_core.refs import memory_ref
+
+# Which intensity the reliability tests run at: `make test` (CI) or `make reliability`.
+LONG = os.environ.get("MEMORY_CORE_RELIABILITY", "").strip().lower() == "long"
+
+
+@dataclass(frozen=True)
+class TenantView:
+    """One tenant's memory refs as each store sees them."""
+
+    vectors: set[str]
+    graph: set[str]
+    sqlite: set[str]
+    fts: set[str]
+    count: int
+
+
+def all_tenants(core: MemoryCore) -> set[str]:
+    """Every tenant either store knows about (a leak in one store still shows up here)."""
+    with core.db.lock:
+        rows = core.db.conn.execute("SELECT DISTINCT tenant FROM memories").fetchall()
+        fts = core.db.conn.execute("SELECT tenant FROM fts_tables").fetchall()
+    return {str(r[0]) for r in rows} | {str(r[0]) for r in fts} | set(core.vectors.tenants()) | set(
+        core.graph.tenants()
+    )
+
+
+def tenant_view(core: MemoryCore, tenant: str) -> TenantView:
+    with core.db.lock:
+        conn = core.db.conn
+        sqlite_ids = {
+            memory_ref(r[0]) for r in conn.execute("SELECT id FROM memories WHERE tenant = ?", (tenant,))
+        }
+        fts_row = conn.execute("SELECT name FROM fts_tables WHERE tenant = ?", (tenant,)).fetchone()
+        # The FTS tables are external-content tables over `memories`: a plain scan of the
+        # table would read every tenant's rows, so count the indexed documents instead.
+        fts_ids = (
+            set()
+            if fts_row is None
+            else {memory_ref(r[0]) for r in conn.execute(f"SELECT id FROM {fts_row[0]}_docsize")}
+        )
+    return TenantView(
+        vectors=set(core.vectors.all_ids(tenant)),
+        graph={memory_ref(i) for i in core.graph.memory_ids(tenant)},
+        sqlite=sqlite_ids,
+        fts=fts_ids,
+        count=core.graph.memory_count(tenant),
+    )
+
+
+def journal_rows(core: MemoryCore) -> list[tuple[str, str, str]]:
+    with core.db.lock:
+        return [
+            (str(r[0]), str(r[1]), str(r[2]))
+            for r in core.db.conn.execute("SELECT op, tenant, item_id FROM journal ORDER BY seq")
+        ]
+
+
+def assert_stores_agree(core: MemoryCore, expected: dict[str, set[str]] | None = None) -> dict[str, TenantView]:
+    """Both stores hold exactly the same memories per tenant, and (if given) exactly ``expected``.
+
+    Also: no journal entry is pending, the FTS index holds one document per memory, the
+    graph's count matches, and every Chroma record's content and tenant match SQLite's.
+    """
+    tenants = all_tenants(core) | set(expected or {})
+    views: dict[str, TenantView] = {}
+    for tenant in sorted(tenants):
+        view = tenant_view(core, tenant)
+        views[tenant] = view
+        assert view.vectors == view.graph, (
+            f"tenant {tenant}: Chroma-only {sorted(view.vectors - view.graph)}, "
+            f"graph-only {sorted(view.graph - view.vectors)}"
+        )
+        assert view.graph == view.sqlite, f"tenant {tenant}: in-memory graph differs from SQLite"
+        assert view.fts == view.sqlite, (
+            f"tenant {tenant}: FTS-only {sorted(view.fts - view.sqlite)}, "
+            f"unindexed {sorted(view.sqlite - view.fts)}"
+        )
+        assert view.count == len(view.graph), f"tenant {tenant}: memory_count {view.count} != {len(view.graph)}"
+        if expected is not None:
+            want = expected.get(tenant, set())
+            assert view.graph == want, (
+                f"tenant {tenant}: unexpected {sorted(view.graph - want)}, missing {sorted(want - view.graph)}"
+            )
+        assert_vector_records_match(core, tenant, view.graph)
+    assert journal_rows(core) == [], f"journal entries left behind: {journal_rows(core)}"
+    return views
+
+
+def assert_vector_records_match(core: MemoryCore, tenant: str, refs: set[str]) -> None:
+    """Each Chroma record carries its own tenant and the same content as the graph store."""
+    if not refs:
+        return
+    documents = getattr(core.vectors, "documents", None)
+    assert documents is not None, "the vector store cannot list its documents"
+    records = documents(tenant, sorted(refs))
+    assert set(records) == refs
+    contents = core.graph.contents(tenant, [int(ref.split(":", 1)[1]) for ref in refs])
+    assert {memory_ref(i) for i in contents} == refs
+    for ref, (document, meta) in records.items():
+        assert meta.get("tenant") == tenant, f"{ref}: Chroma metadata names tenant {meta.get('tenant')!r}"
+        assert document == contents[int(ref.split(":", 1)[1])], (
+            f"{ref}: Chroma document differs from the graph store's content"
+        )
