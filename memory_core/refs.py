@@ -72,7 +72,7 @@ class CursorCodec:
         return f"{body}.{self._mac(scope, payload)}"
 
     def decode(self, scope: str, cursor: object) -> CursorPosition:
-        if not isinstance(cursor, str) or len(cursor) > 200 or cursor.count(".") != 1:
+        if not isinstance(cursor, str) or len(cursor) > 200 or not cursor.isascii() or cursor.count(".") != 1:
             raise InvalidCursorError("The cursor is malformed; pass back a next_cursor exactly as returned.")
         body, mac = cursor.split(".")
         try:

@@ -137,6 +137,7 @@ class MemoryCore:
         except OSError as exc:
             raise StoreError(f"Cannot create the data directory {root}: {exc.strerror}.") from exc
         lock = _DirLock(root)
+        db: GraphDB | None = None
         try:
             db = GraphDB(root / "graph.sqlite3")
             graph = GraphStore(db)
@@ -145,6 +146,8 @@ class MemoryCore:
             provider = summary_provider or build_summary_provider(settings)
             return cls(settings, root, db, graph, vector_store, embedder or build_embedder(settings), lock, provider)
         except BaseException:
+            if db is not None:
+                db.close()
             lock.release()
             raise
 

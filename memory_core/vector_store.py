@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from memory_core.errors import StoreReadOnlyError, StoreUnavailableError
+from memory_core.errors import StoreError, StoreReadOnlyError, StoreUnavailableError
 
 T = TypeVar("T")
 Metadata = dict[str, str | int | float | bool]
@@ -72,10 +72,21 @@ def _scoped(tenant: str, where: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _is_transient(exc: BaseException) -> bool:
-    """Connection-level failures of a remote Chroma; never validation errors."""
+    """Connection-level failures of a remote Chroma; never validation errors.
+
+    chromadb sometimes re-raises them as another type (its HttpClient turns an
+    ``httpx.ConnectError`` into a ``ValueError``), so the exception chain is searched too.
+    """
     import httpx
 
-    return isinstance(exc, httpx.TransportError | ConnectionError | TimeoutError)
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, httpx.TransportError | ConnectionError | TimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
@@ -95,6 +106,10 @@ def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
         text = str(exc).lower()
         if "readonly" in text or "read-only" in text or "read only" in text:
             raise StoreReadOnlyError("The vector store is read-only; nothing was written.") from exc
+        from chromadb.errors import ChromaError
+
+        if isinstance(exc, ChromaError | OSError):  # disk full, I/O errors, files it cannot open
+            raise StoreError(f"The vector store failed ({type(exc).__name__}: {str(exc)[:200]}).") from exc
         raise
 
 

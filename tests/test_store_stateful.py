@@ -411,11 +411,6 @@ def test_store_matches_a_plain_model_under_random_operations(
     )
 
 
-@pytest.mark.xfail(
-    reason="core bug: hmac.compare_digest raises TypeError on a non-ASCII cursor MAC "
-    "(see /work/notes/reliability_needs.md, item 4)",
-    raises=TypeError, strict=True,
-)
 def test_cursor_with_non_ascii_characters_reads_as_invalid_cursor(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
