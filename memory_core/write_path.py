@@ -297,23 +297,31 @@ class WritePath:
 
     # ---- recovery --------------------------------------------------------------------------
     def recover(self) -> list[dict[str, Any]]:
-        """Finish or undo what a crash interrupted; returns what it did (for doctor/logs)."""
+        """Finish or undo what a crash interrupted; returns what it did (for doctor/logs).
+
+        Vector deletes are batched per tenant (one call for a tenant's whole backlog, which
+        matters after a long Chroma server outage), then the journal rows are cleared.
+        """
         with self.lock, self.db.lock:
             pending = self.db.conn.execute("SELECT seq, op, tenant, item_id FROM journal ORDER BY seq").fetchall()
         done: list[dict[str, Any]] = []
-        for seq, op, tenant, item_id in pending:
+        to_delete: dict[str, list[str]] = {}
+        for _seq, op, tenant, item_id in pending:
             item = int(item_id.split(":", 1)[1])
             if op == "add" and self.graph.memory(tenant, item) is not None:
                 action = "kept (graph write had committed)"
             elif op == "episode" and self.graph.episode(tenant, item) is not None:
                 action = "kept episode (graph write had committed)"
             else:
-                self.vectors.delete(tenant, [item_id])
+                to_delete.setdefault(tenant, []).append(item_id)
                 action = {"add": "rolled back unacknowledged add", "episode": "rolled back unwritten episode"}.get(
                     op, "finished delete")
-            with self.db.transaction() as cur:
-                cur.execute("DELETE FROM journal WHERE seq = ?", (seq,))
             done.append({"op": op, "ref": item_id, "tenant": tenant, "action": action})
+        for tenant, ids in to_delete.items():
+            self.vectors.delete(tenant, ids)
+        if pending:
+            with self.db.transaction() as cur:
+                cur.executemany("DELETE FROM journal WHERE seq = ?", [(row[0],) for row in pending])
         return done
 
 
