@@ -37,7 +37,7 @@ bench-locomo: $(STAMP)
 	$(BIN)/python -m bench.locomo --data ../shared/data/locomo_dev.json
 
 reliability: $(STAMP)
-	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider -rA \
+	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider \
 		tests/test_crash.py tests/test_store_stateful.py tests/test_disk_faults.py tests/test_multiprocess.py \
 		tests/reliability
 
