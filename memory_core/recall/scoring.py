@@ -1,0 +1,214 @@
+"""Scoring one recall's candidates: pure arithmetic over what the retrievers and the graph found.
+
+For each candidate row ``i`` (weights from :class:`RecallConfig`)::
+
+    base_i   = w_vector·v_i + w_window·w_i + w_turn·t_i + w_keyword·k_i + w_speaker·[author named]
+    spread_i = base_i + spread_prev·base_next(i) + spread_next·base_prev(i)
+    s_i      = spread_i + w_time·τ_i                         (only when the query names dates)
+    rel_i    = s_i + w_session·sess(session_i) / max sess    (sess = mean of its best 3 s)
+
+``v`` is the cosine min-max scaled over the vector pool, ``w``/``t``/``k`` the window BM25,
+own-text BM25 and keyword scores over their best; adjacent memories of a pool row join the
+pool with base 0 (they only receive the spread). With ``fusion="rrf"`` the retriever part
+of ``base`` is Σ 1/(rrf_k + rank) instead, scaled to the best.
+
+Relevance in 0..1 is ``quality · rel_i / max rel``: the ranking inside the query times how
+well the query matched at all (``quality`` = the best absolute evidence in the pool:
+cosine on the embedder's scale, share of the query's words a row holds, an exact keyword).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from memory_core.models import from_us
+from memory_core.recall.presets import RecallConfig
+from memory_core.recall.query import QueryReading, date_score
+
+DAY_US = 86_400 * 1_000_000
+# cosine below the floor is treated as no similarity; floor + span as full similarity (MiniLM scale)
+COSINE_FLOOR = 0.10
+COSINE_SPAN = 0.60
+STEM = 5  # query words and row words compare on their first letters (a cheap stemmer)
+
+
+@dataclass
+class Candidate:
+    id: int
+    episode: bool = False
+    cosine: float | None = None  # raw cosine of the embedded query
+    window: float | None = None  # raw BM25 over (text, previous text)
+    turn: float | None = None  # raw BM25 over the text alone (0: only the previous text matched)
+    keyword: float | None = None  # raw BM25 of an exact phrase
+    ranks: dict[str, int] = field(default_factory=dict)
+    prev: int | None = None  # adjacent admitted memories of the session
+    next: int | None = None
+    neighbour_of: int | None = None  # joined the pool only as an adjacent memory of this one
+    speaker: str | None = None
+    superseded_by: int | None = None
+    base: float = 0.0
+    graph: float = 0.0  # what the graph signals added (speaker, spread, time, session)
+    time: float = 0.0
+    rel: float = 0.0
+    evidence: float = 0.0  # absolute match evidence, 0..1
+    relevance: float = 0.0  # 0..1
+
+
+def vector_scale(cosines: list[float], full: bool) -> tuple[float, float]:
+    """(lo, span) for min-max over the vector pool. When the pool holds the whole (filtered)
+    tenant, its worst row is not a reference point, so ``lo`` drops to the cosine floor."""
+    if not cosines:
+        return 0.0, 1.0
+    lo, hi = min(cosines), max(cosines)
+    if not full:
+        lo = min(lo, COSINE_FLOOR)
+    return lo, max(hi - lo, 1e-9)
+
+
+def _best(values: list[float]) -> float:
+    return max((x for x in values if x > 0), default=1.0)
+
+
+def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: bool, named: frozenset[str],
+                authors: dict[int, str]) -> None:
+    """Retriever evidence and the speaker signal, per candidate."""
+    if cfg.fusion == "rrf":
+        for c in cands.values():
+            c.base = sum(1.0 / (cfg.rrf_k + r + 1) for r in c.ranks.values())
+        top = _best([c.base for c in cands.values()])
+        for c in cands.values():
+            c.base /= top
+    else:
+        lo, span = vector_scale([c.cosine for c in cands.values() if c.cosine is not None], vector_full)
+        w_top = _best([c.window or 0.0 for c in cands.values()])
+        t_top = _best([c.turn or 0.0 for c in cands.values()])
+        k_top = _best([c.keyword or 0.0 for c in cands.values()])
+        for c in cands.values():
+            v = max(0.0, (c.cosine - lo) / span) if c.cosine is not None else 0.0
+            c.base = (cfg.w_vector * v + cfg.w_window * max(0.0, c.window or 0.0) / w_top
+                      + cfg.w_turn * (c.turn or 0.0) / t_top + cfg.w_keyword * max(0.0, c.keyword or 0.0) / k_top)
+    if named and cfg.w_speaker:
+        for k, c in cands.items():
+            if c.neighbour_of is None and authors.get(k) in named:  # joined neighbours only get the spread
+                c.speaker = authors[k]
+                c.base += cfg.w_speaker
+                c.graph += cfg.w_speaker
+
+
+def graph_scores(cands: dict[int, Candidate], cfg: RecallConfig, reading: QueryReading,
+                 times: dict[int, int], sessions: dict[int, str]) -> None:
+    """Neighbour spread, dates and session support; sets ``rel``."""
+    spread = {k: 0.0 for k in cands}
+    for c in cands.values():
+        if c.prev is not None and c.prev in spread:
+            spread[c.prev] += cfg.spread_prev * c.base
+        if c.next is not None and c.next in spread:
+            spread[c.next] += cfg.spread_next * c.base
+    for k, c in cands.items():
+        c.rel = c.base + spread[k]
+        c.graph += spread[k]
+    if reading.dates and cfg.w_time:
+        for k, c in cands.items():
+            c.time = date_score(from_us(times[k]), reading.dates, cfg.time_grace_days, cfg.time_tau_days)
+            c.rel += cfg.w_time * c.time
+            c.graph += cfg.w_time * c.time
+    if cfg.w_session and cands:
+        by_session: dict[str, list[float]] = {}
+        for k, c in cands.items():
+            by_session.setdefault(sessions[k], []).append(c.rel)
+        support = {s: sum(sorted(xs, reverse=True)[: cfg.session_top]) / min(len(xs), cfg.session_top)
+                   for s, xs in by_session.items()}
+        top = _best(list(support.values()))
+        for k, c in cands.items():
+            bonus = cfg.w_session * max(0.0, support[sessions[k]]) / top
+            c.rel += bonus
+            c.graph += bonus
+
+
+def supersede(cands: dict[int, Candidate], cfg: RecallConfig, strict: bool) -> None:
+    """An older link of a chain loses ``superseded_penalty``; with ``strict`` (the caller asked
+    for one type: the current one is wanted) it also stays below its successor."""
+    if not cfg.superseded_penalty:
+        return
+    keep = 1.0 - cfg.superseded_penalty
+    for c in cands.values():
+        if c.superseded_by is not None:
+            c.rel *= keep
+    if strict:
+        chained = [c for c in cands.values() if c.superseded_by in cands]
+        for _ in range(len(chained)):  # a chain settles in at most its length of passes
+            changed = False
+            for c in chained:
+                cap = keep * cands[c.superseded_by].rel  # type: ignore[index]
+                if c.rel > cap:
+                    c.rel, changed = cap, True
+            if not changed:
+                break
+
+
+def evidence(c: Candidate, content_words: set[str] | None, reading: QueryReading) -> float:
+    """How well this row matches the query on absolute scales (not relative to the pool):
+    its cosine on the embedder's scale, or the share of the query's parts it holds (words of
+    its own text, the agents the query names as its author, the dates as its time), or 1 for
+    an exact keyword."""
+    e = 0.0
+    if c.cosine is not None:
+        e = min(1.0, max(0.0, c.cosine - COSINE_FLOOR) / COSINE_SPAN)
+    parts = len(reading.terms) + len(reading.named) + (1 if reading.dates else 0)
+    if parts:
+        held = (sum(1 for t in reading.terms if t[:STEM] in content_words) if content_words else 0) \
+            + (1 if c.speaker else 0) + (1 if c.time >= 0.5 else 0)
+        e = max(e, held / parts)
+    if c.keyword:
+        e = 1.0
+    return e
+
+
+def stems(text: str, pattern: object) -> set[str]:
+    return {w[:STEM] for w in pattern.findall(text.lower())}  # type: ignore[attr-defined]
+
+
+def relevance(cands: dict[int, Candidate]) -> float:
+    """Sets ``relevance`` = quality · rel / max rel; returns the quality."""
+    quality = max((c.evidence for c in cands.values()), default=0.0)
+    top = _best([c.rel for c in cands.values()])
+    for c in cands.values():
+        c.relevance = quality * max(0.0, c.rel) / top
+    return quality
+
+
+def confidence(c: Candidate, ts_us: int, salience: float, now_us: int, w_r: float, tau_days: float,
+               w_s: float) -> float:
+    age_days = max(0.0, (now_us - ts_us) / DAY_US)
+    recency = math.exp(-age_days / tau_days)  # e-folding: new vs 7-day-old at w=0.5 → Δ≈0.316
+    return (1.0 - w_r - w_s) * c.relevance + w_r * recency + w_s * salience
+
+
+def reason(conf: float, c: Candidate, rrf_k: int, refs: dict[int, str]) -> dict[str, object]:
+    """``match_reason``: the confidence it keys on, and what each retriever and signal gave."""
+    out: dict[str, object] = {"signal": "confidence", "score": round(conf, 4), "rsf": round(c.relevance, 4)}
+    rrf = sum(1.0 / (rrf_k + r + 1) for r in c.ranks.values())
+    if rrf:
+        out["rrf"] = round(rrf, 5)
+    if c.cosine is not None:
+        out["cosine"] = round(c.cosine, 4)
+    if c.window is not None:
+        out["bm25"] = round(c.window, 4)
+    if c.keyword is not None:
+        out["keyword"] = round(c.keyword, 4)
+    if c.graph:
+        out["graph"] = round(c.graph, 4)
+    if c.speaker:
+        out["speaker"] = c.speaker
+    if c.time:
+        out["time"] = round(c.time, 3)
+    if c.neighbour_of is not None and c.neighbour_of in refs:
+        out["neighbour_of"] = refs[c.neighbour_of]
+    if c.superseded_by is not None and c.superseded_by in refs:
+        out["superseded_by"] = refs[c.superseded_by]
+    return out
+
+
+__all__ = ["Candidate", "base_scores", "confidence", "evidence", "graph_scores", "reason", "relevance",
+           "supersede", "vector_scale"]
