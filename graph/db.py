@@ -2,7 +2,9 @@
 
 It holds the AGENT_MEMORY rows (with their content, so a lost vector record can be
 rebuilt), the other graph nodes and edges, an intent journal for crash recovery, the
-idempotency keys and, per tenant, an FTS5 index. Everything one memory needs is
+idempotency keys and, per tenant, two FTS5 indexes: ``fts_*`` over each memory's content
+(external content on ``memories``) and ``ftw_*``, the lexical window (content plus the
+previous memory of the session, see ``WINDOW_ROWS_SQL``). Everything one memory needs is
 written in a single SQLite transaction, so the graph side of an add is all-or-nothing.
 """
 
@@ -91,6 +93,25 @@ def fts_table_name(tenant: str) -> str:
     return "fts_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
 
 
+def window_table_name(tenant: str) -> str:
+    return "ftw_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+# The lexical window of a memory: its own content and the content of the memory right before
+# it in the same tenant and session (by timestamp, then id), if that one is shared
+# (visibility 'tenant'; a private predecessor contributes nothing). Questions are often
+# answered in the reply to the turn that carries the topic, so BM25 over the pair finds it.
+# This is the exact expected content of every window table: writes keep it (see
+# graph.store), rebuilds and checks use this query.
+WINDOW_ROWS_SQL = """
+SELECT id, content, coalesce(lag(CASE WHEN visibility = 'tenant' THEN content ELSE '' END)
+       OVER (PARTITION BY session ORDER BY ts_us, id), '') AS prev
+FROM memories WHERE tenant = ?
+"""
+
+
 class GraphDB:
     """A SQLite connection shared by the service's threads under one lock."""
 
@@ -102,6 +123,7 @@ class GraphDB:
         self._conn.row_factory = sqlite3.Row
         self.lock = threading.RLock()
         self._fts_known: dict[str, str] = {}
+        self._windows_known: set[str] = set()
         with self.lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
@@ -110,6 +132,7 @@ class GraphDB:
             self._init_meta()
             for row in self._conn.execute("SELECT tenant, name FROM fts_tables"):
                 self._fts_known[row["tenant"]] = row["name"]
+            self._migrate_windows()
 
     def _init_meta(self) -> None:
         with self.transaction() as cur:
@@ -176,22 +199,64 @@ class GraphDB:
         name = fts_table_name(tenant)
         cur.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5("
-            "content, content='memories', content_rowid='id', "
-            "tokenize='porter unicode61 remove_diacritics 2')"
+            f"content, content='memories', content_rowid='id', tokenize='{FTS_TOKENIZE}')"
         )
         cur.execute("INSERT OR IGNORE INTO fts_tables (tenant, name) VALUES (?, ?)", (tenant, name))
         self._fts_known[tenant] = name
+        self.window_table(cur, tenant, create=True)
         return name
+
+    def window_table(self, cur: sqlite3.Cursor, tenant: str, *, create: bool) -> str | None:
+        """The tenant's lexical window table ``(content, prev)``: an FTS5 table that keeps its
+        own copy of the text, so a row is deleted or re-pointed by rowid alone."""
+        name = window_table_name(tenant)
+        if tenant in self._windows_known:
+            return name
+        if not create:
+            return None
+        cur.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5(content, prev, tokenize='{FTS_TOKENIZE}')")
+        self._windows_known.add(tenant)
+        return name
+
+    def rebuild_window(self, cur: sqlite3.Cursor, tenant: str) -> str:
+        """Re-index the tenant's window table from ``memories`` (recovery, doctor, migration)."""
+        name = window_table_name(tenant)
+        cur.execute(f"DROP TABLE IF EXISTS {name}")
+        self._windows_known.discard(tenant)
+        self.window_table(cur, tenant, create=True)
+        cur.execute(f"INSERT INTO {name} (rowid, content, prev) {WINDOW_ROWS_SQL}", (tenant,))
+        return name
+
+    def window_counts(self) -> dict[str, int]:
+        """Documents per tenant's window table."""
+        with self.lock:
+            return {t: int(self._conn.execute(f"SELECT count(*) FROM {window_table_name(t)}_docsize").fetchone()[0])
+                    for t in sorted(self._windows_known)}
+
+    def _migrate_windows(self) -> None:
+        """Stores written before window tables existed get them built once, at open."""
+        present = {str(r[0]) for r in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ftw%'")}
+        missing = [t for t in self._fts_known if window_table_name(t) not in present]
+        self._windows_known = {t for t in self._fts_known if window_table_name(t) in present}
+        if missing:
+            with self.transaction() as cur:
+                for tenant in missing:
+                    self.rebuild_window(cur, tenant)
 
     def forget_fts(self, tenant: str) -> None:
         """Drop the cached table name after a rolled-back transaction that created it."""
         self._fts_known.pop(tenant, None)
+        self._windows_known.discard(tenant)
 
     def reload_fts_names(self) -> None:
         with self.lock:
             self._fts_known = {
                 row["tenant"]: row["name"] for row in self._conn.execute("SELECT tenant, name FROM fts_tables")
             }
+            present = {str(r[0]) for r in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ftw%'")}
+            self._windows_known = {t for t in self._fts_known if window_table_name(t) in present}
 
     def close(self) -> None:
         with self.lock:

@@ -112,6 +112,19 @@ class GraphStore:
         for (t, s), keys in turn_keys.items():
             self.turn_index.bulk_load(t, s, keys)
         self._memory_count = counts
+        self._heal_windows(counts)
+
+    def _heal_windows(self, counts: dict[str, int]) -> None:
+        """Rebuild a tenant's lexical window table whose row count disagrees with its memories
+        (writes keep them in one transaction; this catches damage from outside)."""
+        try:
+            stale = [t for t, n in self.db.window_counts().items() if n != counts.get(t, 0)]
+            if stale:
+                with self.db.transaction() as cur:
+                    for tenant in stale:
+                        self.db.rebuild_window(cur, tenant)
+        except sqlite3.Error:  # a read-only or damaged store: recall still works without it
+            self.db.reload_fts_names()
 
     # ---- writes (inside the caller's transaction) ---------------------------------------------
     def write_memory(self, cur: sqlite3.Cursor, row: dict[str, Any]) -> None:
@@ -141,6 +154,45 @@ class GraphStore:
         )
         fts = self.db.fts_table(cur, tenant, create=True)
         cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)", (row["id"], row["content"]))
+        self._write_window(cur, tenant, row)
+
+    # ---- lexical window (graph.db.WINDOW_ROWS_SQL is the exact expected content) -----------
+    @staticmethod
+    def _adjacent(cur: sqlite3.Cursor, tenant: str, session: str, key: tuple[int, int], after: bool) -> Any:
+        """The memory right before/after ``key`` in the session: two index seeks (a row-value
+        range would scan every row sharing the timestamp)."""
+        op, order = (">", "ASC") if after else ("<", "DESC")
+        cols = "SELECT id, content, visibility FROM memories WHERE tenant = ? AND session = ? AND "
+        found = cur.execute(f"{cols} ts_us = ? AND id {op} ? ORDER BY id {order} LIMIT 1",
+                            (tenant, session, *key)).fetchone()
+        if found is None:
+            found = cur.execute(f"{cols} ts_us {op} ? ORDER BY ts_us {order}, id {order} LIMIT 1",
+                                (tenant, session, key[0])).fetchone()
+        return found
+
+    def _write_window(self, cur: sqlite3.Cursor, tenant: str, row: dict[str, Any]) -> None:
+        """Index the row with its predecessor's text; a later row of the session now follows it."""
+        win = self.db.window_table(cur, tenant, create=True)
+        key = (row["ts_us"], row["id"])
+        prev = self._adjacent(cur, tenant, row["session"], key, after=False)
+        cur.execute(f"INSERT INTO {win} (rowid, content, prev) VALUES (?, ?, ?)",
+                    (row["id"], row["content"], _shared_text(prev)))
+        nxt = self._adjacent(cur, tenant, row["session"], key, after=True)
+        if nxt is not None:  # an out-of-order insert: the next row's window now starts here
+            shared = row["content"] if row["visibility"] == "tenant" else ""
+            cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (shared, nxt[0]))
+
+    def _erase_window(self, cur: sqlite3.Cursor, tenant: str, mem_id: int) -> None:
+        win = self.db.window_table(cur, tenant, create=False)
+        found = cur.execute("SELECT session, ts_us FROM memories WHERE id = ?", (mem_id,)).fetchone()
+        if win is None or found is None:
+            return
+        key = (found[1], mem_id)
+        cur.execute(f"DELETE FROM {win} WHERE rowid = ?", (mem_id,))
+        nxt = self._adjacent(cur, tenant, found[0], key, after=True)
+        if nxt is not None:  # the deleted text leaves the next row's window too
+            prev = self._adjacent(cur, tenant, found[0], key, after=False)
+            cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (_shared_text(prev), nxt[0]))
 
     def write_edge(self, cur: sqlite3.Cursor, tenant: str, src: str, dst: str, kind: str) -> None:
         cur.execute(
@@ -148,7 +200,7 @@ class GraphStore:
         )
 
     def erase_memory(self, cur: sqlite3.Cursor, tenant: str, mem_id: int) -> bool:
-        """Delete the memory row, its edges and FTS row; AGENT/SESSION nodes stay."""
+        """Delete the memory row, its edges and FTS rows; AGENT/SESSION nodes stay."""
         found = cur.execute(
             "SELECT content FROM memories WHERE id = ? AND tenant = ?", (mem_id, tenant)
         ).fetchone()
@@ -159,6 +211,7 @@ class GraphStore:
             cur.execute(
                 f"INSERT INTO {fts} ({fts}, rowid, content) VALUES ('delete', ?, ?)", (mem_id, found[0])
             )
+        self._erase_window(cur, tenant, mem_id)
         node = mem_node(mem_id)
         cur.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (node, node))
         cur.execute("DELETE FROM memories WHERE id = ?", (mem_id,))
@@ -283,6 +336,11 @@ class GraphStore:
 
     def memory_count(self, tenant: str) -> int:
         return self._memory_count.get(tenant, 0)
+
+
+def _shared_text(adjacent: Any) -> str:
+    """A neighbour's text for a window: only shared memories lend their words."""
+    return str(adjacent[1]) if adjacent is not None and adjacent[2] == "tenant" else ""
 
 
 def _attrs_from_row(row: sqlite3.Row | tuple[Any, ...]) -> dict[str, Any]:

@@ -41,6 +41,22 @@ def test_newest_handoff_comes_first_when_filtering_by_type(core: MemoryCore) -> 
     assert untyped.messages[0].ref != newest  # without the intent signal, relevance may win
 
 
+def test_a_superseded_handoff_ranks_below_its_successor_even_milliseconds_apart(core: MemoryCore) -> None:
+    # the chain's older links match the query better; SUPERSEDES edges, not timestamps, decide
+    chain = [core.create_handoff("acme", "s1", "planner", text).ref for text in (
+        "handoff: billing queue migration verdict pending; billing queue retries and billing alerts open",
+        "handoff: billing queue migration done; retries checked",
+        "handoff: next, wire the alerts",
+    )]
+    core.add_memory("acme", "s2", "coder", "handoff notes: billing queue migration retries", type="handoff",
+                    timestamp=ago(30))
+    res = core.recall("acme", "billing queue migration retries handoff", type="handoff")
+    order = [m.ref for m in res.messages]
+    assert [r for r in order if r in chain] == list(reversed(chain))
+    reasons = {m.ref: m.match_reason for m in res.messages}
+    assert reasons[chain[0]]["superseded_by"] == chain[1] and "superseded_by" not in reasons[chain[2]]
+
+
 def test_type_filter_recency_gives_a_new_row_about_0_3_over_a_week_old_one(core: MemoryCore) -> None:
     old = core.add_memory("acme", "s", "a", "deploy checklist for friday", type="decision", timestamp=ago(7)).ref
     new = core.add_memory("acme", "s2", "a", "deploy checklist for friday", type="decision").ref

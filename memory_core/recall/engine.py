@@ -2,13 +2,16 @@
 
 Pipeline for one query inside one tenant:
 
-1. candidates: Chroma (cosine), the tenant's FTS5 table (BM25) and keyword phrases, each
-   with the filters pushed down so filtering happens before any top-N cut;
-2. join: every candidate is re-checked against its AGENT_MEMORY node (tenant, visibility,
-   filters) and against ``exclude_contents``;
-3. fusion: relative-score fusion (RSF) of the retrievers, with RRF kept for explanation;
-4. graph signals: speakers named in the query, sessions dense with hits, and expansion to
-   the turns adjacent to strong hits (at a discount);
+1. reading (:mod:`.query`): agents the query names (from the tenant's AGENT nodes), absolute
+   dates, the text to embed and the words to match;
+2. candidates: Chroma (cosine), the tenant's window FTS5 table (BM25 over a memory and the
+   one before it) and keyword phrases, each with the filters pushed down so filtering
+   happens before any top-N cut;
+3. join: every candidate is re-checked against its AGENT_MEMORY node (tenant, visibility,
+   filters) and ``exclude_contents``; the adjacent memories of its session join the pool
+   under the same checks; SUPERSEDES edges mark older links of a handoff chain;
+4. scoring (:mod:`.scoring`): relative-score fusion, speaker, neighbour spread, dates,
+   session support, superseded penalty;
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
    drops weak rows, falling back to lexical matches rather than returning nothing.
 """
@@ -18,55 +21,27 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from graph.store import GraphStore
+from graph.store import SUPERSEDES, GraphStore, mem_node
 from memory_core import validation as v
 from memory_core.config import Settings
 from memory_core.embedding import Embedder
 from memory_core.errors import InvalidInputError
 from memory_core.models import RecallResult
 from memory_core.reads import Reader, episode_attrs
+from memory_core.recall import scoring
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
-from memory_core.recall.lexical import WORD, LexicalIndex, content_terms
+from memory_core.recall.lexical import WORD, LexicalHit, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
-from memory_core.refs import EPISODE, parse_ref
+from memory_core.recall.query import QueryReading, read_query
+from memory_core.recall.scoring import Candidate
+from memory_core.refs import EPISODE, memory_ref, parse_ref
 from memory_core.vector_store import VectorHit, VectorStore
 
-DAY_US = 86_400 * 1_000_000
 MAX_QUERY_CHARS = 8_000
-MIN_RELEVANCE = 0.08
-# cosine below the floor is treated as no similarity; floor + span as full similarity (MiniLM scale)
-COSINE_FLOOR = 0.10
-COSINE_SPAN = 0.60
-NEIGHBOUR_SEED_MIN = 0.30
-
-
-@dataclass
-class Candidate:
-    id: int
-    episode: bool = False
-    cosine: float | None = None
-    bm25: float | None = None
-    keyword: float | None = None
-    ranks: dict[str, int] = field(default_factory=dict)
-    graph: float = 0.0
-    relevance: float = 0.0
-
-
-def _relative(values: dict[int, float]) -> dict[int, float]:
-    """Scores relative to the best in the pool (x / max, floored at 0).
-
-    Unlike min-max scaling, a pool of four near-equal candidates stays near-equal
-    instead of being stretched to 0..1.
-    """
-    if not values:
-        return {}
-    hi = max(values.values())
-    if hi <= 1e-12:
-        return dict.fromkeys(values, 1.0)
-    return {k: max(0.0, x) / hi for k, x in values.items()}
+COVERAGE_ROWS = 10
+Lexical = tuple[list[LexicalHit], list[LexicalHit]]  # (window BM25 hits, keyword hits)
 
 
 class Recaller:
@@ -112,13 +87,18 @@ class Recaller:
                 result.messages = self._most_recent(filters, limit)
         else:
             # embedding and the Chroma query run outside the store lock; the graph join inside it
-            pool = min(window, max(cfg.vector_pool, limit * 5))
-            hits = []
-            if cfg.w_vector > 0:
-                qvec = self._query_vector(query, context_text, cfg)
-                hits = self.vectors.query(filters.tenant, qvec, pool, filters.chroma_where())
             with self.graph.db.lock:
-                self._ranked(result, filters, query, context_text, limit, cfg, deep, hits)
+                agents = self.graph.agents(filters.tenant)
+            reading = read_query(query, agents) if query.strip() else read_query(context_text or "", ())
+            pool = min(window, max(cfg.vector_pool, limit * 5))
+            hits: list[VectorHit] = []
+            if cfg.w_vector > 0 or cfg.fusion == "rrf":
+                text = (reading.semantic if cfg.strip_names else query) if query.strip() else None
+                qvec = self._query_vector(text, context_text, cfg)
+                hits = self.vectors.query(filters.tenant, qvec, pool, filters.chroma_where())
+            found = self._lexical(filters, reading, cfg)
+            with self.graph.db.lock:
+                self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found)
         result.diagnostics["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return result
 
@@ -145,52 +125,134 @@ class Recaller:
 
     # ---- ranked recall -------------------------------------------------------------------
     def _ranked(
-        self, result: RecallResult, filters: RecallFilters, query: str, context_text: str | None,
-        limit: int, cfg: RecallConfig, deep: bool, hits: list[VectorHit],
+        self, result: RecallResult, filters: RecallFilters, reading: QueryReading, limit: int, cfg: RecallConfig,
+        deep: bool, hits: list[VectorHit], vector_full: bool, lexical: Lexical,
     ) -> None:
+        cands = self._candidates(hits, lexical)
+        attrs = self._admitted(filters, cands)
+        # contents are read for exclude_contents (every row) or for the word coverage of the
+        # best own-text BM25 rows (the query's quality is a maximum: weaker rows cannot set it)
+        covered = {c.id for c in sorted((c for c in cands.values() if c.turn), key=lambda c: -(c.turn or 0.0))
+                   [:COVERAGE_ROWS]}
+        wanted = {k: a for k, a in attrs.items() if filters.exclude or k in covered}
+        contents = self._contents(filters.tenant, wanted)
+        for mem_id in list(cands):
+            gone = mem_id not in attrs or (mem_id in wanted and mem_id not in contents)
+            if gone or (filters.exclude and filters.excluded(contents[mem_id])):
+                del cands[mem_id]
+        scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k]["agent"] for k in cands})
+        if cfg.spread_prev or cfg.spread_next:
+            n_seeds = max(cfg.neighbour_seeds, 2 * limit)
+            seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
+            self._join_neighbours(cands, seeds, attrs, filters)
+        if cfg.superseded_penalty:
+            for c in cands.values():
+                if not c.episode:
+                    c.superseded_by = self._successor(filters, c.id)
+        scoring.graph_scores(cands, cfg, reading, {k: attrs[k]["ts_us"] for k in cands},
+                             {k: attrs[k]["session"] for k in cands})
+        scoring.supersede(cands, cfg, strict=bool(filters.type))
+        for k, c in cands.items():
+            words = scoring.stems(contents[k], WORD) if k in covered and k in contents else None
+            c.evidence = scoring.evidence(c, words, reading)
+        quality = scoring.relevance(cands)
+        result.diagnostics.update(candidates=len(cands), quality=round(quality, 4))
+        scored = self._confidence(cands, attrs, filters, cfg, deep)
+        kept = [(conf, c) for conf, c in scored if conf >= cfg.quality_gate and c.relevance >= cfg.min_relevance]
+        if not kept and scored:
+            lexical = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
+            result.messages = self.reader.rows_any(filters.tenant, [c.id for c in lexical[:limit]], filters.viewer)
+            result.gate_fallback = bool(result.messages)
+            return
+        kept.sort(key=lambda item: (-item[0], -(item[1].cosine or 0.0), -attrs[item[1].id]["ts_us"]))
+        top = kept[:limit]
+        rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
+        refs = {k: memory_ref(k) for c in cands.values() for k in (c.neighbour_of, c.superseded_by) if k is not None}
+        result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
+                           for conf, c in top if c.id in rows]
+
+    def _lexical(self, filters: RecallFilters, reading: QueryReading, cfg: RecallConfig) -> Lexical:
+        """Window BM25 and keyword hits, each with the filters inside its SQL."""
         window = self.settings.recall.scan_window
+        tenant_rows = self.graph.memory_count(filters.tenant)
+        bm25: list[LexicalHit] = []
+        keywords: list[LexicalHit] = []
+        if cfg.w_window > 0 or cfg.w_turn > 0:
+            bm25 = self.lexical.window(filters, reading.terms, min(window, cfg.lexical_pool), tenant_rows)
+        if cfg.w_keyword > 0:
+            keywords = self.lexical.keywords(filters, reading.text, cfg.keyword_pool, tenant_rows)
+        return bm25, keywords
+
+    @staticmethod
+    def _candidates(hits: list[VectorHit], lexical: Lexical) -> dict[int, Candidate]:
+        """The retrievers' pools (each already filtered inside its own query), by id."""
         cands: dict[int, Candidate] = {}
         for rank, hit in enumerate(hits):
             ref = parse_ref(hit.id)  # memories and episodes share one id space
             c = cands.setdefault(ref.id, Candidate(ref.id, episode=ref.kind == EPISODE))
             c.cosine, c.ranks["vector"] = 1.0 - hit.distance, rank
-        lexical_query = query if query.strip() else (context_text or "")
-        tenant_rows = self.graph.memory_count(filters.tenant)
-        if cfg.w_lexical > 0:
-            for rank, lhit in enumerate(self.lexical.bm25(filters, lexical_query, min(window, cfg.lexical_pool),
-                                                                tenant_rows)):
-                c = cands.setdefault(lhit.id, Candidate(lhit.id))
-                c.bm25, c.ranks["bm25"] = lhit.score, rank
-        if cfg.w_keyword > 0:
-            for rank, khit in enumerate(self.lexical.keywords(filters, query, cfg.keyword_pool, tenant_rows)):
-                c = cands.setdefault(khit.id, Candidate(khit.id))
-                c.keyword, c.ranks["keyword"] = khit.score, rank
-        attrs = self._admitted(filters, cands)
-        contents = self._contents(filters.tenant, attrs)
-        for mem_id in list(cands):
-            if mem_id not in attrs or mem_id not in contents or filters.excluded(contents[mem_id]):
-                del cands[mem_id]
-        self._fuse(cands, contents, query, cfg)
-        self._graph_signals(cands, attrs, filters, query, cfg, contents)
-        scored = self._confidence(cands, attrs, filters, cfg, deep)
-        gate = cfg.quality_gate
-        kept = [(conf, c) for conf, c in scored if conf >= gate and c.relevance >= MIN_RELEVANCE]
-        if not kept and scored:
-            lexical = sorted(
-                (c for c in cands.values() if c.bm25 is not None or c.keyword is not None),
-                key=lambda c: (c.ranks.get("keyword", 10**6), c.ranks.get("bm25", 10**6)),
-            )
-            result.messages = self.reader.rows_any(filters.tenant, [c.id for c in lexical[:limit]], filters.viewer)
-            result.gate_fallback = bool(result.messages)
-            return
-        kept.sort(key=lambda item: (-item[0], -attrs[item[1].id]["ts_us"]))
-        rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in kept[:limit]], filters.viewer)}
-        result.messages = [
-            rows[c.id].scored(conf, self._reason(conf, c)) for conf, c in kept[:limit] if c.id in rows
-        ]
-        result.diagnostics["candidates"] = len(cands)
+        bm25, keywords = lexical
+        for rank, lhit in enumerate(bm25):
+            c = cands.setdefault(lhit.id, Candidate(lhit.id))
+            c.window, c.turn, c.ranks["bm25"] = lhit.score, lhit.turn, rank
+        for rank, khit in enumerate(keywords):
+            c = cands.setdefault(khit.id, Candidate(khit.id))
+            c.keyword, c.ranks["keyword"] = khit.score, rank
+        return cands
 
-    def _query_vector(self, query: str, context_text: str | None, cfg: RecallConfig) -> list[float]:
+    def _join_neighbours(self, cands: dict[int, Candidate], seeds: set[int],
+                         attrs: dict[int, dict[str, Any]], filters: RecallFilters) -> None:
+        """Link each pool row to the memories right before and after it in its session; those
+        of ``seeds`` join the pool when absent (base 0: they only receive the spread), under
+        the same filter checks."""
+        g, tenant = self.graph, filters.tenant
+        joined: dict[int, int] = {}
+        for c in list(cands.values()):
+            if c.episode:
+                continue
+            a = attrs[c.id]
+            before, after = g.all_index.neighbours(tenant, a["session"], (a["ts_us"], a["id"]))
+            for key, side in ((before, "prev"), (after, "next")):
+                if key is None:
+                    continue
+                nid = key[1]
+                if nid not in cands:
+                    if c.id not in seeds or nid in attrs:  # not a seed, or already refused/excluded
+                        continue
+                    na = g.memory(tenant, nid)
+                    if na is None or not filters.admits(na):
+                        continue
+                    attrs[nid] = na
+                    joined[nid] = c.id
+                setattr(c, side, nid)
+        if filters.exclude and joined:
+            held = g.contents(tenant, list(joined))
+            for nid in list(joined):
+                if nid not in held or filters.excluded(held[nid]):
+                    del joined[nid]
+        for nid, seed in joined.items():
+            cands[nid] = Candidate(nid, neighbour_of=seed)
+        for c in cands.values():  # links to rows that did not join are dropped
+            c.prev = c.prev if c.prev in cands else None
+            c.next = c.next if c.next in cands else None
+
+    def _successor(self, filters: RecallFilters, mem_id: int) -> int | None:
+        """The newest visible memory that SUPERSEDES this one (an older handoff of the chain)."""
+        preds = self.graph.graph._pred.get(mem_node(mem_id))  # most memories have no incoming edge
+        if not preds:
+            return None
+        best: tuple[int, int] | None = None
+        for src, kinds in preds.items():
+            if SUPERSEDES not in kinds or not src.startswith("mem:"):
+                continue
+            a = self.graph.memory(filters.tenant, int(src.split(":", 1)[1]))
+            if a is None or (a["visibility"] == "agent" and a["agent"] != filters.viewer):
+                continue
+            key = (a["ts_us"], a["id"])
+            best = key if best is None or key > best else best
+        return None if best is None else best[1]
+
+    def _query_vector(self, query: str | None, context_text: str | None, cfg: RecallConfig) -> list[float]:
         texts = [t for t in (query, context_text) if t and t.strip()]
         vecs = self.embedder.embed(texts)
         if len(vecs) == 1:
@@ -220,75 +282,6 @@ class Recaller:
                 out[k] = ep["summary"]
         return out
 
-    def _fuse(self, cands: dict[int, Candidate], contents: dict[int, str], query: str, cfg: RecallConfig) -> None:
-        """RSF: per-retriever scores normalised and mixed by preset weights."""
-        terms = [t[:5] for t in content_terms(query)]
-        lex = _relative({k: c.bm25 for k, c in cands.items() if c.bm25 is not None})
-        kw = _relative({k: c.keyword for k, c in cands.items() if c.keyword is not None})
-        total = (cfg.w_vector + cfg.w_lexical + cfg.w_keyword) or 1.0
-        for k, c in cands.items():
-            v_score = 0.0
-            if c.cosine is not None:  # absolute similarity, so a junk query scores low
-                v_score = min(1.0, max(0.0, c.cosine - COSINE_FLOOR) / COSINE_SPAN)
-            l_score = 0.0
-            if c.bm25 is not None:
-                words = {w[:5] for w in WORD.findall(contents[k].lower())}
-                coverage = sum(1 for t in terms if t in words) / len(terms) if terms else 0.0
-                l_score = lex[k] * (0.25 + 0.75 * coverage)  # relative BM25, anchored by query coverage
-            k_score = (0.5 + 0.5 * kw[k]) if c.keyword is not None else 0.0
-            c.relevance = (cfg.w_vector * v_score + cfg.w_lexical * l_score + cfg.w_keyword * k_score) / total
-
-    def _graph_signals(
-        self, cands: dict[int, Candidate], attrs: dict[int, dict[str, Any]], filters: RecallFilters,
-        query: str, cfg: RecallConfig, contents: dict[int, str],
-    ) -> None:
-        """Speaker mentions, session density and adjacent-turn expansion, all from the graph."""
-        if not cands:
-            return
-        words = {w.casefold() for w in WORD.findall(query)}
-        named = {a for a in self.graph.agents(filters.tenant) if a.casefold() in words}
-        if named and cfg.speaker_boost:
-            for k, c in cands.items():
-                if attrs[k]["agent"] in named:
-                    c.graph += cfg.speaker_boost * c.relevance
-        if cfg.session_boost:
-            per_session: dict[str, list[float]] = {}
-            for k, c in cands.items():
-                per_session.setdefault(attrs[k]["session"], []).append(c.relevance)
-            density = {s: sum(sorted(xs, reverse=True)[:3]) / 3 for s, xs in per_session.items()}
-            top = max(density.values()) or 1.0
-            for k, c in cands.items():
-                c.graph += cfg.session_boost * density[attrs[k]["session"]] / top * c.relevance
-        if cfg.neighbour_radius > 0:
-            self._expand_neighbours(cands, attrs, filters, cfg, contents)
-        for c in cands.values():
-            c.relevance = min(1.0, c.relevance + c.graph)
-
-    def _expand_neighbours(
-        self, cands: dict[int, Candidate], attrs: dict[int, dict[str, Any]], filters: RecallFilters,
-        cfg: RecallConfig, contents: dict[int, str],
-    ) -> None:
-        seeds = [c for c in sorted(cands.values(), key=lambda c: -c.relevance)[: cfg.neighbour_seeds]
-                 if c.relevance >= NEIGHBOUR_SEED_MIN]
-        added: dict[int, float] = {}
-        for seed in seeds:
-            a = attrs[seed.id]
-            for _ts, nid in self.graph.all_index.window(filters.tenant, a["session"], (a["ts_us"], a["id"]),
-                                                       cfg.neighbour_radius):
-                added[nid] = max(added.get(nid, 0.0), cfg.neighbour_discount * seed.relevance)
-        new_ids = [n for n in added if n not in cands]
-        for nid in new_ids:
-            na = self.graph.memory(filters.tenant, nid)
-            if na is not None and filters.admits(na):
-                attrs[nid] = na
-        contents.update(self.graph.contents(filters.tenant, [n for n in new_ids if n in attrs]))
-        for nid, score in added.items():
-            if nid not in attrs or nid not in contents or filters.excluded(contents[nid]):
-                continue
-            c = cands.setdefault(nid, Candidate(nid))
-            if score > c.relevance + c.graph:
-                c.graph = score - c.relevance
-
     def _confidence(
         self, cands: dict[int, Candidate], attrs: dict[int, dict[str, Any]], filters: RecallFilters,
         cfg: RecallConfig, deep: bool,
@@ -299,29 +292,7 @@ class Recaller:
             w_r, tau = cfg.recency_weight, cfg.recency_half_life_days
         if deep:
             w_r = 0.0
-        w_s = cfg.salience_weight
         now_us = time.time_ns() // 1000
-        out = []
-        for k, c in cands.items():
-            a = attrs[k]
-            age_days = max(0.0, (now_us - a["ts_us"]) / DAY_US)
-            recency = math.exp(-age_days / tau)  # e-folding time: new vs 7-day-old at w=0.5 → Δ≈0.316
-            conf = (1.0 - w_r - w_s) * c.relevance + w_r * recency + w_s * a["salience"]
-            out.append((conf, c))
-        return out
-
-    @staticmethod
-    def _reason(conf: float, c: Candidate) -> dict[str, Any]:
-        reason: dict[str, Any] = {"signal": "confidence", "score": round(conf, 4), "rsf": round(c.relevance, 4)}
-        rrf = sum(1.0 / (60 + r + 1) for r in c.ranks.values())
-        if rrf:
-            reason["rrf"] = round(rrf, 5)
-        if c.cosine is not None:
-            reason["cosine"] = round(c.cosine, 4)
-        if c.bm25 is not None:
-            reason["bm25"] = round(c.bm25, 4)
-        if c.keyword is not None:
-            reason["keyword"] = round(c.keyword, 4)
-        if c.graph:
-            reason["graph"] = round(c.graph, 4)
-        return reason
+        w_s = cfg.salience_weight
+        return [(scoring.confidence(c, attrs[k]["ts_us"], attrs[k]["salience"], now_us, w_r, tau, w_s), c)
+                for k, c in cands.items()]

@@ -1,5 +1,7 @@
-"""Lexical retrievers over the tenant's own FTS5 table: BM25 over words, and keyword
-phrases for exact tokens the embedder blurs (ids, code identifiers, numbers, names).
+"""Lexical retrievers over the tenant's own FTS5 tables: BM25 over each memory's window
+(its text plus the previous memory of its session, ``ftw_*``), and keyword phrases over
+the memory's own text (``fts_*``) for exact tokens the embedder blurs (ids, code
+identifiers, numbers, names).
 
 User text never reaches FTS5's query language directly: queries are rebuilt from
 ``\\w+`` tokens, each double-quoted, so operators such as ``NEAR``, ``*``, ``:`` or
@@ -19,31 +21,11 @@ WORD = re.compile(r"\w+", re.UNICODE)
 KEYWORD = re.compile(r"\w[\w.\-:/#]*\w|\w", re.UNICODE)
 QUOTED = re.compile(r"\"([^\"]{2,200})\"|'([^']{2,200})'")
 
-_STOPWORDS_TEXT = """
-a an and are as at be been being but by can could did do does doing for from had has have having he
-her here hers him his how i if in into is it its itself just me might my no nor not of off on once
-only or other our ours out over own same she should so some such than that the their theirs them
-then there these they this those through to too under until up very was we were what when where
-which while who whom why will with would you your yours yourself about above after again against all
-am any because before below between both down during each few further more most s t don now also
-ever still yet really much many like get got tell know think thing things
-"""
-STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
-
-
 @dataclass(frozen=True)
 class LexicalHit:
     id: int
     score: float  # larger is better (negated bm25)
-
-
-def content_terms(query: str) -> list[str]:
-    """Lower-cased words minus stopwords, in order, without repeats."""
-    seen: dict[str, None] = {}
-    for word in WORD.findall(query.lower()):
-        if word not in STOPWORDS and (len(word) > 1 or word.isdigit()):
-            seen.setdefault(word, None)
-    return list(seen)
+    turn: float = 0.0  # window hits: the score of the memory's own text alone (0 if only its predecessor matched)
 
 
 def keyword_phrases(query: str) -> list[str]:
@@ -70,30 +52,40 @@ def _match_any(terms: list[str]) -> str:
 
 
 class LexicalIndex:
-    """BM25 and keyword search inside one tenant's FTS5 table, with filters in SQL."""
+    """BM25 and keyword search inside one tenant's FTS5 tables, with filters in SQL."""
 
     def __init__(self, db: GraphDB) -> None:
         self.db = db
 
-    def _search(self, filters: RecallFilters, terms: list[str], limit: int, tenant_rows: int) -> list[LexicalHit]:
-        if not terms or limit <= 0:
-            return []
+    def window(self, filters: RecallFilters, terms: list[str], limit: int, tenant_rows: int = 0) -> list[LexicalHit]:
+        """BM25 over (text, previous text), best first; ``turn`` rides along from the same match."""
+        with self.db.lock:
+            table = self.db.window_table(self.db.conn.cursor(), filters.tenant, create=False)
+            return self._search(table, filters, terms, limit, tenant_rows, window=True)
+
+    def keywords(self, filters: RecallFilters, query: str, limit: int, tenant_rows: int = 0) -> list[LexicalHit]:
+        """Exact multi-word phrases (``EXP-30`` → ``"exp 30"``) in the memory's own text."""
+        phrases = [p for p in keyword_phrases(query) if " " in p]
         with self.db.lock:
             table = self.db.fts_table(self.db.conn.cursor(), filters.tenant, create=False)
-            if table is None:
-                return []
-            terms = self._prune_common(table, terms, tenant_rows)
-            if filters.selective:
-                where, args = filters.sql_where()
-                sql = (
-                    f"SELECT m.id, bm25({table}) AS rank FROM {table} JOIN memories m ON m.id = {table}.rowid "
-                    f"WHERE {table} MATCH ? AND {where} ORDER BY rank LIMIT ?"
-                )
-            else:  # the table holds only this tenant's rows; visibility is checked on the graph node
-                sql = f"SELECT rowid, bm25({table}) AS rank FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?"
-                args = []
-            rows = self.db.conn.execute(sql, [_match_any(terms), *args, limit]).fetchall()
-        return [LexicalHit(int(i), -float(rank)) for i, rank in rows]
+            return self._search(table, filters, phrases, limit, tenant_rows, window=False)
+
+    def _search(self, table: str | None, filters: RecallFilters, terms: list[str], limit: int, tenant_rows: int,
+                window: bool) -> list[LexicalHit]:
+        if table is None or not terms or limit <= 0:
+            return []
+        terms = self._prune_common(table, terms, tenant_rows)
+        ranks = f"bm25({table}, 1.0, 1.0) AS rank, bm25({table}, 1.0, 0.0)" if window else \
+            f"bm25({table}) AS rank, bm25({table})"
+        if filters.selective:
+            where, args = filters.sql_where()
+            sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {table}.rowid "
+                   f"WHERE {table} MATCH ? AND {where} ORDER BY rank LIMIT ?")
+        else:  # the table holds only this tenant's rows; visibility is checked on the graph node
+            sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?"
+            args = []
+        rows = self.db.conn.execute(sql, [_match_any(terms), *args, limit]).fetchall()
+        return [LexicalHit(int(i), -float(rank), max(0.0, -float(turn))) for i, rank, turn in rows]
 
     def _prune_common(self, table: str, terms: list[str], tenant_rows: int) -> list[str]:
         """Drop terms that occur in a large share of a big tenant's rows.
@@ -113,11 +105,3 @@ class LexicalIndex:
             ).fetchone()[0]
         kept = [t for t in terms if counts[t] < cap]
         return kept or [min(terms, key=lambda t: counts[t])]
-
-    def bm25(self, filters: RecallFilters, query: str, limit: int, tenant_rows: int = 0) -> list[LexicalHit]:
-        return self._search(filters, content_terms(query), limit, tenant_rows)
-
-    def keywords(self, filters: RecallFilters, query: str, limit: int, tenant_rows: int = 0) -> list[LexicalHit]:
-        """Exact multi-word phrases (``EXP-30`` → ``"exp 30"``); single words are BM25's job."""
-        phrases = [p for p in keyword_phrases(query) if " " in p]
-        return self._search(filters, phrases, limit, tenant_rows)

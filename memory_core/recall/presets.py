@@ -1,4 +1,10 @@
-"""Retrieval strategy as named presets of one config object (not a pile of flags)."""
+"""Retrieval strategy as named presets of one config object (not a pile of flags).
+
+The default ("balanced") is the hybrid, graph-aware method measured on LoCoMo (see
+``bench/locomo.py``); its weights are round numbers chosen on three dev conversations and
+checked on the other two and by leave-one-conversation-out. The other presets are
+re-weightings of the same pipeline, and baselines for benchmarks.
+"""
 
 from __future__ import annotations
 
@@ -10,44 +16,63 @@ from memory_core.errors import InvalidInputError
 
 @dataclass(frozen=True)
 class RecallConfig:
-    """Everything that shapes one recall's ranking. Weights are relative inside a group."""
+    """Everything that shapes one recall's ranking (see :mod:`memory_core.recall.scoring`)."""
 
-    # candidate pools (per retriever), as multiples of the limit with floors
+    # candidate pools per retriever (each with the filters applied inside the query)
     vector_pool: int = 100
     lexical_pool: int = 100
     keyword_pool: int = 30
-    # fusion
+    # fusion: "rsf" adds relative scores with the weights below; "rrf" adds 1/(rrf_k + rank)
+    fusion: str = "rsf"
     rrf_k: int = 60
-    w_vector: float = 0.55
-    w_lexical: float = 0.35
-    w_keyword: float = 0.10
-    # graph signals
-    neighbour_radius: int = 1
-    neighbour_discount: float = 0.6
-    neighbour_seeds: int = 20
-    speaker_boost: float = 0.15
-    session_boost: float = 0.10
-    # confidence mix
+    # query reading: embed the query without the agents it names (the speaker signal has them)
+    strip_names: bool = True
+    # base score of a candidate
+    w_vector: float = 1.0  # cosine, min-max scaled over the vector pool
+    w_window: float = 0.6  # BM25 over (text, previous text of the session), / best
+    w_turn: float = 0.2  # BM25 over the text alone, / best
+    w_keyword: float = 0.3  # exact identifier phrase, / best
+    w_speaker: float = 2.0  # the row's author is an agent the query names
+    # graph: a row lends shares of its base to the adjacent memories of its session
+    spread_prev: float = 0.4  # ... to the one before it (a hit is often the reply to a question)
+    spread_next: float = 0.1  # ... to the one after it
+    neighbour_seeds: int = 40  # best-base rows (at least 2 × limit) whose absent neighbours join the pool
+    # time: absolute dates in the query against the row's own timestamp
+    w_time: float = 2.0
+    time_grace_days: float = 14.0
+    time_tau_days: float = 14.0
+    # session support: mean of the session's best `session_top` scores, / best session
+    w_session: float = 0.6
+    session_top: int = 3
+    # a memory another one SUPERSEDES (an older handoff of the chain) loses this share
+    superseded_penalty: float = 0.3
+    # confidence = (1 - w_recency - w_salience) * relevance + w_recency * recency + w_salience * salience
     salience_weight: float = 0.05
     recency_weight: float = 0.2
     recency_half_life_days: float = 30.0
     type_recency_weight: float = 0.5
     type_recency_half_life_days: float = 7.0
-    # gate: rows whose confidence is below this are dropped
+    # gate: rows whose confidence is below this are dropped, and rows whose relevance is
+    # below min_relevance (recency and salience alone never carry a row through)
     quality_gate: float = 0.28
-    # recall_with_context: weight of the context text in the query
-    context_weight: float = 0.35
+    min_relevance: float = 0.08
+    # recall_with_context: weight of the context text in the embedded query
+    context_weight: float = 0.3
 
+
+_NO_GRAPH = {"w_speaker": 0.0, "spread_prev": 0.0, "spread_next": 0.0, "w_time": 0.0, "w_session": 0.0,
+             "superseded_penalty": 0.0, "strip_names": False}
 
 PRESETS: dict[str, RecallConfig] = {
     "balanced": RecallConfig(),
     # exact wording matters more (code, ids, logs)
-    "lexical": RecallConfig(w_vector=0.35, w_lexical=0.50, w_keyword=0.15),
+    "lexical": RecallConfig(w_vector=0.6, w_window=0.8, w_turn=0.4, w_keyword=0.6),
     # paraphrase-heavy conversations
-    "semantic": RecallConfig(w_vector=0.70, w_lexical=0.22, w_keyword=0.08),
-    # vector only (a baseline for benchmarks)
-    "vector": RecallConfig(w_vector=1.0, w_lexical=0.0, w_keyword=0.0, neighbour_radius=0,
-                           speaker_boost=0.0, session_boost=0.0),
+    "semantic": RecallConfig(w_vector=1.3, w_window=0.4, w_turn=0.1),
+    # baselines for benchmarks: relative-score and reciprocal-rank fusion of vector + BM25, vector alone
+    "rsf": RecallConfig(w_window=0.0, w_turn=1.0, w_keyword=0.0, **_NO_GRAPH),  # type: ignore[arg-type]
+    "rrf": RecallConfig(fusion="rrf", w_window=0.0, w_turn=1.0, w_keyword=0.0, **_NO_GRAPH),  # type: ignore[arg-type]
+    "vector": RecallConfig(w_window=0.0, w_turn=0.0, w_keyword=0.0, **_NO_GRAPH),  # type: ignore[arg-type]
 }
 
 
