@@ -183,3 +183,12 @@ def test_recovery_keeps_the_handoff_whole_and_the_turns_as_previews() -> None:
     assert shaped["summary"] is None
     assert shaped["turns"][0]["content"] == "t" * 100 and shaped["turns"][0]["content_len"] == 800
     assert shaped["next_cursor"] == "c.d"
+
+
+def test_fused_scores_stay_in_match_reason_only_when_they_are_the_signal() -> None:
+    ranked = {"signal": "confidence", "score": 0.8, "rsf": 0.9, "rrf": 0.03, "cosine": 0.5, "bm25": 4.2}
+    shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.8, match_reason=ranked))
+    assert shaped["match_reason"] == {"signal": "confidence", "score": 0.8, "cosine": 0.5, "bm25": 4.2}
+    by_rrf = {"signal": "rrf", "score": 0.03, "rrf": 0.03, "cosine": 0.5}
+    shaped = PreviewShaper().preview_row(make_row(2, "x", confidence=0.03, match_reason=by_rrf))
+    assert shaped["match_reason"] == {"signal": "rrf", "score": 0.03, "rrf": 0.03, "cosine": 0.5}

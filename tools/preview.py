@@ -27,12 +27,11 @@ from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Content
 # Token economy: the response is already scoped to the caller's tenant, and fields at
 # their defaults say nothing, so rows leave them out.
 _DROPPED_ROW_KEYS = frozenset({"tenant"})
-_OMITTED_DEFAULTS: dict[str, Any] = {
-    "visibility": "tenant", "salience": DEFAULT_SALIENCE, "metadata": {}, "source": {},
-}
+_OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "metadata": {}}
 SCORE_DECIMALS = 3
 _PAGE_SHARED_KEYS = frozenset({"session", "type"})
 _KEPT_REASON_KEYS = frozenset({"signal", "score"})
+_FUSED_REASON_KEYS = frozenset({"rrf", "rsf"})
 
 
 @runtime_checkable
@@ -194,9 +193,16 @@ def _seconds(iso_ts: str) -> str:
 
 
 def _compact_reason(reason: dict[str, Any]) -> dict[str, Any]:
-    """Round the contributions and leave out retrievers that contributed nothing to this row."""
+    """Round the contributions and leave out retrievers that contributed nothing to this row.
+
+    The fused scores (``rrf``, ``rsf``) stay only when they are the signal the ranking keyed
+    on; otherwise ``score`` already carries the ranking and the per-retriever keys (cosine,
+    bm25, keyword, graph, …) explain it. The library's rows keep every key.
+    """
     compact: dict[str, Any] = {}
     for key, value in reason.items():
+        if key in _FUSED_REASON_KEYS and reason.get("signal") != key:
+            continue
         if isinstance(value, float):
             if value == 0.0 and key not in _KEPT_REASON_KEYS:
                 continue
