@@ -17,6 +17,7 @@ Finding kinds, and what :func:`repair` does about each::
     vector_stale      record document/metadata differ        -> re-embed from SQLite and upsert
     lexical_stale     FTS row with no memory, or indexed text differs from the content
     lexical_missing   memory row absent from the FTS table    -> both: rebuild that tenant's FTS table
+                      (the same kinds cover the tenant's lexical window table, rebuilt with it)
 
 An unacknowledged add (journal entry present) is rolled back, never restored: the caller
 saw it fail. A lexical rebuild re-indexes the tenant's own rows only (FTS5 ``rebuild`` on
@@ -232,10 +233,11 @@ def _rebuild_lexical(core: MemoryCore, tenant: str) -> Repair:
             cur.execute(f"INSERT INTO {name}({name}) VALUES ('delete-all')")
             cur.execute(f"INSERT INTO {name}(rowid, content) SELECT id, content FROM memories WHERE tenant = ?",
                         (tenant,))
+            core.db.rebuild_window(cur, tenant)
     except BaseException:
         core.db.reload_fts_names()
         raise
-    return Repair("lexical", tenant, None, "rebuilt the tenant's lexical index from its memories")
+    return Repair("lexical", tenant, None, "rebuilt the tenant's lexical index and window from its memories")
 
 
 __all__ = ["DoctorReport", "Finding", "Repair", "StoreCounts", "check", "repair"]

@@ -8,10 +8,11 @@ with text other than the stored content is found, not only a missing or extra ro
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from graph.db import fts_table_name
+from graph.db import WINDOW_ROWS_SQL, fts_table_name, window_table_name
 from graph.store import AGENT, AUTHORED_BY, IN_SESSION, SESSION, agent_node, session_node
 from memory_core.refs import EPISODE, MEMORY, memory_ref
 from memory_core.write_path import vector_metadata
@@ -111,7 +112,7 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
         vector_ids = core.vectors.all_ids(tenant)
         findings += _vector_findings(core, tenant, rows, vector_ids, pending)
         indexed, lexical = _lexical_findings(core, tenant, set(rows))
-        findings += lexical
+        findings += lexical + _window_findings(core, tenant)
         memory_vectors = sum(1 for ref in vector_ids if ref.startswith(MEMORY + ":"))
         counts.append(StoreCounts(tenant, len(rows), len(graph_ids), memory_vectors, indexed))
     findings += [Finding("graph_missing", m.tenant, m.ref, _missing_detail(m)) for m in missing_structure(core)]
@@ -182,6 +183,29 @@ def _lexical_findings(core: MemoryCore, tenant: str, memory_ids: set[int]) -> tu
     out += [Finding("lexical_stale", tenant, memory_ref(i), "indexed text differs from the stored content")
             for i in sorted(differing & indexed & memory_ids)]
     return len(indexed), out
+
+
+def _window_findings(core: MemoryCore, tenant: str) -> list[Finding]:
+    """The tenant's lexical window table against ``WINDOW_ROWS_SQL``, its exact expected content."""
+    name = window_table_name(tenant)
+    with core.db.lock:
+        conn = core.db.conn
+        expected = {int(r[0]): (r[1], r[2]) for r in conn.execute(WINDOW_ROWS_SQL, (tenant,))}
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is None:
+            return [Finding("lexical_missing", tenant, None, "the tenant has no lexical window table")] if (
+                expected) else []
+        actual = {int(r[0]): (r[1], r[2]) for r in conn.execute(f"SELECT rowid, content, prev FROM {name}")}
+        try:
+            conn.execute(f"INSERT INTO {name} ({name}) VALUES ('integrity-check')")
+        except sqlite3.DatabaseError as exc:
+            return [Finding("lexical_stale", tenant, None, f"the lexical window index is damaged ({exc})")]
+    out = [Finding("lexical_stale", tenant, memory_ref(i), "a window row with no memory of this tenant")
+           for i in sorted(actual.keys() - expected.keys())]
+    out += [Finding("lexical_missing", tenant, memory_ref(i), "a memory missing from the lexical window")
+            for i in sorted(expected.keys() - actual.keys())]
+    out += [Finding("lexical_stale", tenant, memory_ref(i), "window text differs from the stored content")
+            for i in sorted(expected.keys() & actual.keys()) if expected[i] != actual[i]]
+    return out
 
 
 def _differing_docs(core: MemoryCore, tenant: str, name: str) -> set[int]:

@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+from graph.db import window_table_name
 from memory_core import MemoryCore
 from memory_core.doctor import check, repair
 from memory_core.transfer import export_tenant
@@ -115,6 +116,22 @@ def test_stale_lexical_rows_are_rebuilt_for_that_tenant_only(core: MemoryCore) -
         phantom = core.db.conn.execute(f"SELECT rowid FROM {name} WHERE {name} MATCH 'phantom OR zebra'").fetchall()
     assert [h[0] for h in hits] == [mem_id] and phantom == []
     assert healthy(core) == before
+    assert_stores_agree(core)
+
+
+def test_a_damaged_lexical_window_is_found_and_rebuilt(core: MemoryCore) -> None:
+    refs = populate(core)
+    target = refs["pruning the pear orchard"]
+    name = window_table_name("acme")
+    with core.db.transaction() as cur:
+        cur.execute(f"UPDATE {name} SET prev = 'zebra' WHERE rowid = ?", (int(target.split(":")[1]),))
+        cur.execute(f"INSERT INTO {name} (rowid, content, prev) VALUES (4343, 'phantom', '')")
+    assert kinds(check(core).findings) == sorted([("lexical_stale", "acme", ref) for ref in ("mem:4343", target)])
+    report = repair(core)
+    assert report.ok and [(r.kind, r.tenant) for r in report.repairs] == [("lexical", "acme")]
+    with core.db.lock:
+        left = core.db.conn.execute(f"SELECT count(*) FROM {name} WHERE {name} MATCH 'zebra OR phantom'").fetchone()
+    assert left[0] == 0
     assert_stores_agree(core)
 
 
