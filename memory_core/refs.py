@@ -44,7 +44,7 @@ def parse_ref(value: object) -> Ref:
         raise InvalidRefError("A ref must be a string like 'mem:42'.")
     match = REF_PATTERN.match(value.strip())
     if not match:
-        raise InvalidRefError(f"'{value[:80]}' is not a ref; refs look like 'mem:42' or 'ep:7'.")
+        raise InvalidRefError(f"{value[:80]!r} is not a ref; refs look like 'mem:42' or 'ep:7'.")
     return Ref(match.group(1), int(match.group(2)))
 
 

@@ -111,7 +111,10 @@ def timestamp(value: object) -> datetime:
         raise InvalidInputError("'timestamp' must be an ISO-8601 string or datetime.", field="timestamp")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInputError("'timestamp' must include a timezone (e.g. +00:00).", field="timestamp")
-    ts = value.astimezone(UTC)
+    try:
+        ts = value.astimezone(UTC)
+    except OverflowError as exc:  # e.g. 0001-01-01T00:00+14:00 leaves the calendar in UTC
+        raise InvalidInputError("'timestamp' is out of range.", field="timestamp") from exc
     if not 1970 <= ts.year <= 9998:
         raise InvalidInputError("'timestamp' is out of range.", field="timestamp")
     return ts

@@ -56,8 +56,13 @@ def ok_result(payload: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
 
 
+def _one_line(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def error_result(code: str, message: str, **fields: Any) -> CallToolResult:
     """A tool error (``isError``): ``"<CODE>: <one sentence>"`` plus ``{"error": {...}}``."""
+    message = _one_line(message)  # a message never spans lines, whatever input it quotes
     error = json.loads(json.dumps({"code": code, "message": message, **fields}, default=str))
     return CallToolResult(
         content=[TextContent(type="text", text=f"{code}: {message}")],

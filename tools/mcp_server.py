@@ -28,6 +28,8 @@ import uvicorn
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
@@ -85,7 +87,7 @@ class MemoryMCPServer(MCPServer[ServerState]):
         self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         if name not in {tool.name for tool in await self.list_tools()}:
-            return error_result("UNKNOWN_TOOL", f"There is no tool named '{name[:80]}'.")
+            return error_result("UNKNOWN_TOOL", f"There is no tool named {name[:80]!r}.")
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -151,10 +153,25 @@ def build_server(
             "token_verifier": TokenTenantVerifier(settings.server.tokens),
             "auth": AuthSettings(issuer_url=url, resource_server_url=None),
         }
-    server = MemoryMCPServer(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING", **auth)
+    tools = []
     for fn, hints in TOOLS:
-        server.add_tool(fn, annotations=hints, structured_output=False)
-    return server
+        tool = Tool.from_function(fn, annotations=hints, structured_output=False)
+        tool.fn_metadata = ContainerJsonOnly.model_construct(**dict(tool.fn_metadata))
+        tools.append(tool)
+    return MemoryMCPServer(
+        SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING", tools=tools, **auth
+    )
+
+
+class ContainerJsonOnly(FuncMetadata):
+    """The SDK JSON-decodes string arguments of any non-``str`` parameter, so the string
+    ``"null"`` became None for every ``str | None`` argument (a session named "null" lost its
+    filter, an idempotency key "null" was ignored). Keep decoding only where it yields a list
+    or an object (clients that send ``exclude_contents`` as a JSON string still work)."""
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        parsed = super().pre_parse_json(data)
+        return {k: v if isinstance(v, list | dict) else data[k] for k, v in parsed.items()}
 
 
 async def open_core(settings: Settings, data_dir: str | None) -> MemoryCore:

@@ -16,6 +16,7 @@ from memory_core import validation as v
 from memory_core.errors import InvalidInputError
 
 AUTO_PROJECT = "@auto"
+MAX_SOURCE_ID = 256  # stored source.id values are capped at 256 too (validation.KEY_PATTERN)
 
 
 class _Unset:
@@ -76,8 +77,9 @@ class RecallFilters:
         if isinstance(exclude, str) or not all(isinstance(x, str) for x in exclude):
             raise InvalidInputError("'exclude_contents' must be a list of strings.", field="exclude_contents")
         source_id = fields.get("source_id")
-        if source_id is not None and not isinstance(source_id, str):
-            raise InvalidInputError("'source_id' must be a string.", field="source_id")
+        if source_id is not None and (not isinstance(source_id, str) or len(source_id) > MAX_SOURCE_ID):
+            raise InvalidInputError(f"'source_id' must be a string of at most {MAX_SOURCE_ID} characters.",
+                                    field="source_id")
         return cls(
             tenant=tenant,
             viewer=v.name(viewer, "viewer", required=False),
