@@ -52,8 +52,12 @@ def tenant_view(core: MemoryCore, tenant: str) -> TenantView:
             if fts_row is None
             else {memory_ref(r[0]) for r in conn.execute(f"SELECT id FROM {fts_row[0]}_docsize")}
         )
+        episode_ids = {f"ep:{r[0]}" for r in conn.execute("SELECT id FROM episodes WHERE tenant = ?", (tenant,))}
+    vectors = set(core.vectors.all_ids(tenant))
+    missing_episodes = episode_ids - vectors
+    assert not missing_episodes, f"{tenant}: episodes without a Chroma record: {sorted(missing_episodes)[:5]}"
     return TenantView(
-        vectors=set(core.vectors.all_ids(tenant)),
+        vectors=vectors - episode_ids,  # an episode's record is checked above; the rest must be memories
         graph={memory_ref(i) for i in core.graph.memory_ids(tenant)},
         sqlite=sqlite_ids,
         fts=fts_ids,
