@@ -155,6 +155,7 @@ class MemoryCore:
         if self._closed:
             return
         self._closed = True
+        self.recaller.close()
         self.vectors.close()
         self.db.close()
         if self._lock is not None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from graph.store import SUPERSEDES, GraphStore, mem_node
@@ -57,6 +58,10 @@ class Recaller:
         self.vectors = vectors
         self.embedder = embedder
         self.settings = settings
+        self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall-lexical")
+
+    def close(self) -> None:
+        self._workers.shutdown(wait=True)
 
     def recall(
         self, tenant: str, query: str, *, viewer: str | None = None, limit: int | None = None,
@@ -91,12 +96,17 @@ class Recaller:
                 agents = self.graph.agents(filters.tenant)
             reading = read_query(query, agents) if query.strip() else read_query(context_text or "", ())
             pool = min(window, max(cfg.vector_pool, limit * 5))
+            # the lexical branch needs no embedding: it runs while the query is embedded
+            # (SQLite and onnxruntime both release the GIL), hiding its cost behind the model's
+            lexical = self._workers.submit(self._lexical, filters, reading, cfg)
             hits: list[VectorHit] = []
-            if cfg.w_vector > 0 or cfg.fusion == "rrf":
-                text = (reading.semantic if cfg.strip_names else query) if query.strip() else None
-                qvec = self._query_vector(text, context_text, cfg)
-                hits = self.vectors.query(filters.tenant, qvec, pool, filters.chroma_where())
-            found = self._lexical(filters, reading, cfg)
+            try:
+                if cfg.w_vector > 0 or cfg.fusion == "rrf":
+                    text = (reading.semantic if cfg.strip_names else query) if query.strip() else None
+                    qvec = self._query_vector(text, context_text, cfg)
+                    hits = self.vectors.query(filters.tenant, qvec, pool, filters.chroma_where())
+            finally:
+                found = lexical.result()
             with self.graph.db.lock:
                 self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found)
         result.diagnostics["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)

@@ -75,6 +75,8 @@ class LexicalIndex:
         if table is None or not terms or limit <= 0:
             return []
         terms = self._prune_common(table, terms, tenant_rows)
+        if not terms:
+            return []
         ranks = f"bm25({table}, 1.0, 1.0) AS rank, bm25({table}, 1.0, 0.0)" if window else \
             f"bm25({table}) AS rank, bm25({table})"
         if filters.selective:
@@ -92,7 +94,8 @@ class LexicalIndex:
 
         BM25 gives such terms almost no weight, yet scoring their postings dominates the
         cost (an OR with a term in 95% of 100k rows takes ~180 ms). A LIMIT probe per term
-        costs ~0.2 ms. The rarest term is always kept so the query never becomes empty.
+        costs ~0.2 ms. When every term is that common the lexical branch has nothing to
+        discriminate with and is skipped (the vector branch still answers).
         """
         cap = max(COMMON_MIN_ROWS, int(tenant_rows * COMMON_SHARE))
         if tenant_rows <= cap or len(terms) == 1:
@@ -103,5 +106,4 @@ class LexicalIndex:
                 f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
                 (f'"{term}"', cap),
             ).fetchone()[0]
-        kept = [t for t in terms if counts[t] < cap]
-        return kept or [min(terms, key=lambda t: counts[t])]
+        return [t for t in terms if counts[t] < cap]
