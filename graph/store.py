@@ -275,7 +275,9 @@ class GraphStore:
     # ---- reads (always tenant-scoped) --------------------------------------------------------
     def memory(self, tenant: str, mem_id: int) -> dict[str, Any] | None:
         """The AGENT_MEMORY node's attributes, or None when absent or another tenant's."""
-        attrs = self.graph.nodes.get(mem_node(mem_id))
+        # MultiDiGraph._node is networkx's node-attribute dict; reading it directly skips the
+        # NodeView layers on the hottest lookup in recall (hundreds of calls a query)
+        attrs = self.graph._node.get(f"mem:{mem_id}")
         if attrs is None or attrs.get("kind") != AGENT_MEMORY or attrs.get("tenant") != tenant:
             return None
         return attrs
