@@ -32,6 +32,7 @@ from mcp_types import CallToolResult
 from memory_core import MemoryCore
 from memory_core.config import Settings, load_settings
 from memory_core.embedding import HashEmbedder
+from tools.mcp_server import TOOLS as SERVER_TOOLS
 from tools.mcp_server import build_server
 
 LONG = os.environ.get("MEMORY_CORE_RELIABILITY", "").strip().lower() == "long"
@@ -40,18 +41,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS_PATH = ROOT / "bench" / "results" / "reliability.json"
 CALL_TIMEOUT_S = 120.0
 
-TOOLS = (
-    "add_memory",
-    "recall",
-    "recall_with_context",
-    "get_contents",
-    "query_recent_turns",
-    "check_memory",
-    "create_handoff",
-    "delete_memory",
-    "recover_context",
-    "summarize_session",
-)
+# every tool the server registers (the contract tests pin the names themselves)
+TOOLS = tuple(fn.__name__ for fn, _hints in SERVER_TOOLS)
 
 # ---- the results table -------------------------------------------------------------------
 
