@@ -50,9 +50,9 @@ BAD_CURSORS = ("", "x", "a.b", "..", "eyJ4Ijo.abc", "é.é", "A" * 500)
 
 PROFILES: dict[str, dict[str, int]] = {
     # backend: (examples, steps per example)
-    "memory": {"max_examples": 500 if LONG else 60, "stateful_step_count": 80 if LONG else 40},
-    "persistent": {"max_examples": 200 if LONG else 20, "stateful_step_count": 60 if LONG else 30},
-    "http": {"max_examples": 60 if LONG else 6, "stateful_step_count": 50 if LONG else 25},
+    "memory": {"max_examples": 300 if LONG else 60, "stateful_step_count": 60 if LONG else 40},
+    "persistent": {"max_examples": 60 if LONG else 20, "stateful_step_count": 50 if LONG else 30},
+    "http": {"max_examples": 20 if LONG else 6, "stateful_step_count": 40 if LONG else 25},
 }
 BACKENDS = ["memory", "persistent", "http"]
 
