@@ -39,7 +39,29 @@ def build_embedder(settings: Settings) -> Embedder:
         return HashEmbedder(emb.dimension)
     if emb.provider == "minilm":
         return shared_minilm()
-    raise ConfigError("embedding.provider 'litellm' is not available in this build.", key="embedding.provider")
+    if not emb.model:
+        raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
+                          key="embedding.model")
+    from memory_core.remote_embedding import LiteLLMEmbedder
+
+    return LiteLLMEmbedder(emb.model, dimension=emb.dimension, api_base=emb.api_base, api_key_env=emb.api_key_env,
+                           batch_size=emb.batch_size)
+
+
+def check_embedder(db: GraphDB, embedder: Embedder) -> None:
+    """A data directory keeps the embedder it was built with: vectors of two models don't mix."""
+    identity = f"{embedder.name}/{embedder.dimension}"
+    stored = db.meta("embedder")
+    if stored is None:  # first open (or a store from before this check): record it
+        with db.transaction() as cur:
+            cur.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('embedder', ?)", (identity,))
+        stored = db.meta("embedder")
+    if stored != identity:
+        raise ConfigError(
+            f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
+            "incompatible embeddings. Use the original embedding settings or a new data directory.",
+            key="embedding.provider",
+        )
 
 
 def build_vector_store(settings: Settings, data_dir: Path) -> VectorStore:
@@ -144,7 +166,9 @@ class MemoryCore:
             if vector_store is None:
                 vector_store = InMemoryVectorStore() if in_memory_vectors else build_vector_store(settings, root)
             provider = summary_provider or build_summary_provider(settings)
-            return cls(settings, root, db, graph, vector_store, embedder or build_embedder(settings), lock, provider)
+            embedder = embedder or build_embedder(settings)
+            check_embedder(db, embedder)
+            return cls(settings, root, db, graph, vector_store, embedder, lock, provider)
         except BaseException:
             if db is not None:
                 db.close()

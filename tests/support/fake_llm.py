@@ -10,6 +10,7 @@ Behaviours are scripted: a queue consumed one per request, then a default that r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -123,6 +124,28 @@ def _completion(text: str, model: str) -> dict[str, Any]:
     }
 
 
+EMBEDDING_DIM = 32
+
+
+def fake_vector(text: str) -> list[float]:
+    """Deterministic bag-of-words vector: texts sharing words point the same way."""
+    vec = [0.0] * EMBEDDING_DIM
+    for word in text.lower().split():
+        digest = hashlib.blake2b(word.strip(".,!?:;").encode(), digest_size=4).digest()
+        vec[int.from_bytes(digest, "little") % EMBEDDING_DIM] += 1.0
+    return vec if any(vec) else [1.0] + [0.0] * (EMBEDDING_DIM - 1)
+
+
+def _embeddings(inputs: Any, model: str) -> dict[str, Any]:
+    texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+    return {
+        "object": "list",
+        "model": model,
+        "data": [{"object": "embedding", "index": i, "embedding": fake_vector(t)} for i, t in enumerate(texts)],
+        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+    }
+
+
 def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         # HTTP/1.1 so the openai client can keep connections alive, as with a real server.
@@ -141,7 +164,8 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            if self.path.rstrip("/") not in ("/chat/completions", "/v1/chat/completions"):
+            embeddings = self.path.rstrip("/") in ("/embeddings", "/v1/embeddings")
+            if not embeddings and self.path.rstrip("/") not in ("/chat/completions", "/v1/chat/completions"):
                 self._send(404, b'{"error": {"message": "not found"}}')
                 return
             try:
@@ -154,7 +178,9 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
             if behaviour.kind == "slow":
                 time.sleep(behaviour.delay_s)
             try:
-                if behaviour.kind in ("ok", "slow"):
+                if behaviour.kind in ("ok", "slow") and embeddings:
+                    self._send(200, json.dumps(_embeddings(body.get("input"), model)).encode())
+                elif behaviour.kind in ("ok", "slow"):
                     self._send(200, json.dumps(_completion(behaviour.text, model)).encode())
                 elif behaviour.kind == "empty":
                     self._send(200, json.dumps(_completion("   ", model)).encode())
