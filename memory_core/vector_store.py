@@ -100,7 +100,7 @@ def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
         )(fn)
     try:
         return call()
-    except Exception as exc:
+    except Exception as exc:  # the one translation point for Chroma's failures; unknown ones re-raise
         if _is_transient(exc):
             raise StoreUnavailableError("The Chroma server is unavailable; nothing was written.") from exc
         text = str(exc).lower()
@@ -168,11 +168,16 @@ class ChromaVectorStore:
                 )
             )
         else:
-            try:
-                col = self._run(lambda: self._client.get_collection(name, embedding_function=None))
-            except StoreUnavailableError:
-                raise
-            except Exception:  # chroma raises NotFoundError/ValueError variants by version
+            from chromadb.errors import NotFoundError
+
+            def fetch() -> Any:
+                try:
+                    return self._client.get_collection(name, embedding_function=None)
+                except NotFoundError:  # a tenant that never wrote: nothing to read
+                    return None
+
+            col = self._run(fetch)
+            if col is None:
                 return None
         with self._lock:
             self._collections[tenant] = col
