@@ -70,6 +70,7 @@ class RecoverSettings(_Section):
     turns: int = Field(20, ge=1, le=100)
     turn_preview_chars: int = Field(200, ge=0)
     turns_budget_chars: int = Field(5000, ge=400)
+    summary_wait_s: float = Field(2.0, ge=0)
 
 
 class ServerSettings(_Section):

@@ -8,8 +8,11 @@ outside every lock and never on the add path, so a slow provider cannot block wr
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, replace
 from typing import Any
 
 from graph.store import SUPERSEDES, GraphStore, mem_node
@@ -20,7 +23,7 @@ from memory_core.errors import NotFoundError
 from memory_core.models import AddResult, MemoryRow, RecentTurnsPage, from_us, iso
 from memory_core.reads import EPISODE_AGENT, EPISODE_SALIENCE, Reader, visible
 from memory_core.refs import episode_ref, memory_ref
-from memory_core.summary import SummaryProvider, SummaryTurn, summarize_with_fallback
+from memory_core.summary import SummaryProvider, SummaryTurn, extractive_summary, summarize_with_fallback
 from memory_core.summary.provider import ModelProviderSettings
 from memory_core.vector_store import Metadata, VectorStore
 from memory_core.write_path import WritePath
@@ -29,9 +32,12 @@ SUMMARY_WINDOW = 200  # newest turns a summary reads
 TURN_ROW_OVERHEAD_CHARS = 200  # ≈ the JSON fields of one turn row in an MCP response
 
 
+SUMMARY_PENDING = "model summary pending"  # recover_context did not wait for the model
+
+
 @dataclass(frozen=True)
 class Episode:
-    ref: str
+    ref: str | None  # None: an extractive summary made for recover_context, not stored yet
     tenant: str
     session: str
     summary: str
@@ -42,15 +48,18 @@ class Episode:
     turn_count: int
     updated: Any
     cached: bool = False
+    stale: bool = False  # the session has newer memories; a refresh is under way
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "ref": self.ref, "session": self.session, "summary": self.summary,
             "summary_source": self.summary_source, "covers": {"first": self.first_ref, "last": self.last_ref},
             "turn_count": self.turn_count, "updated": iso(self.updated), "cached": self.cached,
         }
         if self.summary_error:
             out["summary_error"] = self.summary_error
+        if self.stale:
+            out["stale"] = True
         return out
 
 
@@ -94,6 +103,14 @@ class EpisodeService:
         self.provider = provider
         mp = settings.model_provider
         self.provider_settings = ModelProviderSettings(**mp.model_dump())
+        # model summaries for recover_context are refreshed here, so recovery never waits long
+        self._refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="episode-refresh")
+        self._refreshing: dict[tuple[str, str], Future[Episode]] = {}
+        self._refresh_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Let an in-flight refresh finish writing (bounded by the provider's total timeout)."""
+        self._refresher.shutdown(wait=True, cancel_futures=True)
 
     # ---- handoffs --------------------------------------------------------------------------
     def latest_handoff(self, tenant: str, session: str, viewer: str | None) -> dict[str, Any] | None:
@@ -189,10 +206,7 @@ class EpisodeService:
         budget = rec.turns_budget_chars if budget_chars is None else budget_chars
         tenant = v.tenant(tenant)
         session = str(v.name(session, "session"))
-        try:
-            episode: Episode | None = self.summarize_session(tenant, session)
-        except NotFoundError:
-            episode = None
+        episode = self._recovery_summary(tenant, session)
         with self.graph.db.lock:
             handoff_attrs = self.latest_handoff(tenant, session, viewer)
             handoff = self.reader.rows(tenant, [handoff_attrs["id"]], viewer)[0] if handoff_attrs else None
@@ -208,6 +222,47 @@ class EpisodeService:
             if len(kept) < len(page.turns):
                 page = RecentTurnsPage(kept, self.reader.turn_cursor(tenant, session, kept[-1]))
         return Recovery(handoff, episode, page)
+
+    def _recovery_summary(self, tenant: str, session: str) -> Episode | None:
+        """The session summary for recovery without ever waiting on a slow model for long.
+
+        Extractive summaries (no provider) are instant. With a provider, a stale summary is
+        refreshed on a background worker; recovery waits ``recover.summary_wait_s`` for it and
+        otherwise returns the previous summary marked ``stale`` (or, for a session never
+        summarized, an extractive one that says the model summary is pending).
+        """
+        try:
+            if self.provider is None:
+                return self.summarize_session(tenant, session)
+            future = self._refresh(tenant, session)
+            return future.result(timeout=self.settings.recover.summary_wait_s)
+        except NotFoundError:
+            return None
+        except FutureTimeout:
+            return self._while_refreshing(tenant, session)
+
+    def _refresh(self, tenant: str, session: str) -> Future[Episode]:
+        with self._refresh_lock:
+            running = self._refreshing.get((tenant, session))
+            if running is None or running.done():
+                running = self._refresher.submit(self.summarize_session, tenant, session)
+                self._refreshing[(tenant, session)] = running
+            return running
+
+    def _while_refreshing(self, tenant: str, session: str) -> Episode | None:
+        with self.graph.db.lock:
+            existing = self.graph.session_episode(tenant, session)
+            if existing is not None:
+                return replace(episode_from_attrs(existing, cached=True), stale=True)
+            keys = list(self.graph.all_index.newest_before(tenant, session, None, lambda _i: True))[:SUMMARY_WINDOW]
+            rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)
+            handoff = handoff_content(self.graph, tenant, self.latest_handoff(tenant, session, None))
+        if not rows:
+            return None
+        text = extractive_summary([SummaryTurn.from_row(r) for r in rows if r.type != "handoff"], handoff,
+                                  self.provider_settings.max_summary_chars)
+        return Episode(None, tenant, session, text, "fallback", SUMMARY_PENDING, rows[0].ref, rows[-1].ref,
+                       len(rows), rows[-1].timestamp)
 
 
 def handoff_content(graph: GraphStore, tenant: str, handoff: dict[str, Any] | None) -> str | None:

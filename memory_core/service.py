@@ -179,6 +179,7 @@ class MemoryCore:
         if self._closed:
             return
         self._closed = True
+        self.episodes.close()
         self.recaller.close()
         self.vectors.close()
         self.db.close()

@@ -7,6 +7,7 @@ talks to; each case checks the summary source and reason and the requests the se
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -169,3 +170,34 @@ def test_recover_context_stops_at_its_budget_and_the_cursor_continues_exactly(co
     assert [t.ref for t in rec.turns.turns] == list(reversed(refs))[:5]
     rest = core.query_recent_turns("acme", "s1", limit=100, cursor=rec.turns.next_cursor)
     assert [t.ref for t in rest.turns] == list(reversed(refs))[5:]
+
+
+def test_recover_context_does_not_wait_long_for_a_slow_model(
+    llm: FakeLLM, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    llm.enqueue()
+    core = open_core("persistent", tmp_path / "d", request, model_provider={
+        "enabled": True, "model": "openai/test-model", "api_base": llm.api_base, "timeout_s": 5.0,
+        "max_retries": 0}, recover={"summary_wait_s": 0.3})
+    try:
+        fill(core)
+        before = llm.request_count
+        llm.enqueue(slow(1.5, "Billing queue migrated; next: alerts."))
+        started = time.monotonic()
+        first = core.recover_context("acme", "s1")
+        assert time.monotonic() - started < 1.2
+        assert first.episode is not None and first.episode.ref is None
+        assert (first.episode.summary_source, first.episode.summary_error) == ("fallback", "model summary pending")
+        assert first.episode.summary and len(first.turns.turns) == 6
+        time.sleep(2.0)  # the refresh finishes in the background and is cached
+        second = core.recover_context("acme", "s1")
+        assert second.episode is not None and second.episode.summary == "Billing queue migrated; next: alerts."
+        assert second.episode.summary_source == "model" and not second.episode.stale
+        core.add_memory("acme", "s1", "coder", "Step 7: alerts wired.", timestamp=T0 + timedelta(hours=2))
+        llm.enqueue(slow(1.5, "Alerts wired."))
+        third = core.recover_context("acme", "s1")  # the previous summary, marked stale, while it refreshes
+        assert third.episode is not None and third.episode.stale and third.episode.ref == second.episode.ref
+        assert third.episode.summary == "Billing queue migrated; next: alerts."
+    finally:
+        core.close()  # waits for the in-flight refresh to finish writing
+    assert llm.request_count - before == 2

@@ -37,8 +37,10 @@ async def recover_context(
 
     One cheap call returns {handoff, summary, turns, next_cursor}: the session's latest handoff with
     full content (null if none), its miniSummary {summary, summary_source: 'model'|'fallback', ...}
-    (null for an empty session), the newest turns as short previews (200 chars by default; cut rows
-    carry content_truncated and content_len), and next_cursor for query_recent_turns to page back.
+    (null for an empty session; never waits long for a model: 'stale': true means a newer summary is
+    being made, summary_error 'model summary pending' means the extractive one stands in), the newest
+    turns as short previews (200 chars by default; cut rows carry content_truncated and content_len),
+    and next_cursor for query_recent_turns to page back.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
