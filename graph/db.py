@@ -15,7 +15,7 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -113,17 +113,30 @@ FROM memories WHERE tenant = ?
 
 
 class GraphDB:
-    """A SQLite connection shared by the service's threads under one lock."""
+    """A SQLite connection shared by the service's threads under one lock.
+
+    ``write_guard``, when set, runs before every write transaction begins (the service checks
+    there that it still owns the data directory); whatever it raises aborts the write.
+    A failing open closes the connection before the error propagates.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.lock = threading.RLock()
+        self.write_guard: Callable[[], None] | None = None
+        self._fts_known: dict[str, str] = {}
+        self._windows_known: set[str] = set()
         self._conn = sqlite3.connect(
             str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
         )
+        try:
+            self._open()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _open(self) -> None:
         self._conn.row_factory = sqlite3.Row
-        self.lock = threading.RLock()
-        self._fts_known: dict[str, str] = {}
-        self._windows_known: set[str] = set()
         with self.lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
@@ -152,6 +165,8 @@ class GraphDB:
     def transaction(self) -> Iterator[sqlite3.Cursor]:
         """BEGIN IMMEDIATE … COMMIT, rolled back on any exception."""
         with self.lock:
+            if self.write_guard is not None:
+                self.write_guard()
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:

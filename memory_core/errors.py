@@ -17,7 +17,8 @@ Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
     ├── StoreError                   STORE_ERROR
     │   ├── StoreUnavailableError    STORE_UNAVAILABLE
     │   ├── StoreLockedError         STORE_LOCKED
-    │   └── StoreReadOnlyError       STORE_READ_ONLY
+    │   ├── StoreReadOnlyError       STORE_READ_ONLY
+    │   └── StoreFullError           STORE_FULL
     └── EmbeddingError               EMBEDDING_UNAVAILABLE
 """
 
@@ -95,6 +96,12 @@ class StoreLockedError(StoreError):
 
 class StoreReadOnlyError(StoreError):
     code = "STORE_READ_ONLY"
+
+
+class StoreFullError(StoreError):
+    """The disk (or quota) holding the data directory is full; frees up when space returns."""
+
+    code = "STORE_FULL"
 
 
 class EmbeddingError(MemoryCoreError):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from graph.db import GraphDB
 from graph.store import GraphStore
@@ -19,13 +21,14 @@ from memory_core import validation as v
 from memory_core.config import Settings, load_settings
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
 from memory_core.episodes import Episode, EpisodeService, Recovery
-from memory_core.errors import ConfigError, InvalidInputError, StoreError, StoreLockedError
+from memory_core.errors import ConfigError, InvalidInputError, StoreLockedError
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 from memory_core.reads import Reader
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
+from memory_core.store_errors import os_error, sqlite_error
 from memory_core.summary import LiteLLMSummaryProvider, ModelProviderSettings, SummaryProvider
 from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
 from memory_core.write_path import WritePath
@@ -84,30 +87,89 @@ def build_summary_provider(settings: Settings) -> SummaryProvider | None:
     return LiteLLMSummaryProvider(ModelProviderSettings(**settings.model_provider.model_dump()))
 
 
+@contextmanager
+def _coded_open_errors(root: Path) -> Iterator[None]:
+    """A full disk or an unwritable directory at open is a coded error (by errno / SQLite code)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise sqlite_error(exc, f"opening the graph store in {root}") from exc
+    except OSError as exc:
+        raise os_error(exc, f"opening the store in {root}") from exc
+
+
 class _DirLock:
-    """An exclusive lock on the data directory: a second process is refused at open."""
+    """Exclusive ownership of a data directory: a second process is refused at open.
+
+    Two flocks: one on the data directory itself (the one that counts: no ``rm`` inside the
+    directory can take it away), and one on ``memory-core.lock``, which holds the owner's pid
+    and is the lock older versions take. :meth:`verify` runs before every write: if the lock
+    file was removed or replaced, it is recreated and locked again; if another process holds
+    the new file, the write is refused with STORE_LOCKED.
+    """
 
     def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
         self.path = data_dir / LOCK_FILE
-        self._fh = self.path.open("a+")
         try:
-            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise os_error(exc, f"opening the data directory {data_dir}") from exc
+        try:
+            fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._fh = self._lock_file()
         except BlockingIOError as exc:
-            self._fh.close()
-            raise StoreLockedError(
-                f"The data directory {data_dir} is in use by another process. Run one "
-                "`memory-core serve --http` and point every agent at it instead of opening the "
-                "directory twice.",
-                data_dir=str(data_dir),
-            ) from exc
-        self._fh.seek(0)
-        self._fh.truncate()
-        self._fh.write(str(os.getpid()))
-        self._fh.flush()
+            os.close(self._dir_fd)
+            raise self._locked() from exc
+        except BaseException:
+            os.close(self._dir_fd)
+            raise
+
+    def _locked(self) -> StoreLockedError:
+        return StoreLockedError(
+            f"The data directory {self.data_dir} is in use by another process. Run one "
+            "`memory-core serve --http` and point every agent at it instead of opening the "
+            "directory twice.",
+            data_dir=str(self.data_dir),
+        )
+
+    def _lock_file(self) -> IO[str]:
+        try:
+            fh = self.path.open("a+")
+        except OSError as exc:
+            raise os_error(exc, f"creating the lock file {self.path}") from exc
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+        except BlockingIOError as exc:
+            fh.close()
+            raise self._locked() from exc
+        except OSError as exc:
+            fh.close()
+            raise os_error(exc, f"writing the lock file {self.path}") from exc
+        return fh
+
+    def verify(self) -> None:
+        """Before a write: the lock file is still the one this process locked (else relock it)."""
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            now = None
+        held = os.fstat(self._fh.fileno())
+        if now is not None and (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
+            return
+        fresh = self._lock_file()  # STORE_LOCKED when another process holds the new file
+        self._fh.close()
+        self._fh = fresh
 
     def release(self) -> None:
         fcntl.flock(self._fh, fcntl.LOCK_UN)
         self._fh.close()
+        fcntl.flock(self._dir_fd, fcntl.LOCK_UN)
+        os.close(self._dir_fd)
 
 
 class MemoryCore:
@@ -157,20 +219,23 @@ class MemoryCore:
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"Cannot create the data directory {root}: {exc.strerror}.") from exc
+            raise os_error(exc, f"creating the data directory {root}") from exc
         lock = _DirLock(root)
-        db: GraphDB | None = None
+        opened: list[GraphDB] = []
         try:
-            db = GraphDB(root / "graph.sqlite3")
-            graph = GraphStore(db)
-            if vector_store is None:
-                vector_store = InMemoryVectorStore() if in_memory_vectors else build_vector_store(settings, root)
-            provider = summary_provider or build_summary_provider(settings)
-            embedder = embedder or build_embedder(settings)
-            check_embedder(db, embedder)
-            return cls(settings, root, db, graph, vector_store, embedder, lock, provider)
+            with _coded_open_errors(root):
+                db = GraphDB(root / "graph.sqlite3")
+                opened.append(db)
+                db.write_guard = lock.verify
+                graph = GraphStore(db)
+                if vector_store is None:
+                    vector_store = InMemoryVectorStore() if in_memory_vectors else build_vector_store(settings, root)
+                provider = summary_provider or build_summary_provider(settings)
+                embedder = embedder or build_embedder(settings)
+                check_embedder(db, embedder)
+                return cls(settings, root, db, graph, vector_store, embedder, lock, provider)
         except BaseException:
-            if db is not None:
+            for db in opened:
                 db.close()
             lock.release()
             raise

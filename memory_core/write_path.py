@@ -29,9 +29,10 @@ from graph.store import GraphStore, mem_node
 from memory_core import validation as v
 from memory_core.config import LimitSettings
 from memory_core.embedding import Embedder
-from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreReadOnlyError
+from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, AddResult, from_us, to_us
 from memory_core.refs import memory_ref
+from memory_core.store_errors import sqlite_error
 from memory_core.vector_store import Metadata, VectorStore
 
 ADD_FIELDS = frozenset({
@@ -326,17 +327,14 @@ class WritePath:
 
 
 class _SqliteErrors:
-    """Map SQLite failures (disk full, read-only directory, I/O) to coded store errors."""
+    """Map SQLite failures (disk full, read-only directory, I/O) to coded store errors, by result code."""
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError):
-            text = str(exc).lower()
-            if "readonly" in text or "read-only" in text:
-                raise StoreReadOnlyError("The graph store is read-only; nothing was written.") from exc
-            raise StoreError(f"The graph store failed ({exc}); nothing was written.") from exc
+        if isinstance(exc, sqlite3.Error):
+            raise sqlite_error(exc, "writing the graph store") from exc
         return False
 
 

@@ -34,7 +34,7 @@ from tests.support.chroma_server import ChromaServer, chroma_server
 from tests.support.faults import FaultyChromaClient, FaultyVectorStore, read_only_directories
 from tests.support.store_checks import assert_stores_agree, journal_rows, tenant_view
 
-STORE_CODES = {"STORE_ERROR", "STORE_READ_ONLY", "STORE_UNAVAILABLE"}
+STORE_CODES = {"STORE_ERROR", "STORE_READ_ONLY", "STORE_UNAVAILABLE", "STORE_FULL"}
 KNOWN_LIMIT_SIGBUS = (
     "known limit: SQLite's mmap'd WAL index (-shm) turns an unwritable graph -shm file into SIGBUS, "
     "killing the process; EXCLUSIVE locking would avoid the mmap but strands the lock on a leaked connection"
@@ -193,14 +193,23 @@ def test_an_internal_chroma_error_on_write_surfaces_as_a_coded_store_error(tmp_p
 
 
 # ---- graph store faults -------------------------------------------------------------------------
+def sqlite_failure(message: str, result_code: int, name: str) -> sqlite3.OperationalError:
+    """What SQLite raises: the error carries its result code, which the mapping reads."""
+    exc = sqlite3.OperationalError(message)
+    exc.sqlite_errorcode, exc.sqlite_errorname = result_code, name  # type: ignore[attr-defined]
+    return exc
+
+
 @pytest.mark.parametrize(
-    ("message", "code"),
-    [("database or disk is full", "STORE_ERROR"), ("disk I/O error", "STORE_ERROR"),
-     ("attempt to write a readonly database", "STORE_READ_ONLY")],
-    ids=["disk-full", "io-error", "read-only"],
+    ("message", "result_code", "name", "code"),
+    [("database or disk is full", 13, "SQLITE_FULL", "STORE_FULL"),
+     ("disk I/O error", 10, "SQLITE_IOERR", "STORE_ERROR"),
+     ("attempt to write a readonly database", 8, "SQLITE_READONLY", "STORE_READ_ONLY"),
+     ("a message that says readonly but is not", 10, "SQLITE_IOERR", "STORE_ERROR")],
+    ids=["disk-full", "io-error", "read-only", "never-by-message"],
 )
 def test_graph_write_failing_after_the_chroma_write_rolls_both_back(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch, message: str, code: str
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, message: str, result_code: int, name: str, code: str
 ) -> None:
     core = harness.core
     before = seed(core)
@@ -211,7 +220,7 @@ def test_graph_write_failing_after_the_chroma_write_rolls_both_back(
         real_write(self, cur, row)  # rows are inserted inside the transaction, then it fails
         calls["n"] += 1
         if calls["n"] >= 2 or len(row["content"]) < 20:
-            raise sqlite3.OperationalError(message)
+            raise sqlite_failure(message, result_code, name)
 
     monkeypatch.setattr(GraphStore, "write_memory", failing_write)
     expect_store_error(lambda: core.add_memory("acme", "s1", "alice", "lost"), code)

@@ -1,0 +1,54 @@
+"""Map operating-system and SQLite failures to coded store errors, by errno and SQLite result
+code, never by message text.
+
+    ENOSPC, EDQUOT, SQLITE_FULL                      -> StoreFullError      STORE_FULL
+    EROFS, EACCES, EPERM, SQLITE_READONLY, SQLITE_PERM,
+    SQLITE_AUTH                                      -> StoreReadOnlyError  STORE_READ_ONLY
+    SQLITE_BUSY, SQLITE_LOCKED                       -> StoreUnavailableError STORE_UNAVAILABLE
+    anything else (EIO, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_CORRUPT, …) -> StoreError STORE_ERROR
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+
+from memory_core.errors import StoreError, StoreFullError, StoreReadOnlyError, StoreUnavailableError
+
+_FULL_ERRNO = frozenset({errno.ENOSPC, errno.EDQUOT})
+_READ_ONLY_ERRNO = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+# primary result codes (the low byte of an extended code)
+_SQLITE_FULL = 13
+_SQLITE_READ_ONLY = frozenset({8, 3, 23})  # SQLITE_READONLY, SQLITE_PERM, SQLITE_AUTH
+_SQLITE_BUSY = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+def os_error(exc: OSError, doing: str) -> StoreError:
+    """A coded error for an OSError met while ``doing`` (a phrase: "opening the data directory")."""
+    what = exc.strerror or type(exc).__name__
+    fields = {"errno": errno.errorcode.get(exc.errno or 0, str(exc.errno))}
+    if exc.errno in _FULL_ERRNO:
+        return StoreFullError(f"The disk is full while {doing} ({what}); nothing was written.", **fields)
+    if exc.errno in _READ_ONLY_ERRNO:
+        return StoreReadOnlyError(f"The store is not writable while {doing} ({what}); nothing was written.",
+                                  **fields)
+    return StoreError(f"The store failed while {doing} ({what}).", **fields)
+
+
+def sqlite_error(exc: sqlite3.Error, doing: str) -> StoreError:
+    """A coded error for a SQLite failure, by its result code (Python's ``sqlite_errorcode``)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    primary = code & 0xFF if isinstance(code, int) else None
+    fields = {"sqlite_error": name}
+    if primary == _SQLITE_FULL:
+        return StoreFullError(f"The disk is full while {doing} ({name}); nothing was written.", **fields)
+    if primary in _SQLITE_READ_ONLY:
+        return StoreReadOnlyError(f"The graph store is read-only while {doing} ({name}); nothing was written.",
+                                  **fields)
+    if primary in _SQLITE_BUSY:
+        return StoreUnavailableError(f"The graph store is busy while {doing} ({name}); try again.", **fields)
+    return StoreError(f"The graph store failed while {doing} ({name}: {exc}).", **fields)
+
+
+__all__ = ["os_error", "sqlite_error"]
