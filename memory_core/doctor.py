@@ -20,23 +20,29 @@ Finding kinds, and what :func:`repair` does about each::
                       (the same kinds cover the tenant's lexical window table, rebuilt with it)
 
 An unacknowledged add (journal entry present) is rolled back, never restored: the caller
-saw it fail. A lexical rebuild re-indexes the tenant's own rows only (FTS5 ``rebuild`` on
+saw it fail. A restore never deletes the record it restores from: it is journaled as a
+``restore`` (see :mod:`memory_core.write_path`), so a repair killed at any step leaves the
+record an orphan for the next repair; a memory restored under a new ref (its id was taken)
+carries ``restored_from``, so a repeated repair deletes the leftover record instead of
+restoring it twice. An unrebuildable record is deleted only after its quarantine line is
+fsynced. A lexical rebuild re-indexes the tenant's own rows only (FTS5 ``rebuild`` on
 the shared external-content table would index every tenant's rows, so it is never used).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory_core.doctor_scan import Finding, StoreCounts, dangling_edges, memory_rows, missing_structure, scan
-from memory_core.errors import InvalidRefError, MemoryCoreError
+from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
-from memory_core.refs import MEMORY, parse_ref
-from memory_core.write_path import embedding_text, vector_metadata
+from memory_core.refs import MEMORY, memory_ref, parse_ref
+from memory_core.write_path import content_hash, embedding_text, vector_metadata
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore
@@ -153,10 +159,22 @@ def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
             document, meta = records[ref]
             item = _restorable(tenant, ref, document, meta)
             if item is not None:
+                earlier = _restored_earlier(core, tenant, ref, document)
+                if earlier is not None:  # a repair killed after restoring it, before deleting the record
+                    core.vectors.delete(tenant, [ref])
+                    done.append(Repair("vector_orphan", tenant, ref, f"already restored as {earlier}; deleted "
+                                                                     "the leftover vector record"))
+                    continue
+                if _id_taken(core, ref):  # restored under a new ref: remember the old one
+                    item["metadata"] = {**item["metadata"], "restored_from": ref}
                 try:
-                    result = core.writer.add_many([item], preferred_ids=[parse_ref(ref).id])[0]
-                except MemoryCoreError as exc:
+                    result = core.writer.add_many([item], preferred_ids=[parse_ref(ref).id], restore=True)[0]
+                except InvalidInputError as exc:  # the record's fields do not make a valid memory
                     item, reason = None, f"{exc.code}: {exc.message}"
+                except MemoryCoreError as exc:  # a store failure: the record stays for the next repair
+                    done.append(Repair("vector_orphan", tenant, ref, f"not restored now ({exc.code}: "
+                                                                     f"{exc.message}); the record is kept"))
+                    continue
                 else:
                     if result.ref != ref:  # the id was taken: the restored memory has a new ref
                         core.vectors.delete(tenant, [ref])
@@ -167,10 +185,30 @@ def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
                 reason = "the record lacks tenant, session, agent, type, ts_us or a document"
             path = _quarantine(core, {"tenant": tenant, "ref": ref, "document": document, "metadata": meta,
                                       "reason": reason})
-            core.vectors.delete(tenant, [ref])
+            core.vectors.delete(tenant, [ref])  # only once the quarantine file is on disk
             done.append(Repair("vector_orphan", tenant, ref, f"not restorable ({reason}); saved to {path} and "
                                                              "deleted from the vector store"))
     return done
+
+
+def _id_taken(core: MemoryCore, ref: str) -> bool:
+    with core.db.lock:
+        cur = core.db.conn.cursor()
+        try:
+            return core.db.id_in_use(cur, parse_ref(ref).id)
+        finally:
+            cur.close()
+
+
+def _restored_earlier(core: MemoryCore, tenant: str, ref: str, document: str) -> str | None:
+    """The memory an earlier (interrupted) repair restored from this record under a new ref."""
+    with core.db.lock:
+        row = core.db.conn.execute(
+            "SELECT id FROM memories WHERE tenant = ? AND content_hash = ? "
+            "AND json_extract(metadata, '$.restored_from') = ? ORDER BY id LIMIT 1",
+            (tenant, content_hash(document), ref),
+        ).fetchone()
+    return None if row is None else memory_ref(int(row[0]))
 
 
 def _restorable(tenant: str, ref: str, document: str, meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -200,6 +238,13 @@ def _quarantine(core: MemoryCore, record: dict[str, Any]) -> str:
     path = folder / f"quarantine-{time.strftime('%Y%m%dT%H%M%S')}.jsonl"
     with path.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())  # the record is deleted from Chroma next: this copy must be durable first
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
     return str(path)
 
 

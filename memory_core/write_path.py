@@ -12,6 +12,11 @@ crash anywhere leaves at most a journal entry and a Chroma record that no graph 
 references; :meth:`WritePath.recover` (run at open) deletes both. So an add that returned
 is in both stores, and an add that did not is, after recovery, in neither.
 Deletes journal first too, then drop the graph row, then the vector record.
+
+A doctor restore (a memory rebuilt from an orphan Chroma record, under the record's own
+ref) is journaled as ``restore``, never as ``add``: the record existed before the repair,
+so neither a failure nor recovery ever deletes it. An interrupted restore leaves the record
+an orphan, and the next repair restores it again.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class PreparedAdd:
     row: dict[str, Any]
     idempotency_key: str | None
     preferred_id: int | None = None  # imports keep their refs when the id is free
+    restore: bool = False  # doctor: the record under preferred_id existed before; never delete it
     edges: list[tuple[str, str]] = field(default_factory=list)  # extra (target node, kind) from this memory
 
 
@@ -132,17 +138,21 @@ class WritePath:
         *,
         preferred_ids: Sequence[int | None] = (),
         edges: Sequence[list[tuple[str, str]]] = (),
+        restore: bool = False,
     ) -> list[AddResult]:
         """Validate all, embed outside the lock, then write all-or-nothing.
 
         ``preferred_ids`` (imports): keep a row's original id when no memory or episode uses
         it; a row whose id already holds the same content in its tenant is not written again.
+        ``restore`` (doctor): the vector records under the preferred ids exist already; a row
+        that keeps its id is journaled as a restore, so no failure or recovery deletes them.
         """
         if len(items) > self.limits.max_batch:
             raise InvalidInputError(f"A batch holds at most {self.limits.max_batch} memories.")
         prepared = [self.prepare(item) for item in items]
         for p, pid in zip(prepared, preferred_ids, strict=False):
             p.preferred_id = pid
+            p.restore = restore and pid is not None
         for p, extra in zip(prepared, edges, strict=False):
             p.edges = list(extra)
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
@@ -206,8 +216,8 @@ class WritePath:
         with self._store_errors(), self.db.transaction() as cur:  # 1. journal
             self._assign_ids(cur, prepared)
             cur.executemany(
-                "INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('add', ?, ?, ?)",
-                [(r["tenant"], memory_ref(r["id"]), now_us) for r in rows],
+                "INSERT INTO journal (op, tenant, item_id, created_us) VALUES (?, ?, ?, ?)",
+                [(_journal_op(p), p.row["tenant"], memory_ref(p.row["id"]), now_us) for p in prepared],
             )
         try:
             by_tenant: dict[str, list[int]] = {}
@@ -230,11 +240,13 @@ class WritePath:
                     for dst, kind in p.edges:
                         self.graph.write_edge(cur, row["tenant"], mem_node(row["id"]), dst, kind)
                 cur.executemany(
-                    "DELETE FROM journal WHERE op = 'add' AND item_id = ?", [(memory_ref(r["id"]),) for r in rows]
+                    "DELETE FROM journal WHERE op = ? AND item_id = ?",
+                    [(_journal_op(p), memory_ref(p.row["id"])) for p in prepared],
                 )
         except BaseException:
             self.db.reload_fts_names()
-            self._undo_vectors(rows)
+            self._undo_vectors([p.row for p in prepared if _journal_op(p) == "add"])
+            self._forget_restores([p.row for p in prepared if _journal_op(p) == "restore"])
             raise
         with self.db.lock:  # readers hold this lock while they walk the graph
             for p in prepared:
@@ -258,6 +270,17 @@ class WritePath:
         for p in prepared:
             if p.row["id"] is None:
                 p.row["id"] = next(fresh)
+
+    def _forget_restores(self, rows: list[dict[str, Any]]) -> None:
+        """A failed restore: the vector record stays (it predates the repair); drop the journal entry."""
+        if not rows:
+            return
+        try:
+            with self.db.transaction() as cur:
+                cur.executemany("DELETE FROM journal WHERE op = 'restore' AND item_id = ?",
+                                [(memory_ref(r["id"]),) for r in rows])
+        except (MemoryCoreError, sqlite3.Error):
+            pass  # recovery clears it, and never deletes a restore's record
 
     def _undo_vectors(self, rows: list[dict[str, Any]]) -> None:
         """Best effort: if Chroma is down too, the journal entry stays and recovery finishes it."""
@@ -309,8 +332,10 @@ class WritePath:
         to_delete: dict[str, list[str]] = {}
         for _seq, op, tenant, item_id in pending:
             item = int(item_id.split(":", 1)[1])
-            if op == "add" and self.graph.memory(tenant, item) is not None:
+            if op in ("add", "restore") and self.graph.memory(tenant, item) is not None:
                 action = "kept (graph write had committed)"
+            elif op == "restore":  # the record predates the repair: never ours to delete
+                action = "left the vector record of an interrupted restore (doctor restores it again)"
             elif op == "episode" and self.graph.episode(tenant, item) is not None:
                 action = "kept episode (graph write had committed)"
             else:
@@ -324,6 +349,10 @@ class WritePath:
             with self.db.transaction() as cur:
                 cur.executemany("DELETE FROM journal WHERE seq = ?", [(row[0],) for row in pending])
         return done
+
+
+def _journal_op(p: PreparedAdd) -> str:
+    return "restore" if p.restore and p.row.get("id") == p.preferred_id else "add"
 
 
 class _SqliteErrors:

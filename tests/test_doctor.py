@@ -4,10 +4,14 @@ without losing a healthy memory — on every vector backend."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from graph.db import window_table_name
+from graph.store import GraphStore
 from memory_core import MemoryCore
 from memory_core.doctor import check, repair
 from memory_core.transfer import export_tenant
@@ -215,3 +219,37 @@ def test_every_planted_problem_at_once_is_repaired_and_healthy_memories_survive(
     assert [line for line in after["acme"] if line["ref"] != "mem:500"] == before["acme"]
     assert check(core).ok
     assert_stores_agree(core)
+
+
+def test_a_restore_whose_graph_write_fails_keeps_the_vector_record(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    populate(core)
+    vector = core.embedder.embed(["the only copy"])
+    core.vectors.upsert("acme", ["mem:500"], vector, ["the only copy"], [GHOST_META])
+
+    def failing_write(self: GraphStore, cur: sqlite3.Cursor, row: dict) -> None:
+        raise sqlite3.OperationalError("simulated failure after the Chroma upsert")
+
+    monkeypatch.setattr(GraphStore, "write_memory", failing_write)
+    report = repair(core)
+    assert not report.ok
+    assert core.vectors.documents("acme", ["mem:500"])["mem:500"][0] == "the only copy"
+    assert check(core).findings and kinds(check(core).findings) == [("vector_orphan", "acme", "mem:500")]
+    monkeypatch.undo()
+    assert repair(core).ok
+    assert core.check_memory("acme", "mem:500").memory.content == "the only copy"
+
+
+def test_recovery_never_deletes_the_record_of_an_interrupted_restore(core: MemoryCore) -> None:
+    populate(core)
+    vector = core.embedder.embed(["restored when the repair died"])
+    core.vectors.upsert("acme", ["mem:500"], vector, ["restored when the repair died"], [GHOST_META])
+    with core.db.transaction() as cur:
+        cur.execute("INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('restore', 'acme', 'mem:500', ?)",
+                    (time.time_ns() // 1000,))
+    [done] = core.writer.recover()
+    assert done["action"].startswith("left the vector record")
+    assert "mem:500" in core.vectors.all_ids("acme")
+    assert repair(core).ok
+    assert core.check_memory("acme", "mem:500").memory.content == "restored when the repair died"
