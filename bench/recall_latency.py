@@ -58,7 +58,7 @@ def load(core: Any, start: int, stop: int, rng: np.random.Generator) -> None:
 
 def measure(core: Any, embedder: MixedEmbedder, queries: list[str]) -> dict[str, Any]:
     embedder.bulk = False
-    collection = core.vectors._client.get_collection(collection_name("mc", "bench"), embedding_function=None)
+    collection = core.vectors.inner._client.get_collection(collection_name("mc", "bench"), embedding_function=None)
     ours, base = [], []
     for q in queries:  # interleaved, so noise hits both sides alike
         t = time.perf_counter()

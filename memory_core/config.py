@@ -34,6 +34,7 @@ class StorageSettings(_Section):
     chroma_auth_token_env: str | None = None
     chroma_retries: int = Field(3, ge=0, le=20)
     collection_prefix: str = Field("mc", pattern=r"^[a-z][a-z0-9]{0,15}$")
+    vector_deadline_s: float = Field(30.0, gt=0, le=3600)
 
 
 class EmbeddingSettings(_Section):

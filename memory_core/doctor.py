@@ -5,6 +5,8 @@ SQLite's ``memories`` table is the reference: it holds every field and the conte
 in-memory graph is rebuilt from it, and the vector record and FTS row can be rebuilt from it.
 Finding kinds, and what :func:`repair` does about each::
 
+    vector_store_wedged  a timed-out vector-store call is still stuck in the store
+                                                              -> nothing (reported; restart if it persists)
     journal_pending   an add/delete interrupted by a crash    -> writer.recover(): finish or roll back
     graph_stale       in-memory graph differs from SQLite     -> reload the graph
     graph_missing     a memory's AGENT/SESSION node or AUTHORED_BY/IN_SESSION edge is gone
@@ -42,6 +44,7 @@ from memory_core.doctor_scan import Finding, StoreCounts, dangling_edges, memory
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
 from memory_core.refs import MEMORY, memory_ref, parse_ref
+from memory_core.vector_deadline import vector_store_wedged
 from memory_core.write_path import content_hash, embedding_text, vector_metadata
 
 if TYPE_CHECKING:
@@ -92,8 +95,16 @@ class DoctorReport:
         return out
 
 
+def _wedged(core: MemoryCore) -> Finding | None:
+    sentence = vector_store_wedged(core.vectors)
+    return None if sentence is None else Finding("vector_store_wedged", "", None, sentence)
+
+
 def check(core: MemoryCore) -> DoctorReport:
     """Compare the stores of every tenant (operator-wide); changes nothing."""
+    wedged = _wedged(core)
+    if wedged is not None:  # a scan would only be refused: say why instead
+        return DoctorReport([], [wedged], recovered_at_open=list(core.recovered))
     with core.writer.lock:
         counts, findings = scan(core)
     return DoctorReport(counts, findings, recovered_at_open=list(core.recovered))
@@ -101,6 +112,9 @@ def check(core: MemoryCore) -> DoctorReport:
 
 def repair(core: MemoryCore) -> DoctorReport:
     """Check, fix every finding that can be fixed without losing data, and check again."""
+    wedged = _wedged(core)
+    if wedged is not None:
+        return DoctorReport([], [wedged], [], [wedged], recovered_at_open=list(core.recovered))
     with core.writer.lock:
         _, before = scan(core)
         done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in core.writer.recover()]

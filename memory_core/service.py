@@ -30,6 +30,7 @@ from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.store_errors import os_error, sqlite_error
 from memory_core.summary import LiteLLMSummaryProvider, ModelProviderSettings, SummaryProvider
+from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
 from memory_core.write_path import WritePath
 
@@ -230,10 +231,11 @@ class MemoryCore:
                 graph = GraphStore(db)
                 if vector_store is None:
                     vector_store = InMemoryVectorStore() if in_memory_vectors else build_vector_store(settings, root)
+                vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s)
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)
                 check_embedder(db, embedder)
-                return cls(settings, root, db, graph, vector_store, embedder, lock, provider)
+                return cls(settings, root, db, graph, vectors, embedder, lock, provider)
         except BaseException:
             for db in opened:
                 db.close()

@@ -19,6 +19,7 @@ import numpy as np
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from memory_core.errors import StoreError, StoreReadOnlyError, StoreUnavailableError
+from memory_core.store_errors import os_error
 
 T = TypeVar("T")
 Metadata = dict[str, str | int | float | bool]
@@ -108,7 +109,9 @@ def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
             raise StoreReadOnlyError("The vector store is read-only; nothing was written.") from exc
         from chromadb.errors import ChromaError
 
-        if isinstance(exc, ChromaError | OSError):  # disk full, I/O errors, files it cannot open
+        if isinstance(exc, OSError):  # by errno: a full disk is STORE_FULL
+            raise os_error(exc, "writing the vector store") from exc
+        if isinstance(exc, ChromaError):  # disk full, I/O errors, files it cannot open
             raise StoreError(f"The vector store failed ({type(exc).__name__}: {str(exc)[:200]}).") from exc
         raise
 
@@ -129,7 +132,9 @@ class ChromaVectorStore:
         import chromadb
 
         settings = chromadb.Settings(anonymized_telemetry=False, allow_reset=False)
-        return cls(chromadb.PersistentClient(path=str(path), settings=settings), prefix)
+        client = _translate_errors(lambda: chromadb.PersistentClient(path=str(path), settings=settings),
+                                   remote=False, retries=0)  # a full or unwritable disk is a coded error
+        return cls(client, prefix)
 
     @classmethod
     def http(

@@ -38,8 +38,10 @@ from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, AddResult, from_us, to_us
 from memory_core.refs import memory_ref
 from memory_core.store_errors import sqlite_error
+from memory_core.vector_deadline import vector_store_wedged
 from memory_core.vector_store import Metadata, VectorStore
 
+CLEANUP_INTERVAL_S = 2.0
 ADD_FIELDS = frozenset({
     "tenant", "session", "agent", "content", "type", "role", "channel", "source", "project_id",
     "salience", "visibility", "timestamp", "idempotency_key", "metadata",
@@ -95,6 +97,7 @@ class WritePath:
         self.embedder = embedder
         self.limits = limits
         self.lock = threading.RLock()
+        self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
 
     # ---- validation ------------------------------------------------------------------------
     def prepare(self, item: dict[str, Any]) -> PreparedAdd:
@@ -210,7 +213,29 @@ class WritePath:
         ).fetchone()
         return None if found is None else memory_ref(found[0])
 
+    def finish_interrupted(self) -> None:
+        """Under the writer lock: finish what a failed undo or vector delete left in the journal.
+
+        Every journal row is stale here (nothing else writes under this lock), so this is
+        recovery in-process: once a timed-out or failing vector store answers again, the
+        records of refused adds and deferred deletes are cleaned up without a restart.
+        Retried at most every CLEANUP_INTERVAL_S while the store keeps failing.
+        """
+        if time.monotonic() < self._next_cleanup:
+            return
+        with self.db.lock:
+            if self.db.conn.execute("SELECT 1 FROM journal LIMIT 1").fetchone() is None:
+                return
+        try:
+            if vector_store_wedged(self.vectors) is None:
+                self.recover()
+                return
+        except (MemoryCoreError, sqlite3.Error):
+            pass  # the write itself reports the store's state
+        self._next_cleanup = time.monotonic() + CLEANUP_INTERVAL_S
+
     def _write_rows(self, prepared: list[PreparedAdd], vectors: list[list[float]]) -> None:
+        self.finish_interrupted()
         rows = [p.row for p in prepared]
         now_us = time.time_ns() // 1000
         with self._store_errors(), self.db.transaction() as cur:  # 1. journal
@@ -300,6 +325,7 @@ class WritePath:
     # ---- deletes ---------------------------------------------------------------------------
     def delete(self, tenant: str, mem_id: int) -> bool:
         with self.lock:
+            self.finish_interrupted()
             if self.graph.memory(tenant, mem_id) is None:
                 return False
             ref = memory_ref(mem_id)

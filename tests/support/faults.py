@@ -5,6 +5,8 @@
 - :class:`FaultyChromaClient` sits one level lower, between ``ChromaVectorStore`` and a
   real Chroma client, and makes collection writes raise what Chroma itself raises (so
   the store's own error translation is exercised).
+- :class:`HangingVectorStore` makes writes block until released (embedded Chroma's futex
+  waits on a full disk), for the deadline tests.
 - :func:`read_only_directories` makes a data directory read-only for a running process:
   no new file can be created in it, as after ``chmod -R a-w`` (files already open stay
   writable). As root, chmod does not stop anyone, so it uses the immutable attribute.
@@ -16,6 +18,7 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,6 +86,41 @@ class FaultyVectorStore:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class HangingVectorStore(FaultyVectorStore):
+    """A FaultyVectorStore whose writes can also hang, as embedded Chroma's do on a full disk.
+
+    While ``hang_upserts`` / ``hang_deletes`` is set, those calls block until :meth:`release`
+    (and then go through to the real store, as a hung call that finally returns would).
+    ``stuck`` is set once a call is blocked, so a test can wait for it.
+    """
+
+    def __init__(self, inner: VectorStore) -> None:
+        super().__init__(inner)
+        self.hang_upserts = False
+        self.hang_deletes = False
+        self.stuck = threading.Event()
+        self._released = threading.Event()
+
+    def release(self) -> None:
+        self.hang_upserts = self.hang_deletes = False
+        self._released.set()
+
+    def _hang(self) -> None:
+        self.stuck.set()
+        self._released.wait(600)
+
+    def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],
+               documents: Sequence[str], metadatas: Sequence[Metadata]) -> None:
+        if self.hang_upserts:
+            self._hang()
+        super().upsert(tenant, ids, embeddings, documents, metadatas)
+
+    def delete(self, tenant: str, ids: Sequence[str]) -> None:
+        if self.hang_deletes:
+            self._hang()
+        super().delete(tenant, ids)
 
 
 class _FaultyCollection:
