@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memory_core.errors import ConfigError
+from memory_core.validation import NAME_PATTERN
 
 ENV_PREFIX = "MEMORY_CORE_"
 
@@ -74,12 +75,39 @@ class RecoverSettings(_Section):
     summary_wait_s: float = Field(2.0, ge=0)
 
 
+def _agent_name(value: str | None) -> str | None:
+    if value is not None and not NAME_PATTERN.match(value):
+        raise ValueError("an agent id is 1-128 printable characters without whitespace")
+    return value
+
+
+class TokenBinding(_Section):
+    """What one bearer token binds: a tenant and, optionally, the one agent it acts as."""
+
+    tenant: str
+    agent: str | None = None
+
+    _check_agent = field_validator("agent")(_agent_name)
+
+
 class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     tenant: str | None = None
-    tokens: dict[str, str] = Field(default_factory=dict)
+    agent: str | None = None
+    # sha256(token) -> "tenant" or {tenant = "...", agent = "..."}; a plain string binds the tenant only
+    tokens: dict[str, TokenBinding] = Field(default_factory=dict)
     mcp_limit_cap: int = Field(50, ge=1)
+
+    _check_agent = field_validator("agent")(_agent_name)
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tenant_only_tokens(cls, value: object) -> object:
+        """The original form ``"<sha256>" = "tenant"`` stays valid: it binds no agent."""
+        if isinstance(value, Mapping):
+            return {k: {"tenant": b} if isinstance(b, str) else b for k, b in value.items()}
+        return value
 
 
 class OperatingContextSettings(_Section):
@@ -143,7 +171,22 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
 
 # Variables that share the prefix but are not settings (test-suite switches among them).
 _TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
-_NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY", "MEMORY_CORE_TENANT"})
+_NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY", "MEMORY_CORE_TENANT",
+                              "MEMORY_CORE_AGENT"})
+
+
+def _bound_agent_env(env: Mapping[str, str]) -> str | None:
+    """``MEMORY_CORE_AGENT``: the agent a stdio server binds; set but malformed (even empty) fails."""
+    raw = env.get("MEMORY_CORE_AGENT")
+    if raw is None:
+        return None
+    if not NAME_PATTERN.match(raw):
+        raise ConfigError(
+            "MEMORY_CORE_AGENT must be an agent id: 1-128 printable characters without whitespace "
+            "(unset it to bind no agent).",
+            key="MEMORY_CORE_AGENT",
+        )
+    return raw
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,6 +220,9 @@ def load_settings(
     data = _merge(data, _env_overrides(env))
     if env.get("MEMORY_CORE_TENANT"):
         data = _merge(data, {"server": {"tenant": env["MEMORY_CORE_TENANT"]}})
+    agent = _bound_agent_env(env)
+    if agent is not None:
+        data = _merge(data, {"server": {"agent": agent}})
     if overrides:
         data = _merge(data, overrides)
     try:

@@ -8,13 +8,16 @@ outside every lock and never on the add path, so a slow provider cannot block wr
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import Any
 
+from graph.session_index import Key
 from graph.store import SUPERSEDES, GraphStore, mem_node
 from memory_core import validation as v
 from memory_core.config import Settings
@@ -129,9 +132,12 @@ class EpisodeService:
         fields.setdefault("salience", 0.95)
         item = {"tenant": tenant, "session": session, "agent": agent, "content": content, "type": "handoff",
                 **fields}
+        # A shared handoff supersedes the latest shared one (never pointing at a private row); a
+        # private one, the latest its author can read.
+        chain_viewer = agent if fields.get("visibility") == "agent" and isinstance(agent, str) else None
         with self.writer.lock:  # the previous handoff cannot change under us
             with self.graph.db.lock:
-                prev = self.latest_handoff(tenant, str(session), None) if isinstance(session, str) else None
+                prev = self.latest_handoff(tenant, str(session), chain_viewer) if isinstance(session, str) else None
             edges = [(mem_node(prev["id"]), SUPERSEDES)] if prev else []
             return self.writer.add_many([item], edges=[edges])[0]
 
@@ -140,20 +146,25 @@ class EpisodeService:
         """The session's miniSummary as an EPISODE; cached until the session gains memories."""
         tenant = v.tenant(tenant)
         session = str(v.name(session, "session"))
+        # One episode per session, readable by every agent of the tenant: so it is built from
+        # shared rows only. Private rows never enter its text, its covers or its count, and a
+        # private write does not even invalidate it (its cache key is the newest shared row).
         with self.graph.db.lock:
-            bounds = self.graph.all_index.bounds(tenant, session)
+            shared = self._shared(tenant)
             existing = self.graph.session_episode(tenant, session)
-            if bounds is None:
+            newest = self._shared_keys(tenant, session, SUMMARY_WINDOW)
+            if not newest:
                 if existing:
                     return episode_from_attrs(existing, cached=True)
                 raise NotFoundError(f"Session '{session}' has no memories to summarize.", session=session)
-            last_key = bounds[1]
-            if existing and existing["last_id"] == last_key[1] and existing["last_ts_us"] == last_key[0]:
+            last_key = newest[0]
+            if (existing and existing["last_id"] == last_key[1] and existing["last_ts_us"] == last_key[0]
+                    and (existing["first_id"] is None or shared(existing["first_id"]))):
                 return episode_from_attrs(existing, cached=True)
-            keys = list(self.graph.all_index.newest_before(tenant, session, None, lambda _i: True))
-            keys = keys[:SUMMARY_WINDOW]
+            keys = newest
             rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
             handoff = self.latest_handoff(tenant, session, None)
+            shared_count = sum(1 for _ in self.graph.all_index.newest_before(tenant, session, None, shared))
         turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
         outcome = summarize_with_fallback(
             self.provider, self.provider_settings, turns, handoff_content(self.graph, tenant, handoff)
@@ -162,11 +173,25 @@ class EpisodeService:
         row = {
             "tenant": tenant, "session": session, "summary": outcome.text, "summary_source": outcome.source,
             "summary_error": outcome.error, "first_id": keys[-1][1] if keys else None, "last_id": last_key[1],
-            "turn_count": self.graph.all_index.count(tenant, session), "last_ts_us": last_key[0],
+            "turn_count": shared_count, "last_ts_us": last_key[0],
             "handoff_id": handoff["id"] if handoff else None,
             "created_us": existing["created_us"] if existing else now_us, "updated_us": now_us,
         }
         return episode_from_attrs(self._write_episode(row, existing))
+
+    def _shared(self, tenant: str) -> Callable[[int], bool]:
+        """A filter admitting the tenant's shared (``visibility="tenant"``) memories."""
+
+        def shared(mem_id: int) -> bool:
+            attrs = self.graph.memory(tenant, mem_id)
+            return attrs is not None and visible(attrs, None)
+
+        return shared
+
+    def _shared_keys(self, tenant: str, session: str, limit: int) -> list[Key]:
+        """The session's newest ``limit`` shared keys, newest first (caller holds the db lock)."""
+        found = self.graph.all_index.newest_before(tenant, session, None, self._shared(tenant))
+        return list(itertools.islice(found, limit))
 
     def _write_episode(self, row: dict[str, Any], existing: dict[str, Any] | None) -> dict[str, Any]:
         """Journal → Chroma → SQLite, like a memory add (see write_path)."""
@@ -254,8 +279,8 @@ class EpisodeService:
             existing = self.graph.session_episode(tenant, session)
             if existing is not None:
                 return replace(episode_from_attrs(existing, cached=True), stale=True)
-            keys = list(self.graph.all_index.newest_before(tenant, session, None, lambda _i: True))[:SUMMARY_WINDOW]
-            rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)
+            keys = self._shared_keys(tenant, session, SUMMARY_WINDOW)
+            rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
             handoff = handoff_content(self.graph, tenant, self.latest_handoff(tenant, session, None))
         if not rows:
             return None

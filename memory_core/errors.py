@@ -12,6 +12,7 @@ Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
     │   ├── InvalidRefError          INVALID_REF
     │   └── InvalidCursorError       INVALID_CURSOR
     ├── TenantMismatchError          TENANT_MISMATCH
+    ├── AgentMismatchError           AGENT_MISMATCH
     ├── NotFoundError                NOT_FOUND
     ├── ConfigError                  CONFIG_INVALID
     ├── StoreError                   STORE_ERROR
@@ -72,6 +73,12 @@ class InvalidCursorError(InvalidInputError):
 
 class TenantMismatchError(MemoryCoreError):
     code = "TENANT_MISMATCH"
+
+
+class AgentMismatchError(MemoryCoreError):
+    """A connection bound to an agent named another one as author or viewer."""
+
+    code = "AGENT_MISMATCH"
 
 
 class NotFoundError(MemoryCoreError):

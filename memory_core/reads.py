@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
+from graph.session_index import Key, SessionIndex
 from graph.store import GraphStore, agent_node, session_node
 from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
 from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
@@ -151,43 +152,76 @@ class Reader:
     def check(self, tenant: str, ref_text: object, viewer: str | None) -> CheckResult:
         ref = parse_ref(ref_text)
         if ref.kind == EPISODE:
-            return self._check_episode(tenant, ref.id)
+            return self._check_episode(tenant, ref.id, viewer)
         attrs = self.graph.memory(tenant, ref.id)
         if attrs is None or not visible(attrs, viewer):
             raise NotFoundError(f"No memory {ref} in this tenant.", ref=str(ref))
         row = self.rows(tenant, [ref.id], viewer)[0]
         key = (attrs["ts_us"], attrs["id"])
         index = self.graph.turn_index if attrs["type"] == "turn" else self.graph.all_index
-        prev_key, next_key = index.neighbours(tenant, attrs["session"], key)
         adjacent = {
             name: (self.rows(tenant, [k[1]], viewer) or [None])[0] if k else None
-            for name, k in (("previous", prev_key), ("next", next_key))
+            for name, k in (
+                ("previous", self._visible_neighbour(index, tenant, attrs["session"], key, viewer, forward=False)),
+                ("next", self._visible_neighbour(index, tenant, attrs["session"], key, viewer, forward=True)),
+            )
         }
         neighbours = {
             "author": {"node": agent_node(tenant, attrs["agent"]), "agent": attrs["agent"]},
             "session": {
                 "node": session_node(tenant, attrs["session"]),
                 "session": attrs["session"],
-                "memories": self.graph.all_index.count(tenant, attrs["session"]),
+                "memories": self._visible_count(tenant, attrs["session"], viewer),
             },
             "previous": adjacent["previous"],
             "next": adjacent["next"],
-            "edges": [
-                {"direction": d, "kind": k, "node": n} for d, k, n in self.graph.edges_of(tenant, str(ref))
-            ],
+            "edges": self._visible_edges(tenant, str(ref), viewer),
         }
         return CheckResult(row, neighbours)
 
-    def _check_episode(self, tenant: str, ep_id: int) -> CheckResult:
+    # Neighbourhoods show only what the viewer can read: another agent's private row is not
+    # named, linked to or counted (a ref, an edge or a count would each reveal that it exists).
+    def _visible_id(self, tenant: str, mem_id: int, viewer: str | None) -> bool:
+        attrs = self.graph.memory(tenant, mem_id)
+        return attrs is not None and visible(attrs, viewer)
+
+    def _visible_neighbour(
+        self, index: SessionIndex, tenant: str, session: str, key: Key, viewer: str | None, *, forward: bool
+    ) -> Key | None:
+        """The nearest key before (or after) ``key`` in the session that the viewer can read."""
+        current: Key | None = key
+        while current is not None:
+            before, after = index.neighbours(tenant, session, current)
+            current = after if forward else before
+            if current is not None and self._visible_id(tenant, current[1], viewer):
+                return current
+        return None
+
+    def _visible_count(self, tenant: str, session: str, viewer: str | None) -> int:
+        return sum(1 for _ in self.graph.all_index.newest_before(
+            tenant, session, None, lambda i: self._visible_id(tenant, i, viewer)))
+
+    def _visible_edges(self, tenant: str, node: str, viewer: str | None) -> list[dict[str, str]]:
+        out = []
+        for direction, kind, other in self.graph.edges_of(tenant, node):
+            if other.startswith("mem:") and not self._visible_id(tenant, int(other[4:]), viewer):
+                continue
+            out.append({"direction": direction, "kind": kind, "node": other})
+        return out
+
+    def _check_episode(self, tenant: str, ep_id: int, viewer: str | None) -> CheckResult:
         ep = self.graph.episode(tenant, ep_id)
         if ep is None:
             raise NotFoundError(f"No episode ep:{ep_id} in this tenant.", ref=f"ep:{ep_id}")
+
+        def cover(mem_id: int | None) -> str | None:  # (a summary from before private rows were left out)
+            hidden = mem_id and (a := self.graph.memory(tenant, mem_id)) is not None and not visible(a, viewer)
+            return memory_ref(mem_id) if mem_id and not hidden else None
+
         neighbours = {
             "session": {"node": session_node(tenant, ep["session"]), "session": ep["session"],
-                        "memories": self.graph.all_index.count(tenant, ep["session"])},
-            "covers": {"first": memory_ref(ep["first_id"]) if ep["first_id"] else None,
-                       "last": memory_ref(ep["last_id"]) if ep["last_id"] else None},
-            "edges": [{"direction": d, "kind": k, "node": n}
-                      for d, k, n in self.graph.edges_of(tenant, f"ep:{ep_id}")],
+                        "memories": self._visible_count(tenant, ep["session"], viewer)},
+            "covers": {"first": cover(ep["first_id"]), "last": cover(ep["last_id"])},
+            "edges": self._visible_edges(tenant, f"ep:{ep_id}", viewer),
         }
         return CheckResult(episode_row(ep), neighbours)

@@ -23,7 +23,7 @@ from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError, StoreLockedError
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
-from memory_core.reads import Reader
+from memory_core.reads import Reader, visible
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
@@ -32,7 +32,7 @@ from memory_core.store_errors import os_error, sqlite_error
 from memory_core.summary import LiteLLMSummaryProvider, ModelProviderSettings, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
-from memory_core.write_path import WritePath
+from memory_core.write_path import WritePath, scope_legacy_private_keys
 
 LOCK_FILE = "memory-core.lock"
 
@@ -235,6 +235,7 @@ class MemoryCore:
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)
                 check_embedder(db, embedder)
+                scope_legacy_private_keys(db)
                 return cls(settings, root, db, graph, vectors, embedder, lock, provider)
         except BaseException:
             for db in opened:
@@ -271,13 +272,28 @@ class MemoryCore:
             raise InvalidInputError("add_memories takes a list of objects.")
         return self.writer.add_many(list(items))
 
-    def delete_memory(self, tenant: str, ref: str) -> bool:
-        """Remove a memory from both stores; False when it does not exist in this tenant."""
+    def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
+        """Remove a memory from both stores, as ``viewer``; False when the viewer cannot read it.
+
+        Another agent's private (``visibility="agent"``) memory reads as missing, exactly like
+        another tenant's: it is not deleted and its existence is not revealed.
+        """
+        return self._delete(tenant, ref, v.name(viewer, "viewer", required=False), operator=False)
+
+    def delete_memory_as_operator(self, tenant: str, ref: str) -> bool:
+        """The operator's delete (CLI): any memory of the tenant, private or not."""
+        return self._delete(tenant, ref, None, operator=True)
+
+    def _delete(self, tenant: str, ref: str, viewer: str | None, *, operator: bool) -> bool:
         tenant = v.tenant(tenant)
         parsed = parse_ref(ref)
         if parsed.kind != MEMORY:
             return False
-        return self.writer.delete(tenant, parsed.id)
+        with self.writer.lock:  # the row checked is the row deleted
+            attrs = self.graph.memory(tenant, parsed.id)
+            if attrs is None or not (operator or visible(attrs, viewer)):
+                return False
+            return self.writer.delete(tenant, parsed.id)
 
     # ---- reads -----------------------------------------------------------------------------
     def query_recent_turns(

@@ -26,7 +26,7 @@ from memory_core.errors import MemoryCoreError
 from memory_core.models import to_us
 from memory_core.reads import row_from_attrs
 from memory_core.refs import MEMORY, memory_ref, parse_ref
-from memory_core.write_path import content_hash
+from memory_core.write_path import content_hash, public_idempotency_key
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore
@@ -127,7 +127,8 @@ def _export_chunk(core: MemoryCore, tenant: str, ids: list[int]) -> list[dict[st
             continue
         row = row_from_attrs(a, contents[mem_id]).to_dict()
         edges = [ExportEdge(kind=k, node=n) for d, k, n in graph.edges_of(tenant, memory_ref(mem_id)) if d == "out"]
-        line = ExportLine(**row, idempotency_key=keys.get(mem_id), content_hash=a["content_hash"], edges=edges)
+        key = public_idempotency_key(keys.get(mem_id))
+        line = ExportLine(**row, idempotency_key=key, content_hash=a["content_hash"], edges=edges)
         out.append(line.model_dump(mode="json"))
     return out
 

@@ -85,6 +85,46 @@ def vector_metadata(row: dict[str, Any]) -> Metadata:
     return meta
 
 
+# Private rows keep their idempotency keys in their author's namespace: ``<agent>\x1f<key>``
+# (neither agent ids nor keys may hold \x1f). Shared rows keep the key as given.
+_KEY_SCOPE_SEP = "\x1f"
+
+
+def scoped_idempotency_key(key: str | None, visibility: str, agent: str) -> str | None:
+    """The key as stored: shared writes share the tenant's namespace; a private write's key is
+    its author's own, so no other agent's retry can hit (and so learn of) a private row, and a
+    colliding key of another agent's private row never stops a write."""
+    if key is None or visibility != "agent":
+        return key
+    return f"{agent}{_KEY_SCOPE_SEP}{key}"
+
+
+def public_idempotency_key(stored: str | None) -> str | None:
+    """The key as the caller gave it (exports)."""
+    return None if stored is None else stored.rsplit(_KEY_SCOPE_SEP, 1)[-1]
+
+
+def scope_legacy_private_keys(db: GraphDB) -> int:
+    """Move keys of private rows written before key scoping into their authors' namespaces.
+
+    One unindexed scan at open (the graph load reads every row anyway); writes only when
+    such rows exist, so a read-only store opens as before. Returns how many rows moved.
+    """
+    with db.lock:
+        legacy = db.conn.execute(
+            "SELECT 1 FROM memories WHERE visibility = 'agent' AND idempotency_key IS NOT NULL "
+            "AND instr(idempotency_key, char(31)) = 0 LIMIT 1"
+        ).fetchone()
+    if legacy is None:
+        return 0
+    with _SqliteErrors(), db.transaction() as cur:
+        cur.execute(
+            "UPDATE memories SET idempotency_key = agent || char(31) || idempotency_key "
+            "WHERE visibility = 'agent' AND idempotency_key IS NOT NULL AND instr(idempotency_key, char(31)) = 0"
+        )
+        return int(cur.rowcount)
+
+
 class WritePath:
     """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
 
@@ -130,8 +170,9 @@ class WritePath:
             "content": text,
             "content_len": len(text),
             "content_hash": content_hash(text),
-            "idempotency_key": v.idempotency_key(item.get("idempotency_key")),
         }
+        row["idempotency_key"] = scoped_idempotency_key(
+            v.idempotency_key(item.get("idempotency_key")), row["visibility"], row["agent"])
         return PreparedAdd(row, row["idempotency_key"])
 
     # ---- adds ------------------------------------------------------------------------------
@@ -199,6 +240,11 @@ class WritePath:
         return [r for r in results if r is not None]
 
     def _by_idempotency_key(self, tenant: str, key: str) -> AddResult | None:
+        """The first add under this (scoped, see :func:`scoped_idempotency_key`) key.
+
+        A scoped key only ever matches rows its caller can read: shared rows for a shared
+        write, the author's own private rows for a private one.
+        """
         with self.db.lock:
             row = self.db.conn.execute(
                 "SELECT id, ts_us FROM memories WHERE tenant = ? AND idempotency_key = ?", (tenant, key)
@@ -206,10 +252,16 @@ class WritePath:
         return None if row is None else AddResult(memory_ref(row[0]), from_us(row[1]), None, False)
 
     def _duplicate_of(self, cur: sqlite3.Cursor, row: dict[str, Any], window_us: int) -> str | None:
+        """The newest same-content row of the session in the window that the writer can read.
+
+        Another agent's private row is never reported: the ref would reveal that it exists.
+        """
         found = cur.execute(
             "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "
-            "AND ts_us BETWEEN ? AND ? ORDER BY ts_us DESC, id DESC LIMIT 1",
-            (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us),
+            "AND ts_us BETWEEN ? AND ? AND (visibility != 'agent' OR agent = ?) "
+            "ORDER BY ts_us DESC, id DESC LIMIT 1",
+            (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
+             row["agent"]),
         ).fetchone()
         return None if found is None else memory_ref(found[0])
 
@@ -393,4 +445,5 @@ class _SqliteErrors:
         return False
 
 
-__all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath", "content_hash", "embedding_text", "mem_node"]
+__all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath", "content_hash", "embedding_text", "mem_node",
+           "public_idempotency_key", "scope_legacy_private_keys", "scoped_idempotency_key"]

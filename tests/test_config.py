@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.config import Settings, load_settings
+from memory_core.config import Settings, TokenBinding, load_settings
 from memory_core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert s.recall.preview_chars == 0 and s.model_provider.timeout_s == 2.5
     s = load_settings(environ={"MEMORY_CORE_MODEL_PROVIDER_ENABLED": "true",
                                "MEMORY_CORE_SERVER_TOKENS": '{"abc": "acme"}'})
-    assert s.model_provider.enabled and s.server.tokens == {"abc": "acme"}
+    assert s.model_provider.enabled and s.server.tokens == {"abc": TokenBinding(tenant="acme")}
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,16 @@
-"""Who may act as which tenant: bearer tokens over HTTP, a configured binding otherwise.
+"""Who may act as which tenant and agent: bearer tokens over HTTP, a configured binding otherwise.
 
-- ``[server.tokens]`` maps ``sha256(token)`` (hex) to a tenant; the file never holds a
-  plaintext token. With tokens configured, an HTTP request without a valid token gets
-  401 from the SDK's bearer middleware, and a valid one binds its tenant.
-- ``server.tenant`` (or ``MEMORY_CORE_TENANT``) binds the tenant when no token does:
-  stdio, or HTTP without tokens.
+- ``[server.tokens]`` maps ``sha256(token)`` (hex) to a tenant (``"acme"``) or to a tenant
+  and one agent (``{tenant = "acme", agent = "alice"}``); the file never holds a plaintext
+  token. With tokens configured, an HTTP request without a valid token gets 401 from the
+  SDK's bearer middleware, and a valid one binds what its entry names.
+- ``server.tenant`` / ``server.agent`` (or ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT``)
+  bind when no token does: stdio, or HTTP without tokens. A token replaces both.
 - A bound tenant fills an omitted ``tenant`` argument; naming another is TENANT_MISMATCH.
   With no binding, the tenant argument is required on every call (fail closed).
+- A bound agent is the only author (``agent``) and ``viewer`` the connection can use: it
+  fills them when omitted; naming another is AGENT_MISMATCH. Without an agent binding the
+  viewer is whatever the caller declares (private rows are private from honest agents only).
 - Binding HTTP to a non-loopback host without tokens refuses to start.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,10 +26,12 @@ from dataclasses import dataclass
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from memory_core.errors import ConfigError, TenantMismatchError, TenantRequiredError
-from memory_core.validation import TENANT_PATTERN
+from memory_core.config import TokenBinding
+from memory_core.errors import AgentMismatchError, ConfigError, TenantMismatchError, TenantRequiredError
+from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
 TENANT_CLAIM = "tenant"
+AGENT_CLAIM = "agent"
 _SHA256_HEX_LEN = 64
 
 
@@ -33,40 +40,53 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+TokenEntry = str | TokenBinding  # a config entry: "tenant" or {tenant, agent}
+
+
+def binding_of(entry: TokenEntry) -> TokenBinding:
+    return TokenBinding(tenant=entry) if isinstance(entry, str) else entry
+
+
 class TokenTenantVerifier:
-    """The SDK's ``TokenVerifier`` over ``{sha256_hex(token): tenant}``.
+    """The SDK's ``TokenVerifier`` over ``{sha256_hex(token): tenant or {tenant, agent}}``.
 
     Tokens are looked up by their hash, so the comparison never touches the secret
     itself and the config file holds nothing worth stealing.
     """
 
-    def __init__(self, token_hashes: Mapping[str, str]) -> None:
-        self._tenants = {digest.lower(): tenant for digest, tenant in token_hashes.items()}
+    def __init__(self, token_hashes: Mapping[str, TokenEntry]) -> None:
+        self._bindings = {digest.lower(): binding_of(entry) for digest, entry in token_hashes.items()}
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        tenant = self._tenants.get(hash_token(token))
-        if tenant is None:
+        binding = self._bindings.get(hash_token(token))
+        if binding is None:
             return None
-        return AccessToken(
-            token=token,
-            client_id=f"tenant:{tenant}",
-            scopes=[],
-            subject=tenant,
-            claims={TENANT_CLAIM: tenant},
-        )
+        claims = {TENANT_CLAIM: binding.tenant}
+        client_id = f"tenant:{binding.tenant}"
+        if binding.agent is not None:
+            claims[AGENT_CLAIM] = binding.agent
+            client_id += f"/agent:{binding.agent}"
+        return AccessToken(token=token, client_id=client_id, scopes=[], subject=binding.tenant, claims=claims)
 
 
-def check_token_hashes(token_hashes: Mapping[str, str]) -> None:
-    """Fail at start when a ``[server.tokens]`` key is not a sha256 hex digest."""
-    for digest, tenant in token_hashes.items():
+def check_token_hashes(token_hashes: Mapping[str, TokenEntry]) -> None:
+    """Fail at start when a ``[server.tokens]`` key is not a sha256 hex digest or its entry is malformed."""
+    for digest, entry in token_hashes.items():
+        if not isinstance(entry, str | TokenBinding):
+            raise ConfigError("server.tokens: each entry is \"tenant\" or {tenant = ..., agent = ...}.",
+                              key="server.tokens")
+        binding = binding_of(entry)
         if len(digest) != _SHA256_HEX_LEN or any(c not in "0123456789abcdefABCDEF" for c in digest):
             raise ConfigError(
-                f"server.tokens: the key for tenant '{tenant}' is not a sha256 hex digest; store "
-                "sha256(token), never the token (`python -m tools.auth TOKEN TENANT` prints the line).",
+                f"server.tokens: the key for tenant '{binding.tenant}' is not a sha256 hex digest; store "
+                "sha256(token), never the token (`python -m tools.auth TOKEN TENANT [AGENT]` prints the line).",
                 key="server.tokens",
             )
-        if not isinstance(tenant, str) or not TENANT_PATTERN.match(tenant):
-            raise ConfigError(f"server.tokens: '{str(tenant)[:80]}' is not a valid tenant name.", key="server.tokens")
+        if not TENANT_PATTERN.match(binding.tenant):
+            raise ConfigError(f"server.tokens: '{binding.tenant[:80]}' is not a valid tenant name.",
+                              key="server.tokens")
+        if binding.agent is not None and not NAME_PATTERN.match(binding.agent):
+            raise ConfigError(f"server.tokens: '{binding.agent[:80]}' is not a valid agent id.", key="server.tokens")
 
 
 def is_loopback(host: str) -> bool:
@@ -92,19 +112,44 @@ def check_bind(host: str, token_hashes: Mapping[str, str]) -> None:
 
 @dataclass(frozen=True)
 class TenantScope:
-    """Resolves the tenant a tool call acts as.
+    """Resolves the tenant, and the agent, a tool call acts as.
 
-    ``configured`` is the config binding (``server.tenant``); a tenant bound by the
-    request's bearer token takes precedence over it.
+    ``configured`` / ``configured_agent`` are the config binding (``server.tenant``,
+    ``server.agent``); a request's bearer token takes precedence over both (a token that
+    binds a tenant only binds no agent, whatever the config says).
     """
 
     configured: str | None = None
+    configured_agent: str | None = None
 
     def bound(self) -> str | None:
         token = get_access_token()
         if token is not None and token.claims and token.claims.get(TENANT_CLAIM):
             return str(token.claims[TENANT_CLAIM])
         return self.configured
+
+    def bound_agent(self) -> str | None:
+        token = get_access_token()
+        if token is not None and token.claims and token.claims.get(TENANT_CLAIM):
+            agent = token.claims.get(AGENT_CLAIM)
+            return None if agent is None else str(agent)
+        return self.configured_agent
+
+    def resolve_agent(self, requested: str | None, field: str) -> str | None:
+        """The bound agent, else the requested one (None: not given); another one is AGENT_MISMATCH.
+
+        ``field`` names the argument (``agent`` for authors, ``viewer`` for readers).
+        """
+        bound = self.bound_agent()
+        if bound is None:
+            return requested  # the service validates its form
+        if requested is not None and requested != bound:
+            raise AgentMismatchError(
+                f"This connection is bound to agent '{bound}'; omit '{field}' or pass '{bound}'.",
+                bound_agent=bound,
+                field=field,
+            )
+        return bound
 
     def resolve(self, requested: str | None) -> str:
         """The bound tenant, the requested one, or a TENANT_REQUIRED / TENANT_MISMATCH error."""
@@ -124,13 +169,16 @@ class TenantScope:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tools.auth TOKEN``: print the line to put under ``[server.tokens]``."""
+    """``python -m tools.auth TOKEN TENANT [AGENT]``: print the line to put under ``[server.tokens]``."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m tools.auth TOKEN TENANT", file=sys.stderr)
+    if len(args) not in (2, 3):
+        print("usage: python -m tools.auth TOKEN TENANT [AGENT]", file=sys.stderr)
         return 2
-    token, tenant = args
-    print(f'"{hash_token(token)}" = "{tenant}"')
+    token, tenant = args[:2]
+    if len(args) == 3:
+        print(f'"{hash_token(token)}" = {{ tenant = {json.dumps(tenant)}, agent = {json.dumps(args[2])} }}')
+    else:
+        print(f'"{hash_token(token)}" = {json.dumps(tenant)}')
     return 0
 
 

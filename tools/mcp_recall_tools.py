@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tools.mcp_context import Ctx, mcp_tool, state_of
+from tools.mcp_identity import Viewer, viewer_of
 from tools.mcp_params import (
     RECALL_LIMIT_DEFAULT,
     AgentFilter,
@@ -24,7 +25,6 @@ from tools.mcp_params import (
     SourceFilter,
     Tenant,
     TypeFilter,
-    Viewer,
 )
 
 
@@ -83,6 +83,7 @@ async def recall(
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
     filters = _filters(
         type=type,
         session=session,
@@ -94,7 +95,7 @@ async def recall(
         deep=deep,
     )
     result = await state.call(
-        lambda core: core.recall(tenant_id, query, viewer=viewer, limit=min(limit, state.recall_limit_cap), **filters)
+        lambda core: core.recall(tenant_id, query, viewer=who, limit=min(limit, state.recall_limit_cap), **filters)
     )
     return state.shaper.recall(result, full_content=full_content)
 
@@ -125,6 +126,7 @@ async def recall_with_context(
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
     entries = [entry.model_dump() for entry in context]
     filters = _filters(
         type=type,
@@ -138,7 +140,7 @@ async def recall_with_context(
     )
     result = await state.call(
         lambda core: core.recall_with_context(
-            tenant_id, query, entries, viewer=viewer, limit=min(limit, state.recall_limit_cap), **filters
+            tenant_id, query, entries, viewer=who, limit=min(limit, state.recall_limit_cap), **filters
         )
     )
     return state.shaper.recall(result, full_content=full_content, context=entries)

@@ -134,7 +134,7 @@ def build_server(
                     full_content_budget_chars=settings.recall.full_content_budget_chars,
                     recover_turn_chars=settings.recover.turn_preview_chars,
                 ),
-                scope=TenantScope(settings.server.tenant),
+                scope=TenantScope(settings.server.tenant, settings.server.agent),
                 limiter=anyio.CapacityLimiter(CORE_THREADS),
                 recall_limit_cap=settings.server.mcp_limit_cap,
             )

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from tools.mcp_context import Ctx, mcp_tool, state_of
-from tools.mcp_params import RECENT_TURNS_LIMIT_CAP, RECENT_TURNS_LIMIT_DEFAULT, Session, Tenant, Viewer
+from tools.mcp_identity import Viewer, viewer_of
+from tools.mcp_params import RECENT_TURNS_LIMIT_CAP, RECENT_TURNS_LIMIT_DEFAULT, Session, Tenant
 
 RecoverTurns = Annotated[
     int | None,
@@ -44,7 +45,8 @@ async def recover_context(
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
-    recovery = await state.call(lambda core: core.recover_context(tenant_id, session, viewer=viewer, turns=turns))
+    who = viewer_of(state, viewer)
+    recovery = await state.call(lambda core: core.recover_context(tenant_id, session, viewer=who, turns=turns))
     return state.shaper.recovery(recovery)
 
 
@@ -52,10 +54,12 @@ async def recover_context(
 async def summarize_session(ctx: Ctx, *, session: Session, tenant: Tenant = None) -> dict[str, Any]:
     """Summarize a session in at most 280 chars, stored as an episode (ref 'ep:<id>', recallable).
 
-    Returns {ref, session, summary, summary_source, covers: {first, last}, turn_count, updated, cached}.
-    Cached until the session gains memories. Never fails for a slow or missing model: it falls back
-    to an extractive summary with summary_source='fallback' and summary_error giving the reason.
-    A session without memories fails with NOT_FOUND.
+    Built from the session's shared memories only: private (visibility='agent') ones never enter a
+    summary, its covers or its turn_count. Returns {ref, session, summary, summary_source,
+    covers: {first, last}, turn_count, updated, cached}. Cached until the session gains shared memories.
+    Never fails for a slow or missing model: it falls back to an extractive summary with
+    summary_source='fallback' and summary_error giving the reason.
+    A session without shared memories fails with NOT_FOUND.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from tools.mcp_context import Ctx, mcp_tool, state_of
+from tools.mcp_identity import Author, Viewer, author_of, viewer_of
 from tools.mcp_params import (
     RECENT_TURNS_LIMIT_DEFAULT,
-    Agent,
     Channel,
     Content,
     Cursor,
@@ -29,7 +29,6 @@ from tools.mcp_params import (
     Tenant,
     Timestamp,
     TurnsLimit,
-    Viewer,
     Visibility,
 )
 
@@ -44,8 +43,8 @@ async def add_memory(
     ctx: Ctx,
     *,
     session: Session,
-    agent: Agent,
     content: Content,
+    agent: Author = None,
     tenant: Tenant = None,
     type: MemoryType = "turn",
     role: Role = None,
@@ -66,6 +65,7 @@ async def add_memory(
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
+    author = author_of(state, agent)
     optional = _given(
         role=role,
         channel=channel,
@@ -77,7 +77,7 @@ async def add_memory(
         metadata=metadata,
     )
     result = await state.call(
-        lambda core: core.add_memory(tenant_id, session, agent, content, type=type, visibility=visibility, **optional)
+        lambda core: core.add_memory(tenant_id, session, author, content, type=type, visibility=visibility, **optional)
     )
     return state.shaper.added(result)
 
@@ -87,8 +87,8 @@ async def create_handoff(
     ctx: Ctx,
     *,
     session: Session,
-    agent: Agent,
     content: Content,
+    agent: Author = None,
     tenant: Tenant = None,
     project_id: Project = None,
     idempotency_key: IdempotencyKey = None,
@@ -101,18 +101,20 @@ async def create_handoff(
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
+    author = author_of(state, agent)
     optional = _given(project_id=project_id, idempotency_key=idempotency_key)
-    result = await state.call(lambda core: core.create_handoff(tenant_id, session, agent, content, **optional))
+    result = await state.call(lambda core: core.create_handoff(tenant_id, session, author, content, **optional))
     return state.shaper.added(result)
 
 
 @mcp_tool
-async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None) -> dict[str, Any]:
+async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
     """Delete one memory from both stores, permanently. Returns {ref, deleted}; deleted=false when the
-    ref does not exist in this tenant."""
+    ref does not exist in this tenant or is another agent's private memory (only its author deletes it)."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
-    deleted = await state.call(lambda core: core.delete_memory(tenant_id, ref))
+    who = viewer_of(state, viewer)
+    deleted = await state.call(lambda core: core.delete_memory(tenant_id, ref, viewer=who))
     return {"ref": ref, "deleted": bool(deleted)}
 
 
@@ -125,7 +127,8 @@ async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: V
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
-    contents = await state.call(lambda core: core.get_contents(tenant_id, refs, viewer=viewer))
+    who = viewer_of(state, viewer)
+    contents = await state.call(lambda core: core.get_contents(tenant_id, refs, viewer=who))
     return state.shaper.contents(contents)
 
 
@@ -138,7 +141,8 @@ async def check_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewe
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
-    result = await state.call(lambda core: core.check_memory(tenant_id, ref, viewer=viewer))
+    who = viewer_of(state, viewer)
+    result = await state.call(lambda core: core.check_memory(tenant_id, ref, viewer=who))
     return state.shaper.check(result)
 
 
@@ -160,5 +164,6 @@ async def query_recent_turns(
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
-    page = await state.call(lambda core: core.query_recent_turns(tenant_id, session, limit, cursor, viewer=viewer))
+    who = viewer_of(state, viewer)
+    page = await state.call(lambda core: core.query_recent_turns(tenant_id, session, limit, cursor, viewer=who))
     return state.shaper.recent_turns(page)

@@ -207,7 +207,7 @@ def delete(
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Delete one memory from both stores (exit 3 when the tenant has no such memory).
+    """Delete one memory from both stores, private ones too (exit 3 when the tenant has no such memory).
 
     Example: memory-core delete mem:42 --tenant acme
 
@@ -215,7 +215,7 @@ def delete(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        deleted = core.delete_memory(tenant, ref)  # type: ignore[arg-type]
+        deleted = core.delete_memory_as_operator(tenant, ref)  # type: ignore[arg-type]
     if not deleted:
         raise NotFoundError(f"No memory {ref} in this tenant.", ref=ref)
     if opts.json:

@@ -1,0 +1,39 @@
+"""Who is calling: the ``agent`` (author) and ``viewer`` arguments, and their resolution.
+
+On a connection bound to an agent (an agent-bound bearer token, or ``MEMORY_CORE_AGENT``
+over stdio) both are optional and may only name that agent (AGENT_MISMATCH otherwise).
+Without an agent binding the caller declares them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from tools.mcp_context import ServerState
+
+Author = Annotated[
+    str | None,
+    Field(
+        description="Id of the agent writing this memory (its author). On a connection bound to an agent it "
+        "defaults to that agent and may not name another (AGENT_MISMATCH); required otherwise."
+    ),
+]
+Viewer = Annotated[
+    str | None,
+    Field(
+        description="Your agent id. Memories written with visibility='agent' are returned only to their author. "
+        "On a connection bound to an agent it defaults to that agent and may not name another (AGENT_MISMATCH)."
+    ),
+]
+
+
+def author_of(state: ServerState, agent: str | None) -> str | None:
+    """The author a write names: the bound agent, or the declared one (None: the service refuses)."""
+    return state.scope.resolve_agent(agent, "agent")
+
+
+def viewer_of(state: ServerState, viewer: str | None) -> str | None:
+    """The viewer a read acts as: the bound agent, or the declared one (None: shared rows only)."""
+    return state.scope.resolve_agent(viewer, "viewer")
