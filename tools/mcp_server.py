@@ -99,12 +99,25 @@ class MemoryMCPServer(MCPServer[ServerState]):
             raise
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+    (list, "an array"), (dict, "an object"), (type(None), "null"),
+)
+
+
+def _json_type(value: object) -> str:
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
+
+
 def _first_problem(error: ValidationError) -> str:
-    """One sentence naming the first bad argument (and how many more there are)."""
+    """One sentence naming the first bad argument, what it got when the type was wrong, and how
+    many more problems there are."""
     problems = error.errors()
     first = problems[0]
     field = ".".join(str(part) for part in first["loc"]) or "arguments"
     message = "is required" if first["type"] == "missing" else first["msg"][:1].lower() + first["msg"][1:]
+    if first["type"].endswith("_type"):
+        message += f" (got {_json_type(first['input'])})"
     more = f" ({len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
     return f"Argument '{field}' {message}{more}."
 
@@ -164,14 +177,24 @@ def build_server(
 
 
 class ContainerJsonOnly(FuncMetadata):
-    """The SDK JSON-decodes string arguments of any non-``str`` parameter, so the string
-    ``"null"`` became None for every ``str | None`` argument (a session named "null" lost its
-    filter, an idempotency key "null" was ignored). Keep decoding only where it yields a list
-    or an object (clients that send ``exclude_contents`` as a JSON string still work)."""
+    """Tool arguments are validated strictly, as the JSON types the schema states.
+
+    - The SDK JSON-decodes string arguments of any non-``str`` parameter, so the string
+      ``"null"`` became None for every ``str | None`` argument (a session named "null" lost its
+      filter, an idempotency key "null" was ignored). Keep decoding only where it yields a list
+      or an object (clients that send ``exclude_contents`` as a JSON string still work).
+    - pydantic's lax mode turned ``limit: "10"`` or ``true`` into 10 or 1, ``deep: "yes"`` into
+      True and ``salience: true`` into 1.0; strict mode refuses them, so a wrong type is
+      INVALID_INPUT naming the argument instead of a silently different call.
+    """
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
         parsed = super().pre_parse_json(data)
         return {k: v if isinstance(v, list | dict) else data[k] for k, v in parsed.items()}
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        model = self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate), strict=True)
+        return model.model_dump_one_level()
 
 
 async def open_core(settings: Settings, data_dir: str | None) -> MemoryCore:
