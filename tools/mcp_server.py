@@ -30,6 +30,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
@@ -37,6 +38,7 @@ from memory_core.config import Settings, load_settings
 from memory_core.errors import ConfigError, MemoryCoreError
 from memory_core.service import MemoryCore
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
+from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
 from tools.mcp_session_tools import recover_context, summarize_session
@@ -226,6 +228,7 @@ async def serve_http(
     host, port, tokens = settings.server.host, settings.server.port, settings.server.tokens
     check_token_hashes(tokens)
     check_bind(host, tokens)
+    check_body_budget(settings.server.max_request_bytes, settings.server.max_inflight_bytes)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -244,8 +247,21 @@ async def serve_http(
         with_tokens=bool(tokens),
         on_ready=(lambda: announce(url)) if announce else None,
     )
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=host,
+        max_request_body_size=settings.server.max_request_bytes,
+        # Host/Origin are checked by HttpGuard for every loopback spelling, not by the SDK's
+        # exact-string test, so one policy decides (tools/http_guard.py)
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    guarded = HttpGuard(
+        app,
+        policy=HostPolicy.for_bind(host, bound_port),
+        max_request_bytes=settings.server.max_request_bytes,
+        max_inflight_bytes=settings.server.max_inflight_bytes,
+    )
+    config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
