@@ -79,6 +79,8 @@ class ServerSettings(_Section):
     tenant: str | None = None
     tokens: dict[str, str] = Field(default_factory=dict)
     mcp_limit_cap: int = Field(50, ge=1)
+    max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    max_inflight_bytes: int = Field(32 * 1024 * 1024, ge=1024)
 
 
 class OperatingContextSettings(_Section):
