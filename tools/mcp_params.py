@@ -2,7 +2,9 @@
 
 Caps live here, in the schema, not in the library: recall ``limit`` ≤ 50, ``get_contents``
 refs ≤ 20, ``query_recent_turns`` limit ≤ 100. Unknown arguments are ignored (pydantic's
-default), so newer clients can send fields an older server does not know yet.
+default), so newer clients can send fields an older server does not know yet. Known ones are
+validated strictly (``tools.mcp_server.ContainerJsonOnly``): ``"10"`` is not an integer, ``1``
+is not a boolean, ``true`` is not a number.
 """
 
 from __future__ import annotations
@@ -134,7 +136,10 @@ Source = Annotated[
     Field(description="Provenance, e.g. {'id': 'discord:123'}; source_id filters on it."),
 ]
 Project = Annotated[str | None, Field(description="Project bucket; omit for the global pool.")]
-Salience = Annotated[float | None, Field(ge=0.0, le=1.0, description="Importance 0..1 (default 0.5; handoffs 0.95).")]
+Salience = Annotated[
+    float | None,
+    Field(ge=0.0, le=1.0, allow_inf_nan=False, description="Importance 0..1 (default 0.5; handoffs 0.95)."),
+]
 Visibility = Annotated[
     Literal["tenant", "agent"],
     Field(description="'tenant' (default): every agent of the tenant sees it. 'agent': only you, the author."),

@@ -30,6 +30,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
@@ -37,6 +38,7 @@ from memory_core.config import Settings, load_settings
 from memory_core.errors import ConfigError, MemoryCoreError
 from memory_core.service import MemoryCore
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
+from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
 from tools.mcp_session_tools import recover_context, summarize_session
@@ -99,12 +101,25 @@ class MemoryMCPServer(MCPServer[ServerState]):
             raise
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+    (list, "an array"), (dict, "an object"), (type(None), "null"),
+)
+
+
+def _json_type(value: object) -> str:
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
+
+
 def _first_problem(error: ValidationError) -> str:
-    """One sentence naming the first bad argument (and how many more there are)."""
+    """One sentence naming the first bad argument, what it got when the type was wrong, and how
+    many more problems there are."""
     problems = error.errors()
     first = problems[0]
     field = ".".join(str(part) for part in first["loc"]) or "arguments"
     message = "is required" if first["type"] == "missing" else first["msg"][:1].lower() + first["msg"][1:]
+    if first["type"].endswith("_type"):
+        message += f" (got {_json_type(first['input'])})"
     more = f" ({len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
     return f"Argument '{field}' {message}{more}."
 
@@ -164,14 +179,24 @@ def build_server(
 
 
 class ContainerJsonOnly(FuncMetadata):
-    """The SDK JSON-decodes string arguments of any non-``str`` parameter, so the string
-    ``"null"`` became None for every ``str | None`` argument (a session named "null" lost its
-    filter, an idempotency key "null" was ignored). Keep decoding only where it yields a list
-    or an object (clients that send ``exclude_contents`` as a JSON string still work)."""
+    """Tool arguments are validated strictly, as the JSON types the schema states.
+
+    - The SDK JSON-decodes string arguments of any non-``str`` parameter, so the string
+      ``"null"`` became None for every ``str | None`` argument (a session named "null" lost its
+      filter, an idempotency key "null" was ignored). Keep decoding only where it yields a list
+      or an object (clients that send ``exclude_contents`` as a JSON string still work).
+    - pydantic's lax mode turned ``limit: "10"`` or ``true`` into 10 or 1, ``deep: "yes"`` into
+      True and ``salience: true`` into 1.0; strict mode refuses them, so a wrong type is
+      INVALID_INPUT naming the argument instead of a silently different call.
+    """
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
         parsed = super().pre_parse_json(data)
         return {k: v if isinstance(v, list | dict) else data[k] for k, v in parsed.items()}
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        model = self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate), strict=True)
+        return model.model_dump_one_level()
 
 
 async def open_core(settings: Settings, data_dir: str | None) -> MemoryCore:
@@ -203,6 +228,7 @@ async def serve_http(
     host, port, tokens = settings.server.host, settings.server.port, settings.server.tokens
     check_token_hashes(tokens)
     check_bind(host, tokens)
+    check_body_budget(settings.server.max_request_bytes, settings.server.max_inflight_bytes)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -221,8 +247,21 @@ async def serve_http(
         with_tokens=bool(tokens),
         on_ready=(lambda: announce(url)) if announce else None,
     )
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=host,
+        max_request_body_size=settings.server.max_request_bytes,
+        # Host/Origin are checked by HttpGuard for every loopback spelling, not by the SDK's
+        # exact-string test, so one policy decides (tools/http_guard.py)
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    guarded = HttpGuard(
+        app,
+        policy=HostPolicy.for_bind(host, bound_port),
+        max_request_bytes=settings.server.max_request_bytes,
+        max_inflight_bytes=settings.server.max_inflight_bytes,
+    )
+    config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
 
 

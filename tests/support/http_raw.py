@@ -1,0 +1,64 @@
+"""Raw HTTP against a real server subprocess, for tests that must forge headers or bodies.
+
+- ``serving(host, data_dir, **env)``: ``python -m tools.mcp_server --http --host HOST --port 0``;
+  yields the announced URL and stops the process on exit.
+- ``RawSession(url)``: an initialized MCP session over plain httpx; ``call`` sends one
+  ``tools/call`` with any extra headers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.mcp_harness import ROOT, SERVER_MODULE, _await_url, server_env
+
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@contextmanager
+def serving(host: str, data_dir: Path, **env: str) -> Iterator[str]:
+    """``serve --http --host HOST --port 0`` as a subprocess; yields the announced URL."""
+    args = [sys.executable, "-m", SERVER_MODULE, "--http", "--host", host, "--port", "0", "--data-dir", str(data_dir)]
+    proc = subprocess.Popen(args, cwd=ROOT, env=server_env(**env), stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        yield _await_url(proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+class RawSession:
+    """An initialized MCP session over plain httpx, so each request's headers can be forged."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.http = httpx.Client(timeout=30)
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "rebinding-test", "version": "1"}}}  # fmt: skip
+        response = self.http.post(url, json=init, headers=ACCEPT)
+        assert response.status_code == 200, response.text
+        self.session = response.headers["mcp-session-id"]
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert self.http.post(url, json=done, headers=self._headers({})).status_code == 202
+
+    def _headers(self, extra: dict[str, str]) -> dict[str, str]:
+        return {**ACCEPT, "mcp-session-id": self.session, **extra}
+
+    def call(self, tool: str, arguments: dict[str, Any], **headers: str) -> httpx.Response:
+        body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+        return self.http.post(self.url, json=body, headers=self._headers(headers))

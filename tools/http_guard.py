@@ -1,0 +1,258 @@
+"""The HTTP front door: Host/Origin checks against DNS rebinding, and a budget of body bytes.
+
+One ASGI middleware wraps the whole streamable-HTTP app, so both checks run before the MCP
+SDK (and any tool) sees a request:
+
+- **Host and Origin (loopback binds).** A web page can make a browser send requests to a
+  loopback server through a DNS name it controls (``attacker.example`` → 127.0.0.1); the
+  request then carries ``Host: attacker.example`` and ``Origin: http://attacker.example``.
+  The SDK turns its own check on only when the bind address is spelled exactly
+  ``127.0.0.1``, ``localhost`` or ``::1``, so ``--host LOCALHOST`` or ``127.0.0.2`` served
+  every page. Here every loopback bind allows exactly the names that reach its socket (the
+  bound address, and ``localhost`` where it resolves there) on the bound port, compared
+  after normalising case and IPv6 brackets. A foreign Host gets 421, a foreign or ``null``
+  Origin 403. A request without Origin (not a browser) is judged by its Host alone.
+- **Request bodies.** One body may hold at most ``max_request_bytes``; all bodies being read
+  or handled at once at most ``max_inflight_bytes``. The bytes are counted as they arrive,
+  before the app sees any of them, and stay counted until the response ends. A body declared
+  (Content-Length) or found too large gets 413 without reading the rest; one that would pass
+  the shared budget gets 503 with ``Retry-After``. Every refusal carries a JSON-RPC error body
+  whose ``data.code`` is stable: ``HOST_NOT_ALLOWED``, ``ORIGIN_NOT_ALLOWED``,
+  ``REQUEST_TOO_LARGE``, ``SERVER_BUSY``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memory_core.errors import ConfigError
+from tools.auth import is_loopback
+
+INVALID_REQUEST = -32600
+RETRY_AFTER_S = 1
+
+
+def check_body_budget(max_request_bytes: int, max_inflight_bytes: int) -> None:
+    """Fail at start when one allowed body could never fit the shared budget."""
+    if max_inflight_bytes < max_request_bytes:
+        raise ConfigError(
+            f"server.max_inflight_bytes ({max_inflight_bytes}) is smaller than server.max_request_bytes "
+            f"({max_request_bytes}): a request of the allowed size could never be read.",
+            key="server.max_inflight_bytes",
+        )
+
+
+def normalize_host(name: str) -> str:
+    """Lowercase; IP addresses in canonical form, IPv6 in brackets (as a Host header has it)."""
+    bare = name.strip().lower()
+    if bare.startswith("[") and bare.endswith("]"):
+        bare = bare[1:-1]
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        return bare
+    return f"[{address.compressed}]" if address.version == 6 else address.compressed
+
+
+def loopback_names(bound_host: str) -> frozenset[str]:
+    """The host names a client on this machine may use to reach a server bound to ``bound_host``.
+
+    The bound address itself, ``localhost`` when the server sits on what it resolves to (127.0.0.1
+    or ::1), and the addresses ``localhost`` resolves to when the server was bound by that name.
+    Any other loopback address (127.0.0.2, …) allows only itself.
+    """
+    bound = normalize_host(bound_host)
+    names = {bound}
+    localhost = _resolve("localhost")
+    if bound == "localhost":
+        names |= localhost
+    elif bound in localhost or bound in {"127.0.0.1", "[::1]"}:
+        names.add("localhost")
+    return frozenset(names)
+
+
+def _resolve(name: str) -> set[str]:
+    try:
+        infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return set()
+    return {normalize_host(str(info[4][0])) for info in infos}
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """Which Host and Origin headers a loopback server answers."""
+
+    names: frozenset[str]
+    port: int
+
+    @classmethod
+    def for_bind(cls, host: str, port: int) -> HostPolicy | None:
+        """The policy of a loopback bind; None beyond loopback (bearer tokens guard those)."""
+        return cls(loopback_names(host), port) if is_loopback(host) else None
+
+    def allows_host(self, header: str | None) -> bool:
+        if not header:
+            return False
+        name, port = _split_host_port(header)
+        return port is not None and name in self.names and port == self.port
+
+    def allows_origin(self, header: str | None) -> bool:
+        if header is None:
+            return True  # not sent by a browser; the Host check still applies
+        try:
+            parts = urlsplit(header.strip())
+            port = parts.port
+        except ValueError:
+            return False
+        if parts.scheme.lower() != "http" or not parts.hostname or parts.path or parts.query:
+            return False  # "null", other schemes, anything that is not scheme://host[:port]
+        return normalize_host(parts.hostname) in self.names and (port or 80) == self.port
+
+
+def _split_host_port(header: str) -> tuple[str, int | None]:
+    """``name[:port]`` or ``[v6][:port]`` → (normalised name, port; 80 when absent; None if bad)."""
+    text = header.strip()
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            return "", None
+        name, rest = text[: end + 1], text[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return "", None
+        port_text = rest[1:] if rest else ""
+    else:
+        name, _, port_text = text.partition(":")
+    if port_text and not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5):
+        return "", None
+    return normalize_host(name), int(port_text) if port_text else 80
+
+
+class ByteBudget:
+    """Bytes of request bodies held at once. The event loop is single-threaded: no lock needed."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.held = 0
+
+    def take(self, n: int) -> bool:
+        if self.held + n > self.capacity:
+            return False
+        self.held += n
+        return True
+
+    def give_back(self, n: int) -> None:
+        self.held -= n
+
+
+class HttpGuard:
+    """ASGI middleware: Host/Origin policy (when given), then the body byte budget."""
+
+    def __init__(
+        self, app: ASGIApp, *, policy: HostPolicy | None, max_request_bytes: int, max_inflight_bytes: int
+    ) -> None:
+        self.app = app
+        self.policy = policy
+        self.max_request_bytes = max_request_bytes
+        self.budget = ByteBudget(max_inflight_bytes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if self.policy is not None:
+            if not self.policy.allows_host(headers.get("host")):
+                await _refuse(send, 421, "HOST_NOT_ALLOWED", "This server answers only its own loopback address "
+                              "and port in the Host header.")
+                return
+            if not self.policy.allows_origin(headers.get("origin")):
+                await _refuse(send, 403, "ORIGIN_NOT_ALLOWED", "Requests from web pages of other origins are "
+                              "refused.")
+                return
+        declared = _content_length(headers)
+        if declared is not None and declared > self.max_request_bytes:
+            await self._too_large(send)
+            return
+        if declared is not None and declared > self.budget.capacity - self.budget.held:
+            await self._busy(send)
+            return
+        held = _Held()
+        try:
+            body, refusal = await self._read_body(receive, held)
+            if refusal is not None:
+                await refusal(send)
+                return
+            await self.app(scope, _replay(body, receive), send)
+        finally:
+            self.budget.give_back(held.n)
+
+    async def _read_body(self, receive: Receive, held: _Held) -> tuple[list[Message], Refusal | None]:
+        """Receive the body, counting each chunk against both limits before keeping it."""
+        messages: list[Message] = []
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                return messages, None
+            size = len(message.get("body", b""))
+            if held.n + size > self.max_request_bytes:
+                return [], self._too_large
+            if not self.budget.take(size):
+                return [], self._busy
+            held.n += size
+            if not message.get("more_body", False):
+                return messages, None
+
+    async def _too_large(self, send: Send) -> None:
+        await _refuse(send, 413, "REQUEST_TOO_LARGE", f"A request body may hold at most {self.max_request_bytes} "
+                      "bytes (server.max_request_bytes).")
+
+    async def _busy(self, send: Send) -> None:
+        await _refuse(send, 503, "SERVER_BUSY", "The server is reading too many large requests at once "
+                      "(server.max_inflight_bytes); retry shortly.", retry_after=True)
+
+
+Refusal = Callable[[Send], Awaitable[None]]
+
+
+@dataclass
+class _Held:
+    """Bytes of one request counted against the budget (returned when its response ends)."""
+
+    n: int = 0
+
+
+def _content_length(headers: Headers) -> int | None:
+    raw = headers.get("content-length")
+    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() else None
+
+
+def _replay(messages: Iterable[Message], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
+
+
+async def _refuse(send: Send, status: int, code: str, message: str, *, retry_after: bool = False) -> None:
+    """A JSON-RPC error body (id null: the request was never read) with a stable data.code."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message, "data": {"code": code}}}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close")]
+    if retry_after:
+        headers.append((b"retry-after", str(RETRY_AFTER_S).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
