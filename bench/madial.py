@@ -26,6 +26,7 @@ from typing import Any
 from bench.common import open_bench_core, print_table, stage
 from bench.embed_cache import cached_minilm
 from bench.ranking import Bm25Baseline, HitBoard, vector_rank
+from memory_core import MemoryCore
 
 DEPTH = 10
 TENANT = "madial"
@@ -72,37 +73,58 @@ def load_probes(root: Path) -> list[Probe]:
     return probes
 
 
-def run(root: Path, preset: str | None, own_sessions: bool) -> dict[str, Any]:
+@dataclass
+class Loaded:
+    probes: list[Probe]
+    ref_to_id: dict[str, str]
+    bm25: Bm25Baseline
+    memories: int
+
+
+def ingest(core: MemoryCore, root: Path, own_sessions: bool) -> Loaded:
+    """Every memory into the one tenant, through ``add_memories``."""
     memories = load_memories(root)
-    probes = load_probes(root)
+    items = []
+    for mid, m in memories:
+        when = datetime.strptime(m["time"], "%Y-%m-%d").replace(tzinfo=UTC)
+        items.append({"tenant": TENANT, "agent": "memory-bank", "type": "event", "content": m["event"],
+                      "session": f"m{mid}" if own_sessions else when.strftime("%Y-%m"),
+                      "timestamp": when, "source": {"id": mid}})
+    results = core.add_memories(items)
+    ref_to_id = {r.ref: mid for r, (mid, _m) in zip(results, memories, strict=True)}
+    return Loaded(load_probes(root), ref_to_id, Bm25Baseline([(mid, m["event"]) for mid, m in memories]),
+                  len(memories))
+
+
+def score(core: MemoryCore, data: Loaded, options: dict[str, Any], with_context: bool) -> dict[str, float]:
+    board = HitBoard()
+    for p in data.probes:
+        if with_context:
+            res = core.recall_with_context(TENANT, p.query, p.context, limit=DEPTH, **options)
+        else:
+            res = core.recall(TENANT, p.query, limit=DEPTH, **options)
+        board.add([data.ref_to_id[m.ref] for m in res.messages], p.target, p.relevant)
+    return board.summary()
+
+
+def run(root: Path, preset: str | None, own_sessions: bool) -> dict[str, Any]:
     options = {"preset": preset} if preset else {}
-    boards = {name: HitBoard() for name in ("raw vector", "bm25", "recall", "recall_with_context")}
     with tempfile.TemporaryDirectory(prefix="madial-bench-") as tmp:
         core = open_bench_core(Path(tmp) / "store", cached_minilm())
         try:
-            with stage(f"ingest {len(memories)} memories, score {len(probes)} test turns"):
-                items = []
-                for mid, m in memories:
-                    when = datetime.strptime(m["time"], "%Y-%m-%d").replace(tzinfo=UTC)
-                    items.append({"tenant": TENANT, "agent": "memory-bank", "type": "event", "content": m["event"],
-                                  "session": f"m{mid}" if own_sessions else when.strftime("%Y-%m"),
-                                  "timestamp": when, "source": {"id": mid}})
-                results = core.add_memories(items)
-                ref_to_id = {r.ref: mid for r, (mid, _m) in zip(results, memories, strict=True)}
-                bm25 = Bm25Baseline([(mid, m["event"]) for mid, m in memories])
-                for p in probes:
-                    boards["raw vector"].add(vector_rank(core, TENANT, p.query, ref_to_id, DEPTH), p.target,
-                                             p.relevant)
-                    boards["bm25"].add(bm25.rank(p.query, DEPTH), p.target, p.relevant)
-                    res = core.recall(TENANT, p.query, limit=DEPTH, **options)
-                    boards["recall"].add([ref_to_id[m.ref] for m in res.messages], p.target, p.relevant)
-                    res = core.recall_with_context(TENANT, p.query, p.context, limit=DEPTH, **options)
-                    boards["recall_with_context"].add([ref_to_id[m.ref] for m in res.messages], p.target,
-                                                      p.relevant)
+            with stage("ingest and score"):
+                data = ingest(core, root, own_sessions)
+                vector, bm25 = HitBoard(), HitBoard()
+                for p in data.probes:
+                    vector.add(vector_rank(core, TENANT, p.query, data.ref_to_id, DEPTH), p.target, p.relevant)
+                    bm25.add(data.bm25.rank(p.query, DEPTH), p.target, p.relevant)
+                methods = {"raw vector": vector.summary(), "bm25": bm25.summary(),
+                           "recall": score(core, data, options, False),
+                           "recall_with_context": score(core, data, options, True)}
         finally:
             core.close()
-    return {"data": str(root), "probes": len(probes), "memories": len(memories), "own_sessions": own_sessions,
-            "methods": {name: b.summary() for name, b in boards.items()}}
+    return {"data": str(root), "probes": len(data.probes), "memories": data.memories,
+            "own_sessions": own_sessions, "methods": methods}
 
 
 def report(result: dict[str, Any]) -> None:
