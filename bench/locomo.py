@@ -31,7 +31,7 @@ from bench.common import open_bench_core, percentiles, print_table, stage
 from bench.locomo_data import CATEGORY_NAMES, Conversation, QAItem, load_locomo
 from bench.metrics import MRR_DEPTH, Scoreboard
 from memory_core import MemoryCore
-from memory_core.embedding import shared_minilm
+from bench.embed_cache import cached_minilm
 
 DEPTH = max(20, MRR_DEPTH)  # rows asked of every method; MRR@20 needs 20
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -116,7 +116,7 @@ def run(data: Path, preset: str | None, baselines: bool) -> dict[str, Any]:
     options = {"preset": preset} if preset else {}
     label = f"recall[{preset}]" if preset else "recall"
     with tempfile.TemporaryDirectory(prefix="locomo-bench-") as tmp:
-        core = open_bench_core(Path(tmp) / "store", shared_minilm())
+        core = open_bench_core(Path(tmp) / "store", cached_minilm())
         try:
             for conv in conversations:
                 with stage(f"{conv.sample_id}: ingest {len(conv.turns)} turns, score {len(conv.qa)} questions"):

@@ -18,6 +18,7 @@ from typing import Any
 
 import networkx as nx
 
+from graph.agent_names import AgentNameIndex
 from graph.db import GraphDB
 from graph.session_index import Key, SessionIndex
 
@@ -68,7 +69,7 @@ class GraphStore:
         self.turn_index = SessionIndex()
         self.tenant_index = SessionIndex()  # session key "" : every memory of the tenant by time
         self._memory_count: dict[str, int] = {}
-        self._agents: dict[str, set[str]] = {}
+        self._agents: dict[str, AgentNameIndex] = {}  # tenant -> its agents, indexed by name
         self.load()
 
     # ---- loading -------------------------------------------------------------------------
@@ -101,7 +102,7 @@ class GraphStore:
         self._agents = {}
         for _node, attrs in g.nodes(data=True):
             if attrs.get("kind") == AGENT:
-                self._agents.setdefault(attrs["tenant"], set()).add(attrs["agent"])
+                self._agents.setdefault(attrs["tenant"], AgentNameIndex()).add(attrs["agent"])
         self.all_index, self.turn_index, self.tenant_index = SessionIndex(), SessionIndex(), SessionIndex()
         by_tenant: dict[str, list[Key]] = {}
         for (t, s), keys in all_keys.items():
@@ -238,7 +239,7 @@ class GraphStore:
         g = self.graph
         if a_node not in g:
             g.add_node(a_node, kind=AGENT, tenant=tenant, agent=row["agent"])
-            self._agents.setdefault(tenant, set()).add(row["agent"])
+            self._agents.setdefault(tenant, AgentNameIndex()).add(row["agent"])
         if s_node not in g:
             g.add_node(s_node, kind=SESSION, tenant=tenant, session=session)
         g.add_node(m_node, **attrs)
@@ -331,7 +332,12 @@ class GraphStore:
 
     def agents(self, tenant: str) -> frozenset[str]:
         """Every agent that has written in the tenant (AGENT nodes)."""
-        return frozenset(self._agents.get(tenant, ()))
+        index = self._agents.get(tenant)
+        return frozenset(index.names) if index else frozenset()
+
+    def agent_names(self, tenant: str) -> AgentNameIndex:
+        """The tenant's agent-name index (kept current on write; empty for an unknown tenant)."""
+        return self._agents.get(tenant) or AgentNameIndex()
 
     def tenants(self) -> list[str]:
         return sorted(t for t, n in self._memory_count.items() if n > 0)

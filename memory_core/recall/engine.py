@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,7 +30,7 @@ from memory_core import validation as v
 from memory_core.config import Settings
 from memory_core.embedding import Embedder
 from memory_core.errors import InvalidInputError, StoreUnavailableError
-from memory_core.models import RecallResult
+from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
 from memory_core.recall import scoring
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
@@ -43,6 +44,16 @@ from memory_core.vector_store import VectorHit, VectorStore
 MAX_QUERY_CHARS = 8_000
 COVERAGE_ROWS = 10
 Lexical = tuple[list[LexicalHit], list[LexicalHit]]  # (window BM25 hits, keyword hits)
+
+
+def _anchor(now: object) -> datetime | None:
+    """The caller's ``now`` (what relative dates in the query count back from), validated."""
+    if now is None:
+        return None
+    try:
+        return v.timestamp(now)
+    except InvalidInputError as exc:
+        raise InvalidInputError("'now' must be a timezone-aware datetime or ISO-8601 string.", field="now") from exc
 
 
 class Recaller:
@@ -68,7 +79,7 @@ class Recaller:
         type: str | None = None, session: str | None = None, agent: str | None = None,
         channel: str | None = None, source_id: str | None = None, project_id: Any = UNSET,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        context_text: str | None = None,
+        context_text: str | None = None, now: datetime | str | None = None,
     ) -> RecallResult:
         started = time.perf_counter()
         tenant = v.tenant(tenant)
@@ -79,6 +90,7 @@ class Recaller:
         limit = self.settings.recall.default_limit if limit is None else limit
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= window:
             raise InvalidInputError(f"'limit' must be an integer from 1 to {window}.", field="limit")
+        anchor = _anchor(now)
         cfg = resolve_preset(preset, self.settings.recall)
         scope = resolve_project(project_id, viewer, self.settings.operating_context.agents)
         filters = RecallFilters.build(
@@ -92,9 +104,11 @@ class Recaller:
                 result.messages = self._most_recent(filters, limit)
         else:
             # embedding and the Chroma query run outside the store lock; the graph join inside it
-            with self.graph.db.lock:
-                agents = self.graph.agents(filters.tenant)
-            reading = read_query(query, agents) if query.strip() else read_query(context_text or "", ())
+            with self.graph.db.lock:  # the name index is O(query), whatever the number of agents
+                if anchor is None and (bounds := self.graph.tenant_index.bounds(filters.tenant, "")):
+                    anchor = from_us(bounds[1][0])  # relative dates: against the newest memory
+                reading = (read_query(query, self.graph.agent_names(filters.tenant), anchor) if query.strip()
+                           else read_query(context_text or "", (), anchor))
             pool = min(window, max(cfg.vector_pool, limit * 5))
             # the lexical branch needs no embedding: it runs while the query is embedded
             # (SQLite and onnxruntime both release the GIL), hiding its cost behind the model's

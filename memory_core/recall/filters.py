@@ -9,6 +9,7 @@ re-checked against the node, so a pushdown that is looser than the predicate is 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,9 +54,23 @@ def resolve_project(project_id: object, viewer: str | None, agent_projects: dict
     return ProjectScope(project_id, project_id, None)
 
 
+PREFIX_MIN_CHARS = 20  # shorter held strings ("Yes", "ok") identify a row only by equality
+
+
 def normalize(text: str) -> str:
-    """Case-folded, whitespace-collapsed: the form exclude_contents compares."""
-    return " ".join(text.split()).casefold()
+    """NFC, case-folded, whitespace-collapsed: the form exclude_contents compares."""
+    return " ".join(unicodedata.normalize("NFC", text).split()).casefold()
+
+
+def holds(held: str, content: str) -> bool:
+    """True when ``held`` (normalized) stands for ``content`` (normalized): equal, or one a
+    prefix of the other while the shorter has at least ``PREFIX_MIN_CHARS`` characters (a
+    preview is a prefix of its row; "Yes" is not the row "Yes, the kiln moved to Thursday")."""
+    if held == content:
+        return True
+    if min(len(held), len(content)) < PREFIX_MIN_CHARS:
+        return False
+    return content.startswith(held) or held.startswith(content)
 
 
 @dataclass(frozen=True)
@@ -124,11 +139,11 @@ class RecallFilters:
         return not (self.session and a["session"] != self.session)
 
     def excluded(self, content: str) -> bool:
-        """Bidirectional starts-with against what the caller already holds."""
+        """Whether the caller already holds this row (see :func:`holds`)."""
         if not self.exclude:
             return False
         text = normalize(content)
-        return any(text.startswith(x) or x.startswith(text) for x in self.exclude)
+        return any(holds(x, text) for x in self.exclude)
 
     @property
     def selective(self) -> bool:
