@@ -79,6 +79,7 @@ class ServerSettings(_Section):
     tenant: str | None = None
     tokens: dict[str, str] = Field(default_factory=dict)
     mcp_limit_cap: int = Field(50, ge=1)
+    operator_token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
 
 
 class OperatingContextSettings(_Section):
