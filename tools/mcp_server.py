@@ -222,6 +222,9 @@ async def serve_http(
         on_ready=(lambda: announce(url)) if announce else None,
     )
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    from tools.ui import build_ui_app  # the operator's read-only inspector; jinja2 loads only for HTTP
+
+    app.mount("/ui", build_ui_app(core))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
 
