@@ -80,7 +80,7 @@ class Guard(BaseHTTPMiddleware):
         wants_html = request.method == "GET" and "text/html" in request.headers.get("accept", "")
         if wants_html and "authorization" not in request.headers:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-            return RedirectResponse(f"{root}/login?next={quote(target)}", status_code=303)
+            return RedirectResponse(f"{root}/login?next={quote(target, safe='')}", status_code=303)
         return JSONResponse({"error": {"code": "UNAUTHORIZED", "message": "The operator token is required."}},
                             status_code=401, headers={"WWW-Authenticate": 'Bearer realm="memory-core-ui"'})
 
