@@ -4,51 +4,19 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 from typer.testing import CliRunner
 
-from memory_core import MemoryCore
 from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
-from tests.support.mcp_harness import ROOT, running_http_server, server_env
-from tests.support.ui_store import AGENT_TOKEN, OPERATOR_TOKEN, config_text, populate
+from tests.support.mcp_harness import running_http_server
+from tests.support.ui_store import AGENT_TOKEN, OPERATOR_TOKEN, make_store, running_ui
 from tools.auth import hash_token
 from tools.cli.app import app
 
 runner = CliRunner()
-CLI = [sys.executable, "-c", "from tools.cli.app import main; main()"]
-
-
-def _store(tmp_path: Path) -> tuple[Path, Path]:
-    data, config = tmp_path / "data", tmp_path / "memory-core.toml"
-    config.write_text(config_text(), encoding="utf-8")
-    settings = load_settings(config, environ={}, overrides={"embedding": {"provider": "hash"}})
-    with MemoryCore.open(data, settings=settings, embedder=HashEmbedder()) as core:
-        populate(core)
-    return data, config
-
-
-@contextmanager
-def running_ui(data: Path, config: Path) -> Iterator[str]:
-    proc = subprocess.Popen([*CLI, "ui", "--data-dir", str(data), "--config", str(config), "--port", "0",
-                             "--announce", "--json"], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"memory-core ui exited: {proc.stderr.read() if proc.stderr else ''}")
-        yield json.loads(line)["url"]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def _wait_ok(url: str, headers: dict[str, str]) -> httpx.Response:
@@ -63,7 +31,7 @@ def _wait_ok(url: str, headers: dict[str, str]) -> httpx.Response:
 
 
 def test_serve_http_mounts_the_inspector_next_to_mcp(tmp_path: Path) -> None:
-    data, config = _store(tmp_path)
+    data, config, _refs = make_store(tmp_path)
     with running_http_server(data, config=config) as mcp_url:
         base = mcp_url.rsplit("/mcp", 1)[0]
         r = _wait_ok(f"{base}/ui/tenant?t=acme", {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
@@ -75,7 +43,7 @@ def test_serve_http_mounts_the_inspector_next_to_mcp(tmp_path: Path) -> None:
 
 
 def test_memory_core_ui_serves_the_inspector_alone_on_loopback(tmp_path: Path) -> None:
-    data, config = _store(tmp_path)
+    data, config, _refs = make_store(tmp_path)
     with running_ui(data, config) as url:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/ui/")
         r = _wait_ok(url, {"Authorization": f"Bearer {OPERATOR_TOKEN}"})
@@ -86,7 +54,7 @@ def test_memory_core_ui_serves_the_inspector_alone_on_loopback(tmp_path: Path) -
 
 
 def test_memory_core_ui_refuses_other_hosts_and_a_store_without_an_operator_token(tmp_path: Path) -> None:
-    data, config = _store(tmp_path)
+    data, config, _refs = make_store(tmp_path)
     result = runner.invoke(app, ["ui", "--data-dir", str(data), "--config", str(config), "--host", "0.0.0.0"])
     assert result.exit_code == 5 and "loopback only" in result.output
     bare = tmp_path / "bare.toml"

@@ -3,10 +3,19 @@ a private memory and memories whose text is HTML."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from memory_core import MemoryCore
+from memory_core.config import load_settings
+from memory_core.embedding import HashEmbedder
+from tests.support.mcp_harness import ROOT, server_env
 from tools.auth import hash_token
 
 OPERATOR_TOKEN = "operator-secret-token"
@@ -14,6 +23,7 @@ AGENT_TOKEN = "agent-acme-token"
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'"> & <b>bold</b>'
 START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 TURNS = 60
+CLI = [sys.executable, "-c", "from tools.cli.app import main; main()"]
 
 
 @dataclass(frozen=True)
@@ -55,3 +65,30 @@ def populate(core: MemoryCore) -> Refs:
     other = core.add_memory("globex", "g1", "bot", "Globex secret roadmap.", type="note",
                             timestamp=(START + timedelta(days=2)).isoformat()).ref
     return Refs(hostile, first, second, private, other, [t.ref for t in turns])
+
+
+def make_store(tmp_path: Path) -> tuple[Path, Path, Refs]:
+    """A populated data directory and a config file with the tokens (hash embedder)."""
+    data, config = tmp_path / "data", tmp_path / "memory-core.toml"
+    config.write_text(config_text(), encoding="utf-8")
+    settings = load_settings(config, environ={}, overrides={"embedding": {"provider": "hash"}})
+    with MemoryCore.open(data, settings=settings, embedder=HashEmbedder()) as core:
+        refs = populate(core)
+    return data, config, refs
+
+
+@contextmanager
+def running_ui(data: Path, config: Path) -> Iterator[str]:
+    """`memory-core ui --port 0` as a real subprocess; yields the inspector's URL."""
+    proc = subprocess.Popen([*CLI, "ui", "--data-dir", str(data), "--config", str(config), "--port", "0",
+                             "--announce", "--json"], cwd=ROOT, env=server_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"memory-core ui exited: {proc.stderr.read() if proc.stderr else ''}")
+        yield json.loads(line)["url"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)

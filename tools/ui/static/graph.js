@@ -6,7 +6,7 @@
   const box = document.getElementById("graph");
   if (!box) return;
   const NS = "http://www.w3.org/2000/svg";
-  const W = 900, H = 460;
+  const W = 1200, H = 460;
   const focus = document.getElementById("graph-focus");
   let depth = parseInt(box.dataset.depth, 10) || 1;
   let current = box.dataset.ref;
@@ -31,7 +31,7 @@
     Object.entries(byDepth).forEach(([d, list]) => {
       list.forEach((n, i) => {
         const a = (2 * Math.PI * i) / list.length + d * 0.7;
-        const r = d * 140;
+        const r = d * 160;
         n.x = W / 2 + r * Math.cos(a); n.y = H / 2 + r * Math.sin(a) * 0.8;
       });
     });
@@ -45,7 +45,7 @@
           const a = nodes[i], b = nodes[j];
           let dx = a.x - b.x, dy = a.y - b.y;
           const d2 = Math.max(dx * dx + dy * dy, 25);
-          const f = 9000 / d2;
+          const f = 14000 / d2;
           const d = Math.sqrt(d2);
           dx /= d; dy /= d;
           a.fx += dx * f; a.fy += dy * f; b.fx -= dx * f; b.fy -= dy * f;
@@ -68,7 +68,7 @@
 
   function draw(data) {
     box.textContent = "";
-    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", class: "graph", role: "img",
+    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, width: "100%", height: H, class: "graph", role: "img",
       "aria-label": "graph neighbourhood of " + data.root }, box);
     const links = layout(data.nodes, data.edges, data.root);
     data.edges.forEach((e, i) => {
@@ -83,7 +83,7 @@
       if (isMemory(n)) el("circle", { r: n.id === data.root ? 11 : 8 }, g);
       else el("rect", { x: -8, y: -8, width: 16, height: 16 }, g);
       const label = el("text", { x: 12, y: 4 }, g);
-      label.textContent = (isMemory(n) ? n.id + " " : "") + (n.label || "").slice(0, 34);
+      label.textContent = (isMemory(n) ? n.id + " " : "") + (n.label || "").slice(0, 30);
       el("title", {}, g).textContent = `${n.id} · ${n.label || ""}`;
       if (isMemory(n)) {
         g.addEventListener("click", () => load(n.id));
