@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8765
 
-.PHONY: install serve test lint bench bench-locomo reliability clean
+.PHONY: install chromium serve test lint bench bench-locomo reliability clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -16,12 +16,18 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: $(STAMP) chromium
+
+# Debian's headless Chromium for the inspector's browser test (tests/test_ui_browser.py skips without it)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
+		echo "chromium could not be installed: the browser test will skip"
 
 serve: $(STAMP)
 	$(BIN)/memory-core serve --http --host $(HOST) --port $(PORT) --announce
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 

@@ -69,6 +69,10 @@ class SessionIndex:
                 out.append(keys[i + d])
         return out
 
+    def count_before(self, tenant: str, session: str, key: Key) -> int:
+        """How many keys sort before ``key``: ``(day_start_us, 0)`` counts the rows before a day."""
+        return bisect_left(self._keys.get((tenant, session), []), key)
+
     def count(self, tenant: str, session: str) -> int:
         return len(self._keys.get((tenant, session), []))
 

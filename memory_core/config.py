@@ -98,6 +98,7 @@ class ServerSettings(_Section):
     # sha256(token) -> "tenant" or {tenant = "...", agent = "..."}; a plain string binds the tenant only
     tokens: dict[str, TokenBinding] = Field(default_factory=dict)
     mcp_limit_cap: int = Field(50, ge=1)
+    operator_token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     max_inflight_bytes: int = Field(32 * 1024 * 1024, ge=1024)
 

@@ -255,6 +255,9 @@ async def serve_http(
         # exact-string test, so one policy decides (tools/http_guard.py)
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+    from tools.ui import build_ui_app  # the operator's read-only inspector; jinja2 loads only for HTTP
+
+    app.mount("/ui", build_ui_app(core))
     guarded = HttpGuard(
         app,
         policy=HostPolicy.for_bind(host, bound_port),

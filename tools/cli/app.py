@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from memory_core.errors import MemoryCoreError
-from tools.cli import inspect, maintenance, memories, serve, transfer
+from tools.cli import inspect, maintenance, memories, serve, token, transfer, ui
 from tools.cli.common import JSON_META, exit_code, report_error
 
 EPILOG = (
@@ -43,7 +43,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
-for group in (memories, inspect, transfer, maintenance, serve):
+for group in (memories, inspect, transfer, maintenance, serve, ui, token):
     group.register(app)
 
 

@@ -1,0 +1,342 @@
+"""Read-only views for the operator's web inspector (``tools.ui``): cheap at any store size.
+
+Every read is tenant-scoped except :meth:`Inspector.tenants` (operator-wide by design, like
+:meth:`memory_core.admin.Operator.tenants`). Operators see private (``visibility: "agent"``)
+memories too, marked as such. Nothing here writes: the session summary is the cached
+EPISODE when one exists (flagged stale when the session moved on) or an extractive summary
+made on the spot and not stored, so a page never waits on a model.
+
+Costs are bounded by what a page shows: day counts bisect the tenant's time index, session
+lists compute details for one page of sessions, timelines page the session index by the
+same ``(timestamp, id)`` cursor as ``query_recent_turns``, and a neighbourhood stops at a
+node budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+from graph.store import AGENT_MEMORY, EPISODE, SUPERSEDES, mem_node
+from memory_core import validation as v
+from memory_core.admin import Operator, SessionSummary
+from memory_core.episodes import SUMMARY_WINDOW, handoff_content
+from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.models import CheckResult, MemoryRow, from_us, iso
+from memory_core.reads import row_from_attrs
+from memory_core.refs import EPISODE as EPISODE_KIND
+from memory_core.refs import CursorPosition, memory_ref, parse_ref
+from memory_core.summary import SummaryTurn, extractive_summary
+
+if TYPE_CHECKING:
+    from memory_core.service import MemoryCore
+
+DAY_US = 86_400_000_000
+GROWTH_DAYS = 30
+MAX_PAGE = 100
+MAX_GRAPH_DEPTH = 3
+GRAPH_NODE_BUDGET = 120
+GRAPH_CHILDREN = 8
+CHAIN_LIMIT = 50
+LABEL_CHARS = 60
+
+
+@dataclass(frozen=True)
+class TenantOverview:
+    tenant: str
+    memories: int
+    vectors: int
+    sessions: int
+    agents: int
+    content_chars: int
+    last_activity: str | None
+    growth: list[int]  # memories added per UTC day, oldest first (see TenantsView.days)
+
+
+@dataclass(frozen=True)
+class TenantsView:
+    tenants: list[TenantOverview]
+    days: list[str]  # the UTC dates the growth counts cover
+
+
+@dataclass(frozen=True)
+class SessionsPage:
+    sessions: list[SessionSummary]
+    total: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class TimelinePage:
+    rows: list[MemoryRow]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class SummaryPeek:
+    summary: str
+    source: str  # "model" or "fallback"
+    error: str | None
+    ref: str | None  # the stored episode; None when made on the spot
+    stale: bool  # the stored episode predates the session's newest memory
+    covers: int
+
+
+@dataclass(frozen=True)
+class MemoryDetail:
+    check: CheckResult
+    chain: list[MemoryRow]  # the SUPERSEDES chain through this memory, newest first
+
+
+@dataclass
+class Neighbourhood:
+    root: str
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    edges: list[dict[str, str]] = field(default_factory=list)
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"root": self.root, "nodes": self.nodes, "edges": self.edges, "truncated": self.truncated}
+
+
+def _iso(ts_us: int | None) -> str | None:
+    return None if ts_us is None else iso(from_us(ts_us))
+
+
+def _page_limit(limit: object) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInputError(f"'limit' must be an integer from 1 to {MAX_PAGE}.", field="limit")
+    return limit
+
+
+class Inspector:
+    """The inspector's reads over an open :class:`MemoryCore` (same stores, same locks)."""
+
+    def __init__(self, core: MemoryCore) -> None:
+        self.core = core
+        self.graph = core.graph
+        self.operator = Operator(core)
+
+    # ---- tenants ---------------------------------------------------------------------------
+    def tenants(self, days: int = GROWTH_DAYS) -> TenantsView:
+        """Every tenant with counts, stored characters, last activity and memories per day over
+        the ``days`` UTC days ending on the newest activity in the store."""
+        summaries = self.operator.tenants()
+        with self.core.db.lock:
+            chars: dict[str, int] = {}
+            for attrs in self.graph.graph._node.values():  # one pass; the NodeView layers cost more
+                if attrs.get("kind") == AGENT_MEMORY:
+                    chars[attrs["tenant"]] = chars.get(attrs["tenant"], 0) + int(attrs["content_len"])
+            newest = max((b[1][0] for t in summaries if (b := self.graph.tenant_index.bounds(t.tenant, ""))),
+                         default=None)
+            now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
+            end_day = (newest if newest is not None else now_us) // DAY_US
+            starts = [(end_day - days + 1 + i) * DAY_US for i in range(days + 1)]
+            out = []
+            for t in summaries:
+                marks = [self.graph.tenant_index.count_before(t.tenant, "", (s, 0)) for s in starts]
+                out.append(TenantOverview(
+                    tenant=t.tenant, memories=t.memories, vectors=t.vectors, sessions=t.sessions, agents=t.agents,
+                    content_chars=chars.get(t.tenant, 0), last_activity=t.last_activity,
+                    growth=[b - a for a, b in pairwise(marks)],
+                ))
+        day_names = [from_us(s).date().isoformat() for s in starts[:-1]]
+        return TenantsView(out, day_names)
+
+    def sessions(self, tenant: str, offset: int = 0, limit: int = 50) -> SessionsPage:
+        """One page of the tenant's sessions, most recently active first."""
+        tenant = v.tenant(tenant)
+        limit = _page_limit(limit)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError("'offset' must be a non-negative integer.", field="offset")
+        episodes = self.operator._episodes(tenant)
+        with self.core.db.lock:
+            index = self.graph.all_index
+            bounds = {s: b for s in index.sessions(tenant) if (b := index.bounds(tenant, s))}
+            order = sorted(bounds, key=lambda s: bounds[s][1], reverse=True)
+            page = [SessionSummary(
+                session=s, memories=index.count(tenant, s), turns=self.graph.turn_index.count(tenant, s),
+                first_activity=_iso(bounds[s][0][0]), last_activity=_iso(bounds[s][1][0]),
+                latest_handoff=self.operator._latest_handoff(tenant, s), episode=episodes.get(s),
+            ) for s in order[offset:offset + limit]]
+        return SessionsPage(page, len(order), offset)
+
+    # ---- a session -------------------------------------------------------------------------
+    def timeline(self, tenant: str, session: str, limit: int = 25, cursor: str | None = None) -> TimelinePage:
+        """Every memory of the session (turns, handoffs, notes, private ones too), newest first,
+        paged by an opaque cursor over ``(timestamp, id)`` like ``query_recent_turns``."""
+        tenant = v.tenant(tenant)
+        session = str(v.name(session, "session"))
+        limit = _page_limit(limit)
+        scope = f"timeline\x00{tenant}\x00{session}"
+        before = None
+        if cursor is not None:
+            pos = self.core.reader.cursors.decode(scope, cursor)
+            before = (pos.ts_us, pos.id)
+        with self.core.db.lock:
+            keys = []
+            for key in self.graph.all_index.newest_before(tenant, session, before, lambda _i: True):
+                keys.append(key)
+                if len(keys) > limit:
+                    break
+            more = len(keys) > limit
+            keys = keys[:limit]
+            rows = self.rows(tenant, [k[1] for k in keys])
+        next_cursor = self.core.reader.cursors.encode(scope, CursorPosition(*keys[-1])) if more and keys else None
+        return TimelinePage(rows, next_cursor)
+
+    def summary(self, tenant: str, session: str) -> SummaryPeek | None:
+        """The session's miniSummary without writing or calling a model (None: no memories)."""
+        tenant = v.tenant(tenant)
+        session = str(v.name(session, "session"))
+        with self.core.db.lock:
+            bounds = self.graph.all_index.bounds(tenant, session)
+            existing = self.graph.session_episode(tenant, session)
+            if existing is not None:
+                stale = bounds is not None and existing["last_id"] != bounds[1][1]
+                return SummaryPeek(existing["summary"], existing["summary_source"], existing["summary_error"],
+                                   f"ep:{existing['id']}", stale, existing["turn_count"])
+            if bounds is None:
+                return None
+            keys = list(self.graph.all_index.newest_before(tenant, session, None, lambda _i: True))[:SUMMARY_WINDOW]
+            rows = self.core.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
+            handoff = handoff_content(self.graph, tenant, self.core.episodes.latest_handoff(tenant, session, None))
+        turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
+        text = extractive_summary(turns, handoff, self.core.settings.model_provider.max_summary_chars)
+        return SummaryPeek(text, "fallback", "not summarized yet (extractive, not stored)", None, False, len(rows))
+
+    # ---- a memory --------------------------------------------------------------------------
+    def memory(self, tenant: str, ref: str) -> MemoryDetail:
+        """Full row, neighbours (author, session, adjacent, edges) and the SUPERSEDES chain."""
+        tenant = v.tenant(tenant)
+        parsed = parse_ref(ref)
+        viewer = None
+        if parsed.kind != EPISODE_KIND:
+            with self.core.db.lock:
+                attrs = self.graph.memory(tenant, parsed.id)
+            if attrs is None:
+                raise NotFoundError(f"No memory {parsed} in this tenant.", ref=str(parsed))
+            viewer = attrs["agent"] if attrs["visibility"] == "agent" else None  # the operator sees it as its author
+        check = self.core.check_memory(tenant, str(parsed), viewer=viewer)
+        chain: list[MemoryRow] = []
+        if parsed.kind != EPISODE_KIND:
+            with self.core.db.lock:
+                chain = self.rows(tenant, self._chain(tenant, parsed.id))
+        return MemoryDetail(check, chain if len(chain) > 1 else [])
+
+    def _chain(self, tenant: str, mem_id: int) -> list[int]:
+        """Newer handoffs (in-edges) then this one then older ones (out-edges), newest first."""
+        def step(node_id: int, newer: bool) -> int | None:
+            edges = self.graph.edges_of(tenant, mem_node(node_id))
+            want = "in" if newer else "out"
+            found = [int(n.split(":", 1)[1]) for d, k, n in edges if k == SUPERSEDES and d == want]
+            return found[0] if found else None
+
+        newer: list[int] = []
+        cur: int | None = mem_id
+        while (cur := step(cur, True)) is not None and len(newer) < CHAIN_LIMIT and cur not in newer:
+            newer.append(cur)
+        older: list[int] = []
+        cur = mem_id
+        while (cur := step(cur, False)) is not None and len(older) < CHAIN_LIMIT and cur not in older:
+            older.append(cur)
+        return [*reversed(newer), mem_id, *older]
+
+    def rows(self, tenant: str, ids: list[int]) -> list[MemoryRow]:
+        """Rows for the tenant's memories among ``ids`` in order, private ones included."""
+        attrs = [a for a in (self.graph.memory(tenant, i) for i in ids) if a is not None]
+        contents = self.graph.contents(tenant, (a["id"] for a in attrs))
+        return [row_from_attrs(a, contents[a["id"]]) for a in attrs if a["id"] in contents]
+
+    # ---- the graph around a node ---------------------------------------------------------------
+    def neighbourhood(self, tenant: str, ref: str, depth: int = 1) -> Neighbourhood:
+        """Nodes and edges within ``depth`` (1–3) hops of a memory or episode, breadth first,
+        newest neighbours first, at most ``GRAPH_CHILDREN`` per node and ``GRAPH_NODE_BUDGET``
+        in all. Adjacent memories of a session appear as ``NEXT`` edges (older → newer)."""
+        tenant = v.tenant(tenant)
+        if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_GRAPH_DEPTH:
+            raise InvalidInputError(f"'depth' must be an integer from 1 to {MAX_GRAPH_DEPTH}.", field="depth")
+        root = str(parse_ref(ref))
+        out = Neighbourhood(root)
+        with self.core.db.lock:
+            nodes = self.graph.graph._node
+            if root not in nodes or nodes[root].get("tenant") != tenant:
+                raise NotFoundError(f"No node {root} in this tenant.", ref=root)
+            level, depths = [root], {root: 0}
+            edge_keys: set[tuple[str, str, str]] = set()
+            for d in range(depth):
+                nxt: list[str] = []
+                for node in level:
+                    edges = self._edges(tenant, node)
+                    if len(edges) > GRAPH_CHILDREN:
+                        out.truncated = True
+                    for src, dst, kind in edges[:GRAPH_CHILDREN]:
+                        other = dst if src == node else src
+                        if other not in depths:
+                            if len(depths) >= GRAPH_NODE_BUDGET:
+                                out.truncated = True
+                                continue
+                            depths[other] = d + 1
+                            nxt.append(other)
+                        edge_keys.add((src, dst, kind))
+                level = nxt
+            out.nodes = self._describe(tenant, depths)
+            out.edges = [{"source": s, "target": t, "kind": k} for s, t, k in sorted(edge_keys)]
+        return out
+
+    def _edges(self, tenant: str, node: str) -> list[tuple[str, str, str]]:
+        """(source, target, kind) of a node's edges, newest other end first; memories also get
+        their session neighbours as NEXT edges."""
+        nodes = self.graph.graph._node
+        out = [(node, n, k) if d == "out" else (n, node, k) for d, k, n in self.graph.edges_of(tenant, node)]
+        attrs = nodes[node]
+        if attrs.get("kind") == AGENT_MEMORY:
+            prev, nxt = self.graph.all_index.neighbours(tenant, attrs["session"], (attrs["ts_us"], attrs["id"]))
+            if prev:
+                out.append((memory_ref(prev[1]), node, "NEXT"))
+            if nxt:
+                out.append((node, memory_ref(nxt[1]), "NEXT"))
+
+        def newest(edge: tuple[str, str, str]) -> tuple[int, int, int]:
+            other = nodes.get(edge[1] if edge[0] == node else edge[0], {})
+            structural = other.get("kind") not in (AGENT_MEMORY, EPISODE)  # author/session nodes first
+            return (structural, other.get("ts_us") or other.get("updated_us") or 0, other.get("id") or 0)
+
+        return sorted(out, key=newest, reverse=True)
+
+    def _describe(self, tenant: str, depths: dict[str, int]) -> list[dict[str, Any]]:
+        nodes = self.graph.graph._node
+        mem_ids = [nodes[n]["id"] for n in depths if nodes[n].get("kind") == AGENT_MEMORY]
+        contents = self.graph.contents(tenant, mem_ids)
+        out = []
+        for node, depth in depths.items():
+            a = nodes[node]
+            kind = str(a.get("kind", "?"))
+            item: dict[str, Any] = {"id": node, "kind": kind, "depth": depth}
+            if kind == AGENT_MEMORY:
+                text = " ".join(contents.get(a["id"], "").split())
+                item.update(type=a["type"], label=f"{a['type']} · {text[:LABEL_CHARS]}", agent=a["agent"],
+                            session=a["session"], timestamp=_iso(a["ts_us"]), private=a["visibility"] == "agent")
+            elif kind == EPISODE:
+                item.update(type="episode", label=f"summary · {' '.join(str(a.get('summary', '')).split())[:40]}",
+                            session=a.get("session"))
+            else:
+                item["label"] = str(a.get("agent") or a.get("session") or node)[:LABEL_CHARS]
+            out.append(item)
+        return out
+
+    # ---- health ----------------------------------------------------------------------------
+    def journal(self, limit: int = 50) -> tuple[int, list[dict[str, Any]]]:
+        """Pending write-journal entries (interrupted adds/deletes) store-wide: count and the oldest."""
+        with self.core.db.lock:
+            conn = self.core.db.conn
+            total = int(conn.execute("SELECT COUNT(*) FROM journal").fetchone()[0])
+            rows = conn.execute("SELECT seq, op, tenant, item_id, created_us FROM journal ORDER BY seq LIMIT ?",
+                                (limit,)).fetchall()
+        return total, [{"seq": r[0], "op": r[1], "tenant": r[2], "ref": r[3], "at": _iso(r[4])} for r in rows]
+
+
+__all__ = ["Inspector", "MemoryDetail", "Neighbourhood", "SessionsPage", "SummaryPeek", "TenantOverview",
+           "TenantsView", "TimelinePage"]
