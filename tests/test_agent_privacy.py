@@ -215,3 +215,24 @@ def test_a_private_handoff_supersedes_its_authors_previous_private_handoff(core:
     assert {"direction": "out", "kind": "SUPERSEDES", "node": older} in edges
     shared = core.create_handoff("acme", "s", "bob", "shared handoff").ref
     assert all(e["kind"] != "SUPERSEDES" for e in core.check_memory("acme", shared, viewer="alice").neighbours["edges"])
+
+
+def test_the_counts_a_viewer_sees_follow_deletes_and_reopen(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    core = open_core("persistent", tmp_path / "data", request)
+    target = core.add_memory("acme", "s", "bob", "shared target").ref
+    secrets = [private(core, content=f"{SECRET} {i}") for i in range(3)]
+    core.add_memory("acme", "s", "carol", "carol's own", visibility="agent")
+
+    def counts() -> tuple[int, int, int]:
+        return tuple(core.check_memory("acme", target, viewer=v).neighbours["session"]["memories"]  # type: ignore[return-value]
+                     for v in (None, "alice", "carol"))
+
+    assert counts() == (1, 4, 2)
+    assert core.delete_memory("acme", secrets[0], viewer="alice")
+    assert counts() == (1, 3, 2)
+    core.close()
+    core = open_core("persistent", tmp_path / "data", request)
+    try:
+        assert counts() == (1, 3, 2)
+    finally:
+        core.close()
