@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -69,6 +70,7 @@ class GraphStore:
         self.turn_index = SessionIndex()
         self.tenant_index = SessionIndex()  # session key "" : every memory of the tenant by time
         self._memory_count: dict[str, int] = {}
+        self._private: dict[tuple[str, str], Counter[str]] = {}  # (tenant, session) -> author -> private rows
         self._agents: dict[str, AgentNameIndex] = {}  # tenant -> its agents, indexed by name
         self.load()
 
@@ -79,6 +81,7 @@ class GraphStore:
         all_keys: dict[tuple[str, str], list[Key]] = {}
         turn_keys: dict[tuple[str, str], list[Key]] = {}
         counts: dict[str, int] = {}
+        private: dict[tuple[str, str], Counter[str]] = {}
         with self.db.lock:
             conn = self.db.conn
             for row in conn.execute("SELECT node_id, kind, tenant, attrs FROM nodes"):
@@ -93,6 +96,8 @@ class GraphStore:
                 if attrs["type"] == "turn":
                     turn_keys.setdefault((tenant, session), []).append(key)
                 counts[tenant] = counts.get(tenant, 0) + 1
+                if attrs["visibility"] == "agent":
+                    private.setdefault((tenant, session), Counter())[attrs["agent"]] += 1
             for row in conn.execute(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes"):
                 attrs = dict(zip(EPISODE_COLUMNS, row, strict=True))
                 g.add_node(ep_node(attrs["id"]), kind=EPISODE, **attrs)
@@ -113,6 +118,7 @@ class GraphStore:
         for (t, s), keys in turn_keys.items():
             self.turn_index.bulk_load(t, s, keys)
         self._memory_count = counts
+        self._private = private
         self._heal_windows(counts)
 
     def _heal_windows(self, counts: dict[str, int]) -> None:
@@ -251,6 +257,8 @@ class GraphStore:
         if row["type"] == "turn":
             self.turn_index.add(tenant, session, key)
         self._memory_count[tenant] = self._memory_count.get(tenant, 0) + 1
+        if row["visibility"] == "agent":
+            self._private.setdefault((tenant, session), Counter())[row["agent"]] += 1
 
     def apply_episode(self, row: dict[str, Any]) -> None:
         node = ep_node(row["id"])
@@ -272,6 +280,11 @@ class GraphStore:
             self.turn_index.remove(tenant, session, key)
         self.graph.remove_node(node)
         self._memory_count[tenant] = max(0, self._memory_count.get(tenant, 0) - 1)
+        authors = self._private.get((tenant, session))
+        if attrs["visibility"] == "agent" and authors is not None:
+            authors[attrs["agent"]] -= 1
+            if authors[attrs["agent"]] <= 0:
+                del authors[attrs["agent"]]
 
     # ---- reads (always tenant-scoped) --------------------------------------------------------
     def memory(self, tenant: str, mem_id: int) -> dict[str, Any] | None:
@@ -341,6 +354,11 @@ class GraphStore:
 
     def tenants(self) -> list[str]:
         return sorted(t for t, n in self._memory_count.items() if n > 0)
+
+    def hidden_count(self, tenant: str, session: str, viewer: str | None) -> int:
+        """How many of the session's memories are private to an agent other than ``viewer``."""
+        authors = self._private.get((tenant, session))
+        return sum(n for agent, n in authors.items() if agent != viewer) if authors else 0
 
     def memory_count(self, tenant: str) -> int:
         return self._memory_count.get(tenant, 0)

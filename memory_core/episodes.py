@@ -164,7 +164,7 @@ class EpisodeService:
             keys = newest
             rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
             handoff = self.latest_handoff(tenant, session, None)
-            shared_count = sum(1 for _ in self.graph.all_index.newest_before(tenant, session, None, shared))
+            shared_count = self.graph.all_index.count(tenant, session) - self.graph.hidden_count(tenant, session, None)
         turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
         outcome = summarize_with_fallback(
             self.provider, self.provider_settings, turns, handoff_content(self.graph, tenant, handoff)

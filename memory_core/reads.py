@@ -198,8 +198,7 @@ class Reader:
         return None
 
     def _visible_count(self, tenant: str, session: str, viewer: str | None) -> int:
-        return sum(1 for _ in self.graph.all_index.newest_before(
-            tenant, session, None, lambda i: self._visible_id(tenant, i, viewer)))
+        return self.graph.all_index.count(tenant, session) - self.graph.hidden_count(tenant, session, viewer)
 
     def _visible_edges(self, tenant: str, node: str, viewer: str | None) -> list[dict[str, str]]:
         out = []

@@ -8,13 +8,14 @@ the explicit operator path).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
-from memory_core.transfer import export_tenant
+from memory_core.transfer import export_tenant, import_lines
 from tests.conftest import open_core
 
 SECRET = "alice-secret-zebra"
@@ -68,6 +69,21 @@ def test_keys_inside_one_batch_are_scoped_the_same_way(core: MemoryCore) -> None
 def test_an_exported_private_row_keeps_the_key_its_author_gave(core: MemoryCore) -> None:
     private(core, idempotency_key="k-6")
     assert [line["idempotency_key"] for line in export_tenant(core, "acme")] == ["k-6"]
+
+
+def test_an_imported_private_row_still_answers_its_authors_retry_and_no_one_elses(
+    core: MemoryCore, backend: str, tmp_path: Path, request: pytest.FixtureRequest,
+) -> None:
+    private(core, idempotency_key="k-8")
+    lines = [json.dumps(line) for line in export_tenant(core, "acme")]
+    second = open_core(backend, tmp_path / "second", request)
+    try:
+        assert import_lines(second, lines, "acme").written == 1
+        again = second.add_memory("acme", "s", "alice", f"{SECRET} plan", visibility="agent", idempotency_key="k-8")
+        assert again.created is False
+        assert second.add_memory("acme", "s", "bob", "bob after the import", idempotency_key="k-8").created
+    finally:
+        second.close()
 
 
 def test_private_keys_written_before_scoping_move_to_their_authors_namespace_at_open(
@@ -199,3 +215,24 @@ def test_a_private_handoff_supersedes_its_authors_previous_private_handoff(core:
     assert {"direction": "out", "kind": "SUPERSEDES", "node": older} in edges
     shared = core.create_handoff("acme", "s", "bob", "shared handoff").ref
     assert all(e["kind"] != "SUPERSEDES" for e in core.check_memory("acme", shared, viewer="alice").neighbours["edges"])
+
+
+def test_the_counts_a_viewer_sees_follow_deletes_and_reopen(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    core = open_core("persistent", tmp_path / "data", request)
+    target = core.add_memory("acme", "s", "bob", "shared target").ref
+    secrets = [private(core, content=f"{SECRET} {i}") for i in range(3)]
+    core.add_memory("acme", "s", "carol", "carol's own", visibility="agent")
+
+    def counts() -> tuple[int, int, int]:
+        return tuple(core.check_memory("acme", target, viewer=v).neighbours["session"]["memories"]  # type: ignore[return-value]
+                     for v in (None, "alice", "carol"))
+
+    assert counts() == (1, 4, 2)
+    assert core.delete_memory("acme", secrets[0], viewer="alice")
+    assert counts() == (1, 3, 2)
+    core.close()
+    core = open_core("persistent", tmp_path / "data", request)
+    try:
+        assert counts() == (1, 3, 2)
+    finally:
+        core.close()

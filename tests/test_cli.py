@@ -182,6 +182,13 @@ def test_exit_codes_and_messages_name_the_stable_code(data_dir: Path, tmp_path: 
     assert runner.invoke(app, ["tenants", "--no-such-option"]).exit_code == 2
 
 
+def test_the_operator_deletes_an_agents_private_memory(data_dir: Path) -> None:
+    with MemoryCore.open(data_dir, settings=load_settings()) as core:
+        [note] = core.recall("acme", "", viewer="carol", type="note").messages
+    assert note.visibility == "agent"
+    assert run_json(data_dir, "delete", note.ref, "-t", "acme") == {"ref": note.ref, "deleted": True}
+
+
 def test_delete_removes_a_memory_and_a_second_delete_is_not_found(data_dir: Path) -> None:
     assert run_json(data_dir, "delete", "mem:1", "-t", "acme") == {"ref": "mem:1", "deleted": True}
     assert run_json(data_dir, "delete", "mem:1", "-t", "acme", code=3)["error"]["code"] == "NOT_FOUND"

@@ -136,3 +136,14 @@ async def test_a_tenant_only_token_names_its_author_on_every_write(callers: dict
     assert error_code(await tenant.call("add_memory", session="t", content="who wrote me")) == "INVALID_INPUT"
     ref = (await tenant.ok("add_memory", session="t", agent="carol", content="carol wrote me"))["ref"]
     assert (await tenant.ok("check_memory", ref=ref))["memory"]["agent"] == "carol"
+
+
+@pytest.mark.anyio
+async def test_a_configured_agent_binds_a_loopback_http_server_without_tokens(tmp_path: Path) -> None:
+    binding = {"MEMORY_CORE_TENANT": "acme", "MEMORY_CORE_AGENT": "alice"}
+    with running_http_server(tmp_path / "data", env=binding) as url:
+        async with http_client(url, None) as client:
+            alice = Caller(client, "acme", send_tenant=False)
+            ref = (await alice.ok("add_memory", session="s", content="mine", visibility="agent"))["ref"]
+            assert (await alice.ok("check_memory", ref=ref))["memory"]["agent"] == "alice"
+            assert error_code(await alice.call("get_contents", refs=[ref], viewer="bob")) == "AGENT_MISMATCH"

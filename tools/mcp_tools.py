@@ -60,8 +60,9 @@ async def add_memory(
     """Store one memory (a turn, note, decision, error, ...) and return its ref.
 
     Returns {ref, timestamp, created}. With idempotency_key, a retry returns the first call's ref and
-    created=false, so a timed-out call can simply be repeated. Identical content in the same session
-    within a short window is stored but reported as duplicate_of=<ref>.
+    created=false, so a timed-out call can simply be repeated (keys of visibility='agent' memories are
+    their author's own; shared keys are the tenant's). Identical content in the same session within a
+    short window is stored but reported as duplicate_of=<ref> (only a memory you can read).
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

@@ -7,8 +7,10 @@ through every path: recall with each filter, recall_with_context, get_contents a
 check_memory with any tenant's refs (memories and episodes), query_recent_turns paged to
 the end and with any tenant's cursors, summarize_session, recover_context, and the
 library's export. Every content carries its tenant's marker (and its author's, when
-private): 0 markers of another tenant, or of another agent's private rows, may come back,
-and every answer is checked against a plain model. ~150 steps in CI; ≥ 2,000 with
+private): 0 markers of another tenant, or of another agent's private rows, may come back;
+no answer names another agent's private ref (idempotent replies, duplicate_of, edges,
+covers); idempotency keys of private rows are their author's own; a private row is
+deleted by its author only; and every answer is checked against a plain model. ~150 steps in CI; ≥ 2,000 with
 ``MEMORY_CORE_RELIABILITY=long``. Afterwards the stores hold exactly the model's memories
 and doctor is clean.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +53,7 @@ CHANNELS = ("chat", "discord")
 SOURCES = ("discord:1", "discord:12", "slack:1")
 PROJECTS = (None, "p1", "p2")
 TYPES = ("turn", "turn", "turn", "note", "decision")
+REF = re.compile(r"mem:[0-9]+")
 VOCAB = ("orion", "vault", "deploy", "billing", "invoice", "queue", "retry", "schema", "canary", "pager")
 # Hypothesis picks each example's length (up to the step count); batches run until the target is met.
 TARGET_STEPS, EXAMPLES_PER_BATCH, STEPS_PER_EXAMPLE = (2000, 20, 50) if LONG else (150, 5, 30)
@@ -114,8 +118,20 @@ class IsolationMachine(RuleBasedStateMachine):
             raise AssertionError(f"{tool}({arguments!r:.1000}) -> {problem}")
         shown = dict(result.structured_content or {})
         shown.pop("context", None)  # recall_with_context echoes the caller's own entries
-        self.assert_no_leak(f"{tool}({arguments!r:.300})", json.dumps(shown, ensure_ascii=False), tenant, viewer)
+        text = json.dumps(shown, ensure_ascii=False)
+        self.assert_no_leak(f"{tool}({arguments!r:.300})", text, tenant, viewer)
+        # a write's identity is its author: its reply (idempotent ref, duplicate_of) names nothing hidden from it
+        identity = viewer if viewer is not None else arguments.get("agent")
+        self.assert_no_private_ref(f"{tool}({arguments!r:.300})", text, json.dumps(arguments), identity)
         return result
+
+    def assert_no_private_ref(self, what: str, text: str, sent: str, identity: str | None) -> None:
+        """No ref of another agent's private row, anywhere in an answer (a ref the caller sent aside)."""
+        echoed = set(REF.findall(sent))
+        hidden = [ref for ref in REF.findall(text) if ref not in echoed and (m := self.mems.get(ref)) is not None
+                  and m.private and m.agent != identity]
+        self.run.row.leaked += len(hidden)
+        assert not hidden, f"{what} named private refs {hidden} to {identity}"
 
     def assert_no_leak(self, what: str, text: str, tenant: str, viewer: str | None) -> None:
         found = leaks(text, tenant, viewer)
@@ -174,7 +190,9 @@ class IsolationMachine(RuleBasedStateMachine):
             project: str | None, private: bool, words: list[str], key: str | None) -> None:
         self.written += 1
         content = f"{marker(tenant, agent if private else None)} {' '.join(words)} #{self.written}"
-        earlier = self.keys.get((tenant, key)) if key else None
+        # a private row's key is its author's own; a shared row's key is the tenant's
+        scoped = (tenant, key, agent if private else None)
+        earlier = self.keys.get(scoped) if key else None
         if earlier is not None and not self.mems[earlier].live:
             key, earlier = None, None  # a key whose memory was deleted: its fate is not this test's subject
         out = payload(self.call(
@@ -191,7 +209,7 @@ class IsolationMachine(RuleBasedStateMachine):
                                     content)
         self.run.expected[tenant].add(out["ref"])
         if key:
-            self.keys[(tenant, key)] = out["ref"]
+            self.keys[scoped] = out["ref"]
 
     @rule(t=st.integers(0, 2), session=st.sampled_from(SESSIONS), agent=st.sampled_from(AGENTS),
           words=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=6))
@@ -204,17 +222,17 @@ class IsolationMachine(RuleBasedStateMachine):
         self.mems[out["ref"]] = Mem(out["ref"], tenant, session, agent, "handoff", None, None, None, False, content)
         self.run.expected[tenant].add(out["ref"])
 
-    @rule(t=st.integers(0, 2), data=st.data())
-    def delete_memory(self, t: int, data: st.DataObject) -> None:
+    @rule(t=st.integers(0, 2), viewer=st.sampled_from(VIEWERS), data=st.data())
+    def delete_memory(self, t: int, viewer: str | None, data: st.DataObject) -> None:
         if not self.mems:
             return
         self.step()
         tenant = self.tenants[t]
         ref = data.draw(st.sampled_from(sorted(self.mems)), label="ref")
         mem = self.mems[ref]
-        deleted = payload(self.call("delete_memory", tenant, ref=ref))["deleted"]
-        should = mem.live and mem.tenant == tenant
-        self.expect(deleted == should, f"delete {ref} of {mem.tenant} as {tenant}: deleted={deleted}")
+        deleted = payload(self.call("delete_memory", tenant, viewer, ref=ref))["deleted"]
+        should = mem.visible_to(tenant, viewer)  # a private row: its author only
+        self.expect(deleted == should, f"delete {ref} of {mem.tenant}/{mem.agent} as {tenant}/{viewer}: {deleted}")
         if should:
             mem.live = False
             self.run.expected[tenant].discard(ref)
@@ -346,7 +364,8 @@ class IsolationMachine(RuleBasedStateMachine):
         self.step()
         tenant = self.tenants[t]
         result = self.call("summarize_session", tenant, session=session)
-        has_rows = any(m.live and m.tenant == tenant and m.session == session for m in self.mems.values())
+        # summaries are built from shared rows only: a session of private rows has nothing to summarize
+        has_rows = any(m.visible_to(tenant, None) and m.session == session for m in self.mems.values())
         if has_rows:
             self.expect(error_code(result) is None, f"summarize {tenant}/{session}: {result.content[0].text[:200]}")  # type: ignore[union-attr]
         if error_code(result) is None:
