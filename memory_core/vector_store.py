@@ -8,6 +8,7 @@ function (which downloads a model) is never used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -117,24 +118,65 @@ def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
 
 
 class ChromaVectorStore:
-    """Chroma's persistent (embedded) or HTTP client behind the VectorStore Protocol."""
+    """Chroma's persistent (embedded) or HTTP client behind the VectorStore Protocol.
 
-    def __init__(self, client: Any, prefix: str = "mc", *, remote: bool = False, retries: int = 3) -> None:
+    An embedded client is rebuilt after it raised an internal error (or an OSError): on a
+    full disk Chroma fails compaction ("Failed to apply logs to the metadata segment"), and
+    calling that system a few more times blocks forever inside its Rust core *holding the
+    GIL*, which no deadline in this process can interrupt. So the failed system is stopped
+    and dropped from Chroma's per-path cache, and the next call opens a fresh client on the
+    same directory (which reads Chroma's own log back). Writes then work again once space returns.
+    """
+
+    def __init__(self, client: Any, prefix: str = "mc", *, remote: bool = False, retries: int = 3,
+                 reconnect: Callable[[], Any] | None = None) -> None:
         self._client = client
         self._prefix = prefix
         self._remote = remote
         self._retries = retries
         self._collections: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._reconnect = reconnect
+        self._reset_needed = False
+        self._reset_lock = threading.Lock()
+        self.resets = 0  # how often the embedded client was rebuilt (diagnostics, tests)
 
     @classmethod
     def persistent(cls, path: str | os.PathLike[str], prefix: str = "mc") -> ChromaVectorStore:
         import chromadb
 
         settings = chromadb.Settings(anonymized_telemetry=False, allow_reset=False)
-        client = _translate_errors(lambda: chromadb.PersistentClient(path=str(path), settings=settings),
-                                   remote=False, retries=0)  # a full or unwritable disk is a coded error
-        return cls(client, prefix)
+
+        def connect() -> Any:  # a full or unwritable disk is a coded error
+            return _translate_errors(lambda: chromadb.PersistentClient(path=str(path), settings=settings),
+                                     remote=False, retries=0)
+
+        return cls(connect(), prefix, reconnect=connect)
+
+    def _reset_if_failed(self) -> None:
+        """Rebuild the embedded client if its last call failed inside Chroma (see the class docstring)."""
+        if not self._reset_needed or self._reconnect is None:
+            return
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        with self._reset_lock:
+            if not self._reset_needed:
+                return
+            ident = getattr(self._client, "_identifier", None)
+            system = SharedSystemClient._identifier_to_system.pop(ident, None) if ident else None
+            SharedSystemClient._identifier_to_refcount.pop(ident, None)
+            with self._lock:
+                self._collections.clear()
+            if system is not None:
+                from chromadb.errors import ChromaError
+
+                # a half-failed system may be stopped already; it is out of Chroma's cache either
+                # way, and the fresh client below replaces it
+                with contextlib.suppress(ChromaError, OSError, AttributeError):
+                    system.stop()
+            self._client = self._reconnect()
+            self._reset_needed = False
+            self.resets += 1
 
     @classmethod
     def http(
@@ -158,9 +200,17 @@ class ChromaVectorStore:
         return cls(client, prefix, remote=True, retries=retries)
 
     def _run(self, fn: Callable[[], T]) -> T:
-        return _translate_errors(fn, remote=self._remote, retries=self._retries)
+        try:
+            return _translate_errors(fn, remote=self._remote, retries=self._retries)
+        except StoreError as exc:
+            from chromadb.errors import InternalError
+
+            if self._reconnect is not None and isinstance(exc.__cause__, InternalError | OSError):
+                self._reset_needed = True
+            raise
 
     def _collection(self, tenant: str, *, create: bool) -> Any | None:
+        self._reset_if_failed()
         with self._lock:
             col = self._collections.get(tenant)
             if col is not None:
@@ -251,7 +301,8 @@ class ChromaVectorStore:
         return 0 if col is None else int(self._run(col.count))
 
     def tenants(self) -> list[str]:
-        cols = self._run(self._client.list_collections)
+        self._reset_if_failed()
+        cols = self._run(lambda: self._client.list_collections())
         out = []
         for col in cols:
             meta = getattr(col, "metadata", None) or {}
