@@ -154,29 +154,37 @@ class ChromaVectorStore:
         return cls(connect(), prefix, reconnect=connect)
 
     def _reset_if_failed(self) -> None:
-        """Rebuild the embedded client if its last call failed inside Chroma (see the class docstring)."""
+        """Before a write: rebuild the embedded client if a call failed inside Chroma (see the class
+        docstring). The fresh client opens first; if it cannot (a read-only or full directory),
+        the old one stays for reads, and the next write tries again."""
         if not self._reset_needed or self._reconnect is None:
             return
-        from chromadb.api.shared_system_client import SharedSystemClient
+        from chromadb.api.shared_system_client import SharedSystemClient as Shared
+        from chromadb.errors import ChromaError
 
         with self._reset_lock:
             if not self._reset_needed:
                 return
             ident = getattr(self._client, "_identifier", None)
-            system = SharedSystemClient._identifier_to_system.pop(ident, None) if ident else None
-            SharedSystemClient._identifier_to_refcount.pop(ident, None)
+            old = Shared._identifier_to_system.pop(ident, None) if ident else None
+            refs = Shared._identifier_to_refcount.pop(ident, None)
+            try:
+                fresh = self._reconnect()
+            except StoreError:
+                if old is not None:  # keep serving reads from the old system
+                    Shared._identifier_to_system[ident] = old
+                    if refs is not None:
+                        Shared._identifier_to_refcount[ident] = refs
+                raise
             with self._lock:
+                self._client = fresh
                 self._collections.clear()
-            if system is not None:
-                from chromadb.errors import ChromaError
-
-                # a half-failed system may be stopped already; it is out of Chroma's cache either
-                # way, and the fresh client below replaces it
-                with contextlib.suppress(ChromaError, OSError, AttributeError):
-                    system.stop()
-            self._client = self._reconnect()
             self._reset_needed = False
             self.resets += 1
+            if old is not None:
+                # a half-failed system may be stopped already; it is out of Chroma's cache either way
+                with contextlib.suppress(ChromaError, OSError, AttributeError):
+                    old.stop()
 
     @classmethod
     def http(
@@ -210,7 +218,6 @@ class ChromaVectorStore:
             raise
 
     def _collection(self, tenant: str, *, create: bool) -> Any | None:
-        self._reset_if_failed()
         with self._lock:
             col = self._collections.get(tenant)
             if col is not None:
@@ -239,6 +246,7 @@ class ChromaVectorStore:
         return col
 
     def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
+        self._reset_if_failed()
         col = self._collection(tenant, create=True)
         metas = [{**m, "tenant": tenant} for m in metadatas]
         self._run(
@@ -249,6 +257,7 @@ class ChromaVectorStore:
         )
 
     def delete(self, tenant: str, ids: Sequence[str]) -> None:
+        self._reset_if_failed()
         col = self._collection(tenant, create=False)
         if col is not None and ids:
             self._run(lambda: col.delete(ids=list(ids)))
@@ -301,7 +310,6 @@ class ChromaVectorStore:
         return 0 if col is None else int(self._run(col.count))
 
     def tenants(self) -> list[str]:
-        self._reset_if_failed()
         cols = self._run(lambda: self._client.list_collections())
         out = []
         for col in cols:
