@@ -141,10 +141,8 @@ class _DirLock:
             raise os_error(exc, f"creating the lock file {self.path}") from exc
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fh.seek(0)
-            fh.truncate()
-            fh.write(str(os.getpid()))
-            fh.flush()
+            os.ftruncate(fh.fileno(), 0)
+            os.write(fh.fileno(), str(os.getpid()).encode())  # unbuffered: close() has nothing left to fail
         except BlockingIOError as exc:
             fh.close()
             raise self._locked() from exc

@@ -1,18 +1,24 @@
 """Every vector-store call with a deadline: a hung Chroma fails a call, never the server.
 
-Embedded Chroma can block forever (futex waits inside its upsert/delete on a full disk),
-and the write path calls it under the writer lock, so one hung call used to freeze every
-later write. :class:`DeadlineVectorStore` wraps any VectorStore: each call runs on its own
-daemon thread and the caller waits at most ``storage.vector_deadline_s``. Past it the call
-fails with STORE_UNAVAILABLE (the write path then releases its lock, and its journal entry
-stays for cleanup), and the thread that is still stuck is remembered: while one is, the
-store is *wedged* and every call is refused at once with a sentence saying so (rather than
-piling up more stuck threads); :meth:`wedged` says the same to doctor. When the stuck call
-returns — space came back, the hang cleared — the store is healthy again, no restart needed.
+The write path calls Chroma under the writer lock, so one call that never returns used to
+freeze every later write. :class:`DeadlineVectorStore` wraps any VectorStore: each call runs
+on a daemon worker thread (reused across calls) and the caller waits at most
+``storage.vector_deadline_s``. Past it the call fails with STORE_UNAVAILABLE (the write path
+then releases its lock; its journal entry stays for cleanup), and the stuck call is
+remembered: while it has not returned the store is *wedged*, and every call is refused at
+once with a sentence saying so (rather than piling up stuck threads); :meth:`wedged` says
+the same to doctor. When the stuck call returns, the store is healthy again, no restart.
+
+Limit: a call that blocks while holding the GIL stops every thread of the process, this
+one too. Embedded Chroma did exactly that after failed compactions on a full disk; the
+embedded store avoids it by rebuilding its client after an internal error (see
+:class:`memory_core.vector_store.ChromaVectorStore`). Client/server Chroma cannot hang
+this process that way.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,8 +34,47 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class _Stuck:
     what: str
-    thread: threading.Thread
+    job: _Job
     since: float  # time.monotonic() when the call started
+
+
+class _Job:
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+
+class _Workers:
+    """Daemon threads reused across calls (a new one only when all are busy); daemon, so a
+    call stuck for good never keeps the process from exiting."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, job: _Job) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._jobs.put(job)
+        if start:
+            threading.Thread(target=self._work, name="vector-store-call", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job.value = job.fn()
+            except BaseException as exc:  # handed to the caller's thread
+                job.error = exc
+            finally:
+                job.done.set()
+            with self._lock:
+                self._idle += 1
 
 
 class DeadlineVectorStore:
@@ -40,12 +85,13 @@ class DeadlineVectorStore:
         self.deadline_s = deadline_s
         self._stuck: list[_Stuck] = []
         self._lock = threading.Lock()
+        self._workers = _Workers()
 
     # ---- the deadline --------------------------------------------------------------------
     def wedged(self) -> str | None:
         """A sentence when a timed-out call is still running inside the store; None when healthy."""
         with self._lock:
-            self._stuck = [s for s in self._stuck if s.thread.is_alive()]
+            self._stuck = [s for s in self._stuck if not s.job.done.is_set()]
             if not self._stuck:
                 return None
             oldest = min(self._stuck, key=lambda s: s.since)
@@ -58,29 +104,18 @@ class DeadlineVectorStore:
         wedged = self.wedged()
         if wedged is not None:
             raise StoreUnavailableError(wedged, wedged=True)
-        outcome: dict[str, Any] = {}
-        finished = threading.Event()
-
-        def run() -> None:
-            try:
-                outcome["value"] = fn()
-            except BaseException as exc:  # handed to the caller's thread below
-                outcome["error"] = exc
-            finally:
-                finished.set()
-
+        job = _Job(fn)
         started = time.monotonic()
-        worker = threading.Thread(target=run, name=f"vector-store-{what}", daemon=True)
-        worker.start()
-        if not finished.wait(self.deadline_s):
+        self._workers.submit(job)
+        if not job.done.wait(self.deadline_s):
             with self._lock:
-                self._stuck.append(_Stuck(what, worker, started))
+                self._stuck.append(_Stuck(what, job, started))
             raise StoreUnavailableError(
                 f"The vector store did not answer a {what} call within {self.deadline_s:g} s "
                 "(storage.vector_deadline_s); nothing was written.", wedged=True, deadline_s=self.deadline_s)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["value"]  # type: ignore[no-any-return]
+        if job.error is not None:
+            raise job.error
+        return job.value  # type: ignore[no-any-return]
 
     # ---- the VectorStore Protocol --------------------------------------------------------
     def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],

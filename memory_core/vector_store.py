@@ -8,6 +8,7 @@ function (which downloads a model) is never used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -117,24 +118,73 @@ def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
 
 
 class ChromaVectorStore:
-    """Chroma's persistent (embedded) or HTTP client behind the VectorStore Protocol."""
+    """Chroma's persistent (embedded) or HTTP client behind the VectorStore Protocol.
 
-    def __init__(self, client: Any, prefix: str = "mc", *, remote: bool = False, retries: int = 3) -> None:
+    An embedded client is rebuilt after it raised an internal error (or an OSError): on a
+    full disk Chroma fails compaction ("Failed to apply logs to the metadata segment"), and
+    calling that system a few more times blocks forever inside its Rust core *holding the
+    GIL*, which no deadline in this process can interrupt. So the failed system is stopped
+    and dropped from Chroma's per-path cache, and the next call opens a fresh client on the
+    same directory (which reads Chroma's own log back). Writes then work again once space returns.
+    """
+
+    def __init__(self, client: Any, prefix: str = "mc", *, remote: bool = False, retries: int = 3,
+                 reconnect: Callable[[], Any] | None = None) -> None:
         self._client = client
         self._prefix = prefix
         self._remote = remote
         self._retries = retries
         self._collections: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._reconnect = reconnect
+        self._reset_needed = False
+        self._reset_lock = threading.Lock()
+        self.resets = 0  # how often the embedded client was rebuilt (diagnostics, tests)
 
     @classmethod
     def persistent(cls, path: str | os.PathLike[str], prefix: str = "mc") -> ChromaVectorStore:
         import chromadb
 
         settings = chromadb.Settings(anonymized_telemetry=False, allow_reset=False)
-        client = _translate_errors(lambda: chromadb.PersistentClient(path=str(path), settings=settings),
-                                   remote=False, retries=0)  # a full or unwritable disk is a coded error
-        return cls(client, prefix)
+
+        def connect() -> Any:  # a full or unwritable disk is a coded error
+            return _translate_errors(lambda: chromadb.PersistentClient(path=str(path), settings=settings),
+                                     remote=False, retries=0)
+
+        return cls(connect(), prefix, reconnect=connect)
+
+    def _reset_if_failed(self) -> None:
+        """Before a write: rebuild the embedded client if a call failed inside Chroma (see the class
+        docstring). The fresh client opens first; if it cannot (a read-only or full directory),
+        the old one stays for reads, and the next write tries again."""
+        if not self._reset_needed or self._reconnect is None:
+            return
+        from chromadb.api.shared_system_client import SharedSystemClient as Shared
+        from chromadb.errors import ChromaError
+
+        with self._reset_lock:
+            if not self._reset_needed:
+                return
+            ident = getattr(self._client, "_identifier", None)
+            old = Shared._identifier_to_system.pop(ident, None) if ident else None
+            refs = Shared._identifier_to_refcount.pop(ident, None)
+            try:
+                fresh = self._reconnect()
+            except StoreError:
+                if old is not None:  # keep serving reads from the old system
+                    Shared._identifier_to_system[ident] = old
+                    if refs is not None:
+                        Shared._identifier_to_refcount[ident] = refs
+                raise
+            with self._lock:
+                self._client = fresh
+                self._collections.clear()
+            self._reset_needed = False
+            self.resets += 1
+            if old is not None:
+                # a half-failed system may be stopped already; it is out of Chroma's cache either way
+                with contextlib.suppress(ChromaError, OSError, AttributeError):
+                    old.stop()
 
     @classmethod
     def http(
@@ -158,7 +208,14 @@ class ChromaVectorStore:
         return cls(client, prefix, remote=True, retries=retries)
 
     def _run(self, fn: Callable[[], T]) -> T:
-        return _translate_errors(fn, remote=self._remote, retries=self._retries)
+        try:
+            return _translate_errors(fn, remote=self._remote, retries=self._retries)
+        except StoreError as exc:
+            from chromadb.errors import InternalError
+
+            if self._reconnect is not None and isinstance(exc.__cause__, InternalError | OSError):
+                self._reset_needed = True
+            raise
 
     def _collection(self, tenant: str, *, create: bool) -> Any | None:
         with self._lock:
@@ -189,6 +246,7 @@ class ChromaVectorStore:
         return col
 
     def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
+        self._reset_if_failed()
         col = self._collection(tenant, create=True)
         metas = [{**m, "tenant": tenant} for m in metadatas]
         self._run(
@@ -199,6 +257,7 @@ class ChromaVectorStore:
         )
 
     def delete(self, tenant: str, ids: Sequence[str]) -> None:
+        self._reset_if_failed()
         col = self._collection(tenant, create=False)
         if col is not None and ids:
             self._run(lambda: col.delete(ids=list(ids)))
@@ -251,7 +310,7 @@ class ChromaVectorStore:
         return 0 if col is None else int(self._run(col.count))
 
     def tenants(self) -> list[str]:
-        cols = self._run(self._client.list_collections)
+        cols = self._run(lambda: self._client.list_collections())
         out = []
         for col in cols:
             meta = getattr(col, "metadata", None) or {}

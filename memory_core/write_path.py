@@ -441,7 +441,7 @@ class _SqliteErrors:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
         if isinstance(exc, sqlite3.Error):
-            raise sqlite_error(exc, "writing the graph store") from exc
+            raise sqlite_error(exc, "writing") from exc
         return False
 
 

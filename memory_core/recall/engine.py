@@ -29,7 +29,7 @@ from graph.store import SUPERSEDES, GraphStore, mem_node
 from memory_core import validation as v
 from memory_core.config import Settings
 from memory_core.embedding import Embedder
-from memory_core.errors import InvalidInputError, StoreUnavailableError
+from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
 from memory_core.recall import scoring
@@ -120,7 +120,7 @@ class Recaller:
                     qvec = self._query_vector(text, context_text, cfg)
                     try:
                         hits = self.vectors.query(filters.tenant, qvec, pool, filters.chroma_where())
-                    except StoreUnavailableError as exc:  # a hung or down Chroma: answer from the lexical side
+                    except StoreError as exc:  # a hung, down or failing Chroma: answer from the lexical side
                         result.diagnostics["vector_search"] = f"unavailable: {exc.message}"
             finally:
                 found = lexical.result()
