@@ -101,6 +101,9 @@ async def test_localhost_reaches_a_127_0_0_1_server_but_not_a_127_0_0_2_one(tmp_
         ("127.0.0.1", "127.0.0.1", False),  # no port means 80
         ("127.0.0.1", "127.0.0.1:8766", False),
         ("127.0.0.1", "127.0.0.1:08765x", False),
+        ("127.0.0.1", "127.0.0.1:", False),
+        ("::1", "[::1]8765", False),
+        ("::1", "::1:8765", False),
         ("127.0.0.1", "attacker.example:8765", False),
         ("127.0.0.1", "localhost.:8765", False),
         ("127.0.0.1", "127.0.0.1.attacker.example:8765", False),

@@ -128,11 +128,11 @@ def _split_host_port(header: str) -> tuple[str, int | None]:
         name, rest = text[: end + 1], text[end + 1 :]
         if rest and not rest.startswith(":"):
             return "", None
-        port_text = rest[1:] if rest else ""
+        sep, port_text = rest[:1], rest[1:]
     else:
-        name, _, port_text = text.partition(":")
-    if port_text and not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5):
-        return "", None
+        name, sep, port_text = text.partition(":")
+    if sep and not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5):
+        return "", None  # "host:" or "host:80x"
     return normalize_host(name), int(port_text) if port_text else 80
 
 
