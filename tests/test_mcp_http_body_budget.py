@@ -26,6 +26,7 @@ from tests.support.mcp_harness import ROOT, SERVER_MODULE, server_env
 
 MAX_REQUEST = 200_000
 MAX_INFLIGHT = 500_000
+HELD_SETTLE_S = 2.0
 LIMITS = {"MEMORY_CORE_SERVER_MAX_REQUEST_BYTES": str(MAX_REQUEST),
           "MEMORY_CORE_SERVER_MAX_INFLIGHT_BYTES": str(MAX_INFLIGHT)}  # fmt: skip
 
@@ -67,6 +68,17 @@ def _length(data: bytes) -> int:
     return 1 << 30
 
 
+def _no_answer_yet(sock: socket.socket) -> bool:
+    sock.setblocking(False)
+    try:
+        sock.recv(1)  # a byte of a response, or b"" for a closed connection: either is an answer
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
 def _assert_refusal(status: int, body: dict[str, Any], expected_status: int, code: str) -> None:
     assert status == expected_status
     assert body["jsonrpc"] == "2.0" and body["id"] is None and body["error"]["code"] == -32600
@@ -103,12 +115,11 @@ def test_bodies_past_the_shared_budget_get_503_until_the_held_ones_finish(url: s
             sock = _open(url, {"Content-Length": "190000", "mcp-session-id": raw.session})
             sock.sendall(b"x" * 150_000)
             held.append(sock)
+        time.sleep(HELD_SETTLE_S)  # the server reads the held bytes (a request sent sooner would race them)
+        for sock in held:
+            assert _no_answer_yet(sock)  # still waiting for the rest of their bodies, holding the budget
         big_recall = {"tenant": "acme", "query": "budget", "exclude_contents": ["y" * 100_000]}
-        deadline = time.monotonic() + 10
         busy = raw.call("recall", big_recall)
-        while busy.status_code != 503 and time.monotonic() < deadline:  # until the server has read them
-            time.sleep(0.1)
-            busy = raw.call("recall", big_recall)
         _assert_refusal(busy.status_code, busy.json(), 503, "SERVER_BUSY")
         assert busy.headers["retry-after"] == "1"
         small = raw.call("recall", {"tenant": "acme", "query": "budget"})
