@@ -137,7 +137,7 @@ def test_bodies_past_the_shared_budget_get_503_until_the_held_ones_finish(url: s
 
 def test_concurrent_large_recalls_are_answered_or_told_to_retry_never_dropped(url: str) -> None:
     raw = RawSession(url)
-    body = {"tenant": "acme", "query": "concurrent", "exclude_contents": ["z" * 90_000]}
+    body = {"tenant": "acme", "query": "concurrent", "exclude_contents": ["z" * 190_000]}  # near the cap
     with httpx.Client(timeout=20) as http:
 
         def one(i: int) -> int:  # ids differ: responses are matched to requests by id in a session
@@ -149,7 +149,8 @@ def test_concurrent_large_recalls_are_answered_or_told_to_retry_never_dropped(ur
 
         with ThreadPoolExecutor(8) as pool:
             statuses = list(pool.map(one, range(16)))
-    assert set(statuses) <= {200, 503} and 200 in statuses  # never anything else, never a crash
+    # a refused client reads its 503 (a reset connection would raise here), the rest their answer
+    assert set(statuses) <= {200, 503} and 200 in statuses and 503 in statuses
 
 
 def test_an_inflight_budget_smaller_than_one_request_refuses_to_start(tmp_path: Path) -> None:
