@@ -100,8 +100,12 @@ class RecentTurnsPage:
 
 @dataclass(frozen=True)
 class Contents:
+    """get_contents: ``found[i]`` answers the caller's string ``requested[i]``; ``missing`` holds
+    the strings that resolved to nothing the caller may read. Together: one entry per ref asked."""
+
     found: list[MemoryRow]
     missing: list[str]
+    requested: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

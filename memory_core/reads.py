@@ -124,10 +124,14 @@ class Reader:
         return RecentTurnsPage(turns, next_cursor)
 
     def get_contents(self, tenant: str, refs: Sequence[object], viewer: str | None) -> Contents:
-        """Resolve refs to full rows; malformed, foreign, hidden and deleted refs go to missing."""
-        found_ids: list[int] = []
+        """Resolve refs to full rows; malformed, foreign, hidden and deleted refs go to missing.
+
+        Every requested ref is accounted for once per time it was asked, under the exact string
+        the caller sent: as a found row (``requested`` keeps the caller's string, e.g. ' mem:6'
+        for the row mem:6) or as an entry of ``missing``. A ref asked twice is answered twice.
+        """
+        wanted: list[tuple[str, int]] = []  # (the caller's string, id), in request order
         missing: list[str] = []
-        seen: set[str] = set()
         for raw in refs:
             label = raw if isinstance(raw, str) else repr(raw)[:80]
             try:
@@ -135,19 +139,18 @@ class Reader:
             except InvalidRefError:
                 missing.append(label)
                 continue
-            if str(ref) in seen:
-                continue
-            seen.add(str(ref))
             if ref.kind == EPISODE:
                 found = self.graph.episode(tenant, ref.id) is not None
             else:
                 attrs = self.graph.memory(tenant, ref.id)
                 found = attrs is not None and visible(attrs, viewer)
             if found:
-                found_ids.append(ref.id)
+                wanted.append((label, ref.id))
             else:
-                missing.append(str(ref))
-        return Contents(self.rows_any(tenant, found_ids, viewer), missing)
+                missing.append(label)
+        rows = {row.id: row for row in self.rows_any(tenant, dict.fromkeys(i for _, i in wanted), viewer)}
+        kept = [(label, rows[i]) for label, i in wanted if i in rows]
+        return Contents([row for _, row in kept], missing, [label for label, _ in kept])
 
     def check(self, tenant: str, ref_text: object, viewer: str | None) -> CheckResult:
         ref = parse_ref(ref_text)

@@ -35,6 +35,7 @@ from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, Vec
 from memory_core.write_path import WritePath, scope_legacy_private_keys
 
 LOCK_FILE = "memory-core.lock"
+HANDOFF = "handoff"
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -260,7 +261,14 @@ class MemoryCore:
 
     # ---- writes ----------------------------------------------------------------------------
     def add_memory(self, tenant: str, session: str, agent: str, content: str, **fields: Any) -> AddResult:
-        """Store one memory in Chroma and the graph; see :mod:`memory_core.write_path`."""
+        """Store one memory in Chroma and the graph; see :mod:`memory_core.write_path`.
+
+        ``type="handoff"`` is exactly :meth:`create_handoff` (salience 0.95, SUPERSEDES the
+        session's previous handoff), so every boundary writes the same graph for the same input;
+        ``type="episode"`` is refused (episodes are written by :meth:`summarize_session`).
+        """
+        if fields.get("type") == HANDOFF:
+            return self.create_handoff(tenant, session, agent, content, **{k: fields[k] for k in fields if k != "type"})
         item = {"tenant": tenant, "session": session, "agent": agent, "content": content, **fields}
         return self.writer.add_many([item])[0]
 

@@ -82,6 +82,18 @@ def memory_type(value: object) -> str:
     return value
 
 
+def stored_type(value: object) -> str:
+    """The type of a memory being written: any memory type except ``episode``, which names the
+    session summaries ``summarize_session`` writes (a memory typed so would pass for one)."""
+    mtype = memory_type(value)
+    if mtype == "episode":
+        raise InvalidInputError(
+            "'type' cannot be 'episode': episodes are session summaries written by summarize_session.",
+            field="type",
+        )
+    return mtype
+
+
 def visibility(value: object) -> str:
     if value not in VISIBILITIES:
         raise InvalidInputError("'visibility' must be 'tenant' or 'agent'.", field="visibility")

@@ -148,7 +148,7 @@ class WritePath:
         lim = self.limits
         tenant = v.tenant(item.get("tenant"))
         text = v.content(item.get("content"), lim.max_content_chars)
-        mtype = v.memory_type(item.get("type") or "turn")
+        mtype = v.stored_type(item.get("type") or "turn")
         source = v.source(item.get("source"), lim.max_metadata_bytes, lim.max_metadata_depth)
         default_salience = HANDOFF_SALIENCE if mtype == "handoff" else DEFAULT_SALIENCE
         ts = v.timestamp(item.get("timestamp"))

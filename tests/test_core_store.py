@@ -178,8 +178,18 @@ def test_foreign_deleted_and_malformed_refs_land_in_missing(core: MemoryCore) ->
     gone = core.add_memory("acme", "s1", "a", "gone").ref
     core.delete_memory("acme", gone)
     res = core.get_contents("acme", [mine, theirs, gone, "mem:abc", "nope", 17, "ep:999", mine])
-    assert [r.ref for r in res.found] == [mine]
+    assert [r.ref for r in res.found] == [mine, mine]  # asked twice, answered twice
     assert res.missing == [theirs, gone, "mem:abc", "nope", "17", "ep:999"]
+
+
+def test_every_requested_ref_is_accounted_for_under_the_exact_string_sent(core: MemoryCore) -> None:
+    mine = core.add_memory("acme", "s1", "a", "mine").ref
+    asked = [f" {mine}", mine, f"{mine}\n", "mem:999999", " mem:999999", mine]
+    res = core.get_contents("acme", asked)
+    assert [r.ref for r in res.found] == [mine, mine, mine, mine]
+    assert res.requested == [f" {mine}", mine, f"{mine}\n", mine]
+    assert res.missing == ["mem:999999", " mem:999999"]
+    assert sorted(res.requested + res.missing) == sorted(asked)
 
 
 def test_another_tenants_ref_reads_as_missing_everywhere(core: MemoryCore) -> None:

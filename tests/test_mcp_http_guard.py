@@ -9,6 +9,9 @@ here is a real subprocess, driven over real HTTP (httpx) and the SDK's client.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,7 +20,7 @@ import httpx
 import pytest
 
 from tests.support.http_raw import RawSession, serving
-from tests.support.mcp_harness import http_client
+from tests.support.mcp_harness import ROOT, http_client, server_env
 from tools.http_guard import HostPolicy, normalize_host
 
 
@@ -98,6 +101,9 @@ async def test_localhost_reaches_a_127_0_0_1_server_but_not_a_127_0_0_2_one(tmp_
         ("127.0.0.1", "127.0.0.1", False),  # no port means 80
         ("127.0.0.1", "127.0.0.1:8766", False),
         ("127.0.0.1", "127.0.0.1:08765x", False),
+        ("127.0.0.1", "127.0.0.1:", False),
+        ("::1", "[::1]8765", False),
+        ("::1", "::1:8765", False),
         ("127.0.0.1", "attacker.example:8765", False),
         ("127.0.0.1", "localhost.:8765", False),
         ("127.0.0.1", "127.0.0.1.attacker.example:8765", False),
@@ -135,3 +141,27 @@ def test_hosts_are_compared_after_normalising_case_and_ipv6_brackets() -> None:
     assert normalize_host("LocalHost") == "localhost"
     assert normalize_host("::1") == normalize_host("[0::1]") == "[::1]"
     assert HostPolicy.for_bind("0.0.0.0", 8765) is None  # beyond loopback, bearer tokens guard the server
+
+
+@pytest.mark.anyio
+async def test_memory_core_serve_with_host_in_capitals_refuses_a_rebinding_page(tmp_path: Path) -> None:
+    """The attack's own command line: ``memory-core serve --http --host LOCALHOST`` (no tokens)."""
+    binary = Path(sys.executable).with_name("memory-core")
+    proc = subprocess.Popen(
+        [str(binary), "serve", "--http", "--host", "LOCALHOST", "--port", "0", "--announce", "--json",
+         "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT, env=server_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = json.loads(proc.stdout.readline())["url"]
+        port = urlsplit(url).port
+        raw = RawSession(url)
+        _refused(raw.call("add_memory", _add("planted by a page"), host=f"attacker.example:{port}",
+                          origin="http://attacker.example"), 421, "HOST_NOT_ALLOWED")  # fmt: skip
+        _refused(raw.call("recall", {"tenant": "acme", "query": "x"}, origin=f"http://attacker.example:{port}"), 403,
+                 "ORIGIN_NOT_ALLOWED")  # fmt: skip
+        assert await _stored(url) == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

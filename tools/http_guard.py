@@ -128,11 +128,11 @@ def _split_host_port(header: str) -> tuple[str, int | None]:
         name, rest = text[: end + 1], text[end + 1 :]
         if rest and not rest.startswith(":"):
             return "", None
-        port_text = rest[1:] if rest else ""
+        sep, port_text = rest[:1], rest[1:]
     else:
-        name, _, port_text = text.partition(":")
-    if port_text and not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5):
-        return "", None
+        name, sep, port_text = text.partition(":")
+    if sep and not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5):
+        return "", None  # "host:" or "host:80x"
     return normalize_host(name), int(port_text) if port_text else 80
 
 
@@ -169,31 +169,48 @@ class HttpGuard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        if self.policy is not None:
-            if not self.policy.allows_host(headers.get("host")):
-                await _refuse(send, 421, "HOST_NOT_ALLOWED", "This server answers only its own loopback address "
-                              "and port in the Host header.")
-                return
-            if not self.policy.allows_origin(headers.get("origin")):
-                await _refuse(send, 403, "ORIGIN_NOT_ALLOWED", "Requests from web pages of other origins are "
-                              "refused.")
-                return
+        refusal: Refusal | None = None
         declared = _content_length(headers)
-        if declared is not None and declared > self.max_request_bytes:
-            await self._too_large(send)
-            return
-        if declared is not None and declared > self.budget.capacity - self.budget.held:
-            await self._busy(send)
+        if self.policy is not None and not self.policy.allows_host(headers.get("host")):
+            refusal = self._foreign_host
+        elif self.policy is not None and not self.policy.allows_origin(headers.get("origin")):
+            refusal = self._foreign_origin
+        elif declared is not None and declared > self.max_request_bytes:
+            refusal = self._too_large
+        elif declared is not None and declared > self.budget.capacity - self.budget.held:
+            refusal = self._busy
+        if refusal is not None:
+            await self._refuse(refusal, receive, send)
             return
         held = _Held()
         try:
             body, refusal = await self._read_body(receive, held)
             if refusal is not None:
-                await refusal(send)
+                self.budget.give_back(held.n)
+                held.n = 0
+                await self._refuse(refusal, receive, send)
                 return
             await self.app(scope, _replay(body, receive), send)
         finally:
             self.budget.give_back(held.n)
+
+    async def _refuse(self, refusal: Refusal, receive: Receive, send: Send) -> None:
+        """Answer a refused request. A body within the per-request cap is first read and dropped
+        (one chunk in memory at a time): closing a connection with unread bytes makes the kernel
+        reset it, and the client would see "connection reset" instead of the 503 or 403. A body
+        over the cap is answered at once, unread; such a client may see the reset instead."""
+        if refusal != self._too_large:
+            await self._discard_body(receive)
+        await refusal(send)
+
+    async def _discard_body(self, receive: Receive) -> None:
+        """Read and drop what is left of a body, up to one request's worth."""
+        dropped = 0
+        while dropped <= self.max_request_bytes:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                return
+            dropped += len(message.get("body", b""))
 
     async def _read_body(self, receive: Receive, held: _Held) -> tuple[list[Message], Refusal | None]:
         """Receive the body, counting each chunk against both limits before keeping it."""
@@ -211,6 +228,13 @@ class HttpGuard:
             held.n += size
             if not message.get("more_body", False):
                 return messages, None
+
+    async def _foreign_host(self, send: Send) -> None:
+        await _refuse(send, 421, "HOST_NOT_ALLOWED", "This server answers only its own loopback address and port "
+                      "in the Host header.")
+
+    async def _foreign_origin(self, send: Send) -> None:
+        await _refuse(send, 403, "ORIGIN_NOT_ALLOWED", "Requests from web pages of other origins are refused.")
 
     async def _too_large(self, send: Send) -> None:
         await _refuse(send, 413, "REQUEST_TOO_LARGE", f"A request body may hold at most {self.max_request_bytes} "

@@ -126,7 +126,9 @@ Cursor = Annotated[
 MemoryType = Annotated[
     str,
     Field(
-        description="turn (default), note, decision, error, fact, task, observation; use create_handoff for handoffs."
+        description="turn (default), note, decision, error, fact, task, observation, ... 'handoff' is the same "
+        "as create_handoff (supersedes the session's previous handoff); 'episode' is refused (summaries "
+        "come from summarize_session)."
     ),
 ]
 Role = Annotated[str | None, Field(description="For turns: 'user', 'assistant', 'system' or 'tool'.")]

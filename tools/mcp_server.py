@@ -30,6 +30,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
@@ -51,6 +52,7 @@ from tools.mcp_tools import (
     query_recent_turns,
 )
 from tools.preview import PreviewShaper
+from tools.stdio_replies import ParseErrorReplies
 
 SERVER_NAME = "memory-core"
 MCP_PATH = "/mcp"
@@ -99,6 +101,13 @@ class MemoryMCPServer(MCPServer[ServerState]):
             if isinstance(exc.__cause__, ValidationError):
                 return error_result("INVALID_INPUT", _first_problem(exc.__cause__))
             raise
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio loop, with a JSON-RPC error reply to every line it cannot parse."""
+        async with stdio_server() as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server
+            replying = ParseErrorReplies(read_stream, write_stream)
+            await lowlevel.run(replying, write_stream, lowlevel.create_initialization_options())
 
 
 _JSON_TYPES: tuple[tuple[type, str], ...] = (

@@ -124,7 +124,9 @@ async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: V
     """Expand up to 20 refs (from recall previews) to their full rows.
 
     Returns {found: [full rows], missing: [refs]}. Refs that are malformed, deleted or not visible to
-    you land in missing; one bad ref never fails the batch.
+    you land in missing; one bad ref never fails the batch. Every ref you send is answered once per
+    time you sent it, under your exact string: a found row (with requested=<your string> when that
+    differs from the row's ref, e.g. ' mem:6') or an entry of missing.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

@@ -134,8 +134,16 @@ class PreviewShaper:
         return {"turns": turns, "next_cursor": page.next_cursor}
 
     def contents(self, contents: Contents) -> dict[str, Any]:
-        """get_contents: whole rows plus the refs that did not resolve."""
-        return {"found": [self.full_row(row) for row in contents.found], "missing": list(contents.missing)}
+        """get_contents: whole rows plus the refs that did not resolve. A row asked for by a string
+        other than its ref (``" mem:6"``) carries that string as ``requested``."""
+        found = []
+        for i, row in enumerate(contents.found):
+            shaped = self.full_row(row)
+            asked = contents.requested[i] if i < len(contents.requested) else row.ref
+            if asked != row.ref:
+                shaped["requested"] = asked
+            found.append(shaped)
+        return {"found": found, "missing": list(contents.missing)}
 
     def check(self, result: CheckResult) -> dict[str, Any]:
         """check_memory: the row whole; neighbouring rows in the preview tier."""

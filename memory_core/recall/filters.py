@@ -43,7 +43,11 @@ def resolve_project(project_id: object, viewer: str | None, agent_projects: dict
     if not isinstance(project_id, str):
         raise InvalidInputError("'project_id' must be a string.", field="project_id")
     if project_id == AUTO_PROJECT and agent_projects:
-        mapped = agent_projects.get(viewer or "")
+        if not isinstance(viewer, str) or not viewer:  # a bad viewer fails in RecallFilters.build
+            warning = ("No viewer was given, so '@auto' has no agent to resolve a default project for; "
+                       "recalling from the global pool only (pass viewer=<your agent id>).")
+            return ProjectScope("", "", warning)
+        mapped = agent_projects.get(viewer)
         if mapped is None:
             warning = (f"Agent '{viewer}' has no default project in the operating context; "
                        "recalling from the global pool only.")
@@ -131,8 +135,19 @@ class RecallFilters:
         return True
 
     def admits_episode(self, a: dict[str, Any]) -> bool:
-        """Episodes summarize a whole session: no author, channel or source to match, global pool."""
-        if a.get("tenant") != self.tenant or self.agent or self.channel or self.source_id:
+        """Episodes summarize a whole session: no author, no per-user source, global pool.
+
+        - ``agent`` set: skipped (an episode has no author).
+        - ``source_id`` set: skipped, unless ``channel`` is set too, which scopes episodes to
+          one conversation and re-admits them.
+        - ``channel`` set: admitted (an episode recorded with a channel must match it; today's
+          episodes record none, they cover their session).
+        """
+        if a.get("tenant") != self.tenant or self.agent:
+            return False
+        if self.source_id and not self.channel:
+            return False
+        if self.channel and a.get("channel") not in (None, self.channel):
             return False
         if self.type and self.type != "episode":
             return False
@@ -161,10 +176,12 @@ class RecallFilters:
         if not (self.type or self.session or self.agent or self.channel or self.project is not None):
             return None
         clauses: list[dict[str, Any]] = [{"tenant": self.tenant}]
-        for key in ("type", "session", "agent", "channel"):
+        for key in ("type", "session", "agent"):
             value = getattr(self, key)
             if value:
                 clauses.append({key: value})
+        if self.channel:  # episode records carry no channel; admits_episode decides for them
+            clauses.append({"$or": [{"channel": self.channel}, {"kind": "episode"}]})
         if self.project is not None:
             clauses.append({"project_id": {"$in": sorted({"", self.project})}})
         if self.viewer:

@@ -275,10 +275,12 @@ class IsolationMachine(RuleBasedStateMachine):
                 self.expect(row["content"] not in [c["content"] for c in context], f"{row['ref']} was in context")
 
     def check_filters(self, row: dict[str, Any], filters: dict[str, Any]) -> None:
+        # an episode (a session summary) records no channel or source: channel re-admits it (seed 002)
+        episode = row.get("type") == "episode"
         for name in ("type", "session", "agent", "channel"):
-            if name in filters:
+            if name in filters and not (name == "channel" and episode):
                 self.expect(row.get(name) == filters[name], f"{row['ref']}: {name}={row.get(name)!r} vs {filters}")
-        if "source_id" in filters:
+        if "source_id" in filters and not (episode and "channel" in filters):
             source = str((row.get("source") or {}).get("id", ""))
             self.expect(source.startswith(filters["source_id"]), f"{row['ref']}: source {source!r} vs {filters}")
         if "project_id" in filters:

@@ -64,12 +64,8 @@ def add(
         "source": {"id": source_id} if source_id else None,
     }
     text = read_text_argument(content)
-    with opts.core() as core:
-        if type_ == "handoff":  # a handoff SUPERSEDES the session's previous one
-            fields.pop("type")
-            result = core.create_handoff(tenant, session, agent, text, **fields)  # type: ignore[arg-type]
-        else:
-            result = core.add_memory(tenant, session, agent, text, **fields)  # type: ignore[arg-type]
+    with opts.core() as core:  # the service routes type=handoff through create_handoff (SUPERSEDES)
+        result = core.add_memory(tenant, session, agent, text, **fields)  # type: ignore[arg-type]
     if opts.json:
         render.emit_json(result.to_dict())
         return
