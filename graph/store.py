@@ -69,6 +69,7 @@ class GraphStore:
         self.turn_index = SessionIndex()
         self.tenant_index = SessionIndex()  # session key "" : every memory of the tenant by time
         self._memory_count: dict[str, int] = {}
+        self._other_count: dict[str, int] = {}  # memories that are not dialogue turns, per tenant
         self._agents: dict[str, AgentNameIndex] = {}  # tenant -> its agents, indexed by name
         self.load()
 
@@ -79,6 +80,7 @@ class GraphStore:
         all_keys: dict[tuple[str, str], list[Key]] = {}
         turn_keys: dict[tuple[str, str], list[Key]] = {}
         counts: dict[str, int] = {}
+        others: dict[str, int] = {}
         with self.db.lock:
             conn = self.db.conn
             for row in conn.execute("SELECT node_id, kind, tenant, attrs FROM nodes"):
@@ -93,6 +95,8 @@ class GraphStore:
                 if attrs["type"] == "turn":
                     turn_keys.setdefault((tenant, session), []).append(key)
                 counts[tenant] = counts.get(tenant, 0) + 1
+                if attrs["type"] != "turn":
+                    others[tenant] = others.get(tenant, 0) + 1
             for row in conn.execute(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes"):
                 attrs = dict(zip(EPISODE_COLUMNS, row, strict=True))
                 g.add_node(ep_node(attrs["id"]), kind=EPISODE, **attrs)
@@ -113,6 +117,7 @@ class GraphStore:
         for (t, s), keys in turn_keys.items():
             self.turn_index.bulk_load(t, s, keys)
         self._memory_count = counts
+        self._other_count = others
         self._heal_windows(counts)
 
     def _heal_windows(self, counts: dict[str, int]) -> None:
@@ -250,6 +255,8 @@ class GraphStore:
         self.tenant_index.add(tenant, "", key)
         if row["type"] == "turn":
             self.turn_index.add(tenant, session, key)
+        else:
+            self._other_count[tenant] = self._other_count.get(tenant, 0) + 1
         self._memory_count[tenant] = self._memory_count.get(tenant, 0) + 1
 
     def apply_episode(self, row: dict[str, Any]) -> None:
@@ -270,6 +277,8 @@ class GraphStore:
         self.tenant_index.remove(tenant, "", key)
         if attrs["type"] == "turn":
             self.turn_index.remove(tenant, session, key)
+        else:
+            self._other_count[tenant] = max(0, self._other_count.get(tenant, 0) - 1)
         self.graph.remove_node(node)
         self._memory_count[tenant] = max(0, self._memory_count.get(tenant, 0) - 1)
 
@@ -344,6 +353,10 @@ class GraphStore:
 
     def memory_count(self, tenant: str) -> int:
         return self._memory_count.get(tenant, 0)
+
+    def non_turn_count(self, tenant: str) -> int:
+        """How many of the tenant's memories are not dialogue turns (notes, events, errors, …)."""
+        return self._other_count.get(tenant, 0)
 
 
 def _shared_text(adjacent: Any) -> str:

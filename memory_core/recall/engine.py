@@ -220,9 +220,10 @@ class Recaller:
             pool = min(window, cfg.lexical_pool)
             bm25 = self.lexical.window(filters, reading.terms, pool, tenant_rows)
             # rows that are not dialogue turns key on their own text: their best may sit outside the window's pool
-            seen = {h.id for h in bm25}
-            bm25 += [h for h in self.lexical.window(filters, reading.terms, pool, tenant_rows, own=True)
-                     if h.id not in seen]
+            if self.graph.non_turn_count(filters.tenant):
+                seen = {h.id for h in bm25}
+                bm25 += [h for h in self.lexical.window(filters, reading.terms, pool, tenant_rows, own=True)
+                         if h.id not in seen]
         if cfg.w_keyword > 0:
             keywords = self.lexical.keywords(filters, reading.text, cfg.keyword_pool, tenant_rows)
         return bm25, keywords
