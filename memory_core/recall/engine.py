@@ -169,8 +169,10 @@ class Recaller:
         # adaptive fusion: the lexical branch counts as much as its best rows cover the query's words
         coverage = max((scoring.coverage(scoring.stems(contents[k], WORD), reading.terms)
                         for k in covered if k in contents), default=0.0)
+        share = scoring.lexical_share(coverage, cfg)
+        result.diagnostics["lexical_share"] = round(share, 3)
         scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k]["agent"] for k in cands},
-                            lexical_share=scoring.lexical_share(coverage, cfg))
+                            lexical_share=share)
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, 2 * limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
