@@ -18,6 +18,7 @@ Pipeline for one query inside one tenant:
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Sequence
@@ -167,8 +168,8 @@ class Recaller:
             else:
                 cands[mem_id].dialogue = attrs[mem_id].get("type") == "turn"
         # adaptive fusion: the lexical branch counts as much as its best rows cover the query's words
-        coverage = max((scoring.coverage(scoring.stems(contents[k], WORD), reading.terms)
-                        for k in covered if k in contents), default=0.0)
+        row_words = {k: scoring.stems(contents[k], WORD) for k in covered if k in contents and k in cands}
+        coverage = max((scoring.coverage(w, reading.terms) for w in row_words.values()), default=0.0)
         share = scoring.lexical_share(coverage, cfg)
         result.diagnostics["lexical_share"] = round(share, 3)
         scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k]["agent"] for k in cands},
@@ -185,13 +186,11 @@ class Recaller:
                              {k: attrs[k]["session"] for k in cands})
         scoring.supersede(cands, cfg, strict=bool(filters.type))
         for k, c in cands.items():
-            words = scoring.stems(contents[k], WORD) if k in covered and k in contents else None
+            words = row_words.get(k)
             c.evidence = scoring.evidence(c, words, reading)
         quality = scoring.relevance(cands)
         result.diagnostics.update(candidates=len(cands), quality=round(quality, 4))
         scored = self._confidence(cands, attrs, filters, cfg, deep)
-        # a row passes on its confidence, or on its own absolute evidence (a close cosine or most of
-        # the query's words): the best row's strength must not push out rows that match well themselves
         # the quality gate asks whether the query matched at all (its best row); each row then passes
         # on its own confidence, its own absolute evidence (a close cosine, most of the query's words),
         # or on relevance alone: the best row's strength must not push out rows that match well themselves
@@ -205,8 +204,8 @@ class Recaller:
             result.messages = self.reader.rows_any(filters.tenant, [c.id for c in lexical[:limit]], filters.viewer)
             result.gate_fallback = bool(result.messages)
             return
-        kept.sort(key=lambda item: (-item[0], -(item[1].cosine or 0.0), -attrs[item[1].id]["ts_us"]))
-        top = kept[:limit]
+        top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
+                                                            -attrs[item[1].id]["ts_us"], item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
         refs = {k: memory_ref(k) for c in cands.values() for k in (c.neighbour_of, c.superseded_by) if k is not None}
         result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
