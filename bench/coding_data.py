@@ -58,7 +58,8 @@ COMMANDS = [  # (task in the memory, task as asked, command)
     ("apply pending migrations", "bring the database schema up to date", "alembic upgrade head"),
     ("tail the worker logs in staging", "watch what the staging workers print",
      "kubectl logs -f deploy/worker -n staging"),
-    ("profile the export job", "find where the export spends its time", "py-spy record -o export.svg -- python -m app.exports"),
+    ("profile the export job", "find where the export spends its time",
+     "py-spy record -o export.svg -- python -m app.exports"),
     ("bisect the flaky scheduler test", "find the commit that broke the scheduler test",
      "git bisect run pytest tests/test_scheduler.py"),
     ("seed the dev database", "fill the local database with sample data", "make seed ENV=dev"),
@@ -126,7 +127,7 @@ def generate(seed: int = 12, sessions: int = 40) -> Workload:
         agent = AGENTS[s % len(AGENTS)]
         ticket = f"PROJ-{100 + s * 7}"
         for _ in range(2):  # errors and their fixes
-            area, path, func = _ident(rng)
+            _area, path, func = _ident(rng)
             e = rng.randrange(len(ERRORS))
             exc, msg, said = ERRORS[e]
             line = rng.randint(20, 400)
@@ -135,36 +136,40 @@ def generate(seed: int = 12, sessions: int = 40) -> Workload:
                       f"{exc}: {msg}", "error", "tester", session)
             fix = add(f"Fixed the {exc} in {func} ({path}): {FIXES[e]}. Covered by a regression test.", "note",
                       agent, session)
-            if rng.random() < 0.5:
-                ask(f"{exc}: {msg}", err, "pasted error", fix)
+            if rng.random() < 0.5:  # an agent pastes the tail of the traceback it is looking at
+                ask(f'File "{path}", line {line}, in {func}\n{exc}: {msg}', err, "pasted error", fix)
             else:
                 ask(f"have we seen the {said} in {func} before?", err, "paraphrased error", fix)
             ask(f"how did we fix the {exc} in {path}?", fix, "fix", err)
-        d = rng.randrange(len(DECISIONS))
-        area = rng.choice(AREAS)
-        said, asked = DECISIONS[d]
-        dec = add(f"Decision ({area}): {said}. Reason: {rng.choice(['simpler ops', 'lower latency', 'fewer incidents', 'cost'])}.",
-                  "decision", "planner", session)
-        if s % 3 == 0:
+        # decisions, commands and settings are written once each, so every question has one answer
+        if s < len(DECISIONS):
+            said, asked = DECISIONS[s]
+            dec = add(f"Decision ({rng.choice(AREAS)}): {said}. Reason: "
+                      f"{rng.choice(['simpler ops', 'lower latency', 'fewer incidents', 'cost'])}.",
+                      "decision", "planner", session)
             ask(f"why did we choose that approach for {asked}?", dec, "decision")
-        c = rng.randrange(len(COMMANDS))
-        task, task_asked, cmd = COMMANDS[c]
-        com = add(f"To {task}: `{cmd}`", "note", agent, session)
-        if s % 2 == 0:
+        else:
+            _area, rpath, rfunc = _ident(rng)
+            add(f"Review of {rfunc} in {rpath}: rename {rng.choice(NOUNS)} to {rng.choice(NOUNS)}_id and add a "
+                f"docstring.", "note", "reviewer", session)
+        if s < len(COMMANDS):
+            task, task_asked, cmd = COMMANDS[s]
+            com = add(f"To {task}: `{cmd}`", "note", agent, session)
             ask(f"how do I {task_asked}?", com, "command")
-        key, what, asked_setting = SETTINGS[s % len(SETTINGS)]
-        value = rng.choice([3, 5, 8, 16, 30, 60, 250, 1000])
-        cfg = add(f"Config: {key}={value} in config/{rng.choice(AREAS)}.toml sets {what}.", "note", agent, session)
-        if s % 4 == 1:
+        if s < len(SETTINGS):
+            key, what, asked_setting = SETTINGS[s]
+            value = rng.choice([3, 5, 8, 16, 30, 60, 250, 1000])
+            cfg = add(f"Config: {key}={value} in config/{rng.choice(AREAS)}.toml sets {what}.", "note", agent,
+                      session)
             ask(f"which setting controls {asked_setting}?", cfg, "setting")
-        area, path, func = _ident(rng)
+        _area, path, func = _ident(rng)
         u = add(f"Can you make {func} in {path} skip rows without a {rng.choice(NOUNS)}?", "turn", "user", session,
                 "user")
         a = add(f"Done: {func} now skips them and logs a warning; see {ticket}.", "turn", agent, session,
                 "assistant")
         if s % 3 == 1:
             ask(f"what did we change in {func} for the user?", a, "dialogue", u)
-        nxt_area, nxt_path, nxt_func = _ident(rng)
+        _nxt_area, nxt_path, nxt_func = _ident(rng)
         ho = add(f"Handoff {ticket}: finished {func}; next: refactor {nxt_func} in {nxt_path}; blocked on review "
                  f"from {rng.choice(AGENTS)}.", "handoff", agent, session)
         if s % 2 == 1:

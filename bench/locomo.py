@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, percentiles, print_table, stage
+from bench.embed_cache import cached_minilm
 from bench.locomo_data import CATEGORY_NAMES, Conversation, QAItem, load_locomo
 from bench.metrics import MRR_DEPTH, Scoreboard
 from memory_core import MemoryCore
-from bench.embed_cache import cached_minilm
 
 DEPTH = max(20, MRR_DEPTH)  # rows asked of every method; MRR@20 needs 20
 WORD = re.compile(r"\w+", re.UNICODE)

@@ -23,7 +23,6 @@ from bench.embed_cache import cached_minilm
 from bench.locomo import DEPTH, ingest
 from bench.locomo_data import load_locomo
 from bench.metrics import Scoreboard
-from bench.ranking import HitBoard
 from memory_core.recall import presets
 
 
@@ -41,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     for i, (_label, over) in enumerate(variants):
         presets.PRESETS[f"tune{i}"] = replace(presets.PRESETS[args.base], **over)
     rows: list[list[Any]] = []
+    per_conv: dict[str, list[tuple[float, float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="tune-") as tmp:
         core = open_bench_core(Path(tmp) / "store", cached_minilm())
         try:
@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> None:
                             ranked = [ref_to_sid.get(m.ref, "") for m in res.messages]
                             board.add(qa.category, ranked, qa.evidence)
                             total.add(qa.category, ranked, qa.evidence)
-                        per.append(board.summary()["micro"]["any@5"])
+                        micro = board.summary()["micro"]
+                        per.append(micro["any@5"])
+                        per_conv.setdefault(label, []).append((micro["n"], micro["any@5"], micro["frac@10"]))
                     m = total.summary()["micro"]
                     row += [m["any@5"], m["frac@10"], m["mrr@20"], " ".join(f"{x:.2f}" for x in per)]
                 if mad is not None:
@@ -83,7 +85,27 @@ def main(argv: list[str] | None = None) -> None:
     if "coding" in only:
         header += ["C hit@5", "C mrr"]
     print_table("variants", header, rows)
-    _ = HitBoard
+    if len(per_conv) > 1:
+        loco(per_conv)
+
+
+def loco(per_conv: dict[str, list[tuple[float, float, float]]]) -> None:
+    """Leave-one-conversation-out: for each conversation, the variant best on the others
+    (question-weighted any@5) is scored on the one left out."""
+    labels = list(per_conv)
+    n_conv = len(next(iter(per_conv.values())))
+    n_total = a_total = f_total = 0.0
+    picks = []
+    for held in range(n_conv):
+        def others(label: str, held: int = held) -> float:
+            rows = [r for j, r in enumerate(per_conv[label]) if j != held]
+            return sum(n * a for n, a, _f in rows) / sum(n for n, _a, _f in rows)
+        best = max(labels, key=others)
+        n, a, f = per_conv[best][held]
+        picks.append(best[:40])
+        n_total, a_total, f_total = n_total + n, a_total + n * a, f_total + n * f
+    print(f"\nLOCO over {len(labels)} variants: any@5 {a_total / n_total:.4f}, frac@10 {f_total / n_total:.4f}")
+    print("  picked per held-out conversation:", picks)
 
 
 if __name__ == "__main__":

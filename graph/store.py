@@ -71,6 +71,7 @@ class GraphStore:
         self.tenant_index = SessionIndex()  # session key "" : every memory of the tenant by time
         self._memory_count: dict[str, int] = {}
         self._private: dict[tuple[str, str], Counter[str]] = {}  # (tenant, session) -> author -> private rows
+        self._other_count: dict[str, int] = {}  # memories that are not dialogue turns, per tenant
         self._agents: dict[str, AgentNameIndex] = {}  # tenant -> its agents, indexed by name
         self.load()
 
@@ -82,6 +83,7 @@ class GraphStore:
         turn_keys: dict[tuple[str, str], list[Key]] = {}
         counts: dict[str, int] = {}
         private: dict[tuple[str, str], Counter[str]] = {}
+        others: dict[str, int] = {}
         with self.db.lock:
             conn = self.db.conn
             for row in conn.execute("SELECT node_id, kind, tenant, attrs FROM nodes"):
@@ -98,6 +100,8 @@ class GraphStore:
                 counts[tenant] = counts.get(tenant, 0) + 1
                 if attrs["visibility"] == "agent":
                     private.setdefault((tenant, session), Counter())[attrs["agent"]] += 1
+                if attrs["type"] != "turn":
+                    others[tenant] = others.get(tenant, 0) + 1
             for row in conn.execute(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes"):
                 attrs = dict(zip(EPISODE_COLUMNS, row, strict=True))
                 g.add_node(ep_node(attrs["id"]), kind=EPISODE, **attrs)
@@ -119,6 +123,7 @@ class GraphStore:
             self.turn_index.bulk_load(t, s, keys)
         self._memory_count = counts
         self._private = private
+        self._other_count = others
         self._heal_windows(counts)
 
     def _heal_windows(self, counts: dict[str, int]) -> None:
@@ -256,6 +261,8 @@ class GraphStore:
         self.tenant_index.add(tenant, "", key)
         if row["type"] == "turn":
             self.turn_index.add(tenant, session, key)
+        else:
+            self._other_count[tenant] = self._other_count.get(tenant, 0) + 1
         self._memory_count[tenant] = self._memory_count.get(tenant, 0) + 1
         if row["visibility"] == "agent":
             self._private.setdefault((tenant, session), Counter())[row["agent"]] += 1
@@ -278,6 +285,8 @@ class GraphStore:
         self.tenant_index.remove(tenant, "", key)
         if attrs["type"] == "turn":
             self.turn_index.remove(tenant, session, key)
+        else:
+            self._other_count[tenant] = max(0, self._other_count.get(tenant, 0) - 1)
         self.graph.remove_node(node)
         self._memory_count[tenant] = max(0, self._memory_count.get(tenant, 0) - 1)
         authors = self._private.get((tenant, session))
@@ -362,6 +371,10 @@ class GraphStore:
 
     def memory_count(self, tenant: str) -> int:
         return self._memory_count.get(tenant, 0)
+
+    def non_turn_count(self, tenant: str) -> int:
+        """How many of the tenant's memories are not dialogue turns (notes, events, errors, …)."""
+        return self._other_count.get(tenant, 0)
 
 
 def _shared_text(adjacent: Any) -> str:

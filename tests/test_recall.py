@@ -143,7 +143,9 @@ def test_when_everything_is_below_the_gate_lexical_matches_come_back_flagged(
     core.add_memory("acme", "s", "a", "zebra", timestamp=ago(400))
     for i in range(20):
         core.add_memory("acme", "s", "a", f"unrelated chatter about lunch options number {i}", timestamp=ago(400))
-    res = core.recall("acme", "zebra quantum chromodynamics lattice gauge boson spectroscopy theory")
+    # (the gate, recalibrated on LoCoMo, MADial and the coding workload, is 0.2 on the best row)
+    res = core.recall("acme",
+                      "zebra quantum chromodynamics lattice gauge boson spectroscopy eigenvalue renormalisation")
     assert res.gate_fallback is True
     assert contents(res) == ["zebra"]
     assert all(m.match_reason is None for m in res.messages)

@@ -75,9 +75,9 @@ def test_relative_dates_without_an_anchor_are_left_alone() -> None:
 
 def test_yesterday_in_a_query_favours_the_relevant_row_written_the_day_before_the_newest(core: MemoryCore) -> None:
     day = datetime(2025, 6, 10, 12, tzinfo=UTC)
-    older = core.add_memory("acme", "s1", "planner", "decision: the cache TTL stays at 5 minutes",
+    older = core.add_memory("acme", "s1", "planner", "decision: the cache TTL is 5 minutes",
                             type="decision", timestamp=day - timedelta(days=6)).ref
-    wanted = core.add_memory("acme", "s2", "planner", "decision: the cache TTL goes to 10 minutes",
+    wanted = core.add_memory("acme", "s2", "planner", "decision: the cache TTL is 10 minutes",
                              type="decision", timestamp=day - timedelta(days=1)).ref
     core.add_memory("acme", "s3", "coder", "lunch order for the team", timestamp=day)
     res = core.recall("acme", "what did we decide about the cache TTL yesterday?", deep=True)
@@ -92,7 +92,7 @@ def test_yesterday_in_a_query_favours_the_relevant_row_written_the_day_before_th
 
 def test_a_now_without_a_timezone_is_refused(core: MemoryCore) -> None:
     with pytest.raises(MemoryCoreError) as err:
-        core.recall("acme", "yesterday", now=datetime(2025, 1, 1))  # noqa: DTZ001 - the point of the test
+        core.recall("acme", "yesterday", now=datetime(2025, 1, 1))
     assert err.value.code == "INVALID_INPUT"
 
 

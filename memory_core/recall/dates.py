@@ -173,12 +173,14 @@ def date_score(ts: datetime, windows: Iterable[DateWindow], grace_days: float, t
             best = max(best, 1.0 if w.start.month in (ts.month, told.month) else 0.0)
             continue
         # a relative window is the anchor's guess: told-later grace would reach the anchor itself
-        grace = timedelta(days=0 if w.kind == YEAR_WINDOW else (min(1.0, grace_days) if w.relative else grace_days))
+        grace = timedelta(days=0 if w.kind == YEAR_WINDOW or w.relative else grace_days)
+        # a relative window is as sharp as it is long ("yesterday" is not "about two weeks ago")
+        tau = max(1.0, (w.end - w.start).days) if w.relative else tau_days
         if w.start <= ts < w.end + grace:
             s = 1.0
         else:
             gap = (w.start - ts) if ts < w.start else (ts - w.end - grace)
-            s = 2.0 ** (-gap.total_seconds() / 86_400 / tau_days)
+            s = 2.0 ** (-gap.total_seconds() / 86_400 / tau)
         best = max(best, s * (0.5 if w.kind == YEAR_WINDOW else 1.0))
     return best
 

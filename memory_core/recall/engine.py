@@ -18,11 +18,12 @@ Pipeline for one query inside one tenant:
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 from graph.store import SUPERSEDES, GraphStore, mem_node
@@ -167,7 +168,15 @@ class Recaller:
             gone = mem_id not in attrs or (mem_id in wanted and mem_id not in contents)
             if gone or (filters.exclude and filters.excluded(contents[mem_id])):
                 del cands[mem_id]
-        scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k]["agent"] for k in cands})
+            else:
+                cands[mem_id].dialogue = attrs[mem_id].get("type") == "turn"
+        # adaptive fusion: the lexical branch counts as much as its best rows cover the query's words
+        row_words = {k: scoring.stems(contents[k], WORD) for k in covered if k in contents and k in cands}
+        coverage = max((scoring.coverage(w, reading.terms) for w in row_words.values()), default=0.0)
+        share = scoring.lexical_share(coverage, cfg)
+        result.diagnostics["lexical_share"] = round(share, 3)
+        scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k]["agent"] for k in cands},
+                            lexical_share=share)
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, 2 * limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
@@ -180,19 +189,26 @@ class Recaller:
                              {k: attrs[k]["session"] for k in cands})
         scoring.supersede(cands, cfg, strict=bool(filters.type))
         for k, c in cands.items():
-            words = scoring.stems(contents[k], WORD) if k in covered and k in contents else None
+            words = row_words.get(k)
             c.evidence = scoring.evidence(c, words, reading)
         quality = scoring.relevance(cands)
         result.diagnostics.update(candidates=len(cands), quality=round(quality, 4))
         scored = self._confidence(cands, attrs, filters, cfg, deep)
-        kept = [(conf, c) for conf, c in scored if conf >= cfg.quality_gate and c.relevance >= cfg.min_relevance]
+        # the quality gate asks whether the query matched at all (its best row); each row then passes
+        # on its own confidence, its own absolute evidence (a close cosine, most of the query's words),
+        # or on relevance alone: the best row's strength must not push out rows that match well themselves
+        best = max((conf for conf, c in scored if c.relevance >= cfg.min_relevance), default=0.0)
+        row_gate = cfg.quality_gate if cfg.row_gate is None else cfg.row_gate
+        kept = [] if best < cfg.quality_gate else [
+            (conf, c) for conf, c in scored if c.relevance >= cfg.min_relevance
+            and (conf >= row_gate or c.evidence >= cfg.evidence_gate)]
         if not kept and scored:
             lexical = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
             result.messages = self.reader.rows_any(filters.tenant, [c.id for c in lexical[:limit]], filters.viewer)
             result.gate_fallback = bool(result.messages)
             return
-        kept.sort(key=lambda item: (-item[0], -(item[1].cosine or 0.0), -attrs[item[1].id]["ts_us"]))
-        top = kept[:limit]
+        top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
+                                                            -attrs[item[1].id]["ts_us"], item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
         refs = {k: memory_ref(k) for c in cands.values() for k in (c.neighbour_of, c.superseded_by) if k is not None}
         result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
@@ -205,7 +221,13 @@ class Recaller:
         bm25: list[LexicalHit] = []
         keywords: list[LexicalHit] = []
         if cfg.w_window > 0 or cfg.w_turn > 0:
-            bm25 = self.lexical.window(filters, reading.terms, min(window, cfg.lexical_pool), tenant_rows)
+            pool = min(window, cfg.lexical_pool)
+            bm25 = self.lexical.window(filters, reading.terms, pool, tenant_rows)
+            # rows that are not dialogue turns key on their own text: their best may sit outside the window's pool
+            if self.graph.non_turn_count(filters.tenant):
+                seen = {h.id for h in bm25}
+                bm25 += [h for h in self.lexical.window(filters, reading.terms, pool, tenant_rows, own=True)
+                         if h.id not in seen]
         if cfg.w_keyword > 0:
             keywords = self.lexical.keywords(filters, reading.text, cfg.keyword_pool, tenant_rows)
         return bm25, keywords
@@ -235,7 +257,7 @@ class Recaller:
         g, tenant = self.graph, filters.tenant
         joined: dict[int, int] = {}
         for c in list(cands.values()):
-            if c.episode:
+            if c.episode or not c.dialogue:  # adjacency means "reply to" only between dialogue turns
                 continue
             a = attrs[c.id]
             before, after = g.all_index.neighbours(tenant, a["session"], (a["ts_us"], a["id"]))
@@ -247,10 +269,12 @@ class Recaller:
                     if c.id not in seeds or nid in attrs:  # not a seed, or already refused/excluded
                         continue
                     na = g.memory(tenant, nid)
-                    if na is None or not filters.admits(na):
+                    if na is None or not filters.admits(na) or na.get("type") != "turn":
                         continue
                     attrs[nid] = na
                     joined[nid] = c.id
+                elif not cands[nid].dialogue:
+                    continue
                 setattr(c, side, nid)
         if filters.exclude and joined:
             held = g.contents(tenant, list(joined))
@@ -258,7 +282,7 @@ class Recaller:
                 if nid not in held or filters.excluded(held[nid]):
                     del joined[nid]
         for nid, seed in joined.items():
-            cands[nid] = Candidate(nid, neighbour_of=seed)
+            cands[nid] = Candidate(nid, neighbour_of=seed, dialogue=True)
         for c in cands.values():  # links to rows that did not join are dropped
             c.prev = c.prev if c.prev in cands else None
             c.next = c.next if c.next in cands else None

@@ -57,11 +57,13 @@ class LexicalIndex:
     def __init__(self, db: GraphDB) -> None:
         self.db = db
 
-    def window(self, filters: RecallFilters, terms: list[str], limit: int, tenant_rows: int = 0) -> list[LexicalHit]:
-        """BM25 over (text, previous text), best first; ``turn`` rides along from the same match."""
+    def window(self, filters: RecallFilters, terms: list[str], limit: int, tenant_rows: int = 0,
+               own: bool = False) -> list[LexicalHit]:
+        """BM25 over (text, previous text), best first; ``turn`` rides along from the same match.
+        With ``own``, ranked by the memory's own text instead (what non-dialogue rows key on)."""
         with self.db.lock:
             table = self.db.window_table(self.db.conn.cursor(), filters.tenant, create=False)
-            return self._search(table, filters, terms, limit, tenant_rows, window=True)
+            return self._search(table, filters, terms, limit, tenant_rows, window=True, own=own)
 
     def keywords(self, filters: RecallFilters, query: str, limit: int, tenant_rows: int = 0) -> list[LexicalHit]:
         """Exact multi-word phrases (``EXP-30`` → ``"exp 30"``) in the memory's own text."""
@@ -71,14 +73,18 @@ class LexicalIndex:
             return self._search(table, filters, phrases, limit, tenant_rows, window=False)
 
     def _search(self, table: str | None, filters: RecallFilters, terms: list[str], limit: int, tenant_rows: int,
-                window: bool) -> list[LexicalHit]:
+                window: bool, own: bool = False) -> list[LexicalHit]:
         if table is None or not terms or limit <= 0:
             return []
         terms = self._prune_common(table, terms, tenant_rows)
         if not terms:
             return []
-        ranks = f"bm25({table}, 1.0, 1.0) AS rank, bm25({table}, 1.0, 0.0)" if window else \
-            f"bm25({table}) AS rank, bm25({table})"
+        if own:  # rank by the own-text score; the window score rides along
+            ranks = f"bm25({table}, 1.0, 0.0) AS rank, bm25({table}, 1.0, 1.0) AS win, bm25({table}, 1.0, 0.0)"
+        elif window:
+            ranks = f"bm25({table}, 1.0, 1.0) AS rank, bm25({table}, 1.0, 1.0), bm25({table}, 1.0, 0.0)"
+        else:
+            ranks = f"bm25({table}) AS rank, bm25({table}), bm25({table})"
         if filters.selective:
             where, args = filters.sql_where()
             sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {table}.rowid "
@@ -87,7 +93,7 @@ class LexicalIndex:
             sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?"
             args = []
         rows = self.db.conn.execute(sql, [_match_any(terms), *args, limit]).fetchall()
-        return [LexicalHit(int(i), -float(rank), max(0.0, -float(turn))) for i, rank, turn in rows]
+        return [LexicalHit(int(i), -float(win), max(0.0, -float(turn))) for i, _rank, win, turn in rows]
 
     def _prune_common(self, table: str, terms: list[str], tenant_rows: int) -> list[str]:
         """Drop terms that occur in a large share of a big tenant's rows.

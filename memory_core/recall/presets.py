@@ -1,8 +1,10 @@
 """Retrieval strategy as named presets of one config object (not a pile of flags).
 
-The default ("balanced") is the hybrid, graph-aware method measured on LoCoMo (see
-``bench/locomo.py``); its weights are round numbers chosen on three dev conversations and
-checked on the other two and by leave-one-conversation-out. The other presets are
+The default ("balanced") is the hybrid, graph-aware method measured on three kinds of memory
+(``bench.locomo``: dialogue turns; ``bench.madial``: life events; ``bench.coding``: a coding
+agent's notes, errors, decisions and handoffs). Its weights are round numbers chosen on all
+three at once (``bench.tune``) and checked leave-one-conversation-out on LoCoMo; dialogue
+signals (window BM25, adjacency, session support) apply only to rows of type ``turn``. The other presets are
 re-weightings of the same pipeline, and baselines for benchmarks.
 """
 
@@ -31,19 +33,26 @@ class RecallConfig:
     w_vector: float = 1.0  # cosine, min-max scaled over the vector pool
     w_window: float = 0.6  # BM25 over (text, previous text of the session), / best
     w_turn: float = 0.2  # BM25 over the text alone, / best
-    w_keyword: float = 0.3  # exact identifier phrase, / best
+    w_keyword: float = 0.6  # exact identifier phrase, / best
+    # adaptive fusion: lexical weights × clamp(best coverage of the query's words / adaptive_full,
+    # adaptive_min, 1); adaptive_full = 0 turns it off
+    adaptive_full: float = 0.5
+    adaptive_min: float = 0.5
     w_speaker: float = 2.0  # the row's author is an agent the query names
+    speaker_scaled: bool = False  # the speaker bonus times the row's share of the best retriever score
     # graph: a row lends shares of its base to the adjacent memories of its session
     spread_prev: float = 0.4  # ... to the one before it (a hit is often the reply to a question)
     spread_next: float = 0.1  # ... to the one after it
     neighbour_seeds: int = 40  # best-base rows (at least 2 × limit) whose absent neighbours join the pool
     # time: absolute dates in the query against the row's own timestamp
     w_time: float = 2.0
+    w_time_relative: float = 1.0  # relative dates ("yesterday"): times the row's share of the best base
     time_grace_days: float = 14.0
     time_tau_days: float = 14.0
     # session support: mean of the session's best `session_top` scores, / best session
-    w_session: float = 0.6
+    w_session: float = 0.3
     session_top: int = 3
+    session_scaled: bool = False  # the bonus times the row's share of the best base
     # a memory another one SUPERSEDES (an older handoff of the chain) loses this share
     superseded_penalty: float = 0.3
     # confidence = (1 - w_recency - w_salience) * relevance + w_recency * recency + w_salience * salience
@@ -54,13 +63,16 @@ class RecallConfig:
     type_recency_half_life_days: float = 7.0
     # gate: rows whose confidence is below this are dropped, and rows whose relevance is
     # below min_relevance (recency and salience alone never carry a row through)
-    quality_gate: float = 0.28
+    quality_gate: float = 0.2
     min_relevance: float = 0.08
+    evidence_gate: float = 0.3  # ... unless the row's own absolute evidence reaches this (0..1)
+    row_gate: float | None = 0.0  # the confidence each row needs once the best passed (None: quality_gate)
     # recall_with_context: weight of the context text in the embedded query
-    context_weight: float = 0.3
+    context_weight: float = 0.5
 
 
-_NO_GRAPH = {"w_speaker": 0.0, "spread_prev": 0.0, "spread_next": 0.0, "w_time": 0.0, "w_session": 0.0,
+_NO_GRAPH = {"w_speaker": 0.0, "spread_prev": 0.0, "spread_next": 0.0, "w_time": 0.0, "w_time_relative": 0.0,
+             "w_session": 0.0,
              "superseded_penalty": 0.0, "strip_names": False}
 
 PRESETS: dict[str, RecallConfig] = {

@@ -23,8 +23,9 @@ import math
 from dataclasses import dataclass, field
 
 from memory_core.models import from_us
+from memory_core.recall.dates import date_score
 from memory_core.recall.presets import RecallConfig
-from memory_core.recall.query import QueryReading, date_score
+from memory_core.recall.query import QueryReading
 
 DAY_US = 86_400 * 1_000_000
 # cosine below the floor is treated as no similarity; floor + span as full similarity (MiniLM scale)
@@ -37,6 +38,7 @@ STEM = 5  # query words and row words compare on their first letters (a cheap st
 class Candidate:
     id: int
     episode: bool = False
+    dialogue: bool = False  # a dialogue turn: window BM25, adjacency and session support apply
     cosine: float | None = None  # raw cosine of the embedded query
     window: float | None = None  # raw BM25 over (text, previous text)
     turn: float | None = None  # raw BM25 over the text alone (0: only the previous text matched)
@@ -70,8 +72,21 @@ def _best(values: list[float]) -> float:
     return max((x for x in values if x > 0), default=1.0)
 
 
+def coverage(content_words: set[str], terms: list[str]) -> float:
+    """Share of the query's words (stem-compared) a row's text holds."""
+    return sum(1 for t in terms if t[:STEM] in content_words) / len(terms) if terms else 0.0
+
+
+def lexical_share(best_coverage: float, cfg: RecallConfig) -> float:
+    """How much the lexical branch counts for this query (1 = its full weights): a branch whose
+    best rows hold few of the query's words is mostly matching chance words."""
+    if not cfg.adaptive_full:
+        return 1.0
+    return min(1.0, max(cfg.adaptive_min, best_coverage / cfg.adaptive_full))
+
+
 def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: bool, named: frozenset[str],
-                authors: dict[int, str]) -> None:
+                authors: dict[int, str], lexical_share: float = 1.0) -> None:
     """Retriever evidence and the speaker signal, per candidate."""
     if cfg.fusion == "rrf":
         for c in cands.values():
@@ -86,14 +101,19 @@ def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: boo
         k_top = _best([c.keyword or 0.0 for c in cands.values()])
         for c in cands.values():
             v = max(0.0, (c.cosine - lo) / span) if c.cosine is not None else 0.0
-            c.base = (cfg.w_vector * v + cfg.w_window * max(0.0, c.window or 0.0) / w_top
-                      + cfg.w_turn * (c.turn or 0.0) / t_top + cfg.w_keyword * max(0.0, c.keyword or 0.0) / k_top)
+            if c.dialogue:
+                lex = cfg.w_window * max(0.0, c.window or 0.0) / w_top + cfg.w_turn * (c.turn or 0.0) / t_top
+            else:  # a note, decision or event is matched on its own text: its predecessor is unrelated
+                lex = (cfg.w_window + cfg.w_turn) * (c.turn or 0.0) / t_top
+            c.base = cfg.w_vector * v + lexical_share * lex + cfg.w_keyword * max(0.0, c.keyword or 0.0) / k_top
     if named and cfg.w_speaker:
+        top = _best([c.base for c in cands.values()])
         for k, c in cands.items():
             if c.neighbour_of is None and authors.get(k) in named:  # joined neighbours only get the spread
                 c.speaker = authors[k]
-                c.base += cfg.w_speaker
-                c.graph += cfg.w_speaker
+                bonus = cfg.w_speaker * (max(0.0, c.base) / top if cfg.speaker_scaled else 1.0)
+                c.base += bonus
+                c.graph += bonus
 
 
 def graph_scores(cands: dict[int, Candidate], cfg: RecallConfig, reading: QueryReading,
@@ -108,27 +128,42 @@ def graph_scores(cands: dict[int, Candidate], cfg: RecallConfig, reading: QueryR
     for k, c in cands.items():
         c.rel = c.base + spread[k]
         c.graph += spread[k]
+    absolute = [w for w in reading.dates if not w.relative]
+    relative = [w for w in reading.dates if w.relative]
     if reading.dates and cfg.w_time:
+        top = _best([c.base for c in cands.values()])
         for k, c in cands.items():
-            c.time = date_score(from_us(times[k]), reading.dates, cfg.time_grace_days, cfg.time_tau_days)
-            c.rel += cfg.w_time * c.time
-            c.graph += cfg.w_time * c.time
+            ts = from_us(times[k])
+            t_abs = date_score(ts, absolute, cfg.time_grace_days, cfg.time_tau_days) if absolute else 0.0
+            # a relative date counts from a guessed "now": it reorders relevant rows, never lifts unrelated ones
+            t_rel = date_score(ts, relative, cfg.time_grace_days, cfg.time_tau_days) if relative else 0.0
+            bonus = cfg.w_time * t_abs + cfg.w_time_relative * t_rel * max(0.0, c.base) / top
+            c.time = max(t_abs, t_rel)
+            c.rel += bonus
+            c.graph += bonus
     if cfg.w_session and cands:
         by_session: dict[str, list[float]] = {}
         for k, c in cands.items():
-            by_session.setdefault(sessions[k], []).append(c.rel)
+            if c.dialogue:  # session support: several turns of one conversation about the query
+                by_session.setdefault(sessions[k], []).append(c.rel)
         support = {s: sum(sorted(xs, reverse=True)[: cfg.session_top]) / min(len(xs), cfg.session_top)
                    for s, xs in by_session.items()}
         top = _best(list(support.values()))
+        base_top = _best([c.base for c in cands.values()])
         for k, c in cands.items():
+            if not c.dialogue:
+                continue
             bonus = cfg.w_session * max(0.0, support[sessions[k]]) / top
+            if cfg.session_scaled:  # reorders turns by their conversation, never lifts them over other rows
+                bonus *= max(0.0, c.base) / base_top
             c.rel += bonus
             c.graph += bonus
 
 
 def supersede(cands: dict[int, Candidate], cfg: RecallConfig, strict: bool) -> None:
     """An older link of a chain loses ``superseded_penalty``; with ``strict`` (the caller asked
-    for one type: the current one is wanted) it also stays below its successor."""
+    for one type: the current one is wanted) the current link inherits the best relevance of
+    the links it supersedes, and each older link stays below its successor."""
     if not cfg.superseded_penalty:
         return
     keep = 1.0 - cfg.superseded_penalty
@@ -137,6 +172,14 @@ def supersede(cands: dict[int, Candidate], cfg: RecallConfig, strict: bool) -> N
             c.rel *= keep
     if strict:
         chained = [c for c in cands.values() if c.superseded_by in cands]
+        for _ in range(len(chained)):  # the current link stands for its chain: it inherits the best match
+            lifted = False
+            for c in chained:
+                succ = cands[c.superseded_by]  # type: ignore[index]
+                if c.rel > succ.rel:
+                    succ.rel, lifted = c.rel, True
+            if not lifted:
+                break
         for _ in range(len(chained)):  # a chain settles in at most its length of passes
             changed = False
             for c in chained:
