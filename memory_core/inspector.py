@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from graph.store import AGENT_MEMORY, EPISODE, SUPERSEDES, mem_node
+from graph.store import AGENT, AGENT_MEMORY, AUTHORED_BY, EPISODE, IN_SESSION, SESSION, SUMMARIZES, SUPERSEDES, mem_node
 from memory_core import validation as v
 from memory_core.admin import Operator, SessionSummary
 from memory_core.episodes import SUMMARY_WINDOW, handoff_content
@@ -39,6 +39,8 @@ MAX_PAGE = 100
 MAX_GRAPH_DEPTH = 3
 GRAPH_NODE_BUDGET = 120
 GRAPH_CHILDREN = 8
+HUB_DEGREE = 200  # past this many neighbours, an agent or session node is read through the time indexes
+HUB_SCAN = 5000  # newest memories of the tenant scanned for an agent's own
 CHAIN_LIMIT = 50
 LABEL_CHARS = 60
 
@@ -290,6 +292,8 @@ class Inspector:
         """(source, target, kind) of a node's edges, newest other end first; memories also get
         their session neighbours as NEXT edges."""
         nodes = self.graph.graph._node
+        if nodes[node].get("kind") in (AGENT, SESSION) and len(self.graph.graph._pred[node]) > HUB_DEGREE:
+            return self._hub_edges(tenant, node)
         out = [(node, n, k) if d == "out" else (n, node, k) for d, k, n in self.graph.edges_of(tenant, node)]
         attrs = nodes[node]
         if attrs.get("kind") == AGENT_MEMORY:
@@ -305,6 +309,37 @@ class Inspector:
             return (structural, other.get("ts_us") or other.get("updated_us") or 0, other.get("id") or 0)
 
         return sorted(out, key=newest, reverse=True)
+
+    def _hub_edges(self, tenant: str, node: str) -> list[tuple[str, str, str]]:
+        """The newest memories of a busy session or agent, from the ordered indexes: a hub's
+        cost is what the view shows, not its degree (an agent may have written 100k rows)."""
+        attrs = self.graph.graph._node[node]
+        out: list[tuple[str, str, str]] = []
+        if attrs["kind"] == SESSION:
+            if (ep := self.graph.session_episode(tenant, attrs["session"])) is not None:
+                out.append((f"ep:{ep['id']}", node, SUMMARIZES))
+            keys = self.graph.all_index.newest_before(tenant, attrs["session"], None, lambda _i: True)
+            for _ts, mem_id in keys:
+                out.append((memory_ref(mem_id), node, IN_SESSION))
+                if len(out) > GRAPH_CHILDREN:
+                    break
+            return out
+        for scanned, (_ts, mem_id) in enumerate(self.graph.tenant_index.newest_before(tenant, "", None,
+                                                                                      lambda _i: True)):
+            mem = self.graph.memory(tenant, mem_id)
+            if mem is not None and mem["agent"] == attrs["agent"]:
+                out.append((memory_ref(mem_id), node, AUTHORED_BY))
+            if len(out) > GRAPH_CHILDREN or scanned >= HUB_SCAN:
+                break
+        return out
+
+    def session_names(self, tenant: str, limit: int = 100) -> list[str]:
+        """The tenant's most recently active session names (for pickers)."""
+        tenant = v.tenant(tenant)
+        with self.core.db.lock:
+            index = self.graph.all_index
+            last = {s: b[1] for s in index.sessions(tenant) if (b := index.bounds(tenant, s))}
+        return sorted(last, key=last.__getitem__, reverse=True)[:limit]
 
     def _describe(self, tenant: str, depths: dict[str, int]) -> list[dict[str, Any]]:
         nodes = self.graph.graph._node
