@@ -14,6 +14,9 @@ node budget.
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -43,6 +46,7 @@ HUB_DEGREE = 200  # past this many neighbours, an agent or session node is read 
 HUB_SCAN = 5000  # newest memories of the tenant scanned for an agent's own
 CHAIN_LIMIT = 50
 LABEL_CHARS = 60
+CHARS_TTL_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -120,17 +124,17 @@ class Inspector:
         self.core = core
         self.graph = core.graph
         self.operator = Operator(core)
+        self._chars: tuple[float, dict[str, int]] | None = None
+        self._chars_refreshing = False
+        self._chars_lock = threading.Lock()
 
     # ---- tenants ---------------------------------------------------------------------------
     def tenants(self, days: int = GROWTH_DAYS) -> TenantsView:
         """Every tenant with counts, stored characters, last activity and memories per day over
         the ``days`` UTC days ending on the newest activity in the store."""
         summaries = self.operator.tenants()
+        chars = self._stored_chars()
         with self.core.db.lock:
-            chars: dict[str, int] = {}
-            for attrs in self.graph.graph._node.values():  # one pass; the NodeView layers cost more
-                if attrs.get("kind") == AGENT_MEMORY:
-                    chars[attrs["tenant"]] = chars.get(attrs["tenant"], 0) + int(attrs["content_len"])
             newest = max((b[1][0] for t in summaries if (b := self.graph.tenant_index.bounds(t.tenant, ""))),
                          default=None)
             now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
@@ -146,6 +150,36 @@ class Inspector:
                 ))
         day_names = [from_us(s).date().isoformat() for s in starts[:-1]]
         return TenantsView(out, day_names)
+
+    def _stored_chars(self) -> dict[str, int]:
+        """Characters stored per tenant: an O(n) sum, so computed on a separate read-only SQLite
+        connection (WAL readers block no writer), at most every ``CHARS_TTL_S`` and in the
+        background after the first time: a page serves the last figure instead of waiting."""
+        with self._chars_lock:
+            cached, started = self._chars, self._chars_refreshing
+            stale = cached is None or time.monotonic() - cached[0] > CHARS_TTL_S
+            if stale and not started and cached is not None:
+                self._chars_refreshing = True
+                threading.Thread(target=self._refresh_chars, name="inspector-sizes", daemon=True).start()
+        if cached is None:
+            self._refresh_chars()
+            cached = self._chars
+        return dict(cached[1]) if cached else {}
+
+    def _refresh_chars(self) -> None:
+        try:
+            conn = sqlite3.connect(f"file:{self.core.db.path}?mode=ro", uri=True, timeout=5)
+            try:
+                rows = conn.execute("SELECT tenant, SUM(content_len) FROM memories GROUP BY tenant").fetchall()
+            finally:
+                conn.close()
+            with self._chars_lock:
+                self._chars = (time.monotonic(), {str(t): int(n or 0) for t, n in rows})
+        except sqlite3.Error:  # an unreadable store: the page shows no sizes rather than failing
+            pass
+        finally:
+            with self._chars_lock:
+                self._chars_refreshing = False
 
     def sessions(self, tenant: str, offset: int = 0, limit: int = 50) -> SessionsPage:
         """One page of the tenant's sessions, most recently active first."""
