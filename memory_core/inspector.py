@@ -14,12 +14,15 @@ node budget.
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from graph.store import AGENT_MEMORY, EPISODE, SUPERSEDES, mem_node
+from graph.store import AGENT, AGENT_MEMORY, AUTHORED_BY, EPISODE, IN_SESSION, SESSION, SUMMARIZES, SUPERSEDES, mem_node
 from memory_core import validation as v
 from memory_core.admin import Operator, SessionSummary
 from memory_core.episodes import SUMMARY_WINDOW, handoff_content
@@ -39,8 +42,11 @@ MAX_PAGE = 100
 MAX_GRAPH_DEPTH = 3
 GRAPH_NODE_BUDGET = 120
 GRAPH_CHILDREN = 8
+HUB_DEGREE = 200  # past this many neighbours, an agent or session node is read through the time indexes
+HUB_SCAN = 5000  # newest memories of the tenant scanned for an agent's own
 CHAIN_LIMIT = 50
 LABEL_CHARS = 60
+CHARS_TTL_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -118,17 +124,17 @@ class Inspector:
         self.core = core
         self.graph = core.graph
         self.operator = Operator(core)
+        self._chars: tuple[float, dict[str, int]] | None = None
+        self._chars_refreshing = False
+        self._chars_lock = threading.Lock()
 
     # ---- tenants ---------------------------------------------------------------------------
     def tenants(self, days: int = GROWTH_DAYS) -> TenantsView:
         """Every tenant with counts, stored characters, last activity and memories per day over
         the ``days`` UTC days ending on the newest activity in the store."""
         summaries = self.operator.tenants()
+        chars = self._stored_chars()
         with self.core.db.lock:
-            chars: dict[str, int] = {}
-            for attrs in self.graph.graph._node.values():  # one pass; the NodeView layers cost more
-                if attrs.get("kind") == AGENT_MEMORY:
-                    chars[attrs["tenant"]] = chars.get(attrs["tenant"], 0) + int(attrs["content_len"])
             newest = max((b[1][0] for t in summaries if (b := self.graph.tenant_index.bounds(t.tenant, ""))),
                          default=None)
             now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
@@ -144,6 +150,36 @@ class Inspector:
                 ))
         day_names = [from_us(s).date().isoformat() for s in starts[:-1]]
         return TenantsView(out, day_names)
+
+    def _stored_chars(self) -> dict[str, int]:
+        """Characters stored per tenant: an O(n) sum, so computed on a separate read-only SQLite
+        connection (WAL readers block no writer), at most every ``CHARS_TTL_S`` and in the
+        background after the first time: a page serves the last figure instead of waiting."""
+        with self._chars_lock:
+            cached, started = self._chars, self._chars_refreshing
+            stale = cached is None or time.monotonic() - cached[0] > CHARS_TTL_S
+            if stale and not started and cached is not None:
+                self._chars_refreshing = True
+                threading.Thread(target=self._refresh_chars, name="inspector-sizes", daemon=True).start()
+        if cached is None:
+            self._refresh_chars()
+            cached = self._chars
+        return dict(cached[1]) if cached else {}
+
+    def _refresh_chars(self) -> None:
+        try:
+            conn = sqlite3.connect(f"file:{self.core.db.path}?mode=ro", uri=True, timeout=5)
+            try:
+                rows = conn.execute("SELECT tenant, SUM(content_len) FROM memories GROUP BY tenant").fetchall()
+            finally:
+                conn.close()
+            with self._chars_lock:
+                self._chars = (time.monotonic(), {str(t): int(n or 0) for t, n in rows})
+        except sqlite3.Error:  # an unreadable store: the page shows no sizes rather than failing
+            pass
+        finally:
+            with self._chars_lock:
+                self._chars_refreshing = False
 
     def sessions(self, tenant: str, offset: int = 0, limit: int = 50) -> SessionsPage:
         """One page of the tenant's sessions, most recently active first."""
@@ -290,6 +326,8 @@ class Inspector:
         """(source, target, kind) of a node's edges, newest other end first; memories also get
         their session neighbours as NEXT edges."""
         nodes = self.graph.graph._node
+        if nodes[node].get("kind") in (AGENT, SESSION) and len(self.graph.graph._pred[node]) > HUB_DEGREE:
+            return self._hub_edges(tenant, node)
         out = [(node, n, k) if d == "out" else (n, node, k) for d, k, n in self.graph.edges_of(tenant, node)]
         attrs = nodes[node]
         if attrs.get("kind") == AGENT_MEMORY:
@@ -305,6 +343,37 @@ class Inspector:
             return (structural, other.get("ts_us") or other.get("updated_us") or 0, other.get("id") or 0)
 
         return sorted(out, key=newest, reverse=True)
+
+    def _hub_edges(self, tenant: str, node: str) -> list[tuple[str, str, str]]:
+        """The newest memories of a busy session or agent, from the ordered indexes: a hub's
+        cost is what the view shows, not its degree (an agent may have written 100k rows)."""
+        attrs = self.graph.graph._node[node]
+        out: list[tuple[str, str, str]] = []
+        if attrs["kind"] == SESSION:
+            if (ep := self.graph.session_episode(tenant, attrs["session"])) is not None:
+                out.append((f"ep:{ep['id']}", node, SUMMARIZES))
+            keys = self.graph.all_index.newest_before(tenant, attrs["session"], None, lambda _i: True)
+            for _ts, mem_id in keys:
+                out.append((memory_ref(mem_id), node, IN_SESSION))
+                if len(out) > GRAPH_CHILDREN:
+                    break
+            return out
+        for scanned, (_ts, mem_id) in enumerate(self.graph.tenant_index.newest_before(tenant, "", None,
+                                                                                      lambda _i: True)):
+            mem = self.graph.memory(tenant, mem_id)
+            if mem is not None and mem["agent"] == attrs["agent"]:
+                out.append((memory_ref(mem_id), node, AUTHORED_BY))
+            if len(out) > GRAPH_CHILDREN or scanned >= HUB_SCAN:
+                break
+        return out
+
+    def session_names(self, tenant: str, limit: int = 100) -> list[str]:
+        """The tenant's most recently active session names (for pickers)."""
+        tenant = v.tenant(tenant)
+        with self.core.db.lock:
+            index = self.graph.all_index
+            last = {s: b[1] for s in index.sessions(tenant) if (b := index.bounds(tenant, s))}
+        return sorted(last, key=last.__getitem__, reverse=True)[:limit]
 
     def _describe(self, tenant: str, depths: dict[str, int]) -> list[dict[str, Any]]:
         nodes = self.graph.graph._node

@@ -229,3 +229,17 @@ def test_sessions_view_counts_turns_apart_from_other_memories(client: TestClient
     html = client.get("/ui/tenant", params={"t": "acme"}).text
     row = html[html.index(">s1<"):]
     assert f'<td class="num">{TURNS + 3}</td>' in row[:400] and f'<td class="num">{TURNS}</td>' in row[:400]
+
+
+def test_an_episode_opens_as_a_memory_page_with_what_it_covers(tmp_path: Path) -> None:
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, **ui_settings()})
+    with MemoryCore.open(tmp_path / "d", settings=settings, embedder=HashEmbedder(), in_memory_vectors=True) as core:
+        populate(core)
+        episode = core.summarize_session("acme", "s1")
+        client = TestClient(standalone_app(core), base_url=BASE, headers=OPERATOR)
+        r = client.get("/ui/memory", params={"t": "acme", "ref": str(episode.ref)})
+        assert r.status_code == 200 and "episode" in r.text and "covers" in r.text
+        session = client.get("/ui/session", params={"t": "acme", "s": "s1"}).text
+        assert f">{episode.ref}<" in session and "stale" not in session
+        graph = client.get("/ui/api/graph", params={"t": "acme", "ref": str(episode.ref), "depth": 2}).json()
+        assert {"SUMMARIZES", "IN_SESSION"} <= {e["kind"] for e in graph["edges"]}

@@ -24,7 +24,7 @@ def token(
 ) -> None:
     """Create a random operator token and print it once, with the line for the config file.
 
-    The config keeps only the token's sha256 (`[server] operator_token_sha256`); the token itself
+    The config keeps only the token's sha256 (server.operator_token_sha256); the token itself
     goes to the operator's password manager. Agent tokens (tenant-bound) are made with
     `python -m tools.auth TOKEN TENANT`.
 

@@ -29,7 +29,7 @@ def ui(
 ) -> None:
     """Serve the operator's web inspector at http://HOST:PORT/ui/ (read-only; no MCP endpoint).
 
-    Needs [server] operator_token_sha256 (create it with `memory-core token --operator`); log in with
+    Needs server.operator_token_sha256 (create it with `memory-core token --operator`); log in with
     the token, or send it as `Authorization: Bearer …`. The data directory must not be open in another
     process: to inspect a running server, open /ui on the server itself (`serve --http` mounts it).
 

@@ -125,11 +125,10 @@ def search(request: Request) -> HTMLResponse:
         elapsed_ms = (time.perf_counter() - started) * 1000
     with st.core.db.lock:
         agents = sorted(st.core.graph.agents(name))[:AGENT_LIST]
-    recent = st.inspector.sessions(name, 0, 100).sessions
     return page("search.html", context(
         request, tenant=name, nav="search", form=form, limit=limit, limits=SEARCH_LIMITS, result=result,
         elapsed_ms=elapsed_ms, types=sorted(MEMORY_TYPES | {"episode"}), agents=agents,
-        session_names=[s.session for s in recent],
+        session_names=st.inspector.session_names(name),
     ))
 
 

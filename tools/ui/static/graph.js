@@ -45,7 +45,7 @@
           const a = nodes[i], b = nodes[j];
           let dx = a.x - b.x, dy = a.y - b.y;
           const d2 = Math.max(dx * dx + dy * dy, 25);
-          const f = 14000 / d2;
+          const f = 30000 / d2;
           const d = Math.sqrt(d2);
           dx /= d; dy /= d;
           a.fx += dx * f; a.fy += dy * f; b.fx -= dx * f; b.fy -= dy * f;
@@ -54,7 +54,7 @@
       for (const [a, b] of links) {
         const dx = b.x - a.x, dy = b.y - a.y;
         const d = Math.max(Math.sqrt(dx * dx + dy * dy), 1);
-        const f = (d - 110) * 0.05;
+        const f = (d - 170) * 0.05;
         a.fx += (dx / d) * f; a.fy += (dy / d) * f; b.fx -= (dx / d) * f; b.fy -= (dy / d) * f;
       }
       for (const n of nodes) {
