@@ -8,6 +8,9 @@ the SDK's typed context. Errors map once, here and in ``tools.mcp_context``:
 - arguments failing the schema   -> tool error ``INVALID_INPUT``
 - unknown tool name              -> tool error ``UNKNOWN_TOOL``
 - anything else (a bug)          -> tool error ``INTERNAL_ERROR``; traceback in the server log only
+- stdio line that is not JSON-RPC -> JSON-RPC error ``-32700`` / ``-32600`` (``tools.stdio_replies``)
+- HTTP, before any tool runs      -> 421 foreign Host, 403 foreign Origin, 413 body over
+  ``server.max_request_bytes``, 503 past ``server.max_inflight_bytes`` (``tools.http_guard``)
 
 Run: ``python -m tools.mcp_server [--data-dir DIR] [--config FILE]`` (stdio) or
 ``python -m tools.mcp_server --http [--host 127.0.0.1] [--port 8765]`` (streamable HTTP at /mcp).
