@@ -48,25 +48,45 @@ class _Job:
 
 class _Workers:
     """Daemon threads reused across calls (a new one only when all are busy); daemon, so a
-    call stuck for good never keeps the process from exiting."""
+    call stuck for good never keeps the process from exiting. An idle worker leaves after
+    ``IDLE_EXIT_S`` and every idle one leaves at :meth:`close`, so closed stores leak no threads."""
+
+    IDLE_EXIT_S = 30.0
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._idle = 0
+        self._closed = False
         self._lock = threading.Lock()
 
     def submit(self, job: _Job) -> None:
-        with self._lock:
+        with self._lock:  # the count and the put move together, so an exiting worker sees either both or neither
             start = self._idle == 0
             if not start:
                 self._idle -= 1
-        self._jobs.put(job)
+            self._jobs.put(job)
         if start:
             threading.Thread(target=self._work, name="vector-store-call", daemon=True).start()
 
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for _ in range(self._idle):
+                self._jobs.put(None)
+            self._idle = 0
+
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
+            try:
+                job = self._jobs.get(timeout=self.IDLE_EXIT_S)
+            except queue.Empty:
+                with self._lock:
+                    if self._jobs.empty():
+                        self._idle -= 1
+                        return
+                continue
+            if job is None:
+                return
             try:
                 job.value = job.fn()
             except BaseException as exc:  # handed to the caller's thread
@@ -74,6 +94,8 @@ class _Workers:
             finally:
                 job.done.set()
             with self._lock:
+                if self._closed:
+                    return
                 self._idle += 1
 
 
@@ -145,6 +167,7 @@ class DeadlineVectorStore:
         return self._call("list", self.inner.tenants)
 
     def close(self) -> None:
+        self._workers.close()
         self.inner.close()
 
 
