@@ -16,15 +16,13 @@ from tools.mcp_context import ServerState
 Author = Annotated[
     str | None,
     Field(
-        description="Id of the agent writing this memory (its author). On a connection bound to an agent it "
-        "defaults to that agent and may not name another (AGENT_MISMATCH); required otherwise."
+        description="Your agent id (the author)."
     ),
 ]
 Viewer = Annotated[
     str | None,
     Field(
-        description="Your agent id. Memories written with visibility='agent' are returned only to their author. "
-        "On a connection bound to an agent it defaults to that agent and may not name another (AGENT_MISMATCH)."
+        description="Your agent id (to see your private memories)."
     ),
 ]
 
