@@ -7,7 +7,7 @@ from typing import Any
 
 from memory_core.episodes import Recovery
 from memory_core.models import CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
-from tools.preview import PreviewShaper
+from tools.preview import PreviewShaper, expand_rows
 
 
 def make_row(mem_id: int, content: str, **extra: Any) -> MemoryRow:
@@ -226,3 +226,11 @@ def test_fused_scores_stay_in_match_reason_only_when_they_are_the_signal() -> No
     by_rrf = {"signal": "rrf", "score": 0.03, "rrf": 0.03, "cosine": 0.5}
     shaped = PreviewShaper().preview_row(make_row(2, "x", confidence=0.03, match_reason=by_rrf))
     assert shaped["match_reason"] == {"signal": "rrf", "rrf": 0.03, "cosine": 0.5}
+
+
+def test_expanded_rows_put_back_what_the_shaping_left_out() -> None:
+    rows = [make_row(i, "x", agent="alice") for i in range(1, 3)] + [make_row(3, "y", agent="alice", type="note")]
+    expanded = expand_rows(PreviewShaper().recall(RecallResult(messages=rows)))
+    assert [(r["agent"], r["session"], r["type"]) for r in expanded] == [("alice", "s1", "turn")] * 2 + [
+        ("alice", "s1", "note")
+    ]

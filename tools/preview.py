@@ -197,6 +197,13 @@ def shared_fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return shared
 
 
+def expand_rows(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A recall response's rows with what the shaping left out put back: the ``shared`` fields
+    and the defaults (``type: 'turn'``). For clients and tests that read rows one by one."""
+    shared = response.get("shared", {})
+    return [{"type": _OMITTED_DEFAULTS["type"], **shared, **row} for row in response.get("messages", [])]
+
+
 def preview_end(content: str, limit: int) -> int:
     """Where a preview of at most ``limit`` characters ends: after the last sentence end in its
     last fifth, else at the last whitespace there, else at ``limit``.
