@@ -168,7 +168,7 @@ def test_resolved_project_and_warning_are_echoed() -> None:
     result = RecallResult(messages=[], resolved_project_id="@auto", operating_context_warning="no mapping")
     response = PreviewShaper().recall(result)
     assert response["resolved_project_id"] == "@auto"
-    assert response["operating_context_warning"] == "no mapping"
+    assert response["warning"] == "no mapping"  # the key memory-core recall --json uses too
 
 
 def test_context_entries_are_trimmed_the_same_way_and_carry_no_ref() -> None:

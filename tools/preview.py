@@ -121,17 +121,11 @@ class PreviewShaper:
         """The recall / recall_with_context response; optional flags appear only when set."""
         messages, degraded = self.messages(result.messages, full_content=full_content)
         shared = shared_fields(messages)
-        out: dict[str, Any] = {"messages": messages}
+        out = recall_response(result, messages)
         if shared:
             out["shared"] = shared
         if context is not None:
             out["context"] = self.context_entries(context)
-        if result.gate_fallback:
-            out["gate_fallback"] = True
-        if result.resolved_project_id is not None:
-            out["resolved_project_id"] = result.resolved_project_id
-        if result.operating_context_warning:
-            out["operating_context_warning"] = result.operating_context_warning
         if degraded:
             out["full_content_budget_chars"] = self.full_content_budget_chars
         return out
@@ -195,6 +189,20 @@ def shared_fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for key in shared:
             del row[key]
     return shared
+
+
+def recall_response(result: RecallResult, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one recall response shape, for the MCP tools and ``memory-core recall --json`` alike:
+    ``{messages, gate_fallback?, resolved_project_id?, warning?}``, flags only when set. The
+    rows are the caller's (previews over MCP, whole library rows in the CLI)."""
+    out: dict[str, Any] = {"messages": messages}
+    if result.gate_fallback:
+        out["gate_fallback"] = True
+    if result.resolved_project_id is not None:
+        out["resolved_project_id"] = result.resolved_project_id
+    if result.operating_context_warning:
+        out["warning"] = result.operating_context_warning
+    return out
 
 
 def expand_rows(response: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from tools.cli.common import (
     parse_json_object,
     read_text_argument,
 )
+from tools.preview import recall_response
 
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id.")]
 AgentOpt = Annotated[str | None, typer.Option("--agent", "-a", help="Agent id.")]
@@ -124,14 +125,7 @@ def recall(
     with opts.core() as core:
         result = core.recall(tenant, query, **options)  # type: ignore[arg-type]
     if opts.json:
-        payload: dict[str, Any] = {"messages": [m.to_dict() for m in result.messages]}
-        if result.gate_fallback:
-            payload["gate_fallback"] = True
-        if result.resolved_project_id is not None:
-            payload["resolved_project_id"] = result.resolved_project_id
-        if result.operating_context_warning:
-            payload["warning"] = result.operating_context_warning
-        render.emit_json(payload)
+        render.emit_json(recall_response(result, [m.to_dict() for m in result.messages]))
         return
     render.memory_table(f"recall: {len(result.messages)} rows", result.messages, scored=True)
     if result.gate_fallback:
