@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from memory_core.errors import InvalidInputError
 from tools.mcp_context import ServerState
 
 Author = Annotated[
@@ -27,9 +28,12 @@ Viewer = Annotated[
 ]
 
 
-def author_of(state: ServerState, agent: str | None) -> str | None:
-    """The author a write names: the bound agent, or the declared one (None: the service refuses)."""
-    return state.scope.resolve_agent(agent, "agent")
+def author_of(state: ServerState, agent: str | None) -> str:
+    """The author a write names: the bound agent, or the declared one; a write always has one."""
+    author = state.scope.resolve_agent(agent, "agent")
+    if author is None:
+        raise InvalidInputError("'agent' is required.", field="agent")
+    return author
 
 
 def viewer_of(state: ServerState, viewer: str | None) -> str | None:

@@ -27,32 +27,6 @@ from tools.mcp_params import (
 )
 
 
-def _filters(
-    *,
-    type: str | None,
-    session: str | None,
-    agent: str | None,
-    channel: str | None,
-    source_id: str | None,
-    project_id: str | None,
-    exclude_contents: list[str] | None,
-    deep: bool,
-) -> dict[str, Any]:
-    """Keyword arguments for ``MemoryCore.recall``; an omitted project_id stays unset (all projects)."""
-    kwargs: dict[str, Any] = {
-        "type": type,
-        "session": session,
-        "agent": agent,
-        "channel": channel,
-        "source_id": source_id,
-        "exclude_contents": exclude_contents,
-        "deep": deep,
-    }
-    if project_id is not None:
-        kwargs["project_id"] = project_id
-    return kwargs
-
-
 def _capped(limit: int | None, state: ServerState) -> int | None:
     """The limit asked for, within ``server.mcp_limit_cap``; None: ``recall.default_limit``."""
     return None if limit is None else min(limit, state.recall_limit_cap)
@@ -86,18 +60,11 @@ async def recall(
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    filters = _filters(
-        type=type,
-        session=session,
-        agent=agent,
-        channel=channel,
-        source_id=source_id,
-        project_id=project_id,
-        exclude_contents=exclude_contents,
-        deep=deep,
-    )
     result = await state.call(
-        lambda core: core.recall(tenant_id, query, viewer=who, limit=_capped(limit, state), **filters)
+        lambda core: core.recall(
+            tenant_id, query, viewer=who, limit=_capped(limit, state), type=type, session=session, agent=agent,
+            channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
+        )
     )
     return state.shaper.recall(result, full_content=full_content)
 
@@ -127,19 +94,11 @@ async def recall_with_context(
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
     entries = [entry.model_dump() for entry in context]
-    filters = _filters(
-        type=type,
-        session=session,
-        agent=agent,
-        channel=channel,
-        source_id=source_id,
-        project_id=project_id,
-        exclude_contents=exclude_contents,
-        deep=deep,
-    )
     result = await state.call(
         lambda core: core.recall_with_context(
-            tenant_id, query, entries, viewer=who, limit=_capped(limit, state), **filters
+            tenant_id, query, entries, viewer=who, limit=_capped(limit, state), type=type, session=session,
+            agent=agent, channel=channel, source_id=source_id, project_id=project_id,
+            exclude_contents=exclude_contents, deep=deep,
         )
     )
     return state.shaper.recall(result, full_content=full_content, context=entries)

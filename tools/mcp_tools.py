@@ -33,11 +33,6 @@ from tools.mcp_params import (
 )
 
 
-def _given(**fields: Any) -> dict[str, Any]:
-    """Only the optional arguments the caller actually set, so the service's defaults apply."""
-    return {key: value for key, value in fields.items() if value is not None}
-
-
 @mcp_tool
 async def add_memory(
     ctx: Ctx,
@@ -65,18 +60,12 @@ async def add_memory(
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
-    optional = _given(
-        role=role,
-        channel=channel,
-        source=source,
-        project_id=project_id,
-        salience=salience,
-        timestamp=timestamp,
-        idempotency_key=idempotency_key,
-        metadata=metadata,
-    )
     result = await state.call(
-        lambda core: core.add_memory(tenant_id, session, author, content, type=type, visibility=visibility, **optional)
+        lambda core: core.add_memory(
+            tenant_id, session, author, content, type=type, role=role, channel=channel, source=source,
+            project_id=project_id, salience=salience, visibility=visibility, timestamp=timestamp,
+            idempotency_key=idempotency_key, metadata=metadata,
+        )
     )
     return state.shaper.added(result)
 
@@ -98,8 +87,11 @@ async def create_handoff(
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
-    optional = _given(project_id=project_id, idempotency_key=idempotency_key)
-    result = await state.call(lambda core: core.create_handoff(tenant_id, session, author, content, **optional))
+    result = await state.call(
+        lambda core: core.create_handoff(
+            tenant_id, session, author, content, project_id=project_id, idempotency_key=idempotency_key
+        )
+    )
     return state.shaper.added(result)
 
 

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from memory_core import validation as v
 from memory_core.errors import (
     ConfigError,
     EmbeddingError,
@@ -47,6 +48,16 @@ class NotAvailableError(MemoryCoreError):
     """A command whose service method this build does not provide yet."""
 
     code = "NOT_AVAILABLE"
+
+
+def tenant_of(tenant: str | None) -> str:
+    """The ``--tenant`` a command acts on: required, never "all tenants" (TENANT_REQUIRED otherwise)."""
+    return v.tenant(tenant)
+
+
+def required(value: str | None, what: str) -> str:
+    """A required ``--session`` / ``--agent``: INVALID_INPUT naming it when missing or malformed."""
+    return str(v.name(value, what))
 
 
 def exit_code(exc: MemoryCoreError) -> int:

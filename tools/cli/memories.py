@@ -18,6 +18,8 @@ from tools.cli.common import (
     ViewerOpt,
     parse_json_object,
     read_text_argument,
+    required,
+    tenant_of,
 )
 from tools.preview import recall_response
 
@@ -53,7 +55,6 @@ def add(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     fields: dict[str, Any] = {
-        "type": type_,
         "role": role,
         "channel": channel,
         "project_id": project_id,
@@ -66,11 +67,11 @@ def add(
     }
     text = read_text_argument(content)
     with opts.core() as core:
+        who = (tenant_of(tenant), required(session, "session"), required(agent, "agent"))
         if type_ == "handoff":  # a handoff SUPERSEDES the session's previous one
-            fields.pop("type")
-            result = core.create_handoff(tenant, session, agent, text, **fields)  # type: ignore[arg-type]
+            result = core.create_handoff(*who, text, **fields)
         else:
-            result = core.add_memory(tenant, session, agent, text, **fields)  # type: ignore[arg-type]
+            result = core.add_memory(*who, text, type=type_, **fields)
     if opts.json:
         render.emit_json(result.to_dict())
         return
@@ -108,22 +109,12 @@ def recall(
     has ref, session, agent, type, timestamp, content (full), confidence, match_reason.
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    options: dict[str, Any] = {
-        "limit": limit,
-        "type": type_,
-        "session": session,
-        "agent": agent,
-        "channel": channel,
-        "source_id": source_id,
-        "exclude_contents": exclude or None,
-        "deep": deep,
-        "preset": preset,
-        "viewer": viewer,
-    }
-    if project_id is not None:
-        options["project_id"] = project_id
     with opts.core() as core:
-        result = core.recall(tenant, query, **options)  # type: ignore[arg-type]
+        result = core.recall(
+            tenant_of(tenant), query, viewer=viewer, limit=limit, type=type_, session=session, agent=agent,
+            channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude or None,
+            deep=deep, preset=preset,
+        )
     if opts.json:
         render.emit_json(recall_response(result, [m.to_dict() for m in result.messages]))
         return
@@ -151,7 +142,7 @@ def show(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        result = core.check_memory(tenant, ref, viewer=viewer)  # type: ignore[arg-type]
+        result = core.check_memory(tenant_of(tenant), ref, viewer=viewer)
     neighbours = {k: v.to_dict() if isinstance(v, MemoryRow) else v for k, v in result.neighbours.items()}
     if opts.json:
         render.emit_json({"memory": result.memory.to_dict(), "neighbours": neighbours})
@@ -185,7 +176,7 @@ def recent(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        page = core.query_recent_turns(tenant, session, limit, cursor, viewer=viewer)  # type: ignore[arg-type]
+        page = core.query_recent_turns(tenant_of(tenant), required(session, "session"), limit, cursor, viewer=viewer)
     if opts.json:
         render.emit_json({"turns": [t.to_dict() for t in page.turns], "next_cursor": page.next_cursor})
         return
@@ -209,7 +200,7 @@ def delete(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        deleted = core.delete_memory_as_operator(tenant, ref)  # type: ignore[arg-type]
+        deleted = core.delete_memory_as_operator(tenant_of(tenant), ref)
     if not deleted:
         raise NotFoundError(f"No memory {ref} in this tenant.", ref=ref)
     if opts.json:
