@@ -30,7 +30,7 @@ from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.store_errors import os_error, sqlite_error
-from memory_core.summary import LiteLLMSummaryProvider, ModelProviderSettings, SummaryProvider
+from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
 from memory_core.write_path import WritePath, scope_legacy_private_keys
@@ -86,7 +86,7 @@ def build_summary_provider(settings: Settings) -> SummaryProvider | None:
     """The litellm provider when enabled; litellm itself loads only on the first summary."""
     if not settings.model_provider.enabled:
         return None
-    return LiteLLMSummaryProvider(ModelProviderSettings(**settings.model_provider.model_dump()))
+    return LiteLLMSummaryProvider(settings.model_provider)
 
 
 @contextmanager
