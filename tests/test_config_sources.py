@@ -90,3 +90,17 @@ def test_importing_the_config_does_not_import_pydantic_settings() -> None:
     probe = "import sys, memory_core.config; print('pydantic_settings' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_the_stdio_server_refuses_to_start_with_a_malformed_tenant(tmp_path: Path) -> None:
+    from tests.support.mcp_harness import SERVER_COMMAND, server_env
+    from tools.cli.common import EXIT_CONFIG
+
+    proc = subprocess.run(
+        [sys.executable, *SERVER_COMMAND, "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT, env=server_env(MEMORY_CORE_TENANT="two words"), capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == EXIT_CONFIG
+    assert proc.stderr.startswith("memory-core: CONFIG_INVALID: MEMORY_CORE_TENANT") and "Traceback" not in proc.stderr
+    assert not (tmp_path / "data").exists()
