@@ -234,7 +234,8 @@ class EpisodeService:
             handoff_attrs = self.latest_handoff(tenant, session, viewer)
             handoff = self.reader.rows(tenant, [handoff_attrs["id"]], viewer)[0] if handoff_attrs else None
             page = self.reader.recent_turns(tenant, session, turns, None, viewer)
-            kept, used = [], 0
+            kept: list[MemoryRow] = []
+            used = 0
             for turn in page.turns:
                 # a turn costs its preview plus the row's fields (ref, agent, timestamp, …) on the wire
                 cost = min(turn.content_len, rec.turn_preview_chars or turn.content_len) + TURN_ROW_OVERHEAD_CHARS

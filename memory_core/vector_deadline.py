@@ -80,7 +80,7 @@ class DeadlineVectorStore:
                 "(storage.vector_deadline_s); nothing was written.", wedged=True, deadline_s=self.deadline_s)
         if "error" in outcome:
             raise outcome["error"]
-        return outcome["value"]  # type: ignore[no-any-return]
+        return outcome["value"]
 
     # ---- the VectorStore Protocol --------------------------------------------------------
     def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],

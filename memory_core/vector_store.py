@@ -8,6 +8,7 @@ function (which downloads a model) is never used.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -190,6 +191,7 @@ class ChromaVectorStore:
 
     def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
         col = self._collection(tenant, create=True)
+        assert col is not None  # create=True always yields the collection
         metas = [{**m, "tenant": tenant} for m in metadatas]
         self._run(
             lambda: col.upsert(
@@ -229,7 +231,7 @@ class ChromaVectorStore:
         out: set[str] = set()
         offset, page = 0, 5000
         while True:
-            res = self._run(lambda o=offset: col.get(include=[], limit=page, offset=o))
+            res = self._run(functools.partial(col.get, include=[], limit=page, offset=offset))
             out.update(res["ids"])
             if len(res["ids"]) < page:
                 return out

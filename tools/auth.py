@@ -105,7 +105,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token_hashes: Mapping[str, str]) -> None:
+def check_bind(host: str, token_hashes: Mapping[str, object]) -> None:
     """Refuse to serve HTTP beyond this machine without tokens: every tenant would be open."""
     if not token_hashes and not is_loopback(host):
         raise ConfigError(

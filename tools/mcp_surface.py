@@ -60,8 +60,10 @@ def live_defaults(settings: Settings) -> dict[str, dict[str, dict[str, object]]]
     The tools pass an omitted ``limit`` / ``turns`` to the service as None (its settings decide),
     and clamp ``limit`` to ``server.mcp_limit_cap``; the schema states both.
     """
-    limit = {"limit": {"default": settings.recall.default_limit, "maximum": recall_cap(settings)}}
-    turns = {"turns": {"default": settings.recover.turns}}
+    limit: dict[str, dict[str, object]] = {
+        "limit": {"default": settings.recall.default_limit, "maximum": recall_cap(settings)}
+    }
+    turns: dict[str, dict[str, object]] = {"turns": {"default": settings.recover.turns}}
     return {"recall": limit, "recall_with_context": limit, "recover_context": turns}
 
 

@@ -47,8 +47,11 @@ _WHITESPACE = re.compile(r"\s")
 class Row(Protocol):
     """Any addressable row: a memory (``mem:``) or an episode (``ep:``)."""
 
-    ref: str
-    content: str
+    @property
+    def ref(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
 
     def to_dict(self) -> dict[str, Any]: ...
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 from graph.store import SUPERSEDES, GraphStore, mem_node
@@ -187,8 +187,8 @@ class Recaller:
         scored = self._confidence(cands, attrs, filters, cfg, deep)
         kept = [(conf, c) for conf, c in scored if conf >= cfg.quality_gate and c.relevance >= cfg.min_relevance]
         if not kept and scored:
-            lexical = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
-            result.messages = self.reader.rows_any(filters.tenant, [c.id for c in lexical[:limit]], filters.viewer)
+            weak = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
+            result.messages = self.reader.rows_any(filters.tenant, [c.id for c in weak[:limit]], filters.viewer)
             result.gate_fallback = bool(result.messages)
             return
         kept.sort(key=lambda item: (-item[0], -(item[1].cosine or 0.0), -attrs[item[1].id]["ts_us"]))

@@ -143,7 +143,9 @@ def show(
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
         result = core.check_memory(tenant_of(tenant), ref, viewer=viewer)
-    neighbours = {k: v.to_dict() if isinstance(v, MemoryRow) else v for k, v in result.neighbours.items()}
+    neighbours: dict[str, Any] = {
+        k: v.to_dict() if isinstance(v, MemoryRow) else v for k, v in result.neighbours.items()
+    }
     if opts.json:
         render.emit_json({"memory": result.memory.to_dict(), "neighbours": neighbours})
         return
