@@ -14,7 +14,6 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 RECALL_LIMIT_CAP = 50
-RECALL_LIMIT_DEFAULT = 10
 GET_CONTENTS_REFS_CAP = 20
 RECENT_TURNS_LIMIT_CAP = 100
 RECENT_TURNS_LIMIT_DEFAULT = 20
@@ -23,12 +22,7 @@ CONTEXT_ENTRIES_CAP = 100
 
 # Described once, in the server instructions; listed (as required) only where no binding fills it.
 Tenant = Annotated[str | None, Field()]
-Viewer = Annotated[
-    str | None,
-    Field(description="Your agent id (to see your private memories)."),
-]
 Session = Annotated[str, Field(description="Session id (1-128 printable chars, no whitespace).")]
-Agent = Annotated[str, Field(description="Id of the agent writing this memory (its author).")]
 Content = Annotated[str, Field(description="The text (not empty, at most $max_content chars).")]
 MemoryRef = Annotated[str, Field(description="A ref, e.g. 'mem:42'.")]
 

@@ -44,12 +44,6 @@ EXIT_CONFIG = 5
 JSON_META = "memory_core.json"
 
 
-class NotAvailableError(MemoryCoreError):
-    """A command whose service method this build does not provide yet."""
-
-    code = "NOT_AVAILABLE"
-
-
 def tenant_of(tenant: str | None) -> str:
     """The ``--tenant`` a command acts on: required, never "all tenants" (TENANT_REQUIRED otherwise)."""
     return v.tenant(tenant)
@@ -66,7 +60,7 @@ def exit_code(exc: MemoryCoreError) -> int:
         return EXIT_CONFIG
     if isinstance(exc, NotFoundError):
         return EXIT_NOT_FOUND
-    if isinstance(exc, StoreError | EmbeddingError | NotAvailableError):
+    if isinstance(exc, StoreError | EmbeddingError):
         return EXIT_STORE
     return EXIT_USAGE
 
