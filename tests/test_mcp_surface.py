@@ -72,6 +72,7 @@ async def test_schemas_carry_no_titles_and_no_null_branches(tmp_path: Path) -> N
         for node in walk(tool.input_schema["properties"]):
             assert not isinstance(node.get("title"), str), tool.name
             assert {"type": "null"} not in node.get("anyOf", []), tool.name
+            assert node.get("additionalProperties") is not True, tool.name  # JSON Schema's default
 
 
 async def test_defaults_and_caps_in_the_descriptions_are_the_live_settings(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ CONTEXT_ENTRIES_CAP = 100
 
 # Described once, in the server instructions; listed (as required) only where no binding fills it.
 Tenant = Annotated[str | None, Field()]
-Session = Annotated[str, Field(description="Session id (1-128 printable chars, no whitespace).")]
+Session = Annotated[str, Field(description="Session id (no whitespace).")]
 Content = Annotated[str, Field(description="The text (not empty, at most $max_content chars).")]
 MemoryRef = Annotated[str, Field(description="A ref, e.g. 'mem:42'.")]
 

@@ -53,7 +53,8 @@ async def recall(
     """Find relevant memories (vector + lexical search, fused), best first: {messages, shared?}.
 
     A row has ref, content, session, agent, timestamp, confidence, match_reason (per-retriever
-    scores; signal when not confidence) and type unless 'turn'; fields all rows share are in shared.
+    scores, and signal when the ranking keyed on another score than confidence) and type unless
+    'turn'; fields every row shares are given once, in shared.
     content is a prefix of at most $preview_chars chars; cut rows add content_truncated and
     content_len: expand with get_contents or full_content. gate_fallback=true: only weak matches.
     """

@@ -93,6 +93,8 @@ def lean_schema(schema: Mapping[str, Any], values: Mapping[str, object]) -> dict
             out[key] = {name: _lean_property(prop, values) for name, prop in value.items()}
         elif isinstance(value, Mapping):
             out[key] = lean_schema(value, values)
+        elif isinstance(value, list):
+            out[key] = [lean_schema(item, values) if isinstance(item, Mapping) else item for item in value]
         else:
             out[key] = value
     return out
