@@ -35,8 +35,8 @@ def token(
 ) -> None:
     """Create a random bearer token and print it once, with the line for the config file.
 
-    `memory-core token acme [--agent alice]` makes an agent token: put the printed line under
-    [server.tokens] and give the token to the agent's MCP client (Authorization: Bearer ...).
+    `memory-core token acme [--agent alice]` makes an agent token: put the printed line in the
+    server.tokens table and give the token to the agent's MCP client (Authorization: Bearer ...).
     `memory-core token --operator` makes the token that opens the web inspector (/ui).
     The config keeps only the token's sha256; the token itself goes to a password manager.
 
