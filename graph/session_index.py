@@ -55,20 +55,6 @@ class SessionIndex:
         nxt = keys[i + 1] if i + 1 < len(keys) else None
         return prev, nxt
 
-    def window(self, tenant: str, session: str, key: Key, radius: int) -> list[Key]:
-        """Up to ``radius`` keys either side of ``key`` (excluding it), nearest first."""
-        keys = self._keys.get((tenant, session), [])
-        i = bisect_left(keys, key)
-        if i >= len(keys) or keys[i] != key:
-            return []
-        out: list[Key] = []
-        for d in range(1, radius + 1):
-            if i - d >= 0:
-                out.append(keys[i - d])
-            if i + d < len(keys):
-                out.append(keys[i + d])
-        return out
-
     def count_before(self, tenant: str, session: str, key: Key) -> int:
         """How many keys sort before ``key``: ``(day_start_us, 0)`` counts the rows before a day."""
         return bisect_left(self._keys.get((tenant, session), []), key)

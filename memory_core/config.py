@@ -1,22 +1,22 @@
 """Settings: defaults, an optional TOML file, then ``MEMORY_CORE_<SECTION>_<KEY>`` env vars.
 
-Only the composition root (``MemoryCore.open`` / the servers) calls :func:`load_settings`;
-nothing reads configuration at import time. Bad values fail with the key and the reason.
+The sections are plain pydantic models; :func:`load_settings` layers them through
+pydantic-settings (:mod:`memory_core.settings_sources`: a ``BaseSettings`` with
+``env_prefix="MEMORY_CORE_"``, one env source, one TOML source), imported only when settings
+are loaded so ``import memory_core.config`` stays cheap. Only the composition root
+(``MemoryCore.open`` / the servers) calls it; nothing reads configuration at import time.
+Bad values fail with the key and the reason (``CONFIG_INVALID``).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memory_core.errors import ConfigError
-from memory_core.validation import NAME_PATTERN
+from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
 ENV_PREFIX = "MEMORY_CORE_"
 
@@ -81,6 +81,12 @@ def _agent_name(value: str | None) -> str | None:
     return value
 
 
+def _tenant_name(value: str | None) -> str | None:
+    if value is not None and not TENANT_PATTERN.match(value):
+        raise ValueError("a tenant is 1-128 of A-Z a-z 0-9 _ . : @ -, starting with a letter or digit")
+    return value
+
+
 class TokenBinding(_Section):
     """What one bearer token binds: a tenant and, optionally, the one agent it acts as."""
 
@@ -103,6 +109,7 @@ class ServerSettings(_Section):
     max_inflight_bytes: int = Field(32 * 1024 * 1024, ge=1024)
 
     _check_agent = field_validator("agent")(_agent_name)
+    _check_tenant = field_validator("tenant")(_tenant_name)
 
     @field_validator("tokens", mode="before")
     @classmethod
@@ -117,7 +124,14 @@ class OperatingContextSettings(_Section):
     agents: dict[str, str] = Field(default_factory=dict)
 
 
-class ModelProviderSettingsModel(_Section):
+class ModelProviderSettings(_Section):
+    """The ``[model_provider]`` section, also what the summary provider is built from.
+
+    ``api_key_env`` names the environment variable holding the key; the key itself never lives in
+    config. ``timeout_s`` bounds one HTTP attempt, ``total_timeout_s`` bounds all attempts plus the
+    back-off sleeps between them.
+    """
+
     enabled: bool = False
     model: str = "openai/gpt-4o-mini"
     api_base: str | None = None
@@ -137,69 +151,13 @@ class Settings(_Section):
     recover: RecoverSettings = Field(default_factory=RecoverSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     operating_context: OperatingContextSettings = Field(default_factory=OperatingContextSettings)
-    model_provider: ModelProviderSettingsModel = Field(default_factory=ModelProviderSettingsModel)
-
-
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """Map ``MEMORY_CORE_RECALL_PREVIEW_CHARS=0`` to ``{"recall": {"preview_chars": "0"}}``.
-
-    Section names may contain underscores (``model_provider``), so match known sections
-    longest first. Dict-valued keys take JSON. Unknown variables under the prefix fail.
-    """
-    sections = sorted(Settings.model_fields, key=len, reverse=True)
-    out: dict[str, dict[str, Any]] = {}
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in _NON_SETTING_ENV or name.startswith(_TEST_ENV_PREFIX):
-            continue
-        rest = name[len(ENV_PREFIX) :].lower()
-        section = next((s for s in sections if rest.startswith(s + "_")), None)
-        if section is None:
-            raise ConfigError(f"{name}: no such setting section.", key=name)
-        key = rest[len(section) + 1 :]
-        model = Settings.model_fields[section].annotation
-        fields = model.model_fields  # type: ignore[union-attr]
-        if key not in fields:
-            raise ConfigError(f"{name}: no such setting '{section}.{key}'.", key=name)
-        value: Any = raw
-        if "dict" in str(fields[key].annotation):
-            try:
-                value = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{name}: expected a JSON object ({exc.msg}).", key=name) from exc
-        elif raw == "" and "None" in str(fields[key].annotation):
-            value = None
-        out.setdefault(section, {})[key] = value
-    return out
+    model_provider: ModelProviderSettings = Field(default_factory=ModelProviderSettings)
 
 
 # Variables that share the prefix but are not settings (test-suite switches among them).
-_TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
-_NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY", "MEMORY_CORE_TENANT",
-                              "MEMORY_CORE_AGENT"})
-
-
-def _bound_agent_env(env: Mapping[str, str]) -> str | None:
-    """``MEMORY_CORE_AGENT``: the agent a stdio server binds; set but malformed (even empty) fails."""
-    raw = env.get("MEMORY_CORE_AGENT")
-    if raw is None:
-        return None
-    if not NAME_PATTERN.match(raw):
-        raise ConfigError(
-            "MEMORY_CORE_AGENT must be an agent id: 1-128 printable characters without whitespace "
-            "(unset it to bind no agent).",
-            key="MEMORY_CORE_AGENT",
-        )
-    return raw
-
-
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in over.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(dict(merged[key]), value)
-        else:
-            merged[key] = value
-    return merged
+TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
+NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY"})
+BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent"}  # -> server.<key>
 
 
 def load_settings(
@@ -208,29 +166,12 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Defaults ← TOML file (``path`` or ``$MEMORY_CORE_CONFIG``) ← env vars ← ``overrides``."""
-    env = os.environ if environ is None else environ
-    data: dict[str, Any] = {}
-    path = path or env.get("MEMORY_CORE_CONFIG")
-    if path:
-        file = Path(path)
-        try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError(f"Config file {file} does not exist.", key="config") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"Config file {file} is not valid TOML: {exc}.", key="config") from exc
-    data = _merge(data, _env_overrides(env))
-    if env.get("MEMORY_CORE_TENANT"):
-        data = _merge(data, {"server": {"tenant": env["MEMORY_CORE_TENANT"]}})
-    agent = _bound_agent_env(env)
-    if agent is not None:
-        data = _merge(data, {"server": {"agent": agent}})
-    if overrides:
-        data = _merge(data, overrides)
-    try:
-        return Settings.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"])
-        raise ConfigError(f"Invalid setting '{key}': {first['msg']}.", key=key) from exc
+    """Defaults ← TOML file (``path`` or ``$MEMORY_CORE_CONFIG``) ← env vars ← ``overrides``.
+
+    ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` bind the server's tenant and agent; set but
+    malformed, they fail here (CONFIG_INVALID), as does any unknown ``MEMORY_CORE_*`` variable
+    (with the setting it probably meant).
+    """
+    from memory_core.settings_sources import layered_settings  # pydantic-settings loads only here
+
+    return layered_settings(path, os.environ if environ is None else environ, overrides or {})

@@ -166,7 +166,7 @@ def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
     for f in findings:
         by_tenant.setdefault(f.tenant, []).append(str(f.ref))
     for tenant, refs in sorted(by_tenant.items()):
-        records = core.vectors.documents(tenant, refs)  # type: ignore[attr-defined]
+        records = core.vectors.documents(tenant, refs)
         for ref in refs:
             if ref not in records:
                 continue  # gone since the scan

@@ -142,7 +142,7 @@ def _vector_findings(
             out.append(Finding("vector_missing", tenant, ref, "a memory with no vector record"))
     both = sorted(expected & vector_ids)
     for start in range(0, len(both), CHUNK):
-        records = core.vectors.documents(tenant, both[start : start + CHUNK])  # type: ignore[attr-defined]
+        records = core.vectors.documents(tenant, both[start : start + CHUNK])
         for ref, (document, meta) in records.items():
             row = rows[int(ref.split(":", 1)[1])]
             want = vector_metadata(row)

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -85,8 +85,8 @@ class MiniLMEmbedder:
         self._max_tokens = max_tokens
         self._threads = threads
         self._lock = threading.Lock()
-        self._session = None
-        self._tokenizer = None
+        self._session: Any = None  # onnxruntime.InferenceSession, loaded on first use
+        self._tokenizer: Any = None  # tokenizers.Tokenizer, loaded on first use
         self._input_names: set[str] = set()
 
     def _load(self) -> None:
@@ -158,7 +158,7 @@ class HashEmbedder:
             for token in _TOKEN.findall(text.lower()):
                 h = int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
                 vec[h % self.dimension] += 1.0 if (h >> 32) & 1 else -1.0
-            norm = np.linalg.norm(vec)
+            norm = float(np.linalg.norm(vec))
             if norm == 0:
                 vec[0] = 1.0
                 norm = 1.0

@@ -27,7 +27,6 @@ from memory_core.models import AddResult, MemoryRow, RecentTurnsPage, from_us, i
 from memory_core.reads import EPISODE_AGENT, EPISODE_SALIENCE, Reader, visible
 from memory_core.refs import episode_ref, memory_ref
 from memory_core.summary import SummaryProvider, SummaryTurn, extractive_summary, summarize_with_fallback
-from memory_core.summary.provider import ModelProviderSettings
 from memory_core.vector_store import Metadata, VectorStore
 from memory_core.write_path import WritePath
 
@@ -104,8 +103,7 @@ class EpisodeService:
         self.embedder = embedder
         self.settings = settings
         self.provider = provider
-        mp = settings.model_provider
-        self.provider_settings = ModelProviderSettings(**mp.model_dump())
+        self.provider_settings = settings.model_provider
         # model summaries for recover_context are refreshed here, so recovery never waits long
         self._refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="episode-refresh")
         self._refreshing: dict[tuple[str, str], Future[Episode]] = {}
@@ -236,7 +234,8 @@ class EpisodeService:
             handoff_attrs = self.latest_handoff(tenant, session, viewer)
             handoff = self.reader.rows(tenant, [handoff_attrs["id"]], viewer)[0] if handoff_attrs else None
             page = self.reader.recent_turns(tenant, session, turns, None, viewer)
-            kept, used = [], 0
+            kept: list[MemoryRow] = []
+            used = 0
             for turn in page.turns:
                 # a turn costs its preview plus the row's fields (ref, agent, timestamp, …) on the wire
                 cost = min(turn.content_len, rec.turn_preview_chars or turn.content_len) + TURN_ROW_OVERHEAD_CHARS

@@ -264,7 +264,9 @@ class Inspector:
 
     def _chain(self, tenant: str, mem_id: int) -> list[int]:
         """Newer handoffs (in-edges) then this one then older ones (out-edges), newest first."""
-        def step(node_id: int, newer: bool) -> int | None:
+        def step(node_id: int | None, newer: bool) -> int | None:
+            if node_id is None:
+                return None
             edges = self.graph.edges_of(tenant, mem_node(node_id))
             want = "in" if newer else "out"
             found = [int(n.split(":", 1)[1]) for d, k, n in edges if k == SUPERSEDES and d == want]

@@ -163,7 +163,7 @@ class Reader:
         key = (attrs["ts_us"], attrs["id"])
         index = self.graph.turn_index if attrs["type"] == "turn" else self.graph.all_index
         adjacent = {
-            name: (self.rows(tenant, [k[1]], viewer) or [None])[0] if k else None
+            name: next(iter(self.rows(tenant, [k[1]], viewer)), None) if k else None
             for name, k in (
                 ("previous", self._visible_neighbour(index, tenant, attrs["session"], key, viewer, forward=False)),
                 ("next", self._visible_neighbour(index, tenant, attrs["session"], key, viewer, forward=True)),

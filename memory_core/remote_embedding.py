@@ -79,7 +79,7 @@ class LiteLLMEmbedder:
         return self._vectors(response, len(batch))
 
     def _vectors(self, response: Any, expected: int) -> list[list[float]]:
-        data = getattr(response, "data", None) or (response.get("data") if isinstance(response, dict) else None)
+        data: Any = getattr(response, "data", None) or (response.get("data") if isinstance(response, dict) else None)
         try:
             items = sorted(data, key=lambda d: d["index"])
             matrix = np.asarray([d["embedding"] for d in items], dtype=np.float64)

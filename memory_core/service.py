@@ -10,8 +10,9 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,7 +30,7 @@ from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.store_errors import os_error, sqlite_error
-from memory_core.summary import LiteLLMSummaryProvider, ModelProviderSettings, SummaryProvider
+from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
 from memory_core.write_path import WritePath, scope_legacy_private_keys
@@ -86,7 +87,7 @@ def build_summary_provider(settings: Settings) -> SummaryProvider | None:
     """The litellm provider when enabled; litellm itself loads only on the first summary."""
     if not settings.model_provider.enabled:
         return None
-    return LiteLLMSummaryProvider(ModelProviderSettings(**settings.model_provider.model_dump()))
+    return LiteLLMSummaryProvider(settings.model_provider)
 
 
 @contextmanager
@@ -260,16 +261,30 @@ class MemoryCore:
         self.close()
 
     # ---- writes ----------------------------------------------------------------------------
-    def add_memory(self, tenant: str, session: str, agent: str, content: str, **fields: Any) -> AddResult:
+    def add_memory(
+        self, tenant: str, session: str, agent: str, content: str, *, type: str = "turn", role: str | None = None,
+        channel: str | None = None, source: Mapping[str, Any] | None = None, project_id: str | None = None,
+        salience: float | None = None, visibility: str = "tenant", timestamp: datetime | str | None = None,
+        idempotency_key: str | None = None, metadata: Mapping[str, Any] | None = None,
+    ) -> AddResult:
         """Store one memory in Chroma and the graph; see :mod:`memory_core.write_path`.
 
-        ``type="handoff"`` is exactly :meth:`create_handoff` (salience 0.95, SUPERSEDES the
-        session's previous handoff), so every boundary writes the same graph for the same input;
-        ``type="episode"`` is refused (episodes are written by :meth:`summarize_session`).
+        None means "not given": salience defaults by type, timestamp to now, source and
+        metadata to ``{}``, project_id to the global pool. ``type="handoff"`` is exactly
+        :meth:`create_handoff` (salience 0.95, SUPERSEDES the session's previous handoff), so every
+        boundary writes the same graph for the same input; ``type="episode"`` is refused (episodes
+        are written by :meth:`summarize_session`).
         """
-        if fields.get("type") == HANDOFF:
-            return self.create_handoff(tenant, session, agent, content, **{k: fields[k] for k in fields if k != "type"})
-        item = {"tenant": tenant, "session": session, "agent": agent, "content": content, **fields}
+        if type == HANDOFF:
+            return self.create_handoff(
+                tenant, session, agent, content, role=role, channel=channel, source=source, project_id=project_id,
+                salience=salience, visibility=visibility, timestamp=timestamp, idempotency_key=idempotency_key,
+                metadata=metadata,
+            )
+        item = {"tenant": tenant, "session": session, "agent": agent, "content": content, "type": type,
+                "role": role, "channel": channel, "source": source, "project_id": project_id, "salience": salience,
+                "visibility": visibility, "timestamp": timestamp, "idempotency_key": idempotency_key,
+                "metadata": metadata}  # fmt: skip
         return self.writer.add_many([item])[0]
 
     def add_memories(self, items: Sequence[dict[str, Any]]) -> list[AddResult]:
@@ -328,34 +343,62 @@ class MemoryCore:
             return self.reader.check(tenant, ref, viewer)
 
     # ---- recall ----------------------------------------------------------------------------
-    def recall(self, tenant: str, query: str, **options: Any) -> RecallResult:
+    def recall(
+        self, tenant: str, query: str, *, viewer: str | None = None, limit: int | None = None,
+        type: str | None = None, session: str | None = None, agent: str | None = None, channel: str | None = None,
+        source_id: str | None = None, project_id: str | None = None,
+        exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
+        now: datetime | str | None = None,
+    ) -> RecallResult:
         """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine`.
 
-        Options: viewer, limit (≤ scan window), type, session, agent, channel, source_id,
-        project_id (omitted = all, '' = global pool, 'X' = X ∪ global, '@auto'), exclude_contents,
-        deep (no time decay), preset. An empty query returns the most recent memories.
+        limit ≤ scan window (None: ``recall.default_limit``); project_id omitted = all, '' = global
+        pool, 'X' = X ∪ global, '@auto'; deep: no time decay. An empty query returns the most
+        recent memories.
         """
-        return self.recaller.recall(tenant, query, **options)
+        return self.recaller.recall(
+            tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
+            source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
+            preset=preset, now=now,
+        )
 
     def recall_with_context(
-        self, tenant: str, query: str, context: Sequence[dict[str, Any]], **options: Any
+        self, tenant: str, query: str, context: Sequence[Mapping[str, Any]], *, viewer: str | None = None,
+        limit: int | None = None, type: str | None = None, session: str | None = None, agent: str | None = None,
+        channel: str | None = None, source_id: str | None = None, project_id: str | None = None,
+        exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
+        now: datetime | str | None = None,
     ) -> RecallResult:
         """Recall sharpened by the recent conversation; never returns what the context already holds."""
         if isinstance(context, str) or not isinstance(context, Sequence):
             raise InvalidInputError("'context' must be a list of {role, content} objects.", field="context")
         texts: list[str] = []
         for entry in context:
-            if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("content"), str):
                 raise InvalidInputError("Each context entry needs a string 'content'.", field="context")
             texts.append(entry["content"])
-        exclude = [*(options.pop("exclude_contents", None) or []), *(t for t in texts if normalize(t))]
+        exclude = [*(exclude_contents or []), *(t for t in texts if normalize(t))]
         recent = " ".join(texts[-4:])[-2000:]
-        return self.recaller.recall(tenant, query, exclude_contents=exclude, context_text=recent or None, **options)
+        return self.recaller.recall(
+            tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
+            source_id=source_id, project_id=project_id, exclude_contents=exclude, deep=deep, preset=preset, now=now,
+            context_text=recent or None,
+        )
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
-    def create_handoff(self, tenant: str, session: str, agent: str, content: str, **fields: Any) -> AddResult:
-        """A handoff (salience 0.95) that SUPERSEDES the session's previous handoff."""
-        return self.episodes.create_handoff(tenant, session, agent, content, **fields)
+    def create_handoff(
+        self, tenant: str, session: str, agent: str, content: str, *, project_id: str | None = None,
+        idempotency_key: str | None = None, visibility: str = "tenant", salience: float | None = None,
+        timestamp: datetime | str | None = None, role: str | None = None, channel: str | None = None,
+        source: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
+    ) -> AddResult:
+        """A handoff (salience 0.95 unless given) that SUPERSEDES the session's previous handoff."""
+        given = {"project_id": project_id, "idempotency_key": idempotency_key, "visibility": visibility,
+                 "salience": salience, "timestamp": timestamp, "role": role, "channel": channel, "source": source,
+                 "metadata": metadata}  # fmt: skip
+        return self.episodes.create_handoff(
+            tenant, session, agent, content, **{k: v for k, v in given.items() if v is not None}
+        )
 
     def summarize_session(self, tenant: str, session: str) -> Episode:
         """The session's miniSummary as an EPISODE (``ep:`` ref); model or extractive fallback."""

@@ -137,7 +137,7 @@ class DeadlineVectorStore:
                 "(storage.vector_deadline_s); nothing was written.", wedged=True, deadline_s=self.deadline_s)
         if job.error is not None:
             raise job.error
-        return job.value  # type: ignore[no-any-return]
+        return job.value
 
     # ---- the VectorStore Protocol --------------------------------------------------------
     def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],

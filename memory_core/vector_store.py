@@ -9,6 +9,7 @@ function (which downloads a model) is never used.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import threading
@@ -165,9 +166,10 @@ class ChromaVectorStore:
         with self._reset_lock:
             if not self._reset_needed:
                 return
-            ident = getattr(self._client, "_identifier", None)
+            found = getattr(self._client, "_identifier", None)
+            ident = found if isinstance(found, str) else ""
             old = Shared._identifier_to_system.pop(ident, None) if ident else None
-            refs = Shared._identifier_to_refcount.pop(ident, None)
+            refs = Shared._identifier_to_refcount.pop(ident, None) if ident else None
             try:
                 fresh = self._reconnect()
             except StoreError:
@@ -248,6 +250,7 @@ class ChromaVectorStore:
     def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
         self._reset_if_failed()
         col = self._collection(tenant, create=True)
+        assert col is not None  # create=True always yields the collection
         metas = [{**m, "tenant": tenant} for m in metadatas]
         self._run(
             lambda: col.upsert(
@@ -288,7 +291,7 @@ class ChromaVectorStore:
         out: set[str] = set()
         offset, page = 0, 5000
         while True:
-            res = self._run(lambda o=offset: col.get(include=[], limit=page, offset=o))
+            res = self._run(functools.partial(col.get, include=[], limit=page, offset=offset))
             out.update(res["ids"])
             if len(res["ids"]) < page:
                 return out

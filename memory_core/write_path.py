@@ -152,7 +152,7 @@ class WritePath:
         source = v.source(item.get("source"), lim.max_metadata_bytes, lim.max_metadata_depth)
         default_salience = HANDOFF_SALIENCE if mtype == "handoff" else DEFAULT_SALIENCE
         ts = v.timestamp(item.get("timestamp"))
-        row = {
+        row: dict[str, Any] = {
             "tenant": tenant,
             "session": v.name(item.get("session"), "session"),
             "agent": v.name(item.get("agent"), "agent"),
@@ -171,9 +171,10 @@ class WritePath:
             "content_len": len(text),
             "content_hash": content_hash(text),
         }
-        row["idempotency_key"] = scoped_idempotency_key(
-            v.idempotency_key(item.get("idempotency_key")), row["visibility"], row["agent"])
-        return PreparedAdd(row, row["idempotency_key"])
+        key = scoped_idempotency_key(
+            v.idempotency_key(item.get("idempotency_key")), str(row["visibility"]), str(row["agent"]))
+        row["idempotency_key"] = key
+        return PreparedAdd(row, key)
 
     # ---- adds ------------------------------------------------------------------------------
     def add_many(
@@ -234,6 +235,7 @@ class WritePath:
                 )
         for i, p in enumerate(prepared):
             if results[i] is None:
+                assert p.idempotency_key is not None  # only keyed rows wait for their first
                 first = results[first_by_key[(p.row["tenant"], p.idempotency_key)]]
                 assert first is not None
                 results[i] = AddResult(first.ref, first.timestamp, first.duplicate_of, False)
@@ -439,10 +441,9 @@ class _SqliteErrors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if isinstance(exc, sqlite3.Error):
-            raise sqlite_error(exc, "writing") from exc
-        return False
+            raise sqlite_error(exc, "writing the graph store") from exc
 
 
 __all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath", "content_hash", "embedding_text", "mem_node",

@@ -16,9 +16,9 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
 from memory_core.config import TokenBinding, load_settings
 from memory_core.errors import AgentMismatchError, ConfigError
-from tests.support.mcp_harness import ROOT, server_env
+from tests.support.mcp_harness import ROOT, SERVER_COMMAND, server_env
 from tools.auth import TenantScope, TokenTenantVerifier, check_token_hashes, hash_token
-from tools.auth import main as auth_main
+from tools.cli.common import EXIT_CONFIG
 
 
 def test_a_token_entry_is_a_tenant_or_a_tenant_with_one_agent(tmp_path: Path) -> None:
@@ -62,11 +62,11 @@ def test_a_malformed_memory_core_agent_fails_at_start(raw: str) -> None:
 
 def test_the_stdio_server_refuses_to_start_with_a_malformed_agent(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.mcp_server", "--data-dir", str(tmp_path / "data")],
+        [sys.executable, *SERVER_COMMAND, "--data-dir", str(tmp_path / "data")],
         cwd=ROOT, env=server_env(MEMORY_CORE_AGENT="two words"), capture_output=True, text=True, timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert proc.returncode == 2 and "CONFIG_INVALID" in proc.stderr and "MEMORY_CORE_AGENT" in proc.stderr
+    assert proc.returncode == EXIT_CONFIG and "CONFIG_INVALID" in proc.stderr and "MEMORY_CORE_AGENT" in proc.stderr
 
 
 def test_a_configured_agent_fills_omitted_identities_and_refuses_others() -> None:
@@ -103,7 +103,3 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def test_the_helper_prints_a_table_entry_for_an_agent_token(capsys: pytest.CaptureFixture[str]) -> None:
-    assert auth_main(["tok", "acme", "alice"]) == 0
-    line = capsys.readouterr().out.strip()
-    assert line == f'"{hash_token("tok")}" = {{ tenant = "acme", agent = "alice" }}'

@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from tests.support.mcp_contract import ToolContract
 from tests.support.mcp_harness import (
     ROOT,
+    SERVER_COMMAND,
     Caller,
     error_code,
     http_client,
@@ -26,6 +27,7 @@ from tests.support.mcp_harness import (
     server_env,
     write_token_config,
 )
+from tools.cli.common import EXIT_CONFIG, EXIT_STORE
 
 TOKENS = {"token-for-acme": "acme", "token-for-beta": "beta"}
 
@@ -118,11 +120,11 @@ async def test_a_loopback_server_without_tokens_requires_a_tenant_on_every_call(
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10"])
 def test_a_non_loopback_host_without_tokens_refuses_to_start_and_says_why(tmp_path: Path, host: str) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "tools.mcp_server", "--http", "--host", host, "--port", "0",
+        [sys.executable, *SERVER_COMMAND, "--http", "--host", host, "--port", "0",
          "--data-dir", str(tmp_path / "data")],
         cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert run.returncode == 2
+    assert run.returncode == EXIT_CONFIG
     assert f"Refusing to listen on {host}" in run.stderr and "no bearer tokens" in run.stderr
     assert "Traceback" not in run.stderr
     assert not (tmp_path / "data").exists()
@@ -132,19 +134,19 @@ def test_a_plaintext_token_in_the_config_refuses_to_start(tmp_path: Path) -> Non
     config = tmp_path / "bad.toml"
     config.write_text('[server.tokens]\n"my-plain-token" = "acme"\n', encoding="utf-8")
     run = subprocess.run(
-        [sys.executable, "-m", "tools.mcp_server", "--http", "--port", "0", "--config", str(config),
+        [sys.executable, *SERVER_COMMAND, "--http", "--port", "0", "--config", str(config),
          "--data-dir", str(tmp_path / "data")],
         cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert run.returncode == 2
+    assert run.returncode == EXIT_CONFIG
     assert "sha256" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_a_second_server_on_the_same_data_directory_exits_with_store_locked(tmp_path: Path) -> None:
     with running_http_server(tmp_path / "data"):
         run = subprocess.run(
-            [sys.executable, "-m", "tools.mcp_server", "--data-dir", str(tmp_path / "data")],
+            [sys.executable, *SERVER_COMMAND, "--data-dir", str(tmp_path / "data")],
             cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
         )  # fmt: skip
-    assert run.returncode == 2
+    assert run.returncode == EXIT_STORE
     assert run.stderr.startswith("memory-core: STORE_LOCKED: ") and "Traceback" not in run.stderr

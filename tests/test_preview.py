@@ -7,7 +7,7 @@ from typing import Any
 
 from memory_core.episodes import Recovery
 from memory_core.models import CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
-from tools.preview import PreviewShaper
+from tools.preview import PreviewShaper, expand_rows
 
 
 def make_row(mem_id: int, content: str, **extra: Any) -> MemoryRow:
@@ -50,7 +50,7 @@ def test_a_row_exactly_at_the_cap_is_not_trimmed() -> None:
 def test_long_rows_are_a_pure_prefix_with_both_markers() -> None:
     text = "The quick brown fox jumps over the lazy dog. " * 30
     shaped = PreviewShaper(preview_chars=500).preview_row(make_row(7, text))
-    assert shaped["content"] == text[:500]
+    assert shaped["content"] == text[:494]  # the last whole sentence within 500 characters
     assert text.startswith(shaped["content"])
     assert shaped["content_truncated"] is True
     assert shaped["content_len"] == len(text)
@@ -67,11 +67,45 @@ def test_zero_preview_chars_disables_trimming() -> None:
 def test_rows_keep_the_spec_fields_and_drop_nulls_the_tenant_and_defaults() -> None:
     row = make_row(3, "hello", confidence=0.87654, match_reason={"signal": "rrf", "score": 0.1})
     shaped = PreviewShaper().preview_row(row)
-    for key in ("ref", "session", "agent", "type", "source", "timestamp", "confidence", "match_reason"):
+    for key in ("ref", "session", "agent", "source", "timestamp", "confidence", "match_reason"):
         assert key in shaped
-    assert shaped["timestamp"] == "2026-01-02T03:04:05Z"  # seconds are enough for agents
-    for key in ("channel", "tenant", "salience", "visibility", "metadata"):
-        assert key not in shaped
+    assert shaped["timestamp"] == "2026-01-02T03:04Z"  # minutes are enough for agents
+    for key in ("channel", "tenant", "salience", "visibility", "metadata", "type"):
+        assert key not in shaped  # type: 'turn' is the default, stated in the tool descriptions
+
+
+def test_previews_end_at_a_sentence_or_word_end_in_their_last_fifth() -> None:
+    shaper = PreviewShaper(preview_chars=100)
+    sentence = "a" * 85 + ". " + "b" * 200
+    assert shaper.trim(sentence)["content"] == "a" * 85 + "."
+    words = "word " * 60
+    cut = shaper.trim(words)["content"]
+    assert words.startswith(cut) and cut.endswith("word") and 80 <= len(cut) <= 100
+    solid = "x" * 300
+    assert shaper.trim(solid)["content"] == "x" * 100  # no boundary: the hard limit
+
+
+def test_empty_source_is_left_out_and_a_set_one_kept() -> None:
+    assert "source" not in PreviewShaper().preview_row(make_row(1, "x", source={}))
+    assert PreviewShaper().preview_row(make_row(1, "x"))["source"] == {"id": "discord:1"}
+
+
+def test_match_reason_does_not_repeat_the_confidence() -> None:
+    reason = {"signal": "confidence", "score": 0.8123, "cosine": 0.5}
+    shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.8123, match_reason=reason))
+    assert shaped["confidence"] == 0.812 and shaped["match_reason"] == {"cosine": 0.5}
+    other = {"signal": "cosine", "score": 0.5, "cosine": 0.5}
+    shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.7, match_reason=other))
+    assert shaped["match_reason"] == {"signal": "cosine", "score": 0.5, "cosine": 0.5}
+
+
+def test_a_recall_names_the_session_and_agent_its_rows_share_once() -> None:
+    rows = [make_row(i, "x", agent="alice", session="s1" if i < 3 else "s2") for i in range(1, 4)]
+    shaped = PreviewShaper().recall(RecallResult(messages=rows))
+    assert shaped["shared"] == {"agent": "alice"}
+    assert all("agent" not in m and "session" in m for m in shaped["messages"])
+    single = PreviewShaper().recall(RecallResult(messages=rows[:1]))
+    assert "shared" not in single and single["messages"][0]["agent"] == "alice"
 
 
 def test_non_default_salience_visibility_and_metadata_are_kept() -> None:
@@ -84,7 +118,7 @@ def test_scores_are_rounded_and_silent_retrievers_left_out_of_match_reason() -> 
     reason = {"signal": "confidence", "score": 0.77081, "rsf": 0.0, "cosine": 0.43981, "bm25": 0.0}
     shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.77081, match_reason=reason))
     assert shaped["confidence"] == 0.771
-    assert shaped["match_reason"] == {"signal": "confidence", "score": 0.771, "cosine": 0.44}
+    assert shaped["match_reason"] == {"cosine": 0.44}
 
 
 def test_full_content_keeps_every_row_whole_within_the_budget() -> None:
@@ -134,7 +168,7 @@ def test_resolved_project_and_warning_are_echoed() -> None:
     result = RecallResult(messages=[], resolved_project_id="@auto", operating_context_warning="no mapping")
     response = PreviewShaper().recall(result)
     assert response["resolved_project_id"] == "@auto"
-    assert response["operating_context_warning"] == "no mapping"
+    assert response["warning"] == "no mapping"  # the key memory-core recall --json uses too
 
 
 def test_context_entries_are_trimmed_the_same_way_and_carry_no_ref() -> None:
@@ -188,7 +222,15 @@ def test_recovery_keeps_the_handoff_whole_and_the_turns_as_previews() -> None:
 def test_fused_scores_stay_in_match_reason_only_when_they_are_the_signal() -> None:
     ranked = {"signal": "confidence", "score": 0.8, "rsf": 0.9, "rrf": 0.03, "cosine": 0.5, "bm25": 4.2}
     shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.8, match_reason=ranked))
-    assert shaped["match_reason"] == {"signal": "confidence", "score": 0.8, "cosine": 0.5, "bm25": 4.2}
+    assert shaped["match_reason"] == {"cosine": 0.5, "bm25": 4.2}
     by_rrf = {"signal": "rrf", "score": 0.03, "rrf": 0.03, "cosine": 0.5}
     shaped = PreviewShaper().preview_row(make_row(2, "x", confidence=0.03, match_reason=by_rrf))
-    assert shaped["match_reason"] == {"signal": "rrf", "score": 0.03, "rrf": 0.03, "cosine": 0.5}
+    assert shaped["match_reason"] == {"signal": "rrf", "rrf": 0.03, "cosine": 0.5}
+
+
+def test_expanded_rows_put_back_what_the_shaping_left_out() -> None:
+    rows = [make_row(i, "x", agent="alice") for i in range(1, 3)] + [make_row(3, "y", agent="alice", type="note")]
+    expanded = expand_rows(PreviewShaper().recall(RecallResult(messages=rows)))
+    assert [(r["agent"], r["session"], r["type"]) for r in expanded] == [("alice", "s1", "turn")] * 2 + [
+        ("alice", "s1", "note")
+    ]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -79,7 +78,7 @@ def check_token_hashes(token_hashes: Mapping[str, TokenEntry]) -> None:
         if len(digest) != _SHA256_HEX_LEN or any(c not in "0123456789abcdefABCDEF" for c in digest):
             raise ConfigError(
                 f"server.tokens: the key for tenant '{binding.tenant}' is not a sha256 hex digest; store "
-                "sha256(token), never the token (`python -m tools.auth TOKEN TENANT [AGENT]` prints the line).",
+                "sha256(token), never the token (`memory-core token TENANT [--agent AGENT]` prints the line).",
                 key="server.tokens",
             )
         if not TENANT_PATTERN.match(binding.tenant):
@@ -87,6 +86,13 @@ def check_token_hashes(token_hashes: Mapping[str, TokenEntry]) -> None:
                               key="server.tokens")
         if binding.agent is not None and not NAME_PATTERN.match(binding.agent):
             raise ConfigError(f"server.tokens: '{binding.agent[:80]}' is not a valid agent id.", key="server.tokens")
+
+
+def token_config_line(digest: str, tenant: str, agent: str | None = None) -> str:
+    """The ``[server.tokens]`` line for a token's sha256: ``"<sha256>" = "tenant"`` or with one agent."""
+    if agent is None:
+        return f'"{digest}" = {json.dumps(tenant)}'
+    return f'"{digest}" = {{ tenant = {json.dumps(tenant)}, agent = {json.dumps(agent)} }}'
 
 
 def is_loopback(host: str) -> bool:
@@ -99,7 +105,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token_hashes: Mapping[str, str]) -> None:
+def check_bind(host: str, token_hashes: Mapping[str, object]) -> None:
     """Refuse to serve HTTP beyond this machine without tokens: every tenant would be open."""
     if not token_hashes and not is_loopback(host):
         raise ConfigError(
@@ -166,21 +172,3 @@ class TenantScope:
                 bound_tenant=bound,
             )
         return bound
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m tools.auth TOKEN TENANT [AGENT]``: print the line to put under ``[server.tokens]``."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) not in (2, 3):
-        print("usage: python -m tools.auth TOKEN TENANT [AGENT]", file=sys.stderr)
-        return 2
-    token, tenant = args[:2]
-    if len(args) == 3:
-        print(f'"{hash_token(token)}" = {{ tenant = {json.dumps(tenant)}, agent = {json.dumps(args[2])} }}')
-    else:
-        print(f'"{hash_token(token)}" = {json.dumps(tenant)}')
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,27 +11,29 @@ from typing import Annotated
 
 from pydantic import Field
 
+from memory_core.errors import InvalidInputError
 from tools.mcp_context import ServerState
 
 Author = Annotated[
     str | None,
     Field(
-        description="Id of the agent writing this memory (its author). On a connection bound to an agent it "
-        "defaults to that agent and may not name another (AGENT_MISMATCH); required otherwise."
+        description="Your agent id (the author)."
     ),
 ]
 Viewer = Annotated[
     str | None,
     Field(
-        description="Your agent id. Memories written with visibility='agent' are returned only to their author. "
-        "On a connection bound to an agent it defaults to that agent and may not name another (AGENT_MISMATCH)."
+        description="Your agent id (to see your private memories)."
     ),
 ]
 
 
-def author_of(state: ServerState, agent: str | None) -> str | None:
-    """The author a write names: the bound agent, or the declared one (None: the service refuses)."""
-    return state.scope.resolve_agent(agent, "agent")
+def author_of(state: ServerState, agent: str | None) -> str:
+    """The author a write names: the bound agent, or the declared one; a write always has one."""
+    author = state.scope.resolve_agent(agent, "agent")
+    if author is None:
+        raise InvalidInputError("'agent' is required.", field="agent")
+    return author
 
 
 def viewer_of(state: ServerState, viewer: str | None) -> str | None:

@@ -14,74 +14,57 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 RECALL_LIMIT_CAP = 50
-RECALL_LIMIT_DEFAULT = 10
 GET_CONTENTS_REFS_CAP = 20
 RECENT_TURNS_LIMIT_CAP = 100
 RECENT_TURNS_LIMIT_DEFAULT = 20
 EXCLUDE_CONTENTS_CAP = 200
 CONTEXT_ENTRIES_CAP = 100
 
-Tenant = Annotated[
-    str | None,
-    Field(
-        description="Tenant id. Optional when this connection is bound to a tenant (bearer token or server "
-        "config); required otherwise. Naming a tenant other than the bound one fails with TENANT_MISMATCH."
-    ),
-]
-Viewer = Annotated[
-    str | None,
-    Field(description="Your agent id. Memories written with visibility='agent' are returned only to their author."),
-]
-Session = Annotated[str, Field(description="Session id (1-128 printable characters, no whitespace).")]
-Agent = Annotated[str, Field(description="Id of the agent writing this memory (its author).")]
-Content = Annotated[str, Field(description="The text to remember (not empty).")]
-MemoryRef = Annotated[str, Field(description="A ref as returned by other tools, e.g. 'mem:42'.")]
+# Described once, in the server instructions; listed (as required) only where no binding fills it.
+Tenant = Annotated[str | None, Field()]
+Session = Annotated[str, Field(description="Session id (no whitespace).")]
+Content = Annotated[str, Field(description="The text (not empty, at most $max_content chars).")]
+MemoryRef = Annotated[str, Field(description="A ref, e.g. 'mem:42'.")]
 
 RecallQuery = Annotated[
-    str, Field(description="What to look for, in natural language. Empty returns the most recent memories.")
+    str, Field(description="What to look for; empty: the most recent memories.")
 ]
 RecallLimit = Annotated[
-    int,
-    Field(
-        ge=1,
-        le=RECALL_LIMIT_CAP,
-        description=f"Max memories to return (default 10, at most {RECALL_LIMIT_CAP}).",
-    ),
+    int | None,
+    Field(ge=1, le=RECALL_LIMIT_CAP, description="Max rows (default $recall_default, at most $recall_cap)."),
 ]
 TypeFilter = Annotated[
     str | None,
-    Field(description="Only this type (turn, note, handoff, decision, error, ...). Newest-first weighting applies."),
+    Field(description="Only this type (turn, note, handoff, ...); favours the newest."),
 ]
-SessionFilter = Annotated[str | None, Field(description="Only memories of this session.")]
+SessionFilter = Annotated[str | None, Field(description="Only this session.")]
 AgentFilter = Annotated[str | None, Field(description="Only memories written by this agent.")]
-ChannelFilter = Annotated[str | None, Field(description="Only memories of this channel (e.g. 'chat', 'discord').")]
+ChannelFilter = Annotated[str | None, Field(description="Only this channel.")]
 SourceFilter = Annotated[
     str | None,
-    Field(description="Prefix match on source.id: 'discord:12345' for one user, 'discord:' for all of Discord."),
+    Field(description="Prefix of source.id, e.g. 'discord:' or 'discord:123'."),
 ]
 ProjectFilter = Annotated[
     str | None,
     Field(
-        description="Omit: all projects. '': global pool only. 'X': project X plus the global pool. '@auto': "
-        "your default project from the server's operating context, echoed as resolved_project_id "
-        "(read it: without such configuration '@auto' is used literally)."
+        description="Omit: all. '': global pool only. 'X': X plus global. '@auto': your configured "
+        "project, echoed as resolved_project_id."
     ),
 ]
 ExcludeContents = Annotated[
     list[str] | None,
     Field(
         max_length=EXCLUDE_CONTENTS_CAP,
-        description="Texts you already hold (previews work): a memory is skipped when its text and "
-        f"one of these are prefixes of each other after normalization. At most {EXCLUDE_CONTENTS_CAP}.",
+        description=f"Texts you hold (previews work); rows they prefix, or that prefix them, are skipped. "
+        f"At most {EXCLUDE_CONTENTS_CAP}.",
     ),
 ]
-Deep = Annotated[bool, Field(description="Disable time decay for an exhaustive search (default false).")]
+Deep = Annotated[bool, Field(description="No time decay: an exhaustive search.")]
 FullContent = Annotated[
     bool,
     Field(
-        description="Return whole texts instead of previews (default false). Bounded by a "
-        "per-response budget (default 200,000 chars): rows that do not fit, least relevant first, stay "
-        "previews and the response carries full_content_budget_chars."
+        description="Whole texts instead of previews, within $full_budget chars per response; rows past it "
+        "(least relevant first) stay previews and full_content_budget_chars is set."
     ),
 ]
 
@@ -89,16 +72,15 @@ FullContent = Annotated[
 class ContextEntry(BaseModel):
     """One conversation entry the caller already holds."""
 
-    role: str = Field(description="'user', 'assistant', 'system' or 'tool'.")
-    content: str = Field(description="The entry's text.")
+    role: str
+    content: str
 
 
 ContextEntries = Annotated[
     list[ContextEntry],
     Field(
         max_length=CONTEXT_ENTRIES_CAP,
-        description=f"The recent conversation (oldest first, at most {CONTEXT_ENTRIES_CAP} "
-        "entries). It steers the search and its texts are excluded from the results.",
+        description=f"Recent conversation {{role, content}}, oldest first, at most {CONTEXT_ENTRIES_CAP}.",
     ),
 ]
 
@@ -107,7 +89,7 @@ Refs = Annotated[
     Field(
         min_length=1,
         max_length=GET_CONTENTS_REFS_CAP,
-        description=f"Refs to expand (1 to {GET_CONTENTS_REFS_CAP}), e.g. ['mem:42', 'mem:43'].",
+        description=f"1 to {GET_CONTENTS_REFS_CAP} refs.",
     ),
 ]
 TurnsLimit = Annotated[
@@ -120,35 +102,34 @@ TurnsLimit = Annotated[
 ]
 Cursor = Annotated[
     str | None,
-    Field(description="next_cursor from the previous page, exactly as returned; omit for the newest."),
+    Field(description="next_cursor of the previous page; omit for the newest."),
 ]
 
 MemoryType = Annotated[
     str,
     Field(
-        description="turn (default), note, decision, error, fact, task, observation, ... 'handoff' is the same "
-        "as create_handoff (supersedes the session's previous handoff); 'episode' is refused (summaries "
-        "come from summarize_session)."
+        description="turn (default), note, decision, error, fact, task, ...; 'handoff' = create_handoff; "
+        "'episode' is refused."
     ),
 ]
-Role = Annotated[str | None, Field(description="For turns: 'user', 'assistant', 'system' or 'tool'.")]
-Channel = Annotated[str | None, Field(description="Where it happened, e.g. 'chat', 'discord'.")]
+Role = Annotated[str | None, Field(description="For turns: user, assistant, system or tool.")]
+Channel = Annotated[str | None, Field(description="Where, e.g. 'discord'.")]
 Source = Annotated[
     dict[str, object] | None,
-    Field(description="Provenance, e.g. {'id': 'discord:123'}; source_id filters on it."),
+    Field(description="Provenance, e.g. {'id': 'discord:123'}."),
 ]
-Project = Annotated[str | None, Field(description="Project bucket; omit for the global pool.")]
+Project = Annotated[str | None, Field(description="Project; omit for the global pool.")]
 Salience = Annotated[
     float | None,
-    Field(ge=0.0, le=1.0, allow_inf_nan=False, description="Importance 0..1 (default 0.5; handoffs 0.95)."),
+    Field(ge=0.0, le=1.0, allow_inf_nan=False, description="Importance 0..1 (default 0.5)."),
 ]
 Visibility = Annotated[
     Literal["tenant", "agent"],
-    Field(description="'tenant' (default): every agent of the tenant sees it. 'agent': only you, the author."),
+    Field(description="'tenant' (default): all its agents see it; 'agent': only you."),
 ]
-Timestamp = Annotated[str | None, Field(description="ISO-8601 with timezone; omit for now. For imports and replays.")]
+Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit for now.")]
 IdempotencyKey = Annotated[
     str | None,
-    Field(description="Retry-safe key: repeating a call with the same key returns the first call's ref."),
+    Field(description="A retry with the same key returns the first call's ref."),
 ]
-Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object stored with the memory.")]
+Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object kept with it.")]

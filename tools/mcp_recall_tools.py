@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.mcp_context import Ctx, mcp_tool, state_of
+from tools.mcp_context import Ctx, ServerState, mcp_tool, state_of
 from tools.mcp_identity import Viewer, viewer_of
 from tools.mcp_params import (
-    RECALL_LIMIT_DEFAULT,
     AgentFilter,
     ChannelFilter,
     ContextEntries,
@@ -28,30 +27,9 @@ from tools.mcp_params import (
 )
 
 
-def _filters(
-    *,
-    type: str | None,
-    session: str | None,
-    agent: str | None,
-    channel: str | None,
-    source_id: str | None,
-    project_id: str | None,
-    exclude_contents: list[str] | None,
-    deep: bool,
-) -> dict[str, Any]:
-    """Keyword arguments for ``MemoryCore.recall``; an omitted project_id stays unset (all projects)."""
-    kwargs: dict[str, Any] = {
-        "type": type,
-        "session": session,
-        "agent": agent,
-        "channel": channel,
-        "source_id": source_id,
-        "exclude_contents": exclude_contents,
-        "deep": deep,
-    }
-    if project_id is not None:
-        kwargs["project_id"] = project_id
-    return kwargs
+def _capped(limit: int | None, state: ServerState) -> int | None:
+    """The limit asked for, within ``server.mcp_limit_cap``; None: ``recall.default_limit``."""
+    return None if limit is None else min(limit, state.recall_limit_cap)
 
 
 @mcp_tool
@@ -60,7 +38,7 @@ async def recall(
     *,
     tenant: Tenant = None,
     query: RecallQuery = "",
-    limit: RecallLimit = RECALL_LIMIT_DEFAULT,
+    limit: RecallLimit = None,
     viewer: Viewer = None,
     type: TypeFilter = None,
     session: SessionFilter = None,
@@ -72,30 +50,22 @@ async def recall(
     deep: Deep = False,
     full_content: FullContent = False,
 ) -> dict[str, Any]:
-    """Find relevant memories (vector + lexical + keyword search, fused and scored), best first.
+    """Find relevant memories (vector + lexical search, fused), best first: {messages, shared?}.
 
-    Returns {messages: [...]} where each message has ref, content, type, session, agent, timestamp,
-    source, confidence and, when scored, match_reason {signal, score, ...}. content is a preview: a pure
-    prefix (500 chars by default); only cut rows carry content_truncated=true and content_len (the full
-    length). Expand chosen rows with get_contents(refs), or pass full_content=true. gate_fallback=true
-    (absent otherwise) means nothing passed the quality gate and weak lexical matches were returned:
-    treat them as low-confidence. Filtering by type favours the newest (e.g. type='handoff').
+    A row has ref, content, session, agent, timestamp, confidence, match_reason (signal: the
+    branch the ranking keyed on, plus per-retriever scores) and type unless
+    'turn'; fields every row shares are given once, in shared.
+    content is a prefix of at most $preview_chars chars; cut rows add content_truncated and
+    content_len: expand with get_contents or full_content. gate_fallback=true: only weak matches.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    filters = _filters(
-        type=type,
-        session=session,
-        agent=agent,
-        channel=channel,
-        source_id=source_id,
-        project_id=project_id,
-        exclude_contents=exclude_contents,
-        deep=deep,
-    )
     result = await state.call(
-        lambda core: core.recall(tenant_id, query, viewer=who, limit=min(limit, state.recall_limit_cap), **filters)
+        lambda core: core.recall(
+            tenant_id, query, viewer=who, limit=_capped(limit, state), type=type, session=session, agent=agent,
+            channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
+        )
     )
     return state.shaper.recall(result, full_content=full_content)
 
@@ -107,7 +77,7 @@ async def recall_with_context(
     context: ContextEntries,
     tenant: Tenant = None,
     query: RecallQuery = "",
-    limit: RecallLimit = RECALL_LIMIT_DEFAULT,
+    limit: RecallLimit = None,
     viewer: Viewer = None,
     type: TypeFilter = None,
     session: SessionFilter = None,
@@ -119,28 +89,17 @@ async def recall_with_context(
     deep: Deep = False,
     full_content: FullContent = False,
 ) -> dict[str, Any]:
-    """Like recall, steered by the recent conversation you pass in context; results skip what it holds.
-
-    Same filters, response and preview tier as recall. The response also echoes context (role and
-    content, trimmed the same way, without refs) so you can see what was matched against.
-    """
+    """recall steered by the conversation you pass in context; rows it already holds are skipped.
+    Same arguments and rows as recall; the response also echoes context as previews."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
     entries = [entry.model_dump() for entry in context]
-    filters = _filters(
-        type=type,
-        session=session,
-        agent=agent,
-        channel=channel,
-        source_id=source_id,
-        project_id=project_id,
-        exclude_contents=exclude_contents,
-        deep=deep,
-    )
     result = await state.call(
         lambda core: core.recall_with_context(
-            tenant_id, query, entries, viewer=who, limit=min(limit, state.recall_limit_cap), **filters
+            tenant_id, query, entries, viewer=who, limit=_capped(limit, state), type=type, session=session,
+            agent=agent, channel=channel, source_id=source_id, project_id=project_id,
+            exclude_contents=exclude_contents, deep=deep,
         )
     )
     return state.shaper.recall(result, full_content=full_content, context=entries)

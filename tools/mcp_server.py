@@ -1,6 +1,6 @@
 """The MCP server: tool registry, lifespan, and the stdio / streamable HTTP transports.
 
-Composition root for the MCP boundary: ``main`` reads settings once, the lifespan opens
+Composition root for the MCP boundary: ``memory-core serve`` reads settings once, the lifespan opens
 the stores once (``MemoryCore.open``) and hands a ``ServerState`` to every tool through
 the SDK's typed context. Errors map once, here and in ``tools.mcp_context``:
 
@@ -12,16 +12,15 @@ the SDK's typed context. Errors map once, here and in ``tools.mcp_context``:
 - HTTP, before any tool runs      -> 421 foreign Host, 403 foreign Origin, 413 body over
   ``server.max_request_bytes``, 503 past ``server.max_inflight_bytes`` (``tools.http_guard``)
 
-Run: ``python -m tools.mcp_server [--data-dir DIR] [--config FILE]`` (stdio) or
-``python -m tools.mcp_server --http [--host 127.0.0.1] [--port 8765]`` (streamable HTTP at /mcp).
+Run it with the CLI (one argument parser): ``memory-core serve [--data-dir DIR] [--config FILE]``
+(stdio) or ``memory-core serve --http [--host 127.0.0.1] [--port 8765]`` (streamable HTTP at /mcp).
 """
 
 from __future__ import annotations
 
-import argparse
+import importlib.metadata
 import socket
-import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -38,14 +37,24 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
-from memory_core.config import Settings, load_settings
-from memory_core.errors import ConfigError, MemoryCoreError
+from memory_core.config import Settings
+from memory_core.errors import ConfigError
 from memory_core.service import MemoryCore
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
 from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
 from tools.mcp_session_tools import recover_context, summarize_session
+from tools.mcp_surface import (
+    describe,
+    hide_bound_arguments,
+    lean_schema,
+    live_defaults,
+    recall_cap,
+    share_descriptions,
+    surface_values,
+    with_defaults,
+)
 from tools.mcp_tools import (
     add_memory,
     check_memory,
@@ -65,7 +74,12 @@ INSTRUCTIONS = (
     "Long-term memory shared by the agents of a tenant. After a context compaction, call "
     "recover_context first. Recall before acting; results are previews (expand with get_contents). "
     "Store turns, notes and decisions with add_memory; write a handoff with create_handoff before "
-    "your session ends or your context is compacted."
+    "your session ends or your context is compacted. "
+    "Identity: a connection bound to a tenant (bearer token or server config) does not list 'tenant' and "
+    "fills it; naming another fails with TENANT_MISMATCH. Without a binding every call names its tenant "
+    "(TENANT_REQUIRED otherwise). Likewise a connection bound to an agent fills 'viewer' and the author "
+    "'agent' (AGENT_MISMATCH for another); unbound, pass your agent id as both. "
+    "Errors read '<CODE>: <sentence>'."
 )
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -82,9 +96,11 @@ TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (check_memory, READ),
     (create_handoff, WRITE),
     (delete_memory, DESTRUCTIVE),
-    (recover_context, READ),
+    (recover_context, WRITE),  # it may store a fresh summary episode
     (summarize_session, WRITE),
 ]
+# A tool whose description says "same arguments as X" lists them without descriptions.
+SAME_ARGUMENTS_AS = {"recall_with_context": "recall"}
 
 
 class MemoryMCPServer(MCPServer[ServerState]):
@@ -163,7 +179,7 @@ def build_server(
                 ),
                 scope=TenantScope(settings.server.tenant, settings.server.agent),
                 limiter=anyio.CapacityLimiter(CORE_THREADS),
-                recall_limit_cap=settings.server.mcp_limit_cap,
+                recall_limit_cap=recall_cap(settings),
             )
             if on_ready is not None:
                 on_ready()
@@ -180,14 +196,34 @@ def build_server(
             "token_verifier": TokenTenantVerifier(settings.server.tokens),
             "auth": AuthSettings(issuer_url=url, resource_server_url=None),
         }
+    values, defaults = surface_values(settings), live_defaults(settings)
     tools = []
     for fn, hints in TOOLS:
-        tool = Tool.from_function(fn, annotations=hints, structured_output=False)
+        tool = Tool.from_function(fn, description=describe(fn, values), annotations=hints, structured_output=False)
         tool.fn_metadata = ContainerJsonOnly.model_construct(**dict(tool.fn_metadata))
+        tool.parameters = with_defaults(lean_schema(tool.parameters, values), defaults.get(tool.name, {}))
         tools.append(tool)
+    by_name = {tool.name: tool for tool in tools}
+    for name, like in SAME_ARGUMENTS_AS.items():
+        by_name[name].parameters = share_descriptions(by_name[name].parameters, by_name[like].parameters)
     return MemoryMCPServer(
-        SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING", tools=tools, **auth
+        SERVER_NAME,
+        version=package_version(),
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        log_level="WARNING",
+        tools=tools,
+        middleware=[hide_bound_arguments],
+        **auth,
     )
+
+
+def package_version() -> str:
+    """The installed memory-core version, for ``serverInfo.version``."""
+    try:
+        return importlib.metadata.version("memory-core")
+    except importlib.metadata.PackageNotFoundError:  # a source checkout that was never installed
+        return "0+unknown"
 
 
 class ContainerJsonOnly(FuncMetadata):
@@ -278,42 +314,3 @@ async def serve_http(
     )
     config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])
-
-
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tools.mcp_server", description="memory-core MCP server")
-    parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
-    parser.add_argument("--host", help="HTTP host (default: server.host, 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="HTTP port (default: server.port, 8765; 0 = any free port)")
-    parser.add_argument("--data-dir", help="data directory (default: storage.data_dir)")
-    parser.add_argument("--config", help="TOML config file (default: $MEMORY_CORE_CONFIG)")
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; prints configuration errors as one line and exits 2."""
-    args = _parse_args(argv)
-    overrides: dict[str, Any] = {}
-    server_overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    if server_overrides:
-        overrides["server"] = server_overrides
-    try:
-        settings = load_settings(args.config, overrides=overrides)
-        if args.http:
-            anyio.run(lambda: serve_http(settings, data_dir=args.data_dir, announce=_announce))
-        else:
-            anyio.run(lambda: serve_stdio(settings, data_dir=args.data_dir))
-    except MemoryCoreError as exc:
-        print(f"memory-core: {exc.code}: {exc.message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 0
-    return 0
-
-
-def _announce(url: str) -> None:
-    print(f"memory-core MCP server listening on {url}", file=sys.stderr, flush=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -33,11 +33,6 @@ from tools.mcp_params import (
 )
 
 
-def _given(**fields: Any) -> dict[str, Any]:
-    """Only the optional arguments the caller actually set, so the service's defaults apply."""
-    return {key: value for key, value in fields.items() if value is not None}
-
-
 @mcp_tool
 async def add_memory(
     ctx: Ctx,
@@ -57,28 +52,20 @@ async def add_memory(
     idempotency_key: IdempotencyKey = None,
     metadata: Metadata = None,
 ) -> dict[str, Any]:
-    """Store one memory (a turn, note, decision, error, ...) and return its ref.
+    """Store one memory (turn, note, decision, ...). Returns {ref, timestamp, created}.
 
-    Returns {ref, timestamp, created}. With idempotency_key, a retry returns the first call's ref and
-    created=false, so a timed-out call can simply be repeated (keys of visibility='agent' memories are
-    their author's own; shared keys are the tenant's). Identical content in the same session within a
-    short window is stored but reported as duplicate_of=<ref> (only a memory you can read).
+    With idempotency_key a retry returns the first ref with created=false. The same content in the
+    session shortly before is stored but reported as duplicate_of.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
-    optional = _given(
-        role=role,
-        channel=channel,
-        source=source,
-        project_id=project_id,
-        salience=salience,
-        timestamp=timestamp,
-        idempotency_key=idempotency_key,
-        metadata=metadata,
-    )
     result = await state.call(
-        lambda core: core.add_memory(tenant_id, session, author, content, type=type, visibility=visibility, **optional)
+        lambda core: core.add_memory(
+            tenant_id, session, author, content, type=type, role=role, channel=channel, source=source,
+            project_id=project_id, salience=salience, visibility=visibility, timestamp=timestamp,
+            idempotency_key=idempotency_key, metadata=metadata,
+        )
     )
     return state.shaper.added(result)
 
@@ -94,24 +81,24 @@ async def create_handoff(
     project_id: Project = None,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    """Write a handoff: what you were doing, what is done, what comes next, for whoever resumes.
-
-    Stored with type='handoff' and salience 0.95, linked to the session's previous handoff. Write one
-    before your context is compacted or your session ends; recall with type='handoff' returns the
-    newest first. Returns {ref, timestamp, created}.
+    """Write a handoff (what you did, what is done, what is next) before a compaction or the end of
+    your session; recover_context returns it first. Salience 0.95. Returns {ref, timestamp, created}.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
-    optional = _given(project_id=project_id, idempotency_key=idempotency_key)
-    result = await state.call(lambda core: core.create_handoff(tenant_id, session, author, content, **optional))
+    result = await state.call(
+        lambda core: core.create_handoff(
+            tenant_id, session, author, content, project_id=project_id, idempotency_key=idempotency_key
+        )
+    )
     return state.shaper.added(result)
 
 
 @mcp_tool
 async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Delete one memory from both stores, permanently. Returns {ref, deleted}; deleted=false when the
-    ref does not exist in this tenant or is another agent's private memory (only its author deletes it)."""
+    """Delete one memory permanently. Returns {ref, deleted}; false when it is not found or is another
+    agent's private memory."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -121,13 +108,9 @@ async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, view
 
 @mcp_tool
 async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Expand up to 20 refs (from recall previews) to their full rows.
-
-    Returns {found: [full rows], missing: [refs]}. Refs that are malformed, deleted or not visible to
-    you land in missing; one bad ref never fails the batch. Every ref you send is answered once per
-    time you sent it, under your exact string: a found row (with requested=<your string> when that
-    differs from the row's ref, e.g. ' mem:6') or an entry of missing.
-    """
+    """Expand up to $refs_cap refs to full rows. Returns {found, missing}; refs that are malformed,
+    deleted or not yours to see are missing, never an error. Each ref sent is answered once per time
+    sent, under your exact string (a found row carries requested=<it> when it differs from its ref)."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -137,11 +120,8 @@ async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: V
 
 @mcp_tool
 async def check_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Inspect one memory: its full content and its graph neighbours.
-
-    Returns {memory: full row, neighbours: {author, session, previous, next, edges}}; the previous and
-    next rows of the session are previews. An unknown ref fails with NOT_FOUND.
-    """
+    """One memory in full with its graph neighbours: {memory, neighbours: {author, session, previous,
+    next, edges}} (previous/next are previews). Unknown ref: NOT_FOUND."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -159,12 +139,8 @@ async def query_recent_turns(
     cursor: Cursor = None,
     viewer: Viewer = None,
 ) -> dict[str, Any]:
-    """Page through a session's turns, newest first.
-
-    Returns {turns: [...], next_cursor}; pass next_cursor back to get the next (older) page, null
-    means no more. Pages never skip or repeat a turn, even while new turns arrive. Turn content is a
-    preview (500 chars by default; cut rows carry content_truncated and content_len).
-    """
+    """A session's turns, newest first: {turns, next_cursor}. Pass next_cursor back for older turns
+    (null: no more); pages never skip or repeat. Contents are previews as in recall."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)

@@ -5,18 +5,22 @@ callers (bench, CLI) are never held to a diet that exists to protect a context w
 
 Contract (SPEC "Preview tier"):
 - ``content`` is a pure prefix of at most ``preview_chars`` characters (0 disables
-  trimming). No ellipsis: a preview fed back in ``exclude_contents`` still matches.
+  trimming), ending at a sentence or word end when one lies in its last fifth. No
+  ellipsis: a preview fed back in ``exclude_contents`` still matches.
 - Only trimmed rows carry ``content_truncated: true`` and ``content_len``.
 - ``full_content=True`` returns whole rows under a per-response budget; rows that do not
   fit, visited most relevant first, fall back to the preview tier and the response
   carries ``full_content_budget_chars``.
 - Echoed context entries are trimmed the same way and carry no ref.
+- A recall's rows leave out what they all share (one ``session``, one ``agent``): the
+  response names it once in ``shared``.
 
 Pure functions over :mod:`memory_core.models` dataclasses: no I/O, no MCP imports.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
@@ -25,21 +29,28 @@ from memory_core.episodes import Recovery
 from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 
 # Token economy: the response is already scoped to the caller's tenant, and fields at
-# their defaults say nothing, so rows leave them out.
+# their defaults or empty (``source: {}``) say nothing, so rows leave them out.
 _DROPPED_ROW_KEYS = frozenset({"tenant"})
-_OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "metadata": {}}
+_OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "type": "turn"}
 SCORE_DECIMALS = 3
 _PAGE_SHARED_KEYS = frozenset({"session", "type"})
 _KEPT_REASON_KEYS = frozenset({"signal", "score"})
 _FUSED_REASON_KEYS = frozenset({"rrf", "rsf"})
+_HOISTED_KEYS = ("session", "agent")  # stated once in ``shared`` when every row has the same
+_BOUNDARY_WINDOW_DIVISOR = 5  # a preview may end early by at most a fifth of its length
+_SENTENCE_END = re.compile(r"[.!?:;](?=\s)|\n")
+_WHITESPACE = re.compile(r"\s")
 
 
 @runtime_checkable
 class Row(Protocol):
     """Any addressable row: a memory (``mem:``) or an episode (``ep:``)."""
 
-    ref: str
-    content: str
+    @property
+    def ref(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
 
     def to_dict(self) -> dict[str, Any]: ...
 
@@ -57,7 +68,7 @@ class PreviewShaper:
         if self.preview_chars <= 0 or len(content) <= self.preview_chars:
             return {"content": content}
         return {
-            "content": content[: self.preview_chars],
+            "content": content[: preview_end(content, self.preview_chars)],
             "content_truncated": True,
             "content_len": len(content),
         }
@@ -111,15 +122,12 @@ class PreviewShaper:
     ) -> dict[str, Any]:
         """The recall / recall_with_context response; optional flags appear only when set."""
         messages, degraded = self.messages(result.messages, full_content=full_content)
-        out: dict[str, Any] = {"messages": messages}
+        shared = shared_fields(messages)
+        out = recall_response(result, messages)
+        if shared:
+            out["shared"] = shared
         if context is not None:
             out["context"] = self.context_entries(context)
-        if result.gate_fallback:
-            out["gate_fallback"] = True
-        if result.resolved_project_id is not None:
-            out["resolved_project_id"] = result.resolved_project_id
-        if result.operating_context_warning:
-            out["operating_context_warning"] = result.operating_context_warning
         if degraded:
             out["full_content_budget_chars"] = self.full_content_budget_chars
         return out
@@ -174,38 +182,99 @@ class PreviewShaper:
         return value
 
 
+def shared_fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Move the ``_HOISTED_KEYS`` every row (of two or more) has with one value out of the rows.
+
+    Returns them (``{"agent": "alice"}``) for the response's ``shared``; a recall filtered by
+    session, or answered from one agent's memories, then names it once instead of per row.
+    """
+    if len(rows) < 2:
+        return {}
+    shared = {
+        key: rows[0][key]
+        for key in _HOISTED_KEYS
+        if key in rows[0] and all(key in row and row[key] == rows[0][key] for row in rows)
+    }
+    for row in rows:
+        for key in shared:
+            del row[key]
+    return shared
+
+
+def recall_response(result: RecallResult, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one recall response shape, for the MCP tools and ``memory-core recall --json`` alike:
+    ``{messages, gate_fallback?, resolved_project_id?, warning?}``, flags only when set. The
+    rows are the caller's (previews over MCP, whole library rows in the CLI)."""
+    out: dict[str, Any] = {"messages": messages}
+    if result.gate_fallback:
+        out["gate_fallback"] = True
+    if result.resolved_project_id is not None:
+        out["resolved_project_id"] = result.resolved_project_id
+    if result.operating_context_warning:
+        out["warning"] = result.operating_context_warning
+    return out
+
+
+def expand_rows(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A recall response's rows with what the shaping left out put back: the ``shared`` fields
+    and the defaults (``type: 'turn'``). For clients and tests that read rows one by one."""
+    shared = response.get("shared", {})
+    return [{"type": _OMITTED_DEFAULTS["type"], **shared, **row} for row in response.get("messages", [])]
+
+
+def preview_end(content: str, limit: int) -> int:
+    """Where a preview of at most ``limit`` characters ends: after the last sentence end in its
+    last fifth, else at the last whitespace there, else at ``limit``.
+
+    A half word or half sentence costs tokens and tells the agent nothing; the prefix stays pure,
+    so a preview fed back in ``exclude_contents`` still matches the stored text.
+    """
+    start = limit - max(1, limit // _BOUNDARY_WINDOW_DIVISOR)
+    window = content[start : limit + 1]  # a boundary right after the limit still counts
+    sentence_ends = [m.end() for m in _SENTENCE_END.finditer(window) if start + m.end() <= limit]
+    if sentence_ends:
+        return start + sentence_ends[-1]
+    spaces = [m.start() for m in _WHITESPACE.finditer(window) if m.start() > 0]
+    return start + spaces[-1] if spaces else limit
+
+
 def _row_dict(row: Row) -> dict[str, Any]:
-    """``MemoryRow.to_dict()`` without the tenant, null fields and fields at their defaults;
-    scores rounded to ``SCORE_DECIMALS`` (enough to rank by, a third fewer tokens)."""
+    """``MemoryRow.to_dict()`` without the tenant, null or empty fields and fields at their
+    defaults; scores rounded to ``SCORE_DECIMALS`` (enough to rank by, a third fewer tokens)."""
     out = {
         key: value
         for key, value in row.to_dict().items()
         if value is not None
+        and value != {}
+        and value != []
         and key not in _DROPPED_ROW_KEYS
         and not (key in _OMITTED_DEFAULTS and value == _OMITTED_DEFAULTS[key])
     }
     if isinstance(out.get("confidence"), float):
         out["confidence"] = round(out["confidence"], SCORE_DECIMALS)
     if isinstance(out.get("timestamp"), str):
-        out["timestamp"] = _seconds(out["timestamp"])
+        out["timestamp"] = _minutes(out["timestamp"])
     if isinstance(out.get("match_reason"), dict):
-        out["match_reason"] = _compact_reason(out["match_reason"])
+        out["match_reason"] = _compact_reason(out["match_reason"], out.get("confidence"))
     return out
 
 
-def _seconds(iso_ts: str) -> str:
-    """``2026-11-30T11:17:23.436972+00:00`` → ``2026-11-30T11:17:23Z``: agents need no µs."""
+def _minutes(iso_ts: str) -> str:
+    """``2026-11-30T11:17:23.436972+00:00`` → ``2026-11-30T11:17Z`` (ISO 8601): an agent reasons
+    about when something happened in minutes; the order of rows is the server's to give."""
     if iso_ts.endswith("+00:00") and len(iso_ts) >= 25:
-        return iso_ts[:19] + "Z"
+        return iso_ts[:16] + "Z"
     return iso_ts
 
 
-def _compact_reason(reason: dict[str, Any]) -> dict[str, Any]:
+def _compact_reason(reason: dict[str, Any], confidence: object = None) -> dict[str, Any]:
     """Round the contributions and leave out retrievers that contributed nothing to this row.
 
     The fused scores (``rrf``, ``rsf``) stay only when they are the signal the ranking keyed
     on; otherwise ``score`` already carries the ranking and the per-retriever keys (cosine,
-    bm25, keyword, graph, …) explain it. The library's rows keep every key.
+    bm25, keyword, graph, …) explain it. ``score`` itself goes when it only repeats the row's
+    ``confidence``; ``signal`` always stays (it names the branch the ranking keyed on). The
+    library's rows keep every key.
     """
     compact: dict[str, Any] = {}
     for key, value in reason.items():
@@ -216,4 +285,6 @@ def _compact_reason(reason: dict[str, Any]) -> dict[str, Any]:
                 continue
             value = round(value, SCORE_DECIMALS)
         compact[key] = value
+    if isinstance(confidence, float) and compact.get("score") == confidence:
+        del compact["score"]
     return compact

@@ -203,8 +203,8 @@ class Recaller:
             (conf, c) for conf, c in scored if c.relevance >= cfg.min_relevance
             and (conf >= row_gate or c.evidence >= cfg.evidence_gate)]
         if not kept and scored:
-            lexical = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
-            result.messages = self.reader.rows_any(filters.tenant, [c.id for c in lexical[:limit]], filters.viewer)
+            weak = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
+            result.messages = self.reader.rows_any(filters.tenant, [c.id for c in weak[:limit]], filters.viewer)
             result.gate_fallback = bool(result.messages)
             return
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),

@@ -30,6 +30,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from memory_core.config import ModelProviderSettings
 from memory_core.summary.errors import (
     EMPTY_RESPONSE,
     LITELLM_UNAVAILABLE,
@@ -68,26 +69,6 @@ class SummaryProvider(Protocol):
     """
 
     def summarize(self, turns: Sequence[SummaryTurn], *, previous_handoff: str | None) -> str: ...
-
-
-@dataclass(frozen=True)
-class ModelProviderSettings:
-    """The ``[model_provider]`` config section, as plain data (the core does not depend on pydantic here).
-
-    ``api_key_env`` names the environment variable holding the key; the key itself never lives in
-    config. ``timeout_s`` bounds one HTTP attempt, ``total_timeout_s`` bounds all attempts plus the
-    back-off sleeps between them.
-    """
-
-    enabled: bool = False
-    model: str = "openai/gpt-4o-mini"
-    api_base: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float = 10.0
-    max_retries: int = 2
-    max_input_chars: int = 12000
-    max_summary_chars: int = 280
-    total_timeout_s: float = 30.0
 
 
 # Set before litellm is imported. OFFLINE_MODE is the umbrella switch in litellm >= 1.80; the

@@ -46,6 +46,7 @@ from tests.reliability.harness import (
 )
 from tests.support.mcp_harness import stdio_params
 from tests.support.store_checks import tenant_view
+from tools.preview import expand_rows
 
 EXAMPLES_PER_TOOL = 1000 if LONG else 50
 STDIO_EXAMPLES = 200 if LONG else 20
@@ -165,7 +166,7 @@ def semantic_problems(tool: str, arguments: dict[str, Any], result: CallToolResu
     if tool == "query_recent_turns" and as_own and arguments.get("cursor") in world.foreign_cursors and code is None:
         problems.append("a foreign cursor was accepted")
     if tool in ("recall", "recall_with_context") and code is None:
-        problems += filter_problems(arguments, payload(result)["messages"])
+        problems += filter_problems(arguments, expand_rows(payload(result)))
     return problems
 
 
@@ -331,7 +332,7 @@ def test_a_session_filter_named_null_still_filters(server: InProcessServer) -> N
     for session in ("null", "not-null"):
         payload(server.call("add_memory", {"tenant": OWN, "session": session, "agent": "alice",
                                            "content": f"{marker(OWN)} filed under {session}"}))
-    rows = payload(server.call("recall", {"tenant": OWN, "query": "", "session": "null", "limit": 50}))["messages"]
+    rows = expand_rows(payload(server.call("recall", {"tenant": OWN, "query": "", "session": "null", "limit": 50})))
     assert rows and {row["session"] for row in rows} == {"null"}
 
 

@@ -44,6 +44,7 @@ from tests.reliability.harness import (
     payload,
 )
 from tests.support.store_checks import tenant_view
+from tools.preview import expand_rows
 
 TENANT_NAMES = ("acme", "beta", "gamma")
 SESSIONS = ("s1", "s2")
@@ -268,7 +269,7 @@ class IsolationMachine(RuleBasedStateMachine):
         tool = "recall_with_context" if context is not None else "recall"
         out = payload(self.call(tool, tenant, viewer, query=" ".join(words), limit=limit, deep=deep,
                                 full_content=full or None, context=context, **filters))
-        for row in out["messages"]:
+        for row in expand_rows(out):
             self.check_row(row, tenant, viewer, preview=True)
             self.check_filters(row, filters)
             if context is not None:

@@ -1,6 +1,6 @@
 """Raw HTTP against a real server subprocess, for tests that must forge headers or bodies.
 
-- ``serving(host, data_dir, **env)``: ``python -m tools.mcp_server --http --host HOST --port 0``;
+- ``serving(host, data_dir, **env)``: ``memory-core serve --http --announce --host HOST --port 0``;
   yields the announced URL and stops the process on exit.
 - ``RawSession(url)``: an initialized MCP session over plain httpx; ``call`` sends one
   ``tools/call`` with any extra headers.
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.mcp_harness import ROOT, SERVER_MODULE, _await_url, server_env
+from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -25,9 +25,10 @@ ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "appl
 @contextmanager
 def serving(host: str, data_dir: Path, **env: str) -> Iterator[str]:
     """``serve --http --host HOST --port 0`` as a subprocess; yields the announced URL."""
-    args = [sys.executable, "-m", SERVER_MODULE, "--http", "--host", host, "--port", "0", "--data-dir", str(data_dir)]
-    proc = subprocess.Popen(args, cwd=ROOT, env=server_env(**env), stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True)  # fmt: skip
+    args = [sys.executable, *SERVER_COMMAND, "--http", "--announce", "--host", host, "--port", "0",
+            "--data-dir", str(data_dir)]  # fmt: skip
+    proc = subprocess.Popen(args, cwd=ROOT, env=server_env(**env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
         yield _await_url(proc)
     finally:
@@ -37,8 +38,8 @@ def serving(host: str, data_dir: Path, **env: str) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 class RawSession:

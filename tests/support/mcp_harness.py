@@ -1,6 +1,6 @@
 """Run the MCP server as a real subprocess and talk to it through the SDK's real client.
 
-- ``stdio_params(data_dir, **env)``: spawn parameters for ``python -m tools.mcp_server``.
+- ``stdio_params(data_dir, **env)``: spawn parameters for ``memory-core serve`` (``python -m tools.cli serve``).
 - ``running_http_server(data_dir, config=..., env=...)``: start ``--http --port 0``, wait for
   the "listening on <url>" line on stderr, yield the URL, stop the process on exit.
 - ``http_client(url, token)``: a ``Client`` over streamable HTTP with a bearer token.
@@ -31,7 +31,7 @@ from mcp_types import CallToolResult
 from tools.auth import hash_token
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_MODULE = "tools.mcp_server"
+SERVER_COMMAND = ("-m", "tools.cli", "serve")  # ``memory-core serve`` without the installed script
 START_TIMEOUT_S = 60.0
 # Small enough that a few 2,000-char rows overflow it.
 TEST_BUDGET_CHARS = 5000
@@ -44,7 +44,7 @@ BASE_ENV = {
 def stdio_params(data_dir: Path, **env: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", SERVER_MODULE, "--data-dir", str(data_dir)],
+        args=[*SERVER_COMMAND, "--data-dir", str(data_dir)],
         env={**BASE_ENV, **env},
         cwd=str(ROOT),
     )
@@ -68,12 +68,12 @@ def running_http_server(
     data_dir: Path, *, config: Path | None = None, env: dict[str, str] | None = None
 ) -> Iterator[str]:
     """Start the streamable HTTP server on 127.0.0.1 and a free port; yield its URL."""
-    args = [sys.executable, "-m", SERVER_MODULE, "--http", "--host", "127.0.0.1", "--port", "0"]
+    args = [sys.executable, *SERVER_COMMAND, "--http", "--announce", "--host", "127.0.0.1", "--port", "0"]
     args += ["--data-dir", str(data_dir)]
     if config is not None:
         args += ["--config", str(config)]
     proc = subprocess.Popen(
-        args, cwd=ROOT, env=server_env(**(env or {})), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        args, cwd=ROOT, env=server_env(**(env or {})), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     try:
         yield _await_url(proc)
@@ -84,16 +84,16 @@ def running_http_server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _await_url(proc: subprocess.Popen[str]) -> str:
-    assert proc.stderr is not None
+    assert proc.stdout is not None  # --announce prints the URL there; errors are merged in
     deadline = time.monotonic() + START_TIMEOUT_S
     seen: list[str] = []
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
+        line = proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the server exited before listening: {''.join(seen)[-2000:]}")
         seen.append(line)

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from memory_core import validation as v
 from memory_core.errors import (
     ConfigError,
     EmbeddingError,
@@ -43,10 +44,14 @@ EXIT_CONFIG = 5
 JSON_META = "memory_core.json"
 
 
-class NotAvailableError(MemoryCoreError):
-    """A command whose service method this build does not provide yet."""
+def tenant_of(tenant: str | None) -> str:
+    """The ``--tenant`` a command acts on: required, never "all tenants" (TENANT_REQUIRED otherwise)."""
+    return v.tenant(tenant)
 
-    code = "NOT_AVAILABLE"
+
+def required(value: str | None, what: str) -> str:
+    """A required ``--session`` / ``--agent``: INVALID_INPUT naming it when missing or malformed."""
+    return str(v.name(value, what))
 
 
 def exit_code(exc: MemoryCoreError) -> int:
@@ -55,7 +60,7 @@ def exit_code(exc: MemoryCoreError) -> int:
         return EXIT_CONFIG
     if isinstance(exc, NotFoundError):
         return EXIT_NOT_FOUND
-    if isinstance(exc, StoreError | EmbeddingError | NotAvailableError):
+    if isinstance(exc, StoreError | EmbeddingError):
         return EXIT_STORE
     return EXIT_USAGE
 

@@ -8,7 +8,7 @@ import typer
 
 from memory_core.admin import Operator
 from tools.cli import render
-from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt
+from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
 
 def tenants(
@@ -48,7 +48,7 @@ def sessions(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        rows = Operator(core).sessions(tenant)  # type: ignore[arg-type]
+        rows = Operator(core).sessions(tenant_of(tenant))
     if opts.json:
         render.emit_json({"sessions": [s.to_dict() for s in rows]})
         return
@@ -79,7 +79,7 @@ def stats(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        result = Operator(core).stats(tenant)  # type: ignore[arg-type]
+        result = Operator(core).stats(tenant_of(tenant))
     if opts.json:
         render.emit_json(result.to_dict())
         return
@@ -119,7 +119,7 @@ def graph(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        result = Operator(core).graph_neighbourhood(tenant, ref, depth)  # type: ignore[arg-type]
+        result = Operator(core).graph_neighbourhood(tenant_of(tenant), ref, depth)
     if opts.json:
         render.emit_json(result)
     else:

@@ -18,7 +18,10 @@ from tools.cli.common import (
     ViewerOpt,
     parse_json_object,
     read_text_argument,
+    required,
+    tenant_of,
 )
+from tools.preview import recall_response
 
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id.")]
 AgentOpt = Annotated[str | None, typer.Option("--agent", "-a", help="Agent id.")]
@@ -52,7 +55,6 @@ def add(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     fields: dict[str, Any] = {
-        "type": type_,
         "role": role,
         "channel": channel,
         "project_id": project_id,
@@ -65,7 +67,8 @@ def add(
     }
     text = read_text_argument(content)
     with opts.core() as core:  # the service routes type=handoff through create_handoff (SUPERSEDES)
-        result = core.add_memory(tenant, session, agent, text, **fields)  # type: ignore[arg-type]
+        who = (tenant_of(tenant), required(session, "session"), required(agent, "agent"))
+        result = core.add_memory(*who, text, type=type_, **fields)
     if opts.json:
         render.emit_json(result.to_dict())
         return
@@ -103,31 +106,14 @@ def recall(
     has ref, session, agent, type, timestamp, content (full), confidence, match_reason.
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    options: dict[str, Any] = {
-        "limit": limit,
-        "type": type_,
-        "session": session,
-        "agent": agent,
-        "channel": channel,
-        "source_id": source_id,
-        "exclude_contents": exclude or None,
-        "deep": deep,
-        "preset": preset,
-        "viewer": viewer,
-    }
-    if project_id is not None:
-        options["project_id"] = project_id
     with opts.core() as core:
-        result = core.recall(tenant, query, **options)  # type: ignore[arg-type]
+        result = core.recall(
+            tenant_of(tenant), query, viewer=viewer, limit=limit, type=type_, session=session, agent=agent,
+            channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude or None,
+            deep=deep, preset=preset,
+        )
     if opts.json:
-        payload: dict[str, Any] = {"messages": [m.to_dict() for m in result.messages]}
-        if result.gate_fallback:
-            payload["gate_fallback"] = True
-        if result.resolved_project_id is not None:
-            payload["resolved_project_id"] = result.resolved_project_id
-        if result.operating_context_warning:
-            payload["warning"] = result.operating_context_warning
-        render.emit_json(payload)
+        render.emit_json(recall_response(result, [m.to_dict() for m in result.messages]))
         return
     render.memory_table(f"recall: {len(result.messages)} rows", result.messages, scored=True)
     if result.gate_fallback:
@@ -153,8 +139,10 @@ def show(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        result = core.check_memory(tenant, ref, viewer=viewer)  # type: ignore[arg-type]
-    neighbours = {k: v.to_dict() if isinstance(v, MemoryRow) else v for k, v in result.neighbours.items()}
+        result = core.check_memory(tenant_of(tenant), ref, viewer=viewer)
+    neighbours: dict[str, Any] = {
+        k: v.to_dict() if isinstance(v, MemoryRow) else v for k, v in result.neighbours.items()
+    }
     if opts.json:
         render.emit_json({"memory": result.memory.to_dict(), "neighbours": neighbours})
         return
@@ -187,7 +175,7 @@ def recent(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        page = core.query_recent_turns(tenant, session, limit, cursor, viewer=viewer)  # type: ignore[arg-type]
+        page = core.query_recent_turns(tenant_of(tenant), required(session, "session"), limit, cursor, viewer=viewer)
     if opts.json:
         render.emit_json({"turns": [t.to_dict() for t in page.turns], "next_cursor": page.next_cursor})
         return
@@ -211,7 +199,7 @@ def delete(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        deleted = core.delete_memory_as_operator(tenant, ref)  # type: ignore[arg-type]
+        deleted = core.delete_memory_as_operator(tenant_of(tenant), ref)
     if not deleted:
         raise NotFoundError(f"No memory {ref} in this tenant.", ref=ref)
     if opts.json:

@@ -13,7 +13,7 @@ import typer
 from memory_core.config import load_settings
 from memory_core.errors import ConfigError, MemoryCoreError
 from tools.cli import render
-from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt
+from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, required, tenant_of
 
 
 def serve(
@@ -116,7 +116,7 @@ def summarize(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        episode = core.summarize_session(tenant, session)  # type: ignore[arg-type]
+        episode = core.summarize_session(tenant_of(tenant), required(session, "session"))
     if opts.json:
         render.emit_json(episode.to_dict())
         return

@@ -1,14 +1,19 @@
-"""token: create the operator token that opens the web inspector (``/ui``)."""
+"""token: create a bearer token for an agent (bound to a tenant, optionally one agent) or the operator.
+
+The token is random, shown once; the config keeps only its sha256, so the file holds nothing
+worth stealing (see :mod:`tools.auth`).
+"""
 
 from __future__ import annotations
 
 import secrets
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from memory_core.errors import InvalidInputError
-from tools.auth import hash_token
+from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
+from tools.auth import hash_token, token_config_line
 from tools.cli import render
 from tools.cli.common import Common, JsonOpt
 
@@ -17,29 +22,71 @@ TOKEN_BYTES = 32
 
 def token(
     ctx: typer.Context,
+    tenant: Annotated[
+        str | None, typer.Argument(help="The tenant the token binds (its agents' connections act as it).")
+    ] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Bind one agent too: the only author and viewer it can use.")
+    ] = None,
     operator: Annotated[
-        bool, typer.Option("--operator", help="Create the operator token for the /ui inspector.")
+        bool, typer.Option("--operator", help="Create the operator token for the /ui inspector instead.")
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Create a random operator token and print it once, with the line for the config file.
+    """Create a random bearer token and print it once, with the line for the config file.
 
-    The config keeps only the token's sha256 (server.operator_token_sha256); the token itself
-    goes to the operator's password manager. Agent tokens (tenant-bound) are made with
-    `python -m tools.auth TOKEN TENANT`.
+    `memory-core token acme [--agent alice]` makes an agent token: put the printed line in the
+    server.tokens table and give the token to the agent's MCP client (Authorization: Bearer ...).
+    `memory-core token --operator` makes the token that opens the web inspector (/ui).
+    The config keeps only the token's sha256; the token itself goes to a password manager.
 
-    Example: memory-core token --operator
+    Example: memory-core token acme --agent alice
 
-    JSON: {"token", "operator_token_sha256", "config_line"}
+    JSON: {"token", "token_sha256", "section", "config_line", "tenant"?, "agent"?}
     """
     opts = Common.of(ctx, None, None, json_out)
-    if not operator:
-        raise InvalidInputError("Pass --operator (agent tokens: python -m tools.auth TOKEN TENANT).", field="operator")
+    if operator == (tenant is not None):
+        raise InvalidInputError(
+            "Name the tenant the token binds (memory-core token TENANT [--agent AGENT]) or pass --operator.",
+            field="tenant",
+        )
+    if operator and agent is not None:
+        raise InvalidInputError("--agent binds an agent token; the operator token binds no agent.", field="agent")
+    if tenant is not None and not TENANT_PATTERN.match(tenant):
+        raise InvalidInputError(
+            f"'{tenant[:80]}' is not a tenant name: 1-128 characters, letters, digits and _.:@- "
+            "(starting with a letter or digit).",
+            field="tenant",
+        )
+    if agent is not None and not NAME_PATTERN.match(agent):
+        raise InvalidInputError(
+            f"'{agent[:80]}' is not an agent id: 1-128 printable characters without whitespace.", field="agent"
+        )
     value = secrets.token_urlsafe(TOKEN_BYTES)
     digest = hash_token(value)
-    line = f'operator_token_sha256 = "{digest}"'
+    if tenant is None:
+        _print_operator_token(value, digest, opts.json)
+        return
+    line = token_config_line(digest, tenant, agent)
     if opts.json:
-        render.emit_json({"token": value, "operator_token_sha256": digest, "config_line": line})
+        payload: dict[str, Any] = {"token": value, "token_sha256": digest, "section": "server.tokens",
+                                   "config_line": line, "tenant": tenant}  # fmt: skip
+        if agent is not None:
+            payload["agent"] = agent
+        render.emit_json(payload)
+        return
+    bound = f"tenant '{tenant}'" + (f", agent '{agent}'" if agent is not None else "")
+    typer.echo(f"Token for {bound} (shown once; keep it secret): {value}")
+    typer.echo("Put this line under [server.tokens] in the config file, then restart the server:")
+    typer.echo(line)
+    typer.echo("The agent's MCP client sends it as the header  Authorization: Bearer <token>")
+
+
+def _print_operator_token(value: str, digest: str, json_out: bool) -> None:
+    line = f'operator_token_sha256 = "{digest}"'
+    if json_out:
+        payload = {"token": value, "token_sha256": digest, "operator_token_sha256": digest, "section": "server"}
+        render.emit_json({**payload, "config_line": line})
         return
     typer.echo(f"Operator token (shown once; keep it secret): {value}")
     typer.echo("Put this line under [server] in the config file, then restart the server:")

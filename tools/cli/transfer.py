@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from memory_core.errors import NotFoundError
 from memory_core.transfer import export_count, export_tenant, import_lines
 from tools.cli import render
-from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt
+from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
 
 def _progress(quiet: bool) -> Progress:
@@ -53,11 +53,11 @@ def export(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        total = export_count(core, tenant)  # type: ignore[arg-type]
+        total = export_count(core, tenant_of(tenant))
         with _progress(opts.json or out is None) as bar, _sink(out) as fh:
             task = bar.add_task(f"export {tenant}", total=total)
             exported = 0
-            for line in export_tenant(core, tenant):  # type: ignore[arg-type]
+            for line in export_tenant(core, tenant_of(tenant)):
                 fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
                 exported += 1
                 bar.advance(task)
@@ -104,7 +104,7 @@ def import_(
     total = None if file == "-" else _count_lines(Path(file))
     with _source(file) as lines, opts.core() as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
-        counts = import_lines(core, lines, tenant, lambda n: bar.advance(task, n))  # type: ignore[arg-type]
+        counts = import_lines(core, lines, tenant_of(tenant), lambda n: bar.advance(task, n))
     if opts.json:
         render.emit_json(counts.to_dict())
     else:

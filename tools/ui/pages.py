@@ -38,7 +38,8 @@ class UIState:
 
 
 def state(request: Request) -> UIState:
-    return request.app.state.ui  # type: ignore[no-any-return]
+    ui: UIState = request.app.state.ui
+    return ui
 
 
 def context(request: Request, **values: Any) -> dict[str, Any]:
