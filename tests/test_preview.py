@@ -93,7 +93,7 @@ def test_empty_source_is_left_out_and_a_set_one_kept() -> None:
 def test_match_reason_does_not_repeat_the_confidence() -> None:
     reason = {"signal": "confidence", "score": 0.8123, "cosine": 0.5}
     shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.8123, match_reason=reason))
-    assert shaped["confidence"] == 0.812 and shaped["match_reason"] == {"cosine": 0.5}
+    assert shaped["confidence"] == 0.812 and shaped["match_reason"] == {"signal": "confidence", "cosine": 0.5}
     other = {"signal": "cosine", "score": 0.5, "cosine": 0.5}
     shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.7, match_reason=other))
     assert shaped["match_reason"] == {"signal": "cosine", "score": 0.5, "cosine": 0.5}
@@ -118,7 +118,7 @@ def test_scores_are_rounded_and_silent_retrievers_left_out_of_match_reason() -> 
     reason = {"signal": "confidence", "score": 0.77081, "rsf": 0.0, "cosine": 0.43981, "bm25": 0.0}
     shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.77081, match_reason=reason))
     assert shaped["confidence"] == 0.771
-    assert shaped["match_reason"] == {"cosine": 0.44}
+    assert shaped["match_reason"] == {"signal": "confidence", "cosine": 0.44}
 
 
 def test_full_content_keeps_every_row_whole_within_the_budget() -> None:
@@ -222,7 +222,7 @@ def test_recovery_keeps_the_handoff_whole_and_the_turns_as_previews() -> None:
 def test_fused_scores_stay_in_match_reason_only_when_they_are_the_signal() -> None:
     ranked = {"signal": "confidence", "score": 0.8, "rsf": 0.9, "rrf": 0.03, "cosine": 0.5, "bm25": 4.2}
     shaped = PreviewShaper().preview_row(make_row(1, "x", confidence=0.8, match_reason=ranked))
-    assert shaped["match_reason"] == {"cosine": 0.5, "bm25": 4.2}
+    assert shaped["match_reason"] == {"signal": "confidence", "cosine": 0.5, "bm25": 4.2}
     by_rrf = {"signal": "rrf", "score": 0.03, "rrf": 0.03, "cosine": 0.5}
     shaped = PreviewShaper().preview_row(make_row(2, "x", confidence=0.03, match_reason=by_rrf))
     assert shaped["match_reason"] == {"signal": "rrf", "rrf": 0.03, "cosine": 0.5}
@@ -234,3 +234,17 @@ def test_expanded_rows_put_back_what_the_shaping_left_out() -> None:
     assert [(r["agent"], r["session"], r["type"]) for r in expanded] == [("alice", "s1", "turn")] * 2 + [
         ("alice", "s1", "note")
     ]
+
+
+def test_a_signal_every_row_shares_is_stated_once_and_put_back_on_expansion() -> None:
+    reason = {"signal": "confidence", "score": 0.9, "cosine": 0.5}
+    rows = [make_row(i, "x", confidence=0.9, match_reason=dict(reason)) for i in range(1, 3)]
+    shaped = PreviewShaper().recall(RecallResult(messages=rows))
+    assert shaped["shared"]["signal"] == "confidence"
+    assert all("signal" not in m["match_reason"] for m in shaped["messages"])
+    assert [r["match_reason"]["signal"] for r in expand_rows(shaped)] == ["confidence", "confidence"]
+    mixed = [make_row(1, "x", confidence=0.9, match_reason=dict(reason)),
+             make_row(2, "x", confidence=0.2, match_reason={"signal": "rrf", "rrf": 0.03})]  # fmt: skip
+    shaped = PreviewShaper().recall(RecallResult(messages=mixed))
+    assert "signal" not in shaped.get("shared", {})
+    assert [m["match_reason"]["signal"] for m in shaped["messages"]] == ["confidence", "rrf"]

@@ -54,7 +54,7 @@ async def recall(
 
     A row has ref, content, session, agent, timestamp, confidence, match_reason (signal: the
     branch the ranking keyed on, plus per-retriever scores) and type unless
-    'turn'; fields every row shares are given once, in shared.
+    'turn'; fields every row shares (session, agent, signal) are given once, in shared.
     content is a prefix of at most $preview_chars chars; cut rows add content_truncated and
     content_len: expand with get_contents or full_content. gate_fallback=true: only weak matches.
     """

@@ -12,8 +12,8 @@ Contract (SPEC "Preview tier"):
   fit, visited most relevant first, fall back to the preview tier and the response
   carries ``full_content_budget_chars``.
 - Echoed context entries are trimmed the same way and carry no ref.
-- A recall's rows leave out what they all share (one ``session``, one ``agent``): the
-  response names it once in ``shared``.
+- A recall's rows leave out what they all share (one ``session``, one ``agent``, one
+  ``match_reason.signal``): the response names it once in ``shared``.
 
 Pure functions over :mod:`memory_core.models` dataclasses: no I/O, no MCP imports.
 """
@@ -32,7 +32,8 @@ from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Content
 # their defaults or empty (``source: {}``) say nothing, so rows leave them out.
 _DROPPED_ROW_KEYS = frozenset({"tenant"})
 _OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "type": "turn"}
-SCORE_DECIMALS = 3
+SCORE_DECIMALS = 3  # confidence: enough to rank by
+REASON_DECIMALS = 2  # match_reason contributions explain a rank; they need not reproduce it
 _PAGE_SHARED_KEYS = frozenset({"session", "type"})
 _KEPT_REASON_KEYS = frozenset({"signal", "score"})
 _FUSED_REASON_KEYS = frozenset({"rrf", "rsf"})
@@ -198,6 +199,12 @@ def shared_fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         for key in shared:
             del row[key]
+    reasons = [row.get("match_reason") for row in rows]
+    signals = {r.get("signal") for r in reasons if isinstance(r, dict)}
+    if len(signals) == 1 and all(isinstance(r, dict) and "signal" in r for r in reasons):
+        shared["signal"] = signals.pop()  # match_reason.signal of every row
+        for r in reasons:
+            del r["signal"]  # type: ignore[union-attr]
     return shared
 
 
@@ -218,8 +225,14 @@ def recall_response(result: RecallResult, messages: list[dict[str, Any]]) -> dic
 def expand_rows(response: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A recall response's rows with what the shaping left out put back: the ``shared`` fields
     and the defaults (``type: 'turn'``). For clients and tests that read rows one by one."""
-    shared = response.get("shared", {})
-    return [{"type": _OMITTED_DEFAULTS["type"], **shared, **row} for row in response.get("messages", [])]
+    shared = dict(response.get("shared", {}))
+    signal = shared.pop("signal", None)
+    rows = [{"type": _OMITTED_DEFAULTS["type"], **shared, **row} for row in response.get("messages", [])]
+    if signal is not None:
+        for row in rows:
+            if isinstance(row.get("match_reason"), dict):
+                row["match_reason"] = {"signal": signal, **row["match_reason"]}
+    return rows
 
 
 def preview_end(content: str, limit: int) -> int:
@@ -283,8 +296,9 @@ def _compact_reason(reason: dict[str, Any], confidence: object = None) -> dict[s
         if isinstance(value, float):
             if value == 0.0 and key not in _KEPT_REASON_KEYS:
                 continue
-            value = round(value, SCORE_DECIMALS)
+            value = round(value, REASON_DECIMALS)
         compact[key] = value
-    if isinstance(confidence, float) and compact.get("score") == confidence:
-        del compact["score"]
+    score = reason.get("score")
+    if isinstance(confidence, float) and isinstance(score, float) and round(score, SCORE_DECIMALS) == confidence:
+        compact.pop("score", None)
     return compact
