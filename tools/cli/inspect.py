@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from memory_core.admin import Operator
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt
 
@@ -21,6 +20,8 @@ def tenants(
     JSON: {"tenants": [{tenant, memories, vectors, sessions, agents, last_activity}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
+    from memory_core.admin import Operator  # loads the graph store only when the command runs
+
     with opts.core() as core:
         rows = Operator(core).tenants()
     if opts.json:
@@ -47,6 +48,8 @@ def sessions(
     JSON: {"sessions": [{session, memories, turns, first_activity, last_activity, latest_handoff, episode}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
+    from memory_core.admin import Operator  # loads the graph store only when the command runs
+
     with opts.core() as core:
         rows = Operator(core).sessions(tenant)  # type: ignore[arg-type]
     if opts.json:
@@ -78,6 +81,8 @@ def stats(
     JSON: {tenant, memories, by_type, private, sessions, agents, episodes, vectors, disk_bytes}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
+    from memory_core.admin import Operator  # loads the graph store only when the command runs
+
     with opts.core() as core:
         result = Operator(core).stats(tenant)  # type: ignore[arg-type]
     if opts.json:
@@ -118,6 +123,8 @@ def graph(
     JSON: {node, kind, label, edges: [{direction, kind, node: {…}}], more}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
+    from memory_core.admin import Operator  # loads the graph store only when the command runs
+
     with opts.core() as core:
         result = Operator(core).graph_neighbourhood(tenant, ref, depth)  # type: ignore[arg-type]
     if opts.json:

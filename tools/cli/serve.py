@@ -7,10 +7,8 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 import typer
 
-from memory_core.config import load_settings
 from memory_core.errors import ConfigError, MemoryCoreError
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt
@@ -37,6 +35,10 @@ def serve(
 
     JSON (--announce --json): one line {"url", "transport", "client_config"}
     """
+    import anyio
+
+    from memory_core.config import load_settings  # loads with the command, not with --help
+
     opts = Common.of(ctx, config, data_dir, json_out)
     overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
     settings = load_settings(config, overrides={"server": overrides} if overrides else None)

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from memory_core.errors import InvalidInputError
-from tools.auth import hash_token
 from tools.cli import render
 from tools.cli.common import Common, JsonOpt
 
@@ -35,6 +34,8 @@ def token(
     opts = Common.of(ctx, None, None, json_out)
     if not operator:
         raise InvalidInputError("Pass --operator (agent tokens: python -m tools.auth TOKEN TENANT).", field="operator")
+    from tools.auth import hash_token  # the MCP SDK's auth types load with the command, not with --help
+
     value = secrets.token_urlsafe(TOKEN_BYTES)
     digest = hash_token(value)
     line = f'operator_token_sha256 = "{digest}"'
