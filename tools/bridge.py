@@ -36,6 +36,8 @@ MAX_CONCURRENT = 16
 # Calls that can be sent twice without harm when the connection broke mid-call.
 SAFE_METHODS = frozenset({"initialize", "ping", "tools/list", "resources/list", "prompts/list",
                           "resources/templates/list", "completion/complete", "logging/setLevel"})
+# Tools that only read: a call of one is resent too.
+READ_ONLY_TOOLS = frozenset({"recall", "recall_with_context", "get_contents", "query_recent_turns", "check_memory"})
 Message = dict[str, Any]
 Locate = Callable[[], Announcement]
 
@@ -66,11 +68,19 @@ class Bridge:
         self._init: Message | None = None  # the client's initialize, replayed after a restart
         self._stream: threading.Thread | None = None
         self._closing = threading.Event()
+        self._located = threading.Event()
+        self._start_error: MemoryCoreError | None = None
 
     # ---- the loop --------------------------------------------------------------------------
     def run(self) -> None:
-        """Forward stdin until it closes, then end the session."""
-        self._server = self._locate()
+        """Forward stdin until it closes, then end the session.
+
+        The server is found (or started) at once, while the client is still starting; if that
+        fails, every request is answered with the coded reason (e.g. STORE_LOCKED) instead of a
+        dropped connection.
+        """
+        first = threading.Thread(target=self._first_locate, daemon=True)
+        first.start()
         for line in iter(self._stdin.readline, b""):
             if not line.strip():
                 continue
@@ -93,6 +103,15 @@ class Bridge:
             worker.join(DRAIN_TIMEOUT_S)
         self._end_session()
 
+    def _first_locate(self) -> None:
+        with self._state_lock:
+            try:
+                self._server = self._locate()
+            except MemoryCoreError as exc:
+                self._start_error = exc
+            finally:
+                self._located.set()
+
     def _forward_released(self, message: Any) -> None:
         try:
             self._forward(message)
@@ -102,6 +121,16 @@ class Bridge:
     # ---- one message -----------------------------------------------------------------------
     def _forward(self, message: Any) -> None:
         method = message.get("method") if isinstance(message, dict) else None
+        self._located.wait()
+        if self._server is None:
+            failed, self._start_error = self._start_error, None
+            try:
+                if failed is not None:
+                    raise failed  # the launch's own failure, once; later calls try again
+                self._recover(None, replay=False)
+            except MemoryCoreError as exc:
+                self._fail(message, exc)
+                return
         for attempt in (1, 2):
             session = self._session
             try:
@@ -118,7 +147,7 @@ class Bridge:
                     self._fail(message, exc)
                     return
             except _MaybeDelivered:
-                if method in SAFE_METHODS and attempt == 1:
+                if _safe_to_resend(message) and attempt == 1:
                     try:
                         self._recover(session, replay=method != "initialize")
                         continue
@@ -262,6 +291,14 @@ class Bridge:
         with self._write_lock:
             self._stdout.write(data)
             self._stdout.flush()
+
+
+def _safe_to_resend(message: Any) -> bool:
+    if not isinstance(message, dict):
+        return False
+    if message.get("method") == "tools/call":
+        return (message.get("params") or {}).get("name") in READ_ONLY_TOOLS
+    return message.get("method") in SAFE_METHODS
 
 
 def _discard(message: Message) -> None:

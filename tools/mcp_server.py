@@ -305,7 +305,7 @@ async def _stop_when_idle(userver: uvicorn.Server, tracker: ActivityTracker, idl
     userver.should_exit = True
 
 
-async def open_core_when_free(settings: Settings, data_dir: str | None, wait_s: float = 15.0) -> MemoryCore:
+async def open_core_when_free(settings: Settings, data_dir: str | None, wait_s: float = 5.0) -> MemoryCore:
     """Open the stores, waiting while a shared server that is stopping still holds them."""
     deadline = anyio.current_time() + wait_s
     while True:

@@ -194,7 +194,10 @@ def _start(data_dir: Path, command: list[str]) -> Announcement:
     # The binding is per connection (in each bridge token), never the first launcher's.
     env = {k: v for k, v in os.environ.items() if k not in _BINDING_ENV}
     out_path = data_dir / START_OUTPUT
-    with (data_dir / SERVER_LOG).open("ab") as log, out_path.open("wb") as out:
+    private = 0o600  # the log may quote memory content
+    log_fd = os.open(data_dir / SERVER_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, private)
+    out_fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, private)
+    with os.fdopen(log_fd, "ab") as log, os.fdopen(out_fd, "wb") as out:
         proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=log, env=env, start_new_session=True,
             close_fds=True,
