@@ -19,6 +19,7 @@ Stdlib only (plus the stdlib-only :mod:`tools.shared_server`): this process must
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import threading
@@ -29,6 +30,11 @@ from memory_core.errors import MemoryCoreError
 from tools.shared_server import Announcement, SharedServerError, bridge_token
 
 MCP_PATH = "/mcp"
+ATTACH_PATH = "/mcp-bridge/attach"  # held open while the client is connected: the shared server is not idle
+# The 2026-07-28 wire: a request carries its protocol version in params._meta and repeats it,
+# its method and (tools/call, prompts/get, resources/read) its name in routing headers.
+VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 300.0  # one call (a recall on a cold store) may take a while; never forever
 DRAIN_TIMEOUT_S = 30.0  # after stdin closes, how long answers still in flight are awaited
@@ -68,6 +74,7 @@ class Bridge:
         self._init: Message | None = None  # the client's initialize, replayed after a restart
         self._stream: threading.Thread | None = None
         self._closing = threading.Event()
+        self._attached: threading.Thread | None = None
         self._located = threading.Event()
         self._start_error: MemoryCoreError | None = None
 
@@ -111,6 +118,7 @@ class Bridge:
                 self._start_error = exc
             finally:
                 self._located.set()
+        self._attach()
 
     def _forward_released(self, message: Any) -> None:
         try:
@@ -174,10 +182,13 @@ class Bridge:
             self._write({"jsonrpc": "2.0", "id": message["id"],
                          "error": {"code": -32603, "message": text, "data": error.to_dict()}})
 
-    def _headers(self, session: str | None) -> dict[str, str]:
+    def _headers(self, session: str | None, message: Any = None) -> dict[str, str]:
         assert self._server is not None
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                    "Authorization": f"Bearer {bridge_token(self._server.secret, self._tenant, self._agent)}"}
+        modern = _modern_headers(message)
+        if modern is not None:
+            return {**headers, **modern}  # self-contained: no session
         if session is not None:
             headers["Mcp-Session-Id"] = session
         if self._protocol is not None:
@@ -201,11 +212,13 @@ class Bridge:
         conn = self._connect()
         try:
             try:
-                conn.request("POST", MCP_PATH, json.dumps(message).encode(), self._headers(session))
+                headers = self._headers(session, message)
+                conn.request("POST", MCP_PATH, json.dumps(message).encode(), headers)
                 response = conn.getresponse()
             except OSError as exc:  # reset, closed, timed out after sending
                 raise _MaybeDelivered from exc
-            if response.status in (401, 404):  # restarted with a new secret / session unknown
+            restarted = response.status == 401  # a new server, with a new secret, on the old port
+            if restarted or (response.status == 404 and "Mcp-Session-Id" in headers):  # or the session expired
                 response.read()
                 raise _NotDelivered
             if isinstance(message, dict) and message.get("method") == "initialize" and response.status == 200:
@@ -233,6 +246,7 @@ class Bridge:
                 return  # another call already recovered
             self._server = self._locate()
             self._session = None
+            self._attach()
             if not (replay and self._init is not None):
                 return
             for step in (self._init, {"jsonrpc": "2.0", "method": "notifications/initialized"}):
@@ -242,7 +256,28 @@ class Bridge:
                     raise SharedServerError("The shared memory-core server restarted but refused the session.") from exc
         self._open_stream()
 
-    # ---- the GET stream and the end ------------------------------------------------------
+    # ---- attached to the server, the GET stream and the end --------------------------------
+    def _attach(self) -> None:
+        """Hold a request open on the server for as long as it lives (it counts this client)."""
+        if self._server is None or (self._attached is not None and self._attached.is_alive()):
+            return
+        self._attached = threading.Thread(target=self._hold, args=(self._server,), daemon=True)
+        self._attached.start()
+
+    def _hold(self, server: Announcement) -> None:
+        conn = http.client.HTTPConnection(*server.address, timeout=CONNECT_TIMEOUT_S)
+        try:
+            conn.connect()
+            assert conn.sock is not None
+            conn.sock.settimeout(None)
+            token = bridge_token(server.secret, self._tenant, self._agent)
+            conn.request("GET", ATTACH_PATH, headers={"Authorization": f"Bearer {token}"})
+            conn.getresponse().read()  # returns when the server stops
+        except OSError:
+            return
+        finally:
+            conn.close()
+
     def _open_stream(self) -> None:
         session = self._session
         if session is None or self._closing.is_set():
@@ -291,6 +326,28 @@ class Bridge:
         with self._write_lock:
             self._stdout.write(data)
             self._stdout.flush()
+
+
+def _modern_headers(message: Any) -> dict[str, str] | None:
+    """The routing headers of a 2026-07-28 request (None: a handshake-era message)."""
+    if not isinstance(message, dict) or not isinstance(message.get("params"), dict):
+        return None
+    meta = message["params"].get("_meta")
+    version = meta.get(VERSION_META_KEY) if isinstance(meta, dict) else None
+    if not isinstance(version, str):
+        return None
+    headers = {"Mcp-Protocol-Version": version, "Mcp-Method": _header_value(str(message.get("method", "")))}
+    name = message["params"].get(NAME_BEARING.get(str(message.get("method")), ""))
+    if isinstance(name, str):
+        headers["Mcp-Name"] = _header_value(name)
+    return headers
+
+
+def _header_value(value: str) -> str:
+    """Printable ASCII as is; anything else in the SDK's ``=?base64?…?=`` form."""
+    if value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?base64?"):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode()}?="
 
 
 def _safe_to_resend(message: Any) -> bool:

@@ -108,11 +108,20 @@ class BridgeAuth:
             auth_context_var.reset(bound)
 
 
-class ActivityTracker:
-    """ASGI middleware counting HTTP requests in flight; ``idle_for()`` is 0 while any is."""
+ATTACH_PATH = "/mcp-bridge/attach"
 
-    def __init__(self, app: ASGIApp) -> None:
+
+class ActivityTracker:
+    """ASGI middleware counting HTTP requests in flight; ``idle_for()`` is 0 while any is.
+
+    It also answers ``ATTACH_PATH``: a bridge holds that request open for as long as its
+    client is connected (whatever protocol revision the client speaks), so a connected but
+    quiet client keeps the shared server running; the request ends when the bridge exits.
+    """
+
+    def __init__(self, app: ASGIApp, verifier: BridgeTokenVerifier) -> None:
         self.app = app
+        self.verifier = verifier
         self.in_flight = 0
         self._since = time.monotonic()
 
@@ -125,7 +134,20 @@ class ActivityTracker:
             return
         self.in_flight += 1
         try:
-            await self.app(scope, receive, send)
+            if scope.get("path") == ATTACH_PATH:
+                await self._attached(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
         finally:
             self.in_flight -= 1
             self._since = time.monotonic()
+
+    async def _attached(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = _bearer(scope)
+        if token is None or self.verifier.verify(token) is None:
+            await _unauthorized(send, "Only bridged memory-core clients attach.")
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -285,8 +285,10 @@ async def serve_http(
         max_request_bytes=settings.server.max_request_bytes,
         max_inflight_bytes=settings.server.max_inflight_bytes,
     )
-    tracker = ActivityTracker(guarded)
-    userver = uvicorn.Server(uvicorn.Config(tracker, log_level="warning", lifespan="on"))
+    tracker = ActivityTracker(guarded, bridge)
+    # open streams (GET, bridge attachments) must not hold a stopping server forever
+    config = uvicorn.Config(tracker, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    userver = uvicorn.Server(config)
     try:
         async with anyio.create_task_group() as tasks:
             if shared:
