@@ -12,18 +12,22 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from memory_core.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("chromadb", "onnxruntime", "networkx", "litellm", "numpy", "mcp", "uvicorn", "starlette", "tokenizers")
 
 
-def loaded_after(code: str) -> set[str]:
+def loaded_after(code: str, **env: str) -> set[str]:
     """Top-level package names a fresh interpreter holds after running ``code``."""
     probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT,
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=environ, cwd=ROOT,
                          timeout=120, check=True)
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -66,3 +70,41 @@ def test_the_library_api_still_resolves_through_the_lazy_package() -> None:
     assert issubclass(memory_core.MemoryCoreError, Exception)
     with pytest.raises(AttributeError):
         _ = memory_core.no_such_name  # type: ignore[attr-defined]
+
+
+def test_stats_recent_and_show_answer_from_the_graph_without_opening_chroma(tmp_path: Path) -> None:
+    from memory_core import MemoryCore
+    from memory_core.embedding import HashEmbedder
+
+    with MemoryCore.open(tmp_path, embedder=HashEmbedder(), settings=_hash_settings()) as core:
+        core.add_memory("acme", "s1", "alice", "a note for the operator")
+    for command in (["stats", "-t", "acme"], ["recent", "-t", "acme", "-s", "s1"], ["show", "mem:1", "-t", "acme"]):
+        code = (
+            "from tools.cli.app import app\n"
+            f"try:\n    app({[*command, '--data-dir', str(tmp_path), '--json']!r}, prog_name='memory-core')\n"
+            "except SystemExit as done:\n    assert not done.code, done.code"
+        )
+        assert "chromadb" not in loaded_after(code, MEMORY_CORE_EMBEDDING_PROVIDER="hash"), command
+
+
+def test_stats_counts_vector_records_when_asked(tmp_path: Path) -> None:
+    from memory_core import MemoryCore
+    from memory_core.embedding import HashEmbedder
+
+    with MemoryCore.open(tmp_path, embedder=HashEmbedder(), settings=_hash_settings()) as core:
+        core.add_memory("acme", "s1", "alice", "one")
+        core.add_memory("acme", "s1", "alice", "two")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MEMORY_CORE_EMBEDDING_PROVIDER": "hash"}
+    run = [sys.executable, "-c", "from tools.cli.app import main; main()", "stats", "-t", "acme",
+           "--data-dir", str(tmp_path), "--json"]
+    quick = json.loads(subprocess.run(run, capture_output=True, text=True, env=env, check=True, timeout=120).stdout)
+    full = json.loads(subprocess.run([*run, "--vectors"], capture_output=True, text=True, env=env, check=True,
+                                     timeout=120).stdout)
+    assert (quick["memories"], quick["vectors"]) == (2, None)
+    assert (full["memories"], full["vectors"]) == (2, 2)
+
+
+def _hash_settings() -> Settings:
+    from memory_core.config import load_settings
+
+    return load_settings(environ={"MEMORY_CORE_EMBEDDING_PROVIDER": "hash"})

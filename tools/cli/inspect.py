@@ -68,6 +68,9 @@ def sessions(
 def stats(
     ctx: typer.Context,
     tenant: TenantOpt = None,
+    vectors: Annotated[
+        bool, typer.Option("--vectors", help="Also count the tenant's Chroma records (opens Chroma: slower).")
+    ] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -75,16 +78,18 @@ def stats(
     """A tenant's memories by type, sessions, agents, episodes, and the disk use of each store.
 
     Disk use is store-wide (all tenants share the Chroma directory and the graph database).
+    The graph answers alone (fast); --vectors also counts Chroma's records (`doctor` compares them).
 
-    Example: memory-core stats --tenant acme
+    Example: memory-core stats --tenant acme --vectors
 
-    JSON: {tenant, memories, by_type, private, sessions, agents, episodes, vectors, disk_bytes}
+    JSON: {tenant, memories, by_type, private, sessions, agents, episodes, vectors (null without --vectors),
+    disk_bytes}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     from memory_core.admin import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
-        result = Operator(core).stats(tenant)  # type: ignore[arg-type]
+        result = Operator(core).stats(tenant, count_vectors=vectors)  # type: ignore[arg-type]
     if opts.json:
         render.emit_json(result.to_dict())
         return
@@ -96,7 +101,7 @@ def stats(
             "sessions": str(result.sessions),
             "agents": ", ".join(result.agents),
             "episodes": str(result.episodes),
-            "vector records": str(result.vectors),
+            "vector records": "not counted (--vectors)" if result.vectors is None else str(result.vectors),
         },
     )
     render.table("memories by type", ["type", "count"], sorted(result.by_type.items()))
