@@ -190,24 +190,23 @@ def shared_minilm() -> MiniLMEmbedder:
         return _DEFAULT
 
 
-def warm_up_in_background(embedder: Embedder, *also: Callable[[], object]) -> threading.Thread:
-    """Load a local embedding model (and run ``also``) on a daemon thread; returns the thread.
+def warm_up_in_background(embedder: Embedder, *also: Callable[[], object]) -> list[threading.Thread]:
+    """Load a local embedding model (and run each of ``also``) on daemon threads, side by side.
 
     A server calls this as soon as it is up, so the first add_memory or recall does not wait
     for onnxruntime and the model. Remote embedders are not called (a warm-up would cost a
     request). A failure here is not reported: the first real call meets it again, coded.
     """
+    warm = getattr(embedder, "warm_up", None)
+    steps = [*([warm] if callable(warm) else []), *also]
 
-    def run() -> None:
+    def run(step: Callable[[], object]) -> None:
         try:
-            warm = getattr(embedder, "warm_up", None)
-            if callable(warm):
-                warm()
-            for step in also:
-                step()
+            step()
         except MemoryCoreError:  # e.g. EMBEDDING_UNAVAILABLE: the first call raises it to its caller
             return
 
-    thread = threading.Thread(target=run, name="memory-core-warm-up", daemon=True)
-    thread.start()
-    return thread
+    threads = [threading.Thread(target=run, args=(step,), name="memory-core-warm-up", daemon=True) for step in steps]
+    for thread in threads:
+        thread.start()
+    return threads

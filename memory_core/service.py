@@ -253,7 +253,7 @@ class MemoryCore:
             lock.release()
             raise
 
-    def warm_up_in_background(self) -> threading.Thread:
+    def warm_up_in_background(self) -> list[threading.Thread]:
         """Load the embedding model and open Chroma on a daemon thread (servers, right after start)."""
         inner = getattr(self.vectors, "inner", self.vectors)
         also = [inner.open] if isinstance(inner, LazyVectorStore) else []
