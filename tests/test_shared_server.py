@@ -253,6 +253,35 @@ async def test_a_stdio_launch_joins_a_running_http_server_instead_of_failing(dat
         assert announced["shared"] is False
 
 
+@pytest.mark.anyio
+async def test_bridged_clients_join_a_server_with_configured_tokens_and_keep_their_own_binding(
+    data_dir: Path, tmp_path: Path,
+) -> None:
+    from tests.support.mcp_harness import http_client, running_http_server, write_token_config
+
+    config = write_token_config(tmp_path / "tokens.toml", {"acme-token": "acme"})
+    with running_http_server(data_dir, config=config) as url, anyio.fail_after(CALL_TIMEOUT_S):
+        async with http_client(url, "acme-token") as direct:
+            ref = (await Caller(direct, "acme", send_tenant=False).ok(
+                "add_memory", session="s", agent="a", content="via a token"))["ref"]
+        async with (
+            Client(bridged(data_dir, MEMORY_CORE_TENANT="acme")) as bound,
+            Client(bridged(data_dir)) as unbound,
+        ):
+            found = await Caller(bound, "acme", send_tenant=False).ok("get_contents", refs=[ref])
+            assert [row["content"] for row in found["found"]] == ["via a token"]
+            assert error_code(await unbound.call_tool("recall", {"query": "token"})) == "TENANT_REQUIRED"
+
+
+def test_an_unwritable_data_directory_fails_with_a_coded_error(tmp_path: Path) -> None:
+    from tools.shared_server import SharedServerError, ensure_shared_server
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(SharedServerError):
+        ensure_shared_server(blocker / "data", None)
+
+
 def test_bridge_tokens_carry_their_binding_and_reject_any_change() -> None:
     from tools.shared_server import read_bridge_token
 

@@ -179,15 +179,19 @@ def server_command(data_dir: Path, config: Path | None) -> list[str]:
 
 def ensure_shared_server(data_dir: Path, config: Path | None, *, command: Sequence[str] | None = None) -> Announcement:
     """The live server of ``data_dir``: the announced one, or one started now (detached)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    found = live_announcement(data_dir)
-    if found is not None:
-        return found
-    with _start_lock(data_dir):
-        found = live_announcement(data_dir)  # another launch may have started it while we waited
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        found = live_announcement(data_dir)
         if found is not None:
             return found
-        return _start(data_dir, list(command or server_command(data_dir, config)))
+        with _start_lock(data_dir):
+            found = live_announcement(data_dir)  # another launch may have started it while we waited
+            if found is not None:
+                return found
+            return _start(data_dir, list(command or server_command(data_dir, config)))
+    except OSError as exc:  # an unwritable or missing data directory, no room for the lock file, …
+        raise SharedServerError(f"Cannot start the shared memory-core server in {data_dir}: "
+                                f"{exc.strerror or exc}.", data_dir=str(data_dir)) from exc
 
 
 def _start(data_dir: Path, command: list[str]) -> Announcement:
