@@ -191,22 +191,28 @@ def shared_minilm() -> MiniLMEmbedder:
 
 
 def warm_up_in_background(embedder: Embedder, *also: Callable[[], object]) -> list[threading.Thread]:
-    """Load a local embedding model (and run each of ``also``) on daemon threads, side by side.
+    """Load a local embedding model, then run each of ``also``, on one daemon thread.
 
     A server calls this as soon as it is up, so the first add_memory or recall does not wait
     for onnxruntime and the model. Remote embedders are not called (a warm-up would cost a
     request). A failure here is not reported: the first real call meets it again, coded.
+
+    numpy is imported here, before the thread starts, and the steps run one after the other:
+    two threads importing numpy-based packages at once (onnxruntime, chromadb, or a call
+    importing numpy itself) can meet numpy half-initialised (ImportError from its import cycle).
     """
+    import numpy  # noqa: F401 - fully initialised before any other thread can import it
+
     warm = getattr(embedder, "warm_up", None)
     steps = [*([warm] if callable(warm) else []), *also]
 
-    def run(step: Callable[[], object]) -> None:
-        try:
-            step()
-        except MemoryCoreError:  # e.g. EMBEDDING_UNAVAILABLE: the first call raises it to its caller
-            return
+    def run() -> None:
+        for step in steps:
+            try:
+                step()
+            except MemoryCoreError:  # e.g. EMBEDDING_UNAVAILABLE: the first call raises it to its caller
+                continue
 
-    threads = [threading.Thread(target=run, args=(step,), name="memory-core-warm-up", daemon=True) for step in steps]
-    for thread in threads:
-        thread.start()
-    return threads
+    thread = threading.Thread(target=run, name="memory-core-warm-up", daemon=True)
+    thread.start()
+    return [thread]
