@@ -66,6 +66,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(params=["legacy", "auto"])
+def era(request: pytest.FixtureRequest) -> str:
+    """Both protocol eras: the initialize handshake with a session (today's desktop clients) and the
+    2026-07-28 self-contained requests the SDK's client negotiates by default."""
+    return str(request.param)
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Iterator[Path]:
     root = tmp_path / "data"
@@ -74,11 +81,12 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 # ---- the whole contract holds through the bridge ----------------------------------------------
-@pytest.fixture(scope="module")
-async def bridged_client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Client]:
+@pytest.fixture(scope="module", params=["legacy", "auto"])
+async def bridged_client(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
+                         ) -> AsyncIterator[Client]:
     root = tmp_path_factory.mktemp("bridged") / "data"
     try:
-        async with Client(bridged(root, idle_s=30)) as client:
+        async with Client(bridged(root, idle_s=30), mode=request.param) as client:
             yield client
     finally:
         stop_servers(root)
@@ -100,12 +108,14 @@ class TestToolsOverTheBridge(ToolContract):
 
 # ---- many clients, one store ------------------------------------------------------------------
 @pytest.mark.anyio
-async def test_three_stdio_clients_on_one_data_directory_read_each_others_writes_at_once(data_dir: Path) -> None:
+async def test_three_stdio_clients_on_one_data_directory_read_each_others_writes_at_once(
+    data_dir: Path, era: str,
+) -> None:
     with anyio.fail_after(CALL_TIMEOUT_S):
         async with (
-            Client(bridged(data_dir, MEMORY_CORE_TENANT="acme", MEMORY_CORE_AGENT="desktop")) as desktop,
-            Client(bridged(data_dir, MEMORY_CORE_TENANT="acme", MEMORY_CORE_AGENT="code")) as code,
-            Client(bridged(data_dir, MEMORY_CORE_TENANT="acme", MEMORY_CORE_AGENT="cursor")) as cursor,
+            Client(bridged(data_dir, MEMORY_CORE_TENANT="acme", MEMORY_CORE_AGENT="desktop"), mode=era) as desktop,
+            Client(bridged(data_dir, MEMORY_CORE_TENANT="acme", MEMORY_CORE_AGENT="code"), mode=era) as code,
+            Client(bridged(data_dir, MEMORY_CORE_TENANT="acme", MEMORY_CORE_AGENT="cursor"), mode=era) as cursor,
         ):
             clients = {"desktop": desktop, "code": code, "cursor": cursor}
             refs = {}
@@ -138,11 +148,11 @@ async def test_two_launches_at_once_end_with_one_background_server(data_dir: Pat
 
 
 @pytest.mark.anyio
-async def test_a_bridged_client_bound_to_one_tenant_cannot_read_another(data_dir: Path) -> None:
+async def test_a_bridged_client_bound_to_one_tenant_cannot_read_another(data_dir: Path, era: str) -> None:
     with anyio.fail_after(CALL_TIMEOUT_S):
         async with (
-            Client(bridged(data_dir, MEMORY_CORE_TENANT="tenant-a")) as a,
-            Client(bridged(data_dir, MEMORY_CORE_TENANT="tenant-b")) as b,
+            Client(bridged(data_dir, MEMORY_CORE_TENANT="tenant-a"), mode=era) as a,
+            Client(bridged(data_dir, MEMORY_CORE_TENANT="tenant-b"), mode=era) as b,
         ):
             secret = (await Caller(b, "tenant-b", send_tenant=False).ok(
                 "add_memory", session="s", agent="bob", content="tenant b's launch codes"))["ref"]
@@ -168,9 +178,11 @@ async def test_an_agent_binding_travels_with_each_bridged_connection(data_dir: P
 
 
 @pytest.mark.anyio
-async def test_a_killed_background_server_is_restarted_transparently_on_the_next_call(data_dir: Path) -> None:
+async def test_a_killed_background_server_is_restarted_transparently_on_the_next_call(
+    data_dir: Path, era: str,
+) -> None:
     with anyio.fail_after(CALL_TIMEOUT_S):
-        async with Client(bridged(data_dir, MEMORY_CORE_TENANT="acme")) as client:
+        async with Client(bridged(data_dir, MEMORY_CORE_TENANT="acme"), mode=era) as client:
             caller = Caller(client, "acme", send_tenant=False)
             ref = (await caller.ok("add_memory", session="s", agent="a", content="written before the crash"))["ref"]
             first = read_announcement(data_dir)
@@ -187,9 +199,9 @@ async def test_a_killed_background_server_is_restarted_transparently_on_the_next
 
 
 @pytest.mark.anyio
-async def test_the_background_server_stops_itself_once_no_client_is_connected(data_dir: Path) -> None:
+async def test_the_background_server_stops_itself_once_no_client_is_connected(data_dir: Path, era: str) -> None:
     with anyio.fail_after(CALL_TIMEOUT_S):
-        async with Client(bridged(data_dir, MEMORY_CORE_TENANT="acme", idle_s=1)) as client:
+        async with Client(bridged(data_dir, MEMORY_CORE_TENANT="acme", idle_s=1), mode=era) as client:
             await Caller(client, "acme", send_tenant=False).ok("add_memory", session="s", agent="a", content="x")
             await anyio.sleep(2.5)  # longer than the idle period: an open client keeps it running
             assert shared_servers(data_dir)
