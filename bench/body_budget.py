@@ -2,7 +2,7 @@
 
     python -m bench.body_budget [--clients 40] [--mb 3.8]
 
-Starts ``python -m tools.mcp_server --http`` twice (hash embedder, fresh data directory):
+Starts ``memory-core serve --http`` twice (hash embedder, fresh data directory):
 once with the default ``server.max_inflight_bytes`` (32 MiB) and once with it raised to
 1 GB, and sends ``--clients`` concurrent recalls whose ``exclude_contents`` make each body
 about ``--mb`` MB. Reports the server's peak RSS (VmHWM) before and after, and how many
@@ -39,7 +39,7 @@ def _peak_rss_mb(pid: int) -> int:
 def _start(data_dir: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tools.mcp_server", "--http", "--port", "0", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "tools.cli", "serve", "--http", "--port", "0", "--data-dir", str(data_dir)],
         cwd=ROOT, env={**clean, "MEMORY_CORE_EMBEDDING_PROVIDER": "hash", **env},
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
     )  # fmt: skip

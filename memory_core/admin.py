@@ -66,7 +66,7 @@ class TenantStats:
     sessions: int
     agents: list[str]
     episodes: int
-    vectors: int
+    vectors: int | None  # None: not counted (opening Chroma costs seconds; doctor compares the stores)
     disk_bytes: dict[str, int | None] = field(default_factory=dict)  # store-wide, all tenants
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,8 +129,11 @@ class Operator:
                 ))
         return sorted(out, key=lambda s: s.last_activity or "", reverse=True)
 
-    def stats(self, tenant: str) -> TenantStats:
-        """Memories by type, sessions, agents, episodes, vector records; disk use of each store."""
+    def stats(self, tenant: str, *, count_vectors: bool = True) -> TenantStats:
+        """Memories by type, sessions, agents, episodes, vector records; disk use of each store.
+
+        ``count_vectors=False`` leaves Chroma closed (``vectors`` is None): the graph alone answers.
+        """
         tenant = v.tenant(tenant)
         by_type: Counter[str] = Counter()
         private = 0
@@ -150,7 +153,7 @@ class Operator:
             sessions=sessions,
             agents=agents,
             episodes=len(self._episodes(tenant)),
-            vectors=self.core.vectors.count(tenant),
+            vectors=self.core.vectors.count(tenant) if count_vectors else None,
             disk_bytes=self.disk_use(),
         )
 

@@ -107,6 +107,8 @@ class ServerSettings(_Section):
     operator_token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     max_inflight_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    # stdio launches share one background HTTP server per data directory; it stops after this long unused
+    shared_idle_s: float = Field(300.0, gt=0, le=86_400)
 
     _check_agent = field_validator("agent")(_agent_name)
     _check_tenant = field_validator("tenant")(_tenant_name)

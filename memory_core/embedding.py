@@ -11,13 +11,14 @@ import hashlib
 import importlib.util
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+from memory_core.errors import EmbeddingError, MemoryCoreError
 
-from memory_core.errors import EmbeddingError
+if TYPE_CHECKING:
+    import numpy as np
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -111,17 +112,25 @@ class MiniLMEmbedder:
             self._tokenizer = tokenizer
             self._session = session
 
+    def warm_up(self) -> None:
+        """Load the model and run one tiny batch now, so the first real call pays neither."""
+        self.embed(["warm up"])
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
         if self._session is None:
             self._load()
+        import numpy as np  # loads on first use: importing memory_core stays cheap
+
         out: list[np.ndarray] = []
         for start in range(0, len(texts), self._batch_size):
             out.append(self._embed_batch(list(texts[start : start + self._batch_size])))
         return np.concatenate(out).tolist()
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        import numpy as np  # loads on first use: importing memory_core stays cheap
+
         assert self._tokenizer is not None and self._session is not None
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
@@ -152,6 +161,8 @@ class HashEmbedder:
         self.dimension = dimension
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np  # loads on first use: importing memory_core stays cheap
+
         vectors = []
         for text in texts:
             vec = np.zeros(self.dimension, dtype=np.float64)
@@ -177,3 +188,31 @@ def shared_minilm() -> MiniLMEmbedder:
         if _DEFAULT is None:
             _DEFAULT = MiniLMEmbedder()
         return _DEFAULT
+
+
+def warm_up_in_background(embedder: Embedder, *also: Callable[[], object]) -> list[threading.Thread]:
+    """Load a local embedding model, then run each of ``also``, on one daemon thread.
+
+    A server calls this as soon as it is up, so the first add_memory or recall does not wait
+    for onnxruntime and the model. Remote embedders are not called (a warm-up would cost a
+    request). A failure here is not reported: the first real call meets it again, coded.
+
+    numpy is imported here, before the thread starts, and the steps run one after the other:
+    two threads importing numpy-based packages at once (onnxruntime, chromadb, or a call
+    importing numpy itself) can meet numpy half-initialised (ImportError from its import cycle).
+    """
+    import numpy  # noqa: F401 - fully initialised before any other thread can import it
+
+    warm = getattr(embedder, "warm_up", None)
+    steps = [*([warm] if callable(warm) else []), *also]
+
+    def run() -> None:
+        for step in steps:
+            try:
+                step()
+            except MemoryCoreError:  # e.g. EMBEDDING_UNAVAILABLE: the first call raises it to its caller
+                continue
+
+    thread = threading.Thread(target=run, name="memory-core-warm-up", daemon=True)
+    thread.start()
+    return [thread]

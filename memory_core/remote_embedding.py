@@ -12,7 +12,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from memory_core.errors import EmbeddingError
@@ -79,6 +78,8 @@ class LiteLLMEmbedder:
         return self._vectors(response, len(batch))
 
     def _vectors(self, response: Any, expected: int) -> list[list[float]]:
+        import numpy as np  # loads on first use: importing memory_core stays cheap
+
         data: Any = getattr(response, "data", None) or (response.get("data") if isinstance(response, dict) else None)
         try:
             items = sorted(data, key=lambda d: d["index"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -20,9 +21,10 @@ from graph.db import GraphDB
 from graph.store import GraphStore
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
-from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
+from memory_core.embedding import Embedder, HashEmbedder, shared_minilm, warm_up_in_background
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError, StoreLockedError
+from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 from memory_core.reads import Reader, visible
 from memory_core.recall.engine import Recaller
@@ -81,6 +83,14 @@ def build_vector_store(settings: Settings, data_dir: Path) -> VectorStore:
             retries=st.chroma_retries,
         )
     return ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
+
+
+def _vector_store(settings: Settings, root: Path) -> VectorStore:
+    """Embedded Chroma opens on the first vector call (reads of the graph never import it); a
+    Chroma server is reached at open, so a stopped one fails the open (STORE_UNAVAILABLE)."""
+    if settings.storage.chroma == "embedded":
+        return LazyVectorStore(lambda: build_vector_store(settings, root))
+    return build_vector_store(settings, root)
 
 
 def build_summary_provider(settings: Settings) -> SummaryProvider | None:
@@ -230,7 +240,7 @@ class MemoryCore:
                 db.write_guard = lock.verify
                 graph = GraphStore(db)
                 if vector_store is None:
-                    vector_store = InMemoryVectorStore() if in_memory_vectors else build_vector_store(settings, root)
+                    vector_store = InMemoryVectorStore() if in_memory_vectors else _vector_store(settings, root)
                 vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s)
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)
@@ -242,6 +252,12 @@ class MemoryCore:
                 db.close()
             lock.release()
             raise
+
+    def warm_up_in_background(self) -> list[threading.Thread]:
+        """Load the embedding model and open Chroma on a daemon thread (servers, right after start)."""
+        inner = getattr(self.vectors, "inner", self.vectors)
+        also = [inner.open] if isinstance(inner, LazyVectorStore) else []
+        return warm_up_in_background(self.embedder, *also)
 
     def close(self) -> None:
         if self._closed:

@@ -15,13 +15,15 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import numpy as np
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from memory_core.errors import StoreError, StoreReadOnlyError, StoreUnavailableError
 from memory_core.store_errors import os_error
+
+if TYPE_CHECKING:
+    import numpy as np
 
 T = TypeVar("T")
 Metadata = dict[str, str | int | float | bool]
@@ -249,6 +251,8 @@ class ChromaVectorStore:
 
     def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
         self._reset_if_failed()
+        import numpy as np  # loads on first use: importing memory_core stays cheap
+
         col = self._collection(tenant, create=True)
         assert col is not None  # create=True always yields the collection
         metas = [{**m, "tenant": tenant} for m in metadatas]
@@ -332,6 +336,8 @@ class InMemoryVectorStore:
         self._rows: dict[str, dict[str, tuple[np.ndarray, str, Metadata]]] = {}
 
     def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
+        import numpy as np  # loads on first use: importing memory_core stays cheap
+
         rows = self._rows.setdefault(tenant, {})
         for i, e, d, m in zip(ids, embeddings, documents, metadatas, strict=True):
             rows[i] = (np.asarray(e, dtype=np.float64), d, {**m, "tenant": tenant})
@@ -342,6 +348,8 @@ class InMemoryVectorStore:
             rows.pop(i, None)
 
     def query(self, tenant, embedding, n, where=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
+        import numpy as np  # loads on first use: importing memory_core stays cheap
+
         q = np.asarray(embedding, dtype=np.float64)
         hits = [
             VectorHit(i, float(1.0 - np.dot(v, q) / (np.linalg.norm(v) * np.linalg.norm(q) or 1.0)))

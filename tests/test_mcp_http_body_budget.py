@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.support.http_raw import RawSession, serving
-from tests.support.mcp_harness import ROOT, SERVER_MODULE, server_env
+from tests.support.mcp_harness import ROOT, SERVER_COMMAND, server_env
 
 MAX_REQUEST = 200_000
 MAX_INFLIGHT = 500_000
@@ -155,7 +155,7 @@ def test_concurrent_large_recalls_are_answered_or_told_to_retry_never_dropped(ur
 
 def test_an_inflight_budget_smaller_than_one_request_refuses_to_start(tmp_path: Path) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", SERVER_MODULE, "--http", "--port", "0", "--data-dir", str(tmp_path / "data")],
+        [sys.executable, *SERVER_COMMAND, "--http", "--port", "0", "--data-dir", str(tmp_path / "data")],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
         env=server_env(MEMORY_CORE_SERVER_MAX_REQUEST_BYTES="100000", MEMORY_CORE_SERVER_MAX_INFLIGHT_BYTES="50000"),
     )  # fmt: skip

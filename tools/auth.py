@@ -31,6 +31,7 @@ from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
 TENANT_CLAIM = "tenant"
 AGENT_CLAIM = "agent"
+BRIDGE_CLAIM = "bridge"  # a bridged stdio client: its token's binding is the whole binding, unbound included
 _SHA256_HEX_LEN = 64
 
 
@@ -130,13 +131,16 @@ class TenantScope:
 
     def bound(self) -> str | None:
         token = get_access_token()
+        if token is not None and token.claims and token.claims.get(BRIDGE_CLAIM):
+            tenant = token.claims.get(TENANT_CLAIM)
+            return None if tenant is None else str(tenant)
         if token is not None and token.claims and token.claims.get(TENANT_CLAIM):
             return str(token.claims[TENANT_CLAIM])
         return self.configured
 
     def bound_agent(self) -> str | None:
         token = get_access_token()
-        if token is not None and token.claims and token.claims.get(TENANT_CLAIM):
+        if token is not None and token.claims and (token.claims.get(BRIDGE_CLAIM) or token.claims.get(TENANT_CLAIM)):
             agent = token.claims.get(AGENT_CLAIM)
             return None if agent is None else str(agent)
         return self.configured_agent

@@ -22,11 +22,13 @@ import importlib.metadata
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import uvicorn
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -36,11 +38,14 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
+from starlette.types import ASGIApp
 
 from memory_core.config import Settings
-from memory_core.errors import ConfigError
+from memory_core.errors import ConfigError, StoreLockedError
 from memory_core.service import MemoryCore
+from tools import shared_server
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
+from tools.bridge_auth import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier
 from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
@@ -64,6 +69,7 @@ from tools.mcp_tools import (
     query_recent_turns,
 )
 from tools.preview import PreviewShaper
+from tools.shared_server import new_secret
 from tools.stdio_replies import ParseErrorReplies
 
 SERVER_NAME = "memory-core"
@@ -159,6 +165,7 @@ def build_server(
     core: MemoryCore | None = None,
     with_tokens: bool = False,
     on_ready: Callable[[], None] | None = None,
+    bridge_verifier: BridgeTokenVerifier | None = None,
 ) -> MemoryMCPServer:
     """The server for ``settings``; ``with_tokens`` turns on bearer auth (HTTP only).
 
@@ -192,8 +199,10 @@ def build_server(
         # Resource-server mode with our own verifier: no OAuth routes are mounted; the
         # issuer URL is required by AuthSettings but unused without an auth provider.
         url = f"http://{settings.server.host}:{settings.server.port}"
+        configured: TokenVerifier = TokenTenantVerifier(settings.server.tokens)
         auth = {
-            "token_verifier": TokenTenantVerifier(settings.server.tokens),
+            "token_verifier": configured if bridge_verifier is None else ChainedTokenVerifier(
+                [bridge_verifier, configured]),
             "auth": AuthSettings(issuer_url=url, resource_server_url=None),
         }
     values, defaults = surface_values(settings), live_defaults(settings)
@@ -260,6 +269,7 @@ async def serve_stdio(settings: Settings, *, data_dir: str | None = None) -> Non
     """
     check_token_hashes(settings.server.tokens)
     core = await open_core(settings, data_dir)
+    core.warm_up_in_background()  # the embedder loads while the client initializes, not on its first call
     await build_server(settings, core=core).run_stdio_async()
 
 
@@ -268,10 +278,14 @@ async def serve_http(
     *,
     data_dir: str | None = None,
     announce: Callable[[str], None] | None = None,
+    shared: bool = False,
 ) -> None:
     """Serve streamable HTTP on ``settings.server.host:port`` (port 0 picks a free one).
 
     ``announce`` receives the endpoint URL once the stores are open and the socket listens.
+    The server also announces itself in its data directory, so stdio launches bridge to it
+    (:mod:`tools.shared_server`); ``shared`` is the background server those launches start:
+    it serves bridged clients only and stops after ``server.shared_idle_s`` without any.
     """
     host, port, tokens = settings.server.host, settings.server.port, settings.server.tokens
     check_token_hashes(tokens)
@@ -288,13 +302,19 @@ async def serve_http(
     sock.listen(128)
     bound_port = sock.getsockname()[1]
     url = f"http://{f'[{host}]' if family == socket.AF_INET6 else host}:{bound_port}{MCP_PATH}"
-    core = await open_core(settings, data_dir)  # before uvicorn: errors keep their own message
-    server = build_server(
-        settings,
-        core=core,
-        with_tokens=bool(tokens),
-        on_ready=(lambda: announce(url)) if announce else None,
-    )
+    # before uvicorn: errors keep their own message
+    core = await (open_core_when_free(settings, data_dir) if shared else open_core(settings, data_dir))
+    secret = new_secret()
+    bridge = BridgeTokenVerifier(secret)
+    local_url = url.replace(f"//{host}:", "//127.0.0.1:") if host in ("0.0.0.0", "") else url
+
+    def ready() -> None:
+        shared_server.announce(core.data_dir, local_url, secret, shared=shared)
+        core.warm_up_in_background()  # the embedder and Chroma load now, not on the first call
+        if announce is not None:
+            announce(url)
+
+    server = build_server(settings, core=core, with_tokens=bool(tokens), on_ready=ready, bridge_verifier=bridge)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
@@ -306,11 +326,43 @@ async def serve_http(
     from tools.ui import build_ui_app  # the operator's read-only inspector; jinja2 loads only for HTTP
 
     app.mount("/ui", build_ui_app(core))
+    inner: ASGIApp = app if tokens else BridgeAuth(app, bridge, require=shared)
     guarded = HttpGuard(
-        app,
+        inner,
         policy=HostPolicy.for_bind(host, bound_port),
         max_request_bytes=settings.server.max_request_bytes,
         max_inflight_bytes=settings.server.max_inflight_bytes,
     )
-    config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve(sockets=[sock])
+    tracker = ActivityTracker(guarded, bridge)
+    # open streams (GET, bridge attachments) must not hold a stopping server forever
+    config = uvicorn.Config(tracker, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    userver = uvicorn.Server(config)
+    try:
+        async with anyio.create_task_group() as tasks:
+            if shared:
+                tasks.start_soon(_stop_when_idle, userver, tracker, settings.server.shared_idle_s, core.data_dir)
+            await userver.serve(sockets=[sock])
+            tasks.cancel_scope.cancel()
+    finally:
+        shared_server.withdraw(core.data_dir)
+
+
+async def _stop_when_idle(userver: uvicorn.Server, tracker: ActivityTracker, idle_s: float, data_dir: Path) -> None:
+    """Stop the shared server once no client has had a request open (a GET stream counts) for ``idle_s``."""
+    while tracker.idle_for() < idle_s:
+        await anyio.sleep(min(1.0, idle_s / 4))
+    shared_server.withdraw(data_dir)  # new launches start a fresh server instead of joining this one
+    userver.should_exit = True
+
+
+async def open_core_when_free(settings: Settings, data_dir: str | None, wait_s: float = 5.0) -> MemoryCore:
+    """Open the stores, waiting while a shared server that is stopping still holds them."""
+    deadline = anyio.current_time() + wait_s
+    while True:
+        try:
+            return await open_core(settings, data_dir)
+        except StoreLockedError:
+            if anyio.current_time() >= deadline:
+                raise
+            await anyio.sleep(0.2)
+

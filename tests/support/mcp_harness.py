@@ -38,6 +38,8 @@ TEST_BUDGET_CHARS = 5000
 BASE_ENV = {
     "MEMORY_CORE_EMBEDDING_PROVIDER": "hash",
     "MEMORY_CORE_RECALL_FULL_CONTENT_BUDGET_CHARS": str(TEST_BUDGET_CHARS),
+    # stdio launches bridge to a shared background server: let it stop soon after a test's client leaves
+    "MEMORY_CORE_SERVER_SHARED_IDLE_S": "5",
 }
 
 

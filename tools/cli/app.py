@@ -42,6 +42,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    # Plain help: Rich's help renderer (rich, markdown-it) doubled the cost of `--help`
+    rich_markup_mode=None,
 )
 for group in (memories, inspect, transfer, maintenance, serve, ui, token):
     group.register(app)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -34,7 +34,9 @@ from memory_core.errors import (
     NotFoundError,
     StoreError,
 )
-from memory_core.service import MemoryCore
+
+if TYPE_CHECKING:
+    from memory_core.service import MemoryCore
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -105,6 +107,8 @@ class Common:
     @contextmanager
     def core(self) -> Iterator[MemoryCore]:
         """Open the store once for this command (settings: --config, then env), close it after."""
+        from memory_core.service import MemoryCore  # the store's modules load only for commands that open it
+
         core = MemoryCore.open(self.data_dir, config_path=self.config)
         try:
             yield core

@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from memory_core.admin import Operator
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
@@ -21,6 +20,8 @@ def tenants(
     JSON: {"tenants": [{tenant, memories, vectors, sessions, agents, last_activity}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
+    from memory_core.admin import Operator  # loads the graph store only when the command runs
+
     with opts.core() as core:
         rows = Operator(core).tenants()
     if opts.json:
@@ -47,6 +48,8 @@ def sessions(
     JSON: {"sessions": [{session, memories, turns, first_activity, last_activity, latest_handoff, episode}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
+    from memory_core.admin import Operator  # loads the graph store only when the command runs
+
     with opts.core() as core:
         rows = Operator(core).sessions(tenant_of(tenant))
     if opts.json:
@@ -65,6 +68,9 @@ def sessions(
 def stats(
     ctx: typer.Context,
     tenant: TenantOpt = None,
+    vectors: Annotated[
+        bool, typer.Option("--vectors", help="Also count the tenant's Chroma records (opens Chroma: slower).")
+    ] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -72,14 +78,18 @@ def stats(
     """A tenant's memories by type, sessions, agents, episodes, and the disk use of each store.
 
     Disk use is store-wide (all tenants share the Chroma directory and the graph database).
+    The graph answers alone (fast); --vectors also counts Chroma's records (`doctor` compares them).
 
-    Example: memory-core stats --tenant acme
+    Example: memory-core stats --tenant acme --vectors
 
-    JSON: {tenant, memories, by_type, private, sessions, agents, episodes, vectors, disk_bytes}
+    JSON: {tenant, memories, by_type, private, sessions, agents, episodes, vectors (null without --vectors),
+    disk_bytes}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
+    from memory_core.admin import Operator  # loads the graph store only when the command runs
+
     with opts.core() as core:
-        result = Operator(core).stats(tenant_of(tenant))
+        result = Operator(core).stats(tenant_of(tenant), count_vectors=vectors)
     if opts.json:
         render.emit_json(result.to_dict())
         return
@@ -91,7 +101,7 @@ def stats(
             "sessions": str(result.sessions),
             "agents": ", ".join(result.agents),
             "episodes": str(result.episodes),
-            "vector records": str(result.vectors),
+            "vector records": "not counted (--vectors)" if result.vectors is None else str(result.vectors),
         },
     )
     render.table("memories by type", ["type", "count"], sorted(result.by_type.items()))
@@ -118,6 +128,8 @@ def graph(
     JSON: {node, kind, label, edges: [{direction, kind, node: {…}}], more}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
+    from memory_core.admin import Operator  # loads the graph store only when the command runs
+
     with opts.core() as core:
         result = Operator(core).graph_neighbourhood(tenant_of(tenant), ref, depth)
     if opts.json:

@@ -6,14 +6,16 @@ import json
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_core import doctor as doctor_lib
 from memory_core.errors import InvalidInputError, StoreError
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt
+
+if TYPE_CHECKING:
+    from memory_core import doctor as doctor_lib
 
 DEFAULT_CONFIG = Path("memory-core.toml")
 TEMPLATE = "config.template.toml"
@@ -39,6 +41,8 @@ def doctor(
     JSON: {"ok", "counts": […], "findings": [{kind, tenant, ref, detail}], "recovered_at_open": […],
     and with --repair "repairs": [{kind, tenant, ref, action}], "remaining": […]}
     """
+    from memory_core import doctor as doctor_lib  # loads with the command, not with --help
+
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
         report = doctor_lib.repair(core) if repair else doctor_lib.check(core)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.tree import Tree
 
 from memory_core.models import MemoryRow, iso
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.tree import Tree
 
 PREVIEW = 80
 
@@ -21,6 +22,8 @@ WIDE = 160
 
 def console() -> Console:
     """A console on the current stdout (tests swap stdout; build it per call); wide when piped."""
+    from rich.console import Console  # rich loads for output only, not for --help
+
     out = Console(highlight=False, soft_wrap=False)
     if not out.is_terminal:
         out.width = WIDE
@@ -28,6 +31,8 @@ def console() -> Console:
 
 
 def err_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
@@ -42,6 +47,8 @@ def preview(text: str, chars: int = PREVIEW) -> str:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich.table import Table
+
     out = Table(title=title, show_lines=False, header_style="bold")
     for column in columns:
         out.add_column(column, overflow="fold")
@@ -76,6 +83,8 @@ def fields(title: str, values: dict[str, Any]) -> None:
 
 def tree(node: dict[str, Any]) -> None:
     """A graph neighbourhood (``Operator.graph_neighbourhood``) as a Rich tree."""
+    from rich.tree import Tree
+
     root = Tree(_label(node))
     _grow(root, node)
     console().print(root)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
 
-from memory_core.config import load_settings
 from memory_core.errors import ConfigError, MemoryCoreError
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, required, tenant_of
+
+if TYPE_CHECKING:
+    from memory_core.config import Settings
 
 
 def serve(
@@ -24,11 +25,25 @@ def serve(
     announce: Annotated[
         bool, typer.Option("--announce", help="Print the endpoint and an MCP client config snippet once ready.")
     ] = False,
+    exclusive: Annotated[
+        bool, typer.Option("--exclusive", help="stdio: open the stores in this process (one client per data "
+                           "directory) instead of bridging to the directory's shared server.")
+    ] = False,
+    shared: Annotated[
+        bool, typer.Option("--shared", hidden=True, help="The background server that stdio launches start.")
+    ] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the MCP server: stdio by default, or streamable HTTP with --http (loopback by default).
+
+    Over stdio, every client of one data directory shares one server: the first launch starts it
+    in the background (127.0.0.1, a free port, announced in the data directory with a secret
+    only its owner can read), later launches join it, and it stops after server.shared_idle_s
+    without clients. A running `serve --http` on the directory is joined the same way. The
+    tenant and agent binding (MEMORY_CORE_TENANT, MEMORY_CORE_AGENT) stays per client.
+    --exclusive keeps the stores in this one process instead.
 
     With --announce, HTTP prints the URL and a client config snippet on stdout once the stores
     are open and the socket listens (stdio prints the snippet on stderr: stdout is the protocol).
@@ -37,28 +52,49 @@ def serve(
 
     JSON (--announce --json): one line {"url", "transport", "client_config"}
     """
+    import anyio
+
+    from memory_core.config import load_settings  # loads with the command, not with --help
+
     opts = Common.of(ctx, config, data_dir, json_out)
     overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
     settings = load_settings(config, overrides={"server": overrides} if overrides else None)
-    from tools import mcp_server  # the MCP SDK loads only for this command
-
     where = None if data_dir is None else str(data_dir)
     try:
-        if http:
+        if http or shared:
+            from tools import mcp_server  # the MCP SDK loads only where this process serves MCP itself
+
             on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json)) if announce else None
             try:
-                anyio.run(lambda: mcp_server.serve_http(settings, data_dir=where, announce=on_ready))
+                anyio.run(lambda: mcp_server.serve_http(settings, data_dir=where, announce=on_ready, shared=shared))
             except OSError as exc:  # binding the socket: port in use, address not local, …
                 address = f"{settings.server.host}:{settings.server.port}"
                 raise ConfigError(f"Cannot listen on {address}: {exc.strerror or exc}.", key="server.port") from exc
-        else:
+        elif exclusive:
+            from tools import mcp_server
+
             if announce:
                 _announce_stdio(data_dir, config, opts.json)
             anyio.run(lambda: mcp_server.serve_stdio(settings, data_dir=where))
+        else:
+            if announce:
+                _announce_stdio(data_dir, config, opts.json)
+            _bridge(settings, data_dir, config)
     except KeyboardInterrupt:
         return
     except BaseExceptionGroup as group:  # anyio task groups wrap the lifespan's errors
         raise _first_memory_error(group) or group from None
+
+
+def _bridge(settings: Settings, data_dir: Path | None, config: Path | None) -> None:
+    """Bridge stdin/stdout to the data directory's shared server, starting it if none runs."""
+    from tools.bridge import Bridge  # stdlib only: a joining client answers tools/list in milliseconds
+    from tools.shared_server import ensure_shared_server
+
+    root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
+    bridge = Bridge(lambda: ensure_shared_server(root, config), settings.server.tenant, settings.server.agent,
+                    sys.stdin.buffer, sys.stdout.buffer)
+    bridge.run()
 
 
 def _first_memory_error(group: BaseExceptionGroup) -> MemoryCoreError | None:

@@ -13,7 +13,6 @@ import typer
 
 from memory_core.errors import InvalidInputError
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
-from tools.auth import hash_token, token_config_line
 from tools.cli import render
 from tools.cli.common import Common, JsonOpt
 
@@ -62,6 +61,8 @@ def token(
         raise InvalidInputError(
             f"'{agent[:80]}' is not an agent id: 1-128 printable characters without whitespace.", field="agent"
         )
+    from tools.auth import hash_token, token_config_line  # the MCP SDK's auth types load with the command
+
     value = secrets.token_urlsafe(TOKEN_BYTES)
     digest = hash_token(value)
     if tenant is None:

@@ -8,19 +8,22 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Annotated
+from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memory_core.errors import NotFoundError
-from memory_core.transfer import export_count, export_tenant, import_lines
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def _progress(quiet: bool) -> Progress:
     """A progress bar on stderr, shown only on a terminal (never in --json mode)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     out = render.err_console()
     return Progress(
         TextColumn("{task.description}"),
@@ -51,6 +54,8 @@ def export(
 
     JSON (with --out): {"tenant", "exported", "out"}; without --out the JSONL goes to stdout.
     """
+    from memory_core.transfer import export_count, export_tenant  # loads with the command, not with --help
+
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
         total = export_count(core, tenant_of(tenant))
@@ -100,6 +105,8 @@ def import_(
 
     JSON: {"lines", "written", "skipped", "remapped", "edges", "errors", "error_lines": [{line, code, message}]}
     """
+    from memory_core.transfer import import_lines  # loads with the command, not with --help
+
     opts = Common.of(ctx, config, data_dir, json_out)
     total = None if file == "-" else _count_lines(Path(file))
     with _source(file) as lines, opts.core() as core, _progress(opts.json) as bar:

@@ -8,10 +8,7 @@ from typing import Annotated
 
 import typer
 
-from memory_core.config import load_settings
 from memory_core.errors import ConfigError
-from memory_core.service import MemoryCore
-from tools.auth import is_loopback
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt
 
@@ -37,6 +34,10 @@ def ui(
 
     JSON (--announce --json): one line {"url"}
     """
+    from memory_core.config import load_settings  # loads with the command, not with --help
+    from memory_core.service import MemoryCore
+    from tools.auth import is_loopback
+
     opts = Common.of(ctx, config, data_dir, json_out)
     settings = load_settings(config)
     if not is_loopback(host):
