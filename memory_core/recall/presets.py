@@ -63,7 +63,7 @@ class RecallConfig:
     type_recency_half_life_days: float = 7.0
     # gate: rows whose confidence is below this are dropped, and rows whose relevance is
     # below min_relevance (recency and salience alone never carry a row through)
-    quality_gate: float = 0.2
+    quality_gate: float = 0.15
     min_relevance: float = 0.08
     evidence_gate: float = 0.3  # ... unless the row's own absolute evidence reaches this (0..1)
     row_gate: float | None = 0.0  # the confidence each row needs once the best passed (None: quality_gate)

@@ -2,10 +2,12 @@
 
 For each candidate row ``i`` (weights from :class:`RecallConfig`)::
 
-    base_i   = w_vector·v_i + w_window·w_i + w_turn·t_i + w_keyword·k_i + w_speaker·[author named]
+    base_i   = w_vector·v_i + a·(w_window·w_i + w_turn·t_i) + w_keyword·k_i + w_speaker·[author named]
+               (a non-turn row uses (w_window + w_turn)·t_i: its predecessor is unrelated text;
+                a = clamp(best rows' share of the query's words / adaptive_full, adaptive_min, 1))
     spread_i = base_i + spread_prev·base_next(i) + spread_next·base_prev(i)
-    s_i      = spread_i + w_time·τ_i                         (only when the query names dates)
-    rel_i    = s_i + w_session·sess(session_i) / max sess    (sess = mean of its best 3 s)
+    s_i      = spread_i + w_time·τ_i + w_time_relative·ρ_i·base_i/max base   (dates in the query)
+    rel_i    = s_i + w_session·sess(session_i) / max sess    (turns; sess = mean of its best 3 s)
 
 ``v`` is the cosine min-max scaled over the vector pool, ``w``/``t``/``k`` the window BM25,
 own-text BM25 and keyword scores over their best; adjacent memories of a pool row join the
