@@ -177,7 +177,7 @@ class Recaller:
         share = scoring.lexical_share(coverage, cfg)
         result.diagnostics["lexical_share"] = round(share, 3)
         scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k]["agent"] for k in cands},
-                            lexical_share=share)
+                            lexical_share=share, as_name=reading.as_name)
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, 2 * limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}

@@ -39,6 +39,7 @@ class RecallConfig:
     adaptive_full: float = 0.5
     adaptive_min: float = 0.5
     w_speaker: float = 2.0  # the row's author is an agent the query names
+    plain_name_share: float = 0.25  # share of w_speaker when the name reads as an ordinary word ("the user")
     speaker_scaled: bool = False  # the speaker bonus times the row's share of the best retriever score
     # graph: a row lends shares of its base to the adjacent memories of its session
     spread_prev: float = 0.4  # ... to the one before it (a hit is often the reply to a question)

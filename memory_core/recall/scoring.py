@@ -88,7 +88,7 @@ def lexical_share(best_coverage: float, cfg: RecallConfig) -> float:
 
 
 def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: bool, named: frozenset[str],
-                authors: dict[int, str], lexical_share: float = 1.0) -> None:
+                authors: dict[int, str], lexical_share: float = 1.0, as_name: frozenset[str] | None = None) -> None:
     """Retriever evidence and the speaker signal, per candidate."""
     if cfg.fusion == "rrf":
         for c in cands.values():
@@ -114,6 +114,8 @@ def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: boo
             if c.neighbour_of is None and authors.get(k) in named:  # joined neighbours only get the spread
                 c.speaker = authors[k]
                 bonus = cfg.w_speaker * (max(0.0, c.base) / top if cfg.speaker_scaled else 1.0)
+                if as_name is not None and authors[k] not in as_name:  # "the user", "the reviewer"
+                    bonus *= cfg.plain_name_share
                 c.base += bonus
                 c.graph += bonus
 
