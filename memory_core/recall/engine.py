@@ -211,7 +211,7 @@ class Recaller:
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
                                                             -attrs[item[1].id]["ts_us"], item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
-        refs = {k: memory_ref(k) for c in cands.values() for k in (c.neighbour_of, c.superseded_by) if k is not None}
+        refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by) if k is not None}
         result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
                            for conf, c in top if c.id in rows]
 
