@@ -21,8 +21,8 @@ class RecallConfig:
     """Everything that shapes one recall's ranking (see :mod:`memory_core.recall.scoring`)."""
 
     # candidate pools per retriever (each with the filters applied inside the query)
-    vector_pool: int = 100
-    lexical_pool: int = 100
+    vector_pool: int = 80
+    lexical_pool: int = 80
     keyword_pool: int = 30
     # fusion: "rsf" adds relative scores with the weights below; "rrf" adds 1/(rrf_k + rank)
     fusion: str = "rsf"
