@@ -9,6 +9,9 @@ session = session_N, timestamp = the session's date, agent = speaker, content =
 is recalled inside its own tenant and scored as ``../shared/data/README.md`` defines
 (any@k, all@k, frac@k for k = 5, 10 and MRR@20; micro and per category).
 
+Embeddings are cached outside the repository (``bench.embed_cache``; ``~/.cache/memory-core-bench``),
+so only the first run pays for MiniLM.
+
 In the same run, on the same data and embedder:
 - ``vector``: the question's embedding against the very Chroma collection recall uses
   (``core.vectors.query``), nearest first;

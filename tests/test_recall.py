@@ -138,14 +138,13 @@ def test_when_everything_is_below_the_gate_lexical_matches_come_back_flagged(
     backend: str, tmp_path: Path, request  # type: ignore[no-untyped-def]
 ) -> None:
     # the gate is calibrated for the default embedder, so this test runs the real MiniLM model
-    core = open_core(backend, tmp_path / "d", request, embedder=shared_minilm())
+    # the gate is set explicitly: this is about the fallback, not the calibrated default
+    core = open_core(backend, tmp_path / "d", request, embedder=shared_minilm(), recall={"quality_gate": 0.3})
     request.addfinalizer(core.close)
     core.add_memory("acme", "s", "a", "zebra", timestamp=ago(400))
     for i in range(20):
         core.add_memory("acme", "s", "a", f"unrelated chatter about lunch options number {i}", timestamp=ago(400))
-    # (the gate, recalibrated on LoCoMo, MADial and the coding workload, is 0.2 on the best row)
-    res = core.recall("acme",
-                      "zebra quantum chromodynamics lattice gauge boson spectroscopy eigenvalue renormalisation")
+    res = core.recall("acme", "zebra quantum chromodynamics lattice gauge boson spectroscopy theory")
     assert res.gate_fallback is True
     assert contents(res) == ["zebra"]
     assert all(m.match_reason is None for m in res.messages)

@@ -118,3 +118,14 @@ def test_holding_compares_prefixes_only_when_the_shorter_side_identifies_a_row()
     assert not holds(normalize("Yes"), normalize("Yes, the kiln firing schedule moved to Thursday."))
     assert not holds(normalize("Yes, the kiln firing schedule moved to Thursday."), normalize("Yes"))
     assert holds(normalize("Yes, the kiln firing schedule"), normalize("yes, the  kiln firing schedule moved"))
+
+
+def test_an_agent_named_like_an_ordinary_word_lifts_its_rows_less_than_a_written_name(core: MemoryCore) -> None:
+    for i in range(4):
+        core.add_memory("acme", f"s{i}", "user", f"can you look at the dashboard colours, item {i}?", role="user")
+    reply = core.add_memory("acme", "s9", "coder", "The retry loop now stops after three attempts.",
+                            role="assistant").ref
+    res = core.recall("acme", "what did we change in the retry loop for the user?", limit=3)
+    assert res.messages[0].ref == reply
+    reading = read_query("what did the user ask Caroline?", ["user", "Caroline"])
+    assert reading.named == {"user", "Caroline"} and reading.as_name == {"Caroline"}

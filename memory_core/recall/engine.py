@@ -5,15 +5,19 @@ Pipeline for one query inside one tenant:
 1. reading (:mod:`.query`): agents the query names (from the tenant's AGENT nodes), absolute
    dates, the text to embed and the words to match;
 2. candidates: Chroma (cosine), the tenant's window FTS5 table (BM25 over a memory and the
-   one before it) and keyword phrases, each with the filters pushed down so filtering
-   happens before any top-N cut;
+   one before it; in tenants holding other kinds of memory also ranked by the memory's own
+   text) and keyword phrases, each with the filters pushed down so filtering happens before
+   any top-N cut;
 3. join: every candidate is re-checked against its AGENT_MEMORY node (tenant, visibility,
-   filters) and ``exclude_contents``; the adjacent memories of its session join the pool
-   under the same checks; SUPERSEDES edges mark older links of a handoff chain;
-4. scoring (:mod:`.scoring`): relative-score fusion, speaker, neighbour spread, dates,
-   session support, superseded penalty;
+   filters) and ``exclude_contents``; dialogue turns (type ``turn``) link to the adjacent
+   turns of their session, which join the pool under the same checks; SUPERSEDES edges mark
+   older links of a handoff chain;
+4. scoring (:mod:`.scoring`): relative-score fusion with the lexical weight adapted to how
+   much of the query the lexical branch's best rows hold; speaker, dates; for dialogue turns
+   only: window BM25, neighbour spread and session support; superseded penalty;
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
-   drops weak rows, falling back to lexical matches rather than returning nothing.
+   asks whether the query matched at all (its best row) and falls back to lexical matches
+   rather than return nothing; rows then need only a minimal relevance.
 """
 
 from __future__ import annotations
@@ -176,7 +180,7 @@ class Recaller:
         share = scoring.lexical_share(coverage, cfg)
         result.diagnostics["lexical_share"] = round(share, 3)
         scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k]["agent"] for k in cands},
-                            lexical_share=share)
+                            lexical_share=share, as_name=reading.as_name)
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, 2 * limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
@@ -210,7 +214,7 @@ class Recaller:
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
                                                             -attrs[item[1].id]["ts_us"], item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
-        refs = {k: memory_ref(k) for c in cands.values() for k in (c.neighbour_of, c.superseded_by) if k is not None}
+        refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by) if k is not None}
         result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
                            for conf, c in top if c.id in rows]
 

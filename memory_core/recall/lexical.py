@@ -79,12 +79,13 @@ class LexicalIndex:
         terms = self._prune_common(table, terms, tenant_rows)
         if not terms:
             return []
-        if own:  # rank by the own-text score; the window score rides along
-            ranks = f"bm25({table}, 1.0, 0.0) AS rank, bm25({table}, 1.0, 1.0) AS win, bm25({table}, 1.0, 0.0)"
+        # two bm25() calls per matched row at most: each one costs a pass over the row's postings
+        if own:  # ranked by the own-text score; the window score rides along
+            ranks = f"bm25({table}, 1.0, 0.0) AS rank, bm25({table}, 1.0, 1.0)"
         elif window:
-            ranks = f"bm25({table}, 1.0, 1.0) AS rank, bm25({table}, 1.0, 1.0), bm25({table}, 1.0, 0.0)"
+            ranks = f"bm25({table}, 1.0, 1.0) AS rank, bm25({table}, 1.0, 0.0)"
         else:
-            ranks = f"bm25({table}) AS rank, bm25({table}), bm25({table})"
+            ranks = f"bm25({table}) AS rank, 0.0"
         if filters.selective:
             where, args = filters.sql_where()
             sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {table}.rowid "
@@ -93,7 +94,11 @@ class LexicalIndex:
             sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?"
             args = []
         rows = self.db.conn.execute(sql, [_match_any(terms), *args, limit]).fetchall()
-        return [LexicalHit(int(i), -float(win), max(0.0, -float(turn))) for i, _rank, win, turn in rows]
+        if own:  # (id, own, window)
+            return [LexicalHit(int(i), -float(win), max(0.0, -float(rank))) for i, rank, win in rows]
+        if window:  # (id, window, own)
+            return [LexicalHit(int(i), -float(rank), max(0.0, -float(turn))) for i, rank, turn in rows]
+        return [LexicalHit(int(i), -float(rank), -float(rank)) for i, rank, _zero in rows]
 
     def _prune_common(self, table: str, terms: list[str], tenant_rows: int) -> list[str]:
         """Drop terms that occur in a large share of a big tenant's rows.

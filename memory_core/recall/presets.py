@@ -21,8 +21,8 @@ class RecallConfig:
     """Everything that shapes one recall's ranking (see :mod:`memory_core.recall.scoring`)."""
 
     # candidate pools per retriever (each with the filters applied inside the query)
-    vector_pool: int = 100
-    lexical_pool: int = 100
+    vector_pool: int = 80
+    lexical_pool: int = 80
     keyword_pool: int = 30
     # fusion: "rsf" adds relative scores with the weights below; "rrf" adds 1/(rrf_k + rank)
     fusion: str = "rsf"
@@ -39,6 +39,7 @@ class RecallConfig:
     adaptive_full: float = 0.5
     adaptive_min: float = 0.5
     w_speaker: float = 2.0  # the row's author is an agent the query names
+    plain_name_share: float = 0.25  # share of w_speaker when the name reads as an ordinary word ("the user")
     speaker_scaled: bool = False  # the speaker bonus times the row's share of the best retriever score
     # graph: a row lends shares of its base to the adjacent memories of its session
     spread_prev: float = 0.4  # ... to the one before it (a hit is often the reply to a question)
@@ -63,7 +64,7 @@ class RecallConfig:
     type_recency_half_life_days: float = 7.0
     # gate: rows whose confidence is below this are dropped, and rows whose relevance is
     # below min_relevance (recency and salience alone never carry a row through)
-    quality_gate: float = 0.2
+    quality_gate: float = 0.15
     min_relevance: float = 0.08
     evidence_gate: float = 0.3  # ... unless the row's own absolute evidence reaches this (0..1)
     row_gate: float | None = 0.0  # the confidence each row needs once the best passed (None: quality_gate)

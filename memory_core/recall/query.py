@@ -57,15 +57,20 @@ class QueryReading:
     terms: list[str]  # what BM25 matches (OR of quoted words)
     named: frozenset[str] = field(default_factory=frozenset)  # agents the query names
     dates: list[DateWindow] = field(default_factory=list)
+    # named agents written as a name (capitalised, digits, punctuation); the others read as ordinary words
+    as_name: frozenset[str] = field(default_factory=frozenset)
 
 
 _POSSESSIVE = re.compile(r"'s\b", re.I)
 
 
-def named_agents(query: str, agents: AgentNameIndex | Iterable[str]) -> tuple[frozenset[str], list[tuple[int, int]]]:
-    """The tenant's agents that the query names as whole words (case-insensitive), and the
-    spans naming them. Names that are stopwords or single letters cannot be told from
-    ordinary words."""
+def named_agents(query: str, agents: AgentNameIndex | Iterable[str]
+                 ) -> tuple[frozenset[str], frozenset[str], list[tuple[int, int]]]:
+    """The tenant's agents that the query names as whole words (case-insensitive); those of
+    them written as a name at least once (a capital, a digit or punctuation: "Caroline",
+    "bot-7.x", not "the user"); and the spans naming them. Names that are stopwords or single
+    letters cannot be told from ordinary words."""
+    written_as_name: set[str] = set()
     if not isinstance(agents, AgentNameIndex):
         index = AgentNameIndex()
         for agent in agents:
@@ -74,26 +79,29 @@ def named_agents(query: str, agents: AgentNameIndex | Iterable[str]) -> tuple[fr
     found: set[str] = set()
     spans: list[tuple[int, int]] = []
     for m in agents.find(query):
-        key = query[m.start:m.end].casefold()
+        said = query[m.start:m.end]
+        key = said.casefold()
         if len(key) < 2 or key in STOPWORDS:
             continue
         found.add(m.name)
+        if not (said.isalpha() and said.islower()):
+            written_as_name.add(m.name)
         end = m.end
         if (tail := _POSSESSIVE.match(query, end)) is not None:
             end = tail.end()
         spans.append((m.start, end))
-    return frozenset(found), spans
+    return frozenset(found), frozenset(written_as_name), spans
 
 
 def read_query(query: str, agents: AgentNameIndex | Iterable[str], anchor: datetime | None = None) -> QueryReading:
     """Read ``query``: named agents, dates (relative ones against ``anchor``), embedded and matched text."""
-    named, spans = named_agents(query, agents)
+    named, as_name, spans = named_agents(query, agents)
     chars = list(query)
     for start, end in spans:
         chars[start:end] = [" "] * (end - start)
     stripped = strip_dates("".join(chars))
     semantic = " ".join(stripped.split()) or query
-    return QueryReading(query, semantic, words(stripped), named, parse_dates(query, anchor))
+    return QueryReading(query, semantic, words(stripped), named, parse_dates(query, anchor), as_name)
 
 
 __all__ = ["DateWindow", "QueryReading", "date_score", "named_agents", "parse_dates", "read_query", "words"]

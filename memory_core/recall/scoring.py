@@ -2,10 +2,12 @@
 
 For each candidate row ``i`` (weights from :class:`RecallConfig`)::
 
-    base_i   = w_vector·v_i + w_window·w_i + w_turn·t_i + w_keyword·k_i + w_speaker·[author named]
+    base_i   = w_vector·v_i + a·(w_window·w_i + w_turn·t_i) + w_keyword·k_i + w_speaker·[author named]
+               (a non-turn row uses (w_window + w_turn)·t_i: its predecessor is unrelated text;
+                a = clamp(best rows' share of the query's words / adaptive_full, adaptive_min, 1))
     spread_i = base_i + spread_prev·base_next(i) + spread_next·base_prev(i)
-    s_i      = spread_i + w_time·τ_i                         (only when the query names dates)
-    rel_i    = s_i + w_session·sess(session_i) / max sess    (sess = mean of its best 3 s)
+    s_i      = spread_i + w_time·τ_i + w_time_relative·ρ_i·base_i/max base   (dates in the query)
+    rel_i    = s_i + w_session·sess(session_i) / max sess    (turns; sess = mean of its best 3 s)
 
 ``v`` is the cosine min-max scaled over the vector pool, ``w``/``t``/``k`` the window BM25,
 own-text BM25 and keyword scores over their best; adjacent memories of a pool row join the
@@ -86,7 +88,7 @@ def lexical_share(best_coverage: float, cfg: RecallConfig) -> float:
 
 
 def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: bool, named: frozenset[str],
-                authors: dict[int, str], lexical_share: float = 1.0) -> None:
+                authors: dict[int, str], lexical_share: float = 1.0, as_name: frozenset[str] | None = None) -> None:
     """Retriever evidence and the speaker signal, per candidate."""
     if cfg.fusion == "rrf":
         for c in cands.values():
@@ -112,6 +114,8 @@ def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: boo
             if c.neighbour_of is None and authors.get(k) in named:  # joined neighbours only get the spread
                 c.speaker = authors[k]
                 bonus = cfg.w_speaker * (max(0.0, c.base) / top if cfg.speaker_scaled else 1.0)
+                if as_name is not None and authors[k] not in as_name:  # "the user", "the reviewer"
+                    bonus *= cfg.plain_name_share
                 c.base += bonus
                 c.graph += bonus
 
