@@ -57,12 +57,12 @@ async def test_get_contents_answers_every_ref_sent_under_the_exact_string_duplic
 async def test_auto_project_without_a_viewer_says_no_viewer_was_given(acme: Caller) -> None:
     nobody = await acme.ok("recall", query="anything", project_id="@auto")
     assert nobody["resolved_project_id"] == ""
-    assert "No viewer was given" in nobody["operating_context_warning"]
-    assert "None" not in nobody["operating_context_warning"]
+    assert "No viewer was given" in nobody["warning"]
+    assert "None" not in nobody["warning"]
     stranger = await acme.ok("recall", query="anything", project_id="@auto", viewer="stranger")
-    assert "Agent 'stranger' has no default project" in stranger["operating_context_warning"]
+    assert "Agent 'stranger' has no default project" in stranger["warning"]
     planner = await acme.ok("recall", query="anything", project_id="@auto", viewer="planner")
-    assert planner["resolved_project_id"] == "proj-x" and "operating_context_warning" not in planner
+    assert planner["resolved_project_id"] == "proj-x" and "warning" not in planner
 
 
 @pytest.mark.anyio

@@ -142,10 +142,11 @@ def test_a_plaintext_token_in_the_config_refuses_to_start(tmp_path: Path) -> Non
     assert "sha256" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_a_second_server_on_the_same_data_directory_exits_with_store_locked(tmp_path: Path) -> None:
+def test_a_second_exclusive_server_on_the_same_data_directory_exits_with_store_locked(tmp_path: Path) -> None:
+    # a plain stdio launch joins the running server instead (tests/test_shared_server.py)
     with running_http_server(tmp_path / "data"):
         run = subprocess.run(
-            [sys.executable, *SERVER_COMMAND, "--data-dir", str(tmp_path / "data")],
+            [sys.executable, *SERVER_COMMAND, "--exclusive", "--data-dir", str(tmp_path / "data")],
             cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
         )  # fmt: skip
     assert run.returncode == EXIT_STORE

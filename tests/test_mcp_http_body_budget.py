@@ -159,5 +159,5 @@ def test_an_inflight_budget_smaller_than_one_request_refuses_to_start(tmp_path: 
         cwd=ROOT, capture_output=True, text=True, timeout=60,
         env=server_env(MEMORY_CORE_SERVER_MAX_REQUEST_BYTES="100000", MEMORY_CORE_SERVER_MAX_INFLIGHT_BYTES="50000"),
     )  # fmt: skip
-    assert run.returncode == 2
+    assert run.returncode == 5  # CONFIG_INVALID's exit code
     assert "server.max_inflight_bytes" in run.stderr and "Traceback" not in run.stderr

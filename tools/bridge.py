@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from memory_core.errors import MemoryCoreError
+from tools.bridge_lines import read_line
 from tools.shared_server import Announcement, SharedServerError, bridge_token
 
 MCP_PATH = "/mcp"
@@ -91,10 +92,9 @@ class Bridge:
         for line in iter(self._stdin.readline, b""):
             if not line.strip():
                 continue
-            try:
-                message = json.loads(line)
-            except ValueError as exc:
-                self._write({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {exc}"}})
+            message, refusal = read_line(line)
+            if refusal is not None or message is None:
+                self._write(refusal or {})
                 continue
             if isinstance(message, dict) and message.get("method") in ("initialize", "notifications/initialized"):
                 self._forward(message)  # in order: the session exists before anything else is sent

@@ -21,7 +21,6 @@ from tools.cli.common import (
     required,
     tenant_of,
 )
-from tools.preview import recall_response
 
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="Session id.")]
 AgentOpt = Annotated[str | None, typer.Option("--agent", "-a", help="Agent id.")]
@@ -113,6 +112,8 @@ def recall(
             deep=deep, preset=preset,
         )
     if opts.json:
+        from tools.preview import recall_response  # the one recall envelope; loads with the command
+
         render.emit_json(recall_response(result, [m.to_dict() for m in result.messages]))
         return
     render.memory_table(f"recall: {len(result.messages)} rows", result.messages, scored=True)
