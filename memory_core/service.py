@@ -393,12 +393,11 @@ class MemoryCore:
             if not isinstance(entry, Mapping) or not isinstance(entry.get("content"), str):
                 raise InvalidInputError("Each context entry needs a string 'content'.", field="context")
             texts.append(entry["content"])
-        exclude = [*(exclude_contents or []), *(t for t in texts if normalize(t))]
         recent = " ".join(texts[-4:])[-2000:]
         return self.recaller.recall(
             tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
-            source_id=source_id, project_id=project_id, exclude_contents=exclude, deep=deep, preset=preset, now=now,
-            context_text=recent or None,
+            source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep, preset=preset,
+            now=now, context_text=recent or None, held_context=[t for t in texts if normalize(t)],
         )
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------

@@ -85,6 +85,7 @@ class Recaller:
         channel: str | None = None, source_id: str | None = None, project_id: Any = UNSET,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
         context_text: str | None = None, now: datetime | str | None = None,
+        held_context: Sequence[str] = (),
     ) -> RecallResult:
         started = time.perf_counter()
         tenant = v.tenant(tenant)
@@ -100,7 +101,7 @@ class Recaller:
         scope = resolve_project(project_id, viewer, self.settings.operating_context.agents)
         filters = RecallFilters.build(
             tenant, viewer, scope, type=type, session=session, agent=agent, channel=channel,
-            source_id=source_id, exclude_contents=exclude_contents,
+            source_id=source_id, exclude_contents=exclude_contents, held_context=held_context,
         )
         result = RecallResult([], resolved_project_id=scope.resolved_project_id,
                               operating_context_warning=scope.warning)
@@ -146,7 +147,7 @@ class Recaller:
             return attrs is not None and filters.admits(attrs)
 
         for _ts, mem_id in index.newest_before(filters.tenant, session, None, accept):
-            if filters.exclude:
+            if filters.excludes:
                 content = g.contents(filters.tenant, [mem_id]).get(mem_id, "")
                 if filters.excluded(content):
                     continue
@@ -166,11 +167,11 @@ class Recaller:
         # best own-text BM25 rows (the query's quality is a maximum: weaker rows cannot set it)
         covered = {c.id for c in sorted((c for c in cands.values() if c.turn), key=lambda c: -(c.turn or 0.0))
                    [:COVERAGE_ROWS]}
-        wanted = {k: a for k, a in attrs.items() if filters.exclude or k in covered}
+        wanted = {k: a for k, a in attrs.items() if filters.excludes or k in covered}
         contents = self._contents(filters.tenant, wanted)
         for mem_id in list(cands):
             gone = mem_id not in attrs or (mem_id in wanted and mem_id not in contents)
-            if gone or (filters.exclude and filters.excluded(contents[mem_id])):
+            if gone or (filters.excludes and filters.excluded(contents[mem_id])):
                 del cands[mem_id]
             else:
                 cands[mem_id].dialogue = attrs[mem_id].get("type") == "turn"
@@ -280,7 +281,7 @@ class Recaller:
                 elif not cands[nid].dialogue:
                     continue
                 setattr(c, side, nid)
-        if filters.exclude and joined:
+        if filters.excludes and joined:
             held = g.contents(tenant, list(joined))
             for nid in list(joined):
                 if nid not in held or filters.excluded(held[nid]):

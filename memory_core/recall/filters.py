@@ -67,13 +67,20 @@ def normalize(text: str) -> str:
 
 
 def holds(held: str, content: str) -> bool:
-    """True when ``held`` (normalized) stands for ``content`` (normalized): equal, or one a
-    prefix of the other while the shorter has at least ``PREFIX_MIN_CHARS`` characters (a
-    preview is a prefix of its row; "Yes" is not the row "Yes, the kiln moved to Thursday")."""
+    """True when a context entry ``held`` (normalized) stands for ``content`` (normalized): equal,
+    or one a prefix of the other while the shorter has at least ``PREFIX_MIN_CHARS`` characters
+    (a preview is a prefix of its row; the reply "Yes" is not the row "Yes, the kiln moved to
+    Thursday")."""
     if held == content:
         return True
     if min(len(held), len(content)) < PREFIX_MIN_CHARS:
         return False
+    return content.startswith(held) or held.startswith(content)
+
+
+def prefixes(held: str, content: str) -> bool:
+    """The SPEC's rule for ``exclude_contents``, strings the caller chose to send: one of the two
+    (normalized) is a prefix of the other, whatever their length."""
     return content.startswith(held) or held.startswith(content)
 
 
@@ -87,7 +94,8 @@ class RecallFilters:
     channel: str | None = None
     source_id: str | None = None
     project: str | None = None  # see ProjectScope
-    exclude: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()  # exclude_contents: prefix either way (SPEC)
+    held_context: tuple[str, ...] = ()  # recall_with_context's entries: see :func:`holds`
 
     @classmethod
     def build(cls, tenant: str, viewer: object, scope: ProjectScope, **fields: Any) -> RecallFilters:
@@ -95,6 +103,7 @@ class RecallFilters:
         exclude = fields.get("exclude_contents") or ()
         if isinstance(exclude, str) or not all(isinstance(x, str) for x in exclude):
             raise InvalidInputError("'exclude_contents' must be a list of strings.", field="exclude_contents")
+        held = fields.get("held_context") or ()
         source_id = fields.get("source_id")
         if source_id is not None and (not isinstance(source_id, str) or len(source_id) > MAX_SOURCE_ID):
             raise InvalidInputError(f"'source_id' must be a string of at most {MAX_SOURCE_ID} characters.",
@@ -109,6 +118,7 @@ class RecallFilters:
             source_id=source_id or None,
             project=scope.project,
             exclude=tuple(n for n in (normalize(x) for x in exclude) if n),
+            held_context=tuple(n for n in (normalize(x) for x in held) if n),
         )
 
     def admits(self, a: dict[str, Any]) -> bool:
@@ -153,12 +163,17 @@ class RecallFilters:
             return False
         return not (self.session and a["session"] != self.session)
 
+    @property
+    def excludes(self) -> bool:
+        """True when the caller holds strings that may exclude rows."""
+        return bool(self.exclude or self.held_context)
+
     def excluded(self, content: str) -> bool:
-        """Whether the caller already holds this row (see :func:`holds`)."""
-        if not self.exclude:
+        """Whether the caller already holds this row (see :func:`prefixes` and :func:`holds`)."""
+        if not self.excludes:
             return False
         text = normalize(content)
-        return any(holds(x, text) for x in self.exclude)
+        return any(prefixes(x, text) for x in self.exclude) or any(holds(x, text) for x in self.held_context)
 
     @property
     def selective(self) -> bool:
