@@ -129,3 +129,4 @@ def test_an_agent_named_like_an_ordinary_word_lifts_its_rows_less_than_a_written
     assert res.messages[0].ref == reply
     reading = read_query("what did the user ask Caroline?", ["user", "Caroline"])
     assert reading.named == {"user", "Caroline"} and reading.as_name == {"Caroline"}
+    assert "user" in reading.terms and "caroline" not in reading.terms  # an ordinary word stays one to match

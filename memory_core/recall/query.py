@@ -68,8 +68,9 @@ def named_agents(query: str, agents: AgentNameIndex | Iterable[str]
                  ) -> tuple[frozenset[str], frozenset[str], list[tuple[int, int]]]:
     """The tenant's agents that the query names as whole words (case-insensitive); those of
     them written as a name at least once (a capital, a digit or punctuation: "Caroline",
-    "bot-7.x", not "the user"); and the spans naming them. Names that are stopwords or single
-    letters cannot be told from ordinary words."""
+    "bot-7.x", not "the user"); and the spans written as a name, which the embedded and matched
+    text leave out (a name said as an ordinary word — "the ghost" — stays a word to match).
+    Names that are stopwords or single letters cannot be told from ordinary words."""
     written_as_name: set[str] = set()
     if not isinstance(agents, AgentNameIndex):
         index = AgentNameIndex()
@@ -84,8 +85,9 @@ def named_agents(query: str, agents: AgentNameIndex | Iterable[str]
         if len(key) < 2 or key in STOPWORDS:
             continue
         found.add(m.name)
-        if not (said.isalpha() and said.islower()):
-            written_as_name.add(m.name)
+        if said.isalpha() and said.islower():
+            continue
+        written_as_name.add(m.name)
         end = m.end
         if (tail := _POSSESSIVE.match(query, end)) is not None:
             end = tail.end()

@@ -46,7 +46,8 @@ BASE_ENV = {
 def stdio_params(data_dir: Path, **env: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=[*SERVER_COMMAND, "--data-dir", str(data_dir)],
+        # the in-process server: the stdio bridge to a shared server has its own suite (test_shared_server.py)
+        args=[*SERVER_COMMAND, "--exclusive", "--data-dir", str(data_dir)],
         env={**BASE_ENV, **env},
         cwd=str(ROOT),
     )
