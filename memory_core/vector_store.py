@@ -50,8 +50,11 @@ class VectorStore(Protocol):
     def delete(self, tenant: str, ids: Sequence[str]) -> None: ...
 
     def query(
-        self, tenant: str, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None
-    ) -> list[VectorHit]: ...
+        self, tenant: str, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[VectorHit]:
+        """The ``n`` nearest rows, among those ``where`` matches and (when given) among ``ids``."""
+        ...
 
     def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]: ...
 
@@ -269,14 +272,14 @@ class ChromaVectorStore:
         if col is not None and ids:
             self._run(lambda: col.delete(ids=list(ids)))
 
-    def query(self, tenant, embedding, n, where=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
+    def query(self, tenant, embedding, n, where=None, ids=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
         col = self._collection(tenant, create=False)
-        if col is None or n <= 0:
+        if col is None or n <= 0 or (ids is not None and not ids):
             return []
         res = self._run(
             lambda: col.query(
                 query_embeddings=[list(embedding)], n_results=n, where=_scoped(tenant, where),
-                include=["distances"],
+                ids=None if ids is None else list(ids), include=["distances"],
             )
         )
         return [VectorHit(i, float(d)) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
@@ -347,13 +350,15 @@ class InMemoryVectorStore:
         for i in ids:
             rows.pop(i, None)
 
-    def query(self, tenant, embedding, n, where=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
+    def query(self, tenant, embedding, n, where=None, ids=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
         import numpy as np  # loads on first use: importing memory_core stays cheap
 
         q = np.asarray(embedding, dtype=np.float64)
+        rows = self._rows.get(tenant, {})
+        picked = rows.items() if ids is None else [(i, rows[i]) for i in dict.fromkeys(ids) if i in rows]
         hits = [
             VectorHit(i, float(1.0 - np.dot(v, q) / (np.linalg.norm(v) * np.linalg.norm(q) or 1.0)))
-            for i, (v, _d, m) in self._rows.get(tenant, {}).items()
+            for i, (v, _d, m) in picked
             if m.get("tenant") == tenant and _matches(m, where)
         ]
         return sorted(hits, key=lambda h: h.distance)[:n]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,20 +145,21 @@ class RecallFilters:
             return stored is None or stored == self.project
         return True
 
-    def admits_episode(self, a: dict[str, Any]) -> bool:
+    def admits_episode(self, a: dict[str, Any], has_channel: Callable[[str, str, str], bool] | None = None) -> bool:
         """Episodes summarize a whole session: no author, no per-user source, global pool.
 
         - ``agent`` set: skipped (an episode has no author).
         - ``source_id`` set: skipped, unless ``channel`` is set too, which scopes episodes to
           one conversation and re-admits them.
-        - ``channel`` set: admitted (an episode recorded with a channel must match it; today's
-          episodes record none, they cover their session).
+        - ``channel`` set: admitted only when the episode's session holds shared memories in
+          that channel (``has_channel(tenant, session, channel)``, the graph's
+          :meth:`graph.field_index.FieldIndex.session_has_channel`); without it, none is.
         """
         if a.get("tenant") != self.tenant or self.agent:
             return False
         if self.source_id and not self.channel:
             return False
-        if self.channel and a.get("channel") not in (None, self.channel):
+        if self.channel and (has_channel is None or not has_channel(self.tenant, a["session"], self.channel)):
             return False
         if self.type and self.type != "episode":
             return False
