@@ -10,7 +10,9 @@ A metadata-filtered Chroma query scans the filter's clauses over the whole colle
    filter's estimated share, at most :data:`OVERFETCH_MAX` pools), post-filtered on the graph
    node. The admitted rows of the unfiltered top-M are the first rows of the filtered ranking,
    so when at least a pool of them survive they *are* the filtered top-N;
-3. ``where``: when too few survive, the filter pushed down to Chroma, as before.
+3. ``where``: when too few survive, the filter pushed down to Chroma, as before; a
+   ``source_id`` prefix has no Chroma form, so then (``scan``) every row the graph admits
+   is enumerated and queried by ``ids``.
 
 Every path keeps the rule that a filter applies before the top-N cut.
 """
@@ -30,9 +32,10 @@ OVERFETCH_MAX = 8  # an unfiltered over-fetch asks for at most this many pools
 UNKNOWN_SHARE = 0.5  # the share assumed for filters no index measures (project, source_id)
 
 
-def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int = EXACT_MAX) -> list[str] | None:
+def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = EXACT_MAX) -> list[str] | None:
     """Refs of every row (memories and episodes) the filter admits, or None when the graph cannot
-    enumerate them cheaply (no indexed field is set, or the smallest index holds over ``limit``)."""
+    enumerate them cheaply (no indexed field is set, or the smallest index holds over ``limit``).
+    With ``limit=None`` the tenant's rows are scanned when no index narrows them."""
     tenant = f.tenant
     candidates: list[Any] = []
     if f.session:
@@ -42,12 +45,16 @@ def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int = EXACT_MAX) ->
             ids = graph.fields.ids(tenant, field, value)
             candidates.append((len(ids), ids))
     if not candidates:
-        return None
+        if limit is not None:
+            return None
+        candidates.append((graph.memory_count(tenant), "tenant"))
     size, smallest = min(candidates, key=lambda c: c[0])
-    if size > limit:
+    if limit is not None and size > limit:
         return None
     if smallest == "session":
         source: Any = (key[1] for key in graph.all_index.newest_before(tenant, f.session or "", None, _all))
+    elif smallest == "tenant":
+        source = (key[1] for key in graph.tenant_index.newest_before(tenant, "", None, _all))
     else:
         source = smallest
     out = []
@@ -108,12 +115,12 @@ def filtered_hits(
     graph: GraphStore, vectors: VectorStore, f: RecallFilters, embedding: Sequence[float], pool: int,
 ) -> tuple[list[VectorHit], str]:
     """The vector pool under ``f`` and the path that produced it (``unfiltered``, ``ids``,
-    ``overfetch`` or ``where``). The graph is read under its lock; Chroma is called outside it."""
+    ``overfetch``, ``scan`` or ``where``). The graph is read under its lock; Chroma is called outside it."""
     where = f.chroma_where()
     if where is None and not f.source_id:
         return vectors.query(f.tenant, embedding, pool), "unfiltered"
     with graph.db.lock:
-        ids = admitted_ids(graph, f)
+        ids = admitted_ids(graph, f, EXACT_MAX)
         fraction = share(graph, f) if ids is None else 1.0
     if ids is not None:
         return (vectors.query(f.tenant, embedding, min(pool, len(ids)), ids=ids) if ids else []), "ids"
@@ -123,6 +130,11 @@ def filtered_hits(
         hits = vectors.query(f.tenant, embedding, n)
         with graph.db.lock:
             kept = [h for h in hits if _admits(graph, f, h)]
-        if len(kept) >= pool or len(hits) < n or where is None:  # enough, or the whole collection seen
+        if len(kept) >= pool or len(hits) < n:  # enough, or the whole collection seen
             return kept[:pool], "overfetch"
+    if f.source_id:  # no where expresses a source_id prefix: score every admitted row
+        with graph.db.lock:
+            ids = admitted_ids(graph, f, limit=None)
+        if ids is not None:
+            return (vectors.query(f.tenant, embedding, min(pool, len(ids)), ids=ids) if ids else []), "scan"
     return vectors.query(f.tenant, embedding, pool, where), "where"
