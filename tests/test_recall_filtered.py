@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory_core import MemoryCore
+from memory_core import MemoryCore, vector_store
 from memory_core.embedding import HashEmbedder
 from memory_core.recall import vector_branch
 from memory_core.recall.filters import RecallFilters, resolve_project
@@ -106,17 +106,20 @@ def same(a: list[Any], b: list[Any]) -> bool:
 
 
 def test_every_path_serves_the_same_pool(store: MemoryCore, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Forcing the over-fetch and then the where scan returns what the ids path returned."""
+    """The over-fetch, the ids query (exact in numpy, or Chroma's own) and the where scan agree."""
     f = build(None, type="turn")  # turns hold distinct texts: no ties in the ranking
     query = HashEmbedder().embed(["orion vault billing"])[0]
-    by_ids, path = filtered_hits(store.graph, store.vectors, f, query, 10)
-    assert path == "ids"
-    monkeypatch.setattr(vector_branch, "EXACT_MAX", 0)
     over, path = filtered_hits(store.graph, store.vectors, f, query, 10)
-    assert path == "overfetch" and same(over, by_ids)
-    monkeypatch.setattr(vector_branch, "OVERFETCH_MAX", 1)  # one pool is less than the turns' share needs
+    assert path == "overfetch" and len(over) == 10
+    monkeypatch.setattr(vector_branch, "OVERFETCH_MAX", 0)  # as if the turns were rare
+    by_ids, path = filtered_hits(store.graph, store.vectors, f, query, 10)
+    assert path == "ids" and same(by_ids, over)
+    monkeypatch.setattr(vector_store, "BRUTE_FORCE_MAX", 0)  # Chroma's own ids-restricted search
+    by_chroma, path = filtered_hits(store.graph, store.vectors, f, query, 10)
+    assert path == "ids" and same(by_chroma, over)
+    monkeypatch.setattr(vector_branch, "IDS_MAX", 0)  # as if no index narrowed the filter
     scanned, path = filtered_hits(store.graph, store.vectors, f, query, 10)
-    assert path == "where" and same(scanned, by_ids)
+    assert path == "where" and same(scanned, over)
 
 
 def test_the_field_index_follows_deletes_and_is_rebuilt_at_open(tmp_path: Path,

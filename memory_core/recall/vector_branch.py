@@ -1,18 +1,18 @@
 """The vector branch of recall under filters: the cheapest exact way to the filtered top-N.
 
 A metadata-filtered Chroma query scans the filter's clauses over the whole collection
-(≈ 700 ms at 100k rows), so a filtered recall is answered, in order of preference, by:
+(400-900 ms at 100k rows), so a filtered recall is answered, in order of preference, by:
 
-1. ``ids``: when the graph enumerates the rows the filter admits (a session's keys, or the
-   per-tenant type/agent/channel index of :class:`graph.field_index.FieldIndex`) and they
-   are at most :data:`EXACT_MAX`, the query runs over exactly those ids;
-2. ``overfetch``: otherwise an unfiltered query for more rows (the pool divided by the
-   filter's estimated share, at most :data:`OVERFETCH_MAX` pools), post-filtered on the graph
-   node. The admitted rows of the unfiltered top-M are the first rows of the filtered ranking,
-   so when at least a pool of them survive they *are* the filtered top-N;
-3. ``where``: when too few survive, the filter pushed down to Chroma, as before; a
-   ``source_id`` prefix has no Chroma form, so then (``scan``) every row the graph admits
-   is enumerated and queried by ``ids``.
+1. ``overfetch``: when the filter's estimated share of the tenant (the smallest of the
+   session's keys and the per-tenant type/agent/channel index of
+   :class:`graph.field_index.FieldIndex`) means a pool of admitted rows lies within
+   :data:`OVERFETCH_MAX` pools of nearest rows, an unfiltered query for that many,
+   post-filtered on the graph node. The admitted rows of the unfiltered top-M are the first
+   rows of the filtered ranking, so when a pool of them survive they *are* the filtered top-N;
+2. ``ids``: otherwise the graph lists every row the filter admits (at most :data:`IDS_MAX`;
+   any number for a ``source_id`` prefix, which no Chroma ``where`` expresses) and the
+   query runs over exactly those ids (Chroma scores a few hundred exactly, in numpy);
+3. ``where``: when no index narrows the filter (a project alone), Chroma's filtered scan.
 
 Every path keeps the rule that a filter applies before the top-N cut.
 """
@@ -27,12 +27,12 @@ from memory_core.recall.filters import RecallFilters
 from memory_core.refs import EPISODE, episode_ref, memory_ref, parse_ref
 from memory_core.vector_store import VectorHit, VectorStore
 
-EXACT_MAX = 3000  # admitted rows scored by an ids= query rather than a metadata scan
-OVERFETCH_MAX = 8  # an unfiltered over-fetch asks for at most this many pools
+IDS_MAX = 50_000  # admitted rows listed for an ids= query rather than a metadata scan
+OVERFETCH_MAX = 12  # an unfiltered over-fetch asks for at most this many pools
 UNKNOWN_SHARE = 0.5  # the share assumed for filters no index measures (project, source_id)
 
 
-def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = EXACT_MAX) -> list[str] | None:
+def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = IDS_MAX) -> list[str] | None:
     """Refs of every row (memories and episodes) the filter admits, or None when the graph cannot
     enumerate them cheaply (no indexed field is set, or the smallest index holds over ``limit``).
     With ``limit=None`` the tenant's rows are scanned when no index narrows them."""
@@ -114,27 +114,22 @@ def _admits(graph: GraphStore, f: RecallFilters, hit: VectorHit) -> bool:
 def filtered_hits(
     graph: GraphStore, vectors: VectorStore, f: RecallFilters, embedding: Sequence[float], pool: int,
 ) -> tuple[list[VectorHit], str]:
-    """The vector pool under ``f`` and the path that produced it (``unfiltered``, ``ids``,
-    ``overfetch``, ``scan`` or ``where``). The graph is read under its lock; Chroma is called outside it."""
+    """The vector pool under ``f`` and the path that produced it (``unfiltered``, ``overfetch``,
+    ``ids`` or ``where``). The graph is read under its lock; Chroma is called outside it."""
     where = f.chroma_where()
     if where is None and not f.source_id:
         return vectors.query(f.tenant, embedding, pool), "unfiltered"
     with graph.db.lock:
-        ids = admitted_ids(graph, f, EXACT_MAX)
-        fraction = share(graph, f) if ids is None else 1.0
-    if ids is not None:
-        return (vectors.query(f.tenant, embedding, min(pool, len(ids)), ids=ids) if ids else []), "ids"
+        fraction = share(graph, f)
     wanted = int(pool / max(fraction, 1e-9) * 1.5) + 1
-    if wanted <= pool * OVERFETCH_MAX or where is None:
-        n = min(wanted, pool * OVERFETCH_MAX)
-        hits = vectors.query(f.tenant, embedding, n)
+    if wanted <= pool * OVERFETCH_MAX:  # a broad filter: its rows are among the nearest anyway
+        hits = vectors.query(f.tenant, embedding, wanted)
         with graph.db.lock:
             kept = [h for h in hits if _admits(graph, f, h)]
-        if len(kept) >= pool or len(hits) < n:  # enough, or the whole collection seen
+        if len(kept) >= pool or len(hits) < wanted:  # enough, or the whole collection seen
             return kept[:pool], "overfetch"
-    if f.source_id:  # no where expresses a source_id prefix: score every admitted row
-        with graph.db.lock:
-            ids = admitted_ids(graph, f, limit=None)
-        if ids is not None:
-            return (vectors.query(f.tenant, embedding, min(pool, len(ids)), ids=ids) if ids else []), "scan"
+    with graph.db.lock:  # no where expresses a source_id prefix: then every admitted row is listed
+        ids = admitted_ids(graph, f, None if f.source_id else IDS_MAX)
+    if ids is not None:
+        return (vectors.query(f.tenant, embedding, min(pool, len(ids)), ids=ids) if ids else []), "ids"
     return vectors.query(f.tenant, embedding, pool, where), "where"
