@@ -5,20 +5,23 @@
 One tenant grown through the real write path (synthetic vectors, Zipf words as in
 bench.recall_latency): sessions of 200 rows in 4 channels, 5 agents, every 7th row a
 ``note``, every 500th a ``decision`` (the rare type). Queries are embedded with MiniLM.
-Each recall reports which vector path served it (``ids``: the rows the graph enumerates,
-``overfetch``: unfiltered then post-filtered, ``where``: Chroma's metadata-filtered scan).
-The raw Chroma rows query the same collection the recall uses: unfiltered, with the
-filter pushed down as ``where`` (what every filtered recall cost before), with ``ids=`` over
-the rare type's rows, and unfiltered over-fetching 8 pools.
+Each recall reports which vector path served it (memory_core.recall.vector_branch:
+``overfetch``: unfiltered then post-filtered on the graph; ``ids``: over the rows the graph
+lists, scored exactly in numpy when few; ``where``: Chroma's metadata-filtered scan, which
+the "forced where" row takes, as every filtered recall did before). The raw Chroma rows
+query the same collection the recall uses: unfiltered, with the filter pushed down as
+``where``, with Chroma's own ``ids=`` search, and unfiltered over-fetching 8 pools.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +30,12 @@ import numpy as np
 from bench.common import open_bench_core, percentiles, print_table, stage
 from bench.recall_latency import MixedEmbedder, zipf_words
 from memory_core.embedding import shared_minilm
+from memory_core.recall import vector_branch
 from memory_core.recall.filters import RecallFilters, resolve_project
 from memory_core.vector_store import collection_name
 
 POOL = 80  # the recall's vector pool at limit 10
+OLD = "type=decision, forced where (old path)"
 
 
 def kind(j: int) -> str:
@@ -60,6 +65,16 @@ def cases(n: int) -> dict[str, dict[str, str]]:
     }
 
 
+@contextlib.contextmanager
+def forced_where() -> Iterator[None]:
+    saved = vector_branch.OVERFETCH_MAX, vector_branch.IDS_MAX
+    vector_branch.OVERFETCH_MAX, vector_branch.IDS_MAX = 0, 0
+    try:
+        yield
+    finally:
+        vector_branch.OVERFETCH_MAX, vector_branch.IDS_MAX = saved
+
+
 def measure(core: Any, embedder: MixedEmbedder, queries: list[str], n: int) -> dict[str, Any]:
     embedder.bulk = False
     store = core.vectors.inner
@@ -77,9 +92,9 @@ def measure(core: Any, embedder: MixedEmbedder, queries: list[str], n: int) -> d
         "unfiltered, n=80": {"n_results": POOL},
         "where type=decision, n=80 (old path)": {"n_results": POOL, "where": where("decision")},
         "where {type: decision} alone, n=80": {"n_results": POOL, "where": {"type": "decision"}},
-        "ids= the decision rows (0.2%), n=80": {"n_results": POOL, "ids": rare},
+        "Chroma ids= the decision rows (0.2%), n=80": {"n_results": POOL, "ids": rare},
         "where type=note, n=80 (old path)": {"n_results": POOL, "where": where("note")},
-        "ids= the note rows (14%), n=80": {"n_results": POOL, "ids": notes},
+        "Chroma ids= the note rows (14%), n=80": {"n_results": POOL, "ids": notes},
         "unfiltered, n=640 (over-fetch)": {"n_results": POOL * 8},
     }
     for q in queries:  # interleaved, so noise hits every case alike
@@ -88,6 +103,11 @@ def measure(core: Any, embedder: MixedEmbedder, queries: list[str], n: int) -> d
             result = core.recall("bench", q, limit=10, **kwargs)
             samples.setdefault(f"recall {name}", []).append(time.perf_counter() - t)
             paths.setdefault(name, Counter())[result.diagnostics.get("vector_path", "?")] += 1
+        with forced_where():  # the path every filtered recall took before the vector branch
+            t = time.perf_counter()
+            result = core.recall("bench", q, limit=10, type="decision")
+            samples.setdefault(f"recall {OLD}", []).append(time.perf_counter() - t)
+            paths.setdefault(OLD, Counter())[result.diagnostics.get("vector_path", "?")] += 1
         for name, kwargs in raw.items():
             t = time.perf_counter()
             col.query(query_embeddings=embedder.embed([q]), include=["distances"], **kwargs)
