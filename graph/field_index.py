@@ -1,4 +1,4 @@
-"""Per-tenant indexes of memory ids by field value, and of (shared rows') channels per session.
+"""Per-tenant indexes of memory ids by field value and source-id prefix, and of channels per session.
 
 Recall enumerates the rows a selective filter admits from here (a rare ``type`` holds a few
 ids out of 100k, so scoring those few exactly beats a metadata-filtered vector scan), and
@@ -8,6 +8,7 @@ Kept by :class:`graph.store.GraphStore` at load and on every apply/unapply, unde
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import Counter
 from typing import Any
 
@@ -15,13 +16,32 @@ INDEXED_FIELDS = ("type", "agent", "channel")
 _EMPTY: frozenset[int] = frozenset()
 
 
+_TOP = chr(0x10FFFF)  # sorts after every character a source id continues a prefix with
+
+
 class FieldIndex:
+    """Built by :meth:`add` calls then :meth:`loaded` (one sort), kept by :meth:`add`/:meth:`remove`."""
+
     def __init__(self) -> None:
+        self._loading = True
+        self._sources: dict[str, list[tuple[str, int]]] = {}  # tenant -> sorted (source_id, memory id)
         self._ids: dict[tuple[str, str, str], set[int]] = {}  # (tenant, field, value) -> memory ids
         self._channels: dict[str, dict[str, Counter[str]]] = {}  # tenant -> session -> channel -> rows
 
+    def loaded(self) -> FieldIndex:
+        for keys in self._sources.values():
+            keys.sort()
+        self._loading = False
+        return self
+
     def add(self, attrs: dict[str, Any]) -> None:
         tenant, mem_id = attrs["tenant"], attrs["id"]
+        if source_id := attrs.get("source_id"):
+            keys = self._sources.setdefault(tenant, [])
+            if self._loading:
+                keys.append((source_id, mem_id))
+            else:
+                insort(keys, (source_id, mem_id))
         for field in INDEXED_FIELDS:
             if value := attrs.get(field):
                 self._ids.setdefault((tenant, field, value), set()).add(mem_id)
@@ -30,6 +50,11 @@ class FieldIndex:
 
     def remove(self, attrs: dict[str, Any]) -> None:
         tenant, mem_id = attrs["tenant"], attrs["id"]
+        keys = self._sources.get(tenant)
+        if (source_id := attrs.get("source_id")) and keys:
+            i = bisect_left(keys, (source_id, mem_id))
+            if i < len(keys) and keys[i] == (source_id, mem_id):
+                del keys[i]
         for field in INDEXED_FIELDS:
             key = (tenant, field, attrs.get(field) or "")
             if (ids := self._ids.get(key)) is not None:
@@ -49,6 +74,16 @@ class FieldIndex:
         """The tenant's memory ids whose ``field`` (one of :data:`INDEXED_FIELDS`) equals ``value``:
         the live set (read it under the store lock; never change it)."""
         return self._ids.get((tenant, field, value)) or _EMPTY
+
+    def source_range(self, tenant: str, prefix: str) -> tuple[int, int]:
+        """The slice of the tenant's sorted source ids that start with ``prefix`` (O(log n))."""
+        keys = self._sources.get(tenant, [])
+        return bisect_left(keys, (prefix, -1)), bisect_left(keys, (prefix + _TOP, -1))
+
+    def with_source_prefix(self, tenant: str, prefix: str) -> list[int]:
+        """Memory ids whose source id starts with ``prefix``."""
+        lo, hi = self.source_range(tenant, prefix)
+        return [mem_id for _s, mem_id in self._sources.get(tenant, [])[lo:hi]]
 
     def sessions_in_channel(self, tenant: str, channel: str) -> set[str]:
         """Sessions of the tenant holding at least one shared memory written in ``channel``

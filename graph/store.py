@@ -73,7 +73,7 @@ class GraphStore:
         self._memory_count: dict[str, int] = {}
         self._private: dict[tuple[str, str], Counter[str]] = {}  # (tenant, session) -> author -> private rows
         self._other_count: dict[str, int] = {}  # memories that are not dialogue turns, per tenant
-        self.fields = FieldIndex()  # (tenant, type/agent/channel value) -> ids; channels per session
+        self.fields = FieldIndex().loaded()  # ids by type/agent/channel/source id; channels per session
         self._agents: dict[str, AgentNameIndex] = {}  # tenant -> its agents, indexed by name
         self.load()
 
@@ -128,7 +128,7 @@ class GraphStore:
         self._memory_count = counts
         self._private = private
         self._other_count = others
-        self.fields = fields
+        self.fields = fields.loaded()
         self._heal_windows(counts)
 
     def _heal_windows(self, counts: dict[str, int]) -> None:

@@ -126,10 +126,11 @@ def test_the_field_index_follows_deletes_and_is_rebuilt_at_open(tmp_path: Path,
                                                                 request: pytest.FixtureRequest) -> None:
     core = open_core("persistent", tmp_path / "d", request)
     refs = [core.add_memory("acme", "s1", "a", f"row {i}", type="decision" if i < 2 else "turn",
-                            channel="chat").ref for i in range(4)]
+                            channel="chat", source={"id": f"discord:{9 - i}"}).ref for i in range(4)]
     core.delete_memory("acme", refs[0])
     ids = {f"mem:{i}" for i in core.graph.fields.ids("acme", "type", "decision")}
     assert ids == {refs[1]}
+    assert core.graph.fields.with_source_prefix("acme", "discord:9") == []
     core.close()
     core = open_core("persistent", tmp_path / "d", request)
     try:
@@ -137,6 +138,9 @@ def test_the_field_index_follows_deletes_and_is_rebuilt_at_open(tmp_path: Path,
         assert core.graph.fields.ids("acme", "channel", "chat") == {int(r.split(":")[1]) for r in refs[1:]}
         assert core.graph.fields.session_has_channel("acme", "s1", "chat")
         assert not core.graph.fields.session_has_channel("acme", "s1", "mail")
+        assert core.graph.fields.with_source_prefix("acme", "discord:") == [int(r.split(":")[1]) for r in refs[:0:-1]]
+        core.add_memory("acme", "s1", "a", "row 4", source={"id": "discord:55"})
+        assert len(core.graph.fields.with_source_prefix("acme", "discord:5")) == 1
     finally:
         core.close()
 

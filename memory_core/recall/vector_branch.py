@@ -4,7 +4,7 @@ A metadata-filtered Chroma query scans the filter's clauses over the whole colle
 (400-900 ms at 100k rows), so a filtered recall is answered, in order of preference, by:
 
 1. ``overfetch``: when the filter's estimated share of the tenant (the smallest of the
-   session's keys and the per-tenant type/agent/channel index of
+   session's keys and the per-tenant type/agent/channel/source-prefix indexes of
    :class:`graph.field_index.FieldIndex`) means a pool of admitted rows lies within
    :data:`OVERFETCH_MAX` pools of nearest rows, an unfiltered query for that many,
    post-filtered on the graph node. The admitted rows of the unfiltered top-M are the first
@@ -29,7 +29,7 @@ from memory_core.vector_store import VectorHit, VectorStore
 
 IDS_MAX = 50_000  # admitted rows listed for an ids= query rather than a metadata scan
 OVERFETCH_MAX = 12  # an unfiltered over-fetch asks for at most this many pools
-UNKNOWN_SHARE = 0.5  # the share assumed for filters no index measures (project, source_id)
+UNKNOWN_SHARE = 0.5  # the share assumed for a project filter (no index measures it)
 
 
 def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = IDS_MAX) -> list[str] | None:
@@ -44,6 +44,9 @@ def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = IDS_MA
         if value := getattr(f, field):
             ids = graph.fields.ids(tenant, field, value)
             candidates.append((len(ids), ids))
+    if f.source_id:
+        lo, hi = graph.fields.source_range(tenant, f.source_id)
+        candidates.append((hi - lo, "source"))
     if not candidates:
         if limit is not None:
             return None
@@ -53,6 +56,8 @@ def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = IDS_MA
         return None
     if smallest == "session":
         source: Any = (key[1] for key in graph.all_index.newest_before(tenant, f.session or "", None, _all))
+    elif smallest == "source":
+        source = graph.fields.with_source_prefix(tenant, f.source_id or "")
     elif smallest == "tenant":
         source = (key[1] for key in graph.tenant_index.newest_before(tenant, "", None, _all))
     else:
@@ -93,7 +98,10 @@ def _admitted_episodes(graph: GraphStore, f: RecallFilters) -> list[str] | None:
 def share(graph: GraphStore, f: RecallFilters) -> float:
     """The filter's estimated share of the tenant's rows (the smallest indexed one)."""
     total = max(1, graph.memory_count(f.tenant))
-    shares = [UNKNOWN_SHARE] if (f.source_id or f.project is not None) else [1.0]
+    shares = [UNKNOWN_SHARE] if f.project is not None else [1.0]
+    if f.source_id:
+        lo, hi = graph.fields.source_range(f.tenant, f.source_id)
+        shares.append((hi - lo) / total)
     if f.session:
         shares.append(graph.all_index.count(f.tenant, f.session) / total)
     for field in ("type", "agent", "channel"):
