@@ -34,8 +34,7 @@ UNKNOWN_SHARE = 0.5  # the share assumed for a project filter (no index measures
 
 def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = IDS_MAX) -> list[str] | None:
     """Refs of every row (memories and episodes) the filter admits, or None when the graph cannot
-    enumerate them cheaply (no indexed field is set, or the smallest index holds over ``limit``).
-    With ``limit=None`` the tenant's rows are scanned when no index narrows them."""
+    enumerate them (no indexed field is set, or the smallest index holds over ``limit``)."""
     tenant = f.tenant
     candidates: list[Any] = []
     if f.session:
@@ -48,9 +47,7 @@ def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = IDS_MA
         lo, hi = graph.fields.source_range(tenant, f.source_id)
         candidates.append((hi - lo, "source"))
     if not candidates:
-        if limit is not None:
-            return None
-        candidates.append((graph.memory_count(tenant), "tenant"))
+        return None
     size, smallest = min(candidates, key=lambda c: c[0])
     if limit is not None and size > limit:
         return None
@@ -58,8 +55,6 @@ def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = IDS_MA
         source: Any = (key[1] for key in graph.all_index.newest_before(tenant, f.session or "", None, _all))
     elif smallest == "source":
         source = graph.fields.with_source_prefix(tenant, f.source_id or "")
-    elif smallest == "tenant":
-        source = (key[1] for key in graph.tenant_index.newest_before(tenant, "", None, _all))
     else:
         source = smallest
     out = []
@@ -136,7 +131,7 @@ def filtered_hits(
             kept = [h for h in hits if _admits(graph, f, h)]
         if len(kept) >= pool or len(hits) < wanted:  # enough, or the whole collection seen
             return kept[:pool], "overfetch"
-    with graph.db.lock:  # no where expresses a source_id prefix: then every admitted row is listed
+    with graph.db.lock:  # no where expresses a source_id prefix: its admitted rows are listed, however many
         ids = admitted_ids(graph, f, None if f.source_id else IDS_MAX)
     if ids is not None:
         return (vectors.query(f.tenant, embedding, min(pool, len(ids)), ids=ids) if ids else []), "ids"
