@@ -21,6 +21,7 @@ import networkx as nx
 
 from graph.agent_names import AgentNameIndex
 from graph.db import GraphDB
+from graph.field_index import FieldIndex
 from graph.session_index import Key, SessionIndex
 
 AGENT_MEMORY = "AGENT_MEMORY"
@@ -72,6 +73,7 @@ class GraphStore:
         self._memory_count: dict[str, int] = {}
         self._private: dict[tuple[str, str], Counter[str]] = {}  # (tenant, session) -> author -> private rows
         self._other_count: dict[str, int] = {}  # memories that are not dialogue turns, per tenant
+        self.fields = FieldIndex().loaded()  # ids by type/agent/channel/source id; channels per session
         self._agents: dict[str, AgentNameIndex] = {}  # tenant -> its agents, indexed by name
         self.load()
 
@@ -84,6 +86,7 @@ class GraphStore:
         counts: dict[str, int] = {}
         private: dict[tuple[str, str], Counter[str]] = {}
         others: dict[str, int] = {}
+        fields = FieldIndex()
         with self.db.lock:
             conn = self.db.conn
             for row in conn.execute("SELECT node_id, kind, tenant, attrs FROM nodes"):
@@ -102,6 +105,7 @@ class GraphStore:
                     private.setdefault((tenant, session), Counter())[attrs["agent"]] += 1
                 if attrs["type"] != "turn":
                     others[tenant] = others.get(tenant, 0) + 1
+                fields.add(attrs)
             for row in conn.execute(f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes"):
                 attrs = dict(zip(EPISODE_COLUMNS, row, strict=True))
                 g.add_node(ep_node(attrs["id"]), kind=EPISODE, **attrs)
@@ -124,6 +128,7 @@ class GraphStore:
         self._memory_count = counts
         self._private = private
         self._other_count = others
+        self.fields = fields.loaded()
         self._heal_windows(counts)
 
     def _heal_windows(self, counts: dict[str, int]) -> None:
@@ -266,6 +271,7 @@ class GraphStore:
         self._memory_count[tenant] = self._memory_count.get(tenant, 0) + 1
         if row["visibility"] == "agent":
             self._private.setdefault((tenant, session), Counter())[row["agent"]] += 1
+        self.fields.add(attrs)
 
     def apply_episode(self, row: dict[str, Any]) -> None:
         node = ep_node(row["id"])
@@ -287,6 +293,7 @@ class GraphStore:
             self.turn_index.remove(tenant, session, key)
         else:
             self._other_count[tenant] = max(0, self._other_count.get(tenant, 0) - 1)
+        self.fields.remove(attrs)
         self.graph.remove_node(node)
         self._memory_count[tenant] = max(0, self._memory_count.get(tenant, 0) - 1)
         authors = self._private.get((tenant, session))

@@ -45,8 +45,8 @@ class LazyVectorStore:
         self.open().delete(tenant, ids)
 
     def query(self, tenant: str, embedding: Sequence[float], n: int,
-              where: dict[str, Any] | None = None) -> list[VectorHit]:
-        return self.open().query(tenant, embedding, n, where)
+              where: dict[str, Any] | None = None, ids: Sequence[str] | None = None) -> list[VectorHit]:
+        return self.open().query(tenant, embedding, n, where, ids)
 
     def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
         return self.open().existing_ids(tenant, ids)

@@ -148,8 +148,8 @@ class DeadlineVectorStore:
         self._call("delete", lambda: self.inner.delete(tenant, ids))
 
     def query(self, tenant: str, embedding: Sequence[float], n: int,
-              where: dict[str, Any] | None = None) -> list[VectorHit]:
-        return self._call("query", lambda: self.inner.query(tenant, embedding, n, where))
+              where: dict[str, Any] | None = None, ids: Sequence[str] | None = None) -> list[VectorHit]:
+        return self._call("query", lambda: self.inner.query(tenant, embedding, n, where, ids))
 
     def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
         return self._call("get", lambda: self.inner.existing_ids(tenant, ids))

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 T = TypeVar("T")
+BRUTE_FORCE_MAX = 800  # an ids= query over at most this many rows is scored exactly, in numpy
 Metadata = dict[str, str | int | float | bool]
 
 
@@ -50,8 +51,11 @@ class VectorStore(Protocol):
     def delete(self, tenant: str, ids: Sequence[str]) -> None: ...
 
     def query(
-        self, tenant: str, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None
-    ) -> list[VectorHit]: ...
+        self, tenant: str, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[VectorHit]:
+        """The ``n`` nearest rows, among those ``where`` matches and (when given) among ``ids``."""
+        ...
 
     def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]: ...
 
@@ -269,17 +273,35 @@ class ChromaVectorStore:
         if col is not None and ids:
             self._run(lambda: col.delete(ids=list(ids)))
 
-    def query(self, tenant, embedding, n, where=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
+    def query(self, tenant, embedding, n, where=None, ids=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
         col = self._collection(tenant, create=False)
-        if col is None or n <= 0:
+        if col is None or n <= 0 or (ids is not None and not ids):
             return []
+        if ids is not None and len(ids) <= BRUTE_FORCE_MAX:
+            return self._exact(col, embedding, n, where, ids)
         res = self._run(
             lambda: col.query(
                 query_embeddings=[list(embedding)], n_results=n, where=_scoped(tenant, where),
-                include=["distances"],
+                ids=None if ids is None else list(ids), include=["distances"],
             )
         )
         return [VectorHit(i, float(d)) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
+
+    def _exact(self, col: Any, embedding: Sequence[float], n: int, where: dict[str, Any] | None,
+               ids: Sequence[str]) -> list[VectorHit]:
+        """Cosine over the given rows' stored vectors: an HNSW search restricted to a few ids
+        walks most of the graph to find them (140 ms for 100 of 100k rows, 4 ms this way)."""
+        import numpy as np
+
+        res = self._run(lambda: col.get(ids=list(ids), where=_scoped("", where), include=["embeddings"]))
+        if not res["ids"]:
+            return []
+        vecs = np.asarray(res["embeddings"], dtype=np.float64)
+        q = np.asarray(embedding, dtype=np.float64)
+        norms = np.linalg.norm(vecs, axis=1) * (np.linalg.norm(q) or 1.0)
+        dist = 1.0 - (vecs @ q) / np.where(norms == 0, 1.0, norms)
+        order = np.argsort(dist, kind="stable")[:n]
+        return [VectorHit(res["ids"][i], float(dist[i])) for i in order]
 
     def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
         col = self._collection(tenant, create=False)
@@ -347,13 +369,15 @@ class InMemoryVectorStore:
         for i in ids:
             rows.pop(i, None)
 
-    def query(self, tenant, embedding, n, where=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
+    def query(self, tenant, embedding, n, where=None, ids=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
         import numpy as np  # loads on first use: importing memory_core stays cheap
 
         q = np.asarray(embedding, dtype=np.float64)
+        rows = self._rows.get(tenant, {})
+        picked = rows.items() if ids is None else [(i, rows[i]) for i in dict.fromkeys(ids) if i in rows]
         hits = [
             VectorHit(i, float(1.0 - np.dot(v, q) / (np.linalg.norm(v) * np.linalg.norm(q) or 1.0)))
-            for i, (v, _d, m) in self._rows.get(tenant, {}).items()
+            for i, (v, _d, m) in picked
             if m.get("tenant") == tenant and _matches(m, where)
         ]
         return sorted(hits, key=lambda h: h.distance)[:n]

@@ -43,6 +43,7 @@ from memory_core.recall.lexical import WORD, LexicalHit, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
 from memory_core.recall.query import QueryReading, read_query
 from memory_core.recall.scoring import Candidate
+from memory_core.recall.vector_branch import filtered_hits
 from memory_core.refs import EPISODE, memory_ref, parse_ref
 from memory_core.vector_store import VectorHit, VectorStore
 
@@ -125,7 +126,8 @@ class Recaller:
                     text = (reading.semantic if cfg.strip_names else query) if query.strip() else None
                     qvec = self._query_vector(text, context_text, cfg)
                     try:
-                        hits = self.vectors.query(filters.tenant, qvec, pool, filters.chroma_where())
+                        hits, path = filtered_hits(self.graph, self.vectors, filters, qvec, pool)
+                        result.diagnostics["vector_path"] = path
                     except StoreError as exc:  # a hung, down or failing Chroma: answer from the lexical side
                         result.diagnostics["vector_search"] = f"unavailable: {exc.message}"
             finally:
@@ -323,7 +325,7 @@ class Recaller:
         for item_id, c in cands.items():
             if c.episode:
                 ep = self.graph.episode(filters.tenant, item_id)
-                if ep is not None and filters.admits_episode(ep):
+                if ep is not None and filters.admits_episode(ep, self.graph.fields.session_has_channel):
                     out[item_id] = episode_attrs(ep)
             else:
                 a = self.graph.memory(filters.tenant, item_id)

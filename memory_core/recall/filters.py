@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,20 +145,21 @@ class RecallFilters:
             return stored is None or stored == self.project
         return True
 
-    def admits_episode(self, a: dict[str, Any]) -> bool:
+    def admits_episode(self, a: dict[str, Any], has_channel: Callable[[str, str, str], bool] | None = None) -> bool:
         """Episodes summarize a whole session: no author, no per-user source, global pool.
 
         - ``agent`` set: skipped (an episode has no author).
         - ``source_id`` set: skipped, unless ``channel`` is set too, which scopes episodes to
           one conversation and re-admits them.
-        - ``channel`` set: admitted (an episode recorded with a channel must match it; today's
-          episodes record none, they cover their session).
+        - ``channel`` set: admitted only when the episode's session holds shared memories in
+          that channel (``has_channel(tenant, session, channel)``, the graph's
+          :meth:`graph.field_index.FieldIndex.session_has_channel`); without it, none is.
         """
         if a.get("tenant") != self.tenant or self.agent:
             return False
         if self.source_id and not self.channel:
             return False
-        if self.channel and a.get("channel") not in (None, self.channel):
+        if self.channel and (has_channel is None or not has_channel(self.tenant, a["session"], self.channel)):
             return False
         if self.type and self.type != "episode":
             return False
@@ -185,8 +187,9 @@ class RecallFilters:
         """Pushdown for Chroma, or None when no filter is selective.
 
         Each tenant has its own collection, so an unfiltered query cannot leave the tenant;
-        a metadata filter costs Chroma a scan (35 ms at 10k rows here), so it is sent only
-        when it changes which rows can win. Visibility is then enforced on the graph node.
+        a metadata filter costs Chroma a scan (≈ 260 ms at 100k rows here), so recall sends it
+        only when neither an over-fetch nor the graph's id lists can serve the filter (see
+        :mod:`memory_core.recall.vector_branch`). Visibility is then enforced on the graph node.
         """
         if not (self.type or self.session or self.agent or self.channel or self.project is not None):
             return None

@@ -127,11 +127,15 @@ def filter_problems(arguments: dict[str, Any], messages: list[dict[str, Any]]) -
     may widen a filter). Only filters the call passed as non-empty strings are checked."""
     problems = []
     for row in messages:
-        # an episode (a session summary) records no channel or source: channel re-admits it (seed 002)
+        # an episode (a session summary) records no channel or source: a channel filter admits the
+        # episodes of sessions holding shared rows in that channel (seed 002, issue 10 §7)
         episode = row.get("type") == "episode"
         for name, field in (("type", "type"), ("session", "session"), ("agent", "agent"), ("channel", "channel")):
             wanted = arguments.get(name)
-            if name == "channel" and episode:
+            if name == "channel" and episode:  # only s-main's rows carry channels (chat, discord)
+                if isinstance(wanted, str) and wanted and (row.get("session"), wanted) not in (
+                        ("s-main", "chat"), ("s-main", "discord")):
+                    problems.append(f"{row['ref']}: episode of {row.get('session')!r} despite channel={wanted!r}")
                 continue
             if isinstance(wanted, str) and wanted and row.get(field) != wanted:
                 problems.append(f"{row['ref']}: {field}={row.get(field)!r} despite {name}={wanted!r}")

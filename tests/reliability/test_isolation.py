@@ -271,16 +271,21 @@ class IsolationMachine(RuleBasedStateMachine):
                                 full_content=full or None, context=context, **filters))
         for row in expand_rows(out):
             self.check_row(row, tenant, viewer, preview=True)
-            self.check_filters(row, filters)
+            self.check_filters(row, filters, tenant)
             if context is not None:
                 self.expect(row["content"] not in [c["content"] for c in context], f"{row['ref']} was in context")
 
-    def check_filters(self, row: dict[str, Any], filters: dict[str, Any]) -> None:
-        # an episode (a session summary) records no channel or source: channel re-admits it (seed 002)
+    def check_filters(self, row: dict[str, Any], filters: dict[str, Any], tenant: str) -> None:
+        # an episode (a session summary) records no channel or source: a channel filter admits it
+        # only when its session holds a live shared memory in that channel (seed 002, issue 10 §7)
         episode = row.get("type") == "episode"
         for name in ("type", "session", "agent", "channel"):
             if name in filters and not (name == "channel" and episode):
                 self.expect(row.get(name) == filters[name], f"{row['ref']}: {name}={row.get(name)!r} vs {filters}")
+        if episode and "channel" in filters:
+            self.expect(any(m.live and not m.private and m.tenant == tenant and m.session == row.get("session")
+                            and m.channel == filters["channel"] for m in self.mems.values()),
+                        f"{row['ref']}: session {row.get('session')!r} holds no shared row in {filters}")
         if "source_id" in filters and not (episode and "channel" in filters):
             source = str((row.get("source") or {}).get("id", ""))
             self.expect(source.startswith(filters["source_id"]), f"{row['ref']}: source {source!r} vs {filters}")

@@ -65,9 +65,10 @@ class FaultyVectorStore:
         self.inner.delete(tenant, ids)
 
     def query(
-        self, tenant: str, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None
+        self, tenant: str, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[VectorHit]:
-        return self.inner.query(tenant, embedding, n, where)
+        return self.inner.query(tenant, embedding, n, where, ids)
 
     def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
         return self.inner.existing_ids(tenant, ids)
