@@ -22,7 +22,7 @@ import numpy as np
 
 from bench.common import SyntheticEmbedder, open_bench_core, percentiles, print_table, stage
 from memory_core.embedding import shared_minilm
-from memory_core.vector_store import collection_name
+from memory_core.vector_store import ChromaVectorStore, collection_name
 
 VOCAB = 20_000
 
@@ -56,9 +56,17 @@ def load(core: Any, start: int, stop: int, rng: np.random.Generator) -> None:
         ])
 
 
+def chroma_of(core: Any) -> ChromaVectorStore:
+    """The Chroma store under the deadline and lazy-open wrappers (the baseline queries it raw)."""
+    store = core.vectors
+    while not isinstance(store, ChromaVectorStore):
+        store = store.inner if hasattr(store, "inner") else store.open()
+    return store
+
+
 def measure(core: Any, embedder: MixedEmbedder, queries: list[str]) -> dict[str, Any]:
     embedder.bulk = False
-    collection = core.vectors.inner._client.get_collection(collection_name("mc", "bench"), embedding_function=None)
+    collection = chroma_of(core)._client.get_collection(collection_name("mc", "bench"), embedding_function=None)
     ours, base = [], []
     for q in queries:  # interleaved, so noise hits both sides alike
         t = time.perf_counter()
