@@ -19,6 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
@@ -26,10 +27,12 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_core.errors import MemoryCoreError, StoreError, StoreUnavailableError
+from memory_core.dir_lock import DirLock, claim
+from memory_core.errors import MemoryCoreError, StoreError, StoreLockedError, StoreUnavailableError
+from tools import shared_server
 
 if TYPE_CHECKING:
-    from memory_core.dir_lock import DirLock
+    from memory_core.config import Settings
     from memory_core.service import MemoryCore
 
 OPEN_WAIT_S = 60.0  # as long as a launch waited for the whole server to start before the open was deferred
@@ -154,6 +157,35 @@ class DeferredCore:
                 attempt.core = core
                 return
         core.close()  # the server stopped while the stores opened
+
+
+def open_stores(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
+    """Open the stores (blocking); STORE_LOCKED names the announced server that holds them."""
+    from memory_core.service import MemoryCore
+
+    return MemoryCore.open(data_dir, settings=settings, lock=lock, announcement=shared_server.ANNOUNCEMENT)
+
+
+def open_stores_warming(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
+    """The shared server's background open: the local model starts loading beside the graph, not after it."""
+    if settings.embedding.provider == "minilm":
+        from memory_core.embedding import shared_minilm, warm_up_in_background
+
+        warm_up_in_background(shared_minilm())  # the store's embedder is this same instance
+    return open_stores(settings, data_dir, lock)
+
+
+async def claim_when_free(settings: Settings, data_dir: str | None, wait_s: float = 5.0) -> DirLock:
+    """Claim the data directory, waiting while a shared server that is stopping still holds it."""
+    root = data_dir if data_dir is not None else settings.storage.data_dir
+    deadline = anyio.current_time() + wait_s
+    while True:
+        try:
+            return claim(root, announcement=shared_server.ANNOUNCEMENT)
+        except StoreLockedError:
+            if anyio.current_time() >= deadline:
+                raise
+            await anyio.sleep(0.2)
 
 
 class DeferredUI:

@@ -43,12 +43,19 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp
 
 from memory_core.config import Settings
-from memory_core.dir_lock import DirLock, claim
-from memory_core.errors import ConfigError, StoreLockedError
+from memory_core.errors import ConfigError
 from tools import shared_server
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
 from tools.bridge_auth import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier
-from tools.deferred_core import DeferredCore, DeferredUI, OpenedCore, Stores
+from tools.deferred_core import (
+    DeferredCore,
+    DeferredUI,
+    OpenedCore,
+    Stores,
+    claim_when_free,
+    open_stores,
+    open_stores_warming,
+)
 from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
@@ -263,22 +270,6 @@ class ContainerJsonOnly(FuncMetadata):
         return model.model_dump_one_level()
 
 
-def open_stores(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
-    """Open the stores (blocking); STORE_LOCKED names the announced server that holds them."""
-    from memory_core.service import MemoryCore
-
-    return MemoryCore.open(data_dir, settings=settings, lock=lock, announcement=shared_server.ANNOUNCEMENT)
-
-
-def open_stores_warming(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
-    """The shared server's background open: the local model starts loading beside the graph, not after it."""
-    if settings.embedding.provider == "minilm":
-        from memory_core.embedding import shared_minilm, warm_up_in_background
-
-        warm_up_in_background(shared_minilm())  # the store's embedder is this same instance
-    return open_stores(settings, data_dir, lock)
-
-
 async def open_core(settings: Settings, data_dir: str | None) -> MemoryCore:
     """Open the stores on a worker thread (loading a model or recovering may take a while)."""
     return await anyio.to_thread.run_sync(lambda: open_stores(settings, data_dir))
@@ -396,16 +387,3 @@ async def _stop_when_idle(userver: uvicorn.Server, tracker: ActivityTracker, idl
         await anyio.sleep(min(1.0, idle_s / 4))
     shared_server.withdraw(data_dir)  # new launches start a fresh server instead of joining this one
     userver.should_exit = True
-
-
-async def claim_when_free(settings: Settings, data_dir: str | None, wait_s: float = 5.0) -> DirLock:
-    """Claim the data directory, waiting while a shared server that is stopping still holds it."""
-    root = data_dir if data_dir is not None else settings.storage.data_dir
-    deadline = anyio.current_time() + wait_s
-    while True:
-        try:
-            return claim(root, announcement=shared_server.ANNOUNCEMENT)
-        except StoreLockedError:
-            if anyio.current_time() >= deadline:
-                raise
-            await anyio.sleep(0.2)
