@@ -7,7 +7,6 @@ crash recovery, and hands plain objects down.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import threading
@@ -15,15 +14,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from graph.db import GraphDB
 from graph.store import GraphStore
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
+from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
+from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm, warm_up_in_background
 from memory_core.episodes import Episode, EpisodeService, Recovery
-from memory_core.errors import ConfigError, InvalidInputError, StoreLockedError
+from memory_core.errors import ConfigError, InvalidInputError
 from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 from memory_core.reads import Reader, visible
@@ -37,7 +38,6 @@ from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
 from memory_core.write_path import WritePath, scope_legacy_private_keys
 
-LOCK_FILE = "memory-core.lock"
 HANDOFF = "handoff"
 
 
@@ -111,78 +111,6 @@ def _coded_open_errors(root: Path) -> Iterator[None]:
         raise os_error(exc, f"opening the store in {root}") from exc
 
 
-class _DirLock:
-    """Exclusive ownership of a data directory: a second process is refused at open.
-
-    Two flocks: one on the data directory itself (the one that counts: no ``rm`` inside the
-    directory can take it away), and one on ``memory-core.lock``, which holds the owner's pid
-    and is the lock older versions take. :meth:`verify` runs before every write: if the lock
-    file was removed or replaced, it is recreated and locked again; if another process holds
-    the new file, the write is refused with STORE_LOCKED.
-    """
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.path = data_dir / LOCK_FILE
-        try:
-            self._dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError as exc:
-            raise os_error(exc, f"opening the data directory {data_dir}") from exc
-        try:
-            fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            self._fh = self._lock_file()
-        except BlockingIOError as exc:
-            os.close(self._dir_fd)
-            raise self._locked() from exc
-        except BaseException:
-            os.close(self._dir_fd)
-            raise
-
-    def _locked(self) -> StoreLockedError:
-        return StoreLockedError(
-            f"The data directory {self.data_dir} is in use by another process. Run one "
-            "`memory-core serve --http` and point every agent at it instead of opening the "
-            "directory twice.",
-            data_dir=str(self.data_dir),
-        )
-
-    def _lock_file(self) -> IO[str]:
-        try:
-            fh = self.path.open("a+")
-        except OSError as exc:
-            raise os_error(exc, f"creating the lock file {self.path}") from exc
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.ftruncate(fh.fileno(), 0)
-            os.write(fh.fileno(), str(os.getpid()).encode())  # unbuffered: close() has nothing left to fail
-        except BlockingIOError as exc:
-            fh.close()
-            raise self._locked() from exc
-        except OSError as exc:
-            fh.close()
-            raise os_error(exc, f"writing the lock file {self.path}") from exc
-        return fh
-
-    def verify(self) -> None:
-        """Before a write: the lock file is still the one this process locked (else relock it)."""
-        try:
-            now = os.stat(self.path)
-        except FileNotFoundError:
-            now = None
-        held = os.fstat(self._fh.fileno())
-        if now is not None and (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
-            return
-        fresh = self._lock_file()  # STORE_LOCKED when another process holds the new file
-        self._fh.close()
-        self._fh = fresh
-
-    def release(self) -> None:
-        fcntl.flock(self._fh, fcntl.LOCK_UN)
-        self._fh.close()
-        fcntl.flock(self._dir_fd, fcntl.LOCK_UN)
-        os.close(self._dir_fd)
-
-
 class MemoryCore:
     """Long-term memory for agents: AGENT_MEMORY nodes in a graph, records in Chroma."""
 
@@ -194,7 +122,7 @@ class MemoryCore:
         graph: GraphStore,
         vectors: VectorStore,
         embedder: Embedder,
-        lock: _DirLock | None,
+        lock: DirLock | None,
         summary_provider: SummaryProvider | None = None,
     ) -> None:
         self.settings = settings
@@ -223,15 +151,19 @@ class MemoryCore:
         vector_store: VectorStore | None = None,
         in_memory_vectors: bool = False,
         summary_provider: SummaryProvider | None = None,
+        lock: DirLock | None = None,
+        announcement: str | None = None,
     ) -> MemoryCore:
-        """Open (creating if needed) a store. ``settings`` default to config file + env."""
+        """Open (creating if needed) a store. ``settings`` default to config file + env.
+
+        ``lock`` is the lock of ``data_dir`` when the caller claimed it already
+        (:func:`memory_core.dir_lock.claim`); the store owns it from here (and releases it if the open fails).
+        ``announcement`` names the file where a running server announces itself, so
+        STORE_LOCKED can say which one holds the directory (see :class:`DirLock`).
+        """
         settings = settings or load_settings(config_path)
         root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise os_error(exc, f"creating the data directory {root}") from exc
-        lock = _DirLock(root)
+        lock = lock or claim(root, announcement=announcement)
         opened: list[GraphDB] = []
         try:
             with _coded_open_errors(root):

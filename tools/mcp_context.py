@@ -12,7 +12,7 @@ import functools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -20,9 +20,12 @@ from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 
 from memory_core.errors import MemoryCoreError
-from memory_core.service import MemoryCore
 from tools.auth import TenantScope
+from tools.deferred_core import Stores
 from tools.preview import PreviewShaper
+
+if TYPE_CHECKING:
+    from memory_core.service import MemoryCore
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -30,9 +33,13 @@ P = ParamSpec("P")
 
 @dataclass
 class ServerState:
-    """Opened once in the server lifespan; shared by every request of every session."""
+    """Made once in the server lifespan; shared by every request of every session.
 
-    core: MemoryCore
+    ``stores`` hands out the open ``MemoryCore``: at once, or once the shared server's
+    background open is done (:mod:`tools.deferred_core`).
+    """
+
+    stores: Stores
     shaper: PreviewShaper
     scope: TenantScope
     limiter: anyio.CapacityLimiter
@@ -40,7 +47,8 @@ class ServerState:
 
     async def call(self, fn: Callable[[MemoryCore], T]) -> T:
         """Run one (blocking) service call on a worker thread, bounded by the limiter."""
-        return await anyio.to_thread.run_sync(fn, self.core, limiter=self.limiter)
+        core = await self.stores.get()
+        return await anyio.to_thread.run_sync(fn, core, limiter=self.limiter)
 
 
 Ctx = Context[ServerState, Any]

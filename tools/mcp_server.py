@@ -1,7 +1,8 @@
 """The MCP server: tool registry, lifespan, and the stdio / streamable HTTP transports.
 
-Composition root for the MCP boundary: ``memory-core serve`` reads settings once, the lifespan opens
-the stores once (``MemoryCore.open``) and hands a ``ServerState`` to every tool through
+Composition root for the MCP boundary: ``memory-core serve`` reads settings once, the stores open
+once (``MemoryCore.open``; the shared server opens them right after it answers, see
+:mod:`tools.deferred_core`) and the lifespan hands a ``ServerState`` to every tool through
 the SDK's typed context. Errors map once, here and in ``tools.mcp_context``:
 
 - ``MemoryCoreError``            -> tool error ``<CODE>: <sentence>`` (its own code)
@@ -22,8 +23,9 @@ import importlib.metadata
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -41,11 +43,19 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp
 
 from memory_core.config import Settings
-from memory_core.errors import ConfigError, StoreLockedError
-from memory_core.service import MemoryCore
+from memory_core.errors import ConfigError
 from tools import shared_server
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
 from tools.bridge_auth import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier
+from tools.deferred_core import (
+    DeferredCore,
+    DeferredUI,
+    OpenedCore,
+    Stores,
+    claim_when_free,
+    open_stores,
+    open_stores_warming,
+)
 from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
@@ -71,6 +81,9 @@ from tools.mcp_tools import (
 from tools.preview import PreviewShaper
 from tools.shared_server import new_secret
 from tools.stdio_replies import ParseErrorReplies
+
+if TYPE_CHECKING:
+    from memory_core.service import MemoryCore  # loads with the stores, not with the server
 
 SERVER_NAME = "memory-core"
 MCP_PATH = "/mcp"
@@ -163,6 +176,7 @@ def build_server(
     *,
     data_dir: str | None = None,
     core: MemoryCore | None = None,
+    stores: Stores | None = None,
     with_tokens: bool = False,
     on_ready: Callable[[], None] | None = None,
     bridge_verifier: BridgeTokenVerifier | None = None,
@@ -170,15 +184,15 @@ def build_server(
     """The server for ``settings``; ``with_tokens`` turns on bearer auth (HTTP only).
 
     The lifespan opens the stores (``data_dir``, default ``storage.data_dir``), or takes over
-    an already opened ``core``; either way it closes them at shutdown.
+    an already opened ``core`` or ``stores`` that open later; either way it closes them at shutdown.
     """
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        opened = core if core is not None else await open_core(settings, data_dir)
+        held = stores or OpenedCore(core if core is not None else await open_core(settings, data_dir))
         try:
             state = ServerState(
-                core=opened,
+                stores=held,
                 shaper=PreviewShaper(
                     preview_chars=settings.recall.preview_chars,
                     full_content_budget_chars=settings.recall.full_content_budget_chars,
@@ -192,7 +206,7 @@ def build_server(
                 on_ready()
             yield state
         finally:
-            await anyio.to_thread.run_sync(opened.close)
+            await held.close()
 
     auth: dict[str, Any] = {}
     if with_tokens:
@@ -258,7 +272,7 @@ class ContainerJsonOnly(FuncMetadata):
 
 async def open_core(settings: Settings, data_dir: str | None) -> MemoryCore:
     """Open the stores on a worker thread (loading a model or recovering may take a while)."""
-    return await anyio.to_thread.run_sync(lambda: MemoryCore.open(data_dir, settings=settings))
+    return await anyio.to_thread.run_sync(lambda: open_stores(settings, data_dir))
 
 
 async def serve_stdio(settings: Settings, *, data_dir: str | None = None) -> None:
@@ -282,10 +296,12 @@ async def serve_http(
 ) -> None:
     """Serve streamable HTTP on ``settings.server.host:port`` (port 0 picks a free one).
 
-    ``announce`` receives the endpoint URL once the stores are open and the socket listens.
-    The server also announces itself in its data directory, so stdio launches bridge to it
-    (:mod:`tools.shared_server`); ``shared`` is the background server those launches start:
-    it serves bridged clients only and stops after ``server.shared_idle_s`` without any.
+    ``announce`` receives the endpoint URL once the socket listens (and, but for ``shared``,
+    the stores are open). The server also announces itself in its data directory, so stdio
+    launches bridge to it (:mod:`tools.shared_server`); ``shared`` is the background server
+    those launches start: it serves bridged clients only, stops after ``server.shared_idle_s``
+    without any, and answers before its stores are open (it claims their lock first, so
+    STORE_LOCKED still fails its start; :mod:`tools.deferred_core`).
     """
     host, port, tokens = settings.server.host, settings.server.port, settings.server.tokens
     check_token_hashes(tokens)
@@ -303,18 +319,26 @@ async def serve_http(
     bound_port = sock.getsockname()[1]
     url = f"http://{f'[{host}]' if family == socket.AF_INET6 else host}:{bound_port}{MCP_PATH}"
     # before uvicorn: errors keep their own message
-    core = await (open_core_when_free(settings, data_dir) if shared else open_core(settings, data_dir))
+    stores: Stores
+    if shared:
+        lock = await claim_when_free(settings, data_dir)
+        deferred = DeferredCore(partial(open_stores_warming, settings, lock.data_dir), lock, on_open=_warm_up)
+        stores, root, begin = deferred, lock.data_dir, deferred.begin
+    else:
+        core = await open_core(settings, data_dir)
+        stores, root = OpenedCore(core), core.data_dir
+        begin = partial(_warm_up, core)
     secret = new_secret()
     bridge = BridgeTokenVerifier(secret)
     local_url = url.replace(f"//{host}:", "//127.0.0.1:") if host in ("0.0.0.0", "") else url
 
     def ready() -> None:
-        shared_server.announce(core.data_dir, local_url, secret, shared=shared)
-        core.warm_up_in_background()  # the embedder and Chroma load now, not on the first call
+        shared_server.announce(root, local_url, secret, shared=shared)
+        begin()  # the shared server's stores open now; then the embedder and Chroma load, not on the first call
         if announce is not None:
             announce(url)
 
-    server = build_server(settings, core=core, with_tokens=bool(tokens), on_ready=ready, bridge_verifier=bridge)
+    server = build_server(settings, stores=stores, with_tokens=bool(tokens), on_ready=ready, bridge_verifier=bridge)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
@@ -323,9 +347,7 @@ async def serve_http(
         # exact-string test, so one policy decides (tools/http_guard.py)
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    from tools.ui import build_ui_app  # the operator's read-only inspector; jinja2 loads only for HTTP
-
-    app.mount("/ui", build_ui_app(core))
+    app.mount("/ui", DeferredUI(stores, _inspector))
     inner: ASGIApp = app if tokens else BridgeAuth(app, bridge, require=shared)
     guarded = HttpGuard(
         inner,
@@ -339,12 +361,24 @@ async def serve_http(
     userver = uvicorn.Server(config)
     try:
         async with anyio.create_task_group() as tasks:
+            if isinstance(stores, DeferredCore):
+                stores.bind(tasks)
             if shared:
-                tasks.start_soon(_stop_when_idle, userver, tracker, settings.server.shared_idle_s, core.data_dir)
+                tasks.start_soon(_stop_when_idle, userver, tracker, settings.server.shared_idle_s, root)
             await userver.serve(sockets=[sock])
             tasks.cancel_scope.cancel()
     finally:
-        shared_server.withdraw(core.data_dir)
+        shared_server.withdraw(root)
+
+
+def _warm_up(core: MemoryCore) -> None:
+    core.warm_up_in_background()
+
+
+def _inspector(core: MemoryCore) -> ASGIApp:
+    from tools.ui import build_ui_app  # the operator's read-only inspector; jinja2 loads on its first page
+
+    return build_ui_app(core)
 
 
 async def _stop_when_idle(userver: uvicorn.Server, tracker: ActivityTracker, idle_s: float, data_dir: Path) -> None:
@@ -353,16 +387,3 @@ async def _stop_when_idle(userver: uvicorn.Server, tracker: ActivityTracker, idl
         await anyio.sleep(min(1.0, idle_s / 4))
     shared_server.withdraw(data_dir)  # new launches start a fresh server instead of joining this one
     userver.should_exit = True
-
-
-async def open_core_when_free(settings: Settings, data_dir: str | None, wait_s: float = 5.0) -> MemoryCore:
-    """Open the stores, waiting while a shared server that is stopping still holds them."""
-    deadline = anyio.current_time() + wait_s
-    while True:
-        try:
-            return await open_core(settings, data_dir)
-        except StoreLockedError:
-            if anyio.current_time() >= deadline:
-                raise
-            await anyio.sleep(0.2)
-

@@ -29,8 +29,9 @@ import secrets
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -192,6 +193,35 @@ def ensure_shared_server(data_dir: Path, config: Path | None, *, command: Sequen
     except OSError as exc:  # an unwritable or missing data directory, no room for the lock file, …
         raise SharedServerError(f"Cannot start the shared memory-core server in {data_dir}: "
                                 f"{exc.strerror or exc}.", data_dir=str(data_dir)) from exc
+
+
+def head_start(data_dir: Path, config: Path | None) -> Callable[[], Announcement]:
+    """Find or start the server now, on a thread, while the launch goes on loading its settings.
+
+    The returned ``locate`` waits for that first attempt and returns (or raises) its outcome;
+    later calls (after a restart) find or start the server afresh.
+    """
+    outcome: list[Announcement | MemoryCoreError] = []
+
+    def first() -> None:
+        try:
+            outcome.append(ensure_shared_server(data_dir, config))
+        except MemoryCoreError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=first, name="memory-core-head-start", daemon=True)
+    thread.start()
+
+    def locate() -> Announcement:
+        thread.join()
+        if not outcome:
+            return ensure_shared_server(data_dir, config)
+        found = outcome.pop()
+        if isinstance(found, MemoryCoreError):
+            raise found
+        return found
+
+    return locate
 
 
 def _start(data_dir: Path, command: list[str]) -> Announcement:

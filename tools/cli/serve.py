@@ -14,7 +14,10 @@ from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, required, tenant_of
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from memory_core.config import Settings
+    from tools.shared_server import Announcement
 
 
 def serve(
@@ -52,6 +55,9 @@ def serve(
 
     JSON (--announce --json): one line {"url", "transport", "client_config"}
     """
+    # A stdio launch naming its data directory starts (or finds) the shared server before its own
+    # settings load: the two processes start side by side (the server validates the same settings).
+    locate = None if http or shared or exclusive or data_dir is None else _head_start(data_dir, config)
     import anyio
 
     from memory_core.config import load_settings  # loads with the command, not with --help
@@ -79,21 +85,28 @@ def serve(
         else:
             if announce:
                 _announce_stdio(data_dir, config, opts.json)
-            _bridge(settings, data_dir, config)
+            _bridge(settings, data_dir, config, locate)
     except KeyboardInterrupt:
         return
     except BaseExceptionGroup as group:  # anyio task groups wrap the lifespan's errors
         raise _first_memory_error(group) or group from None
 
 
-def _bridge(settings: Settings, data_dir: Path | None, config: Path | None) -> None:
+def _head_start(data_dir: Path, config: Path | None) -> Callable[[], Announcement]:
+    from tools.shared_server import head_start  # stdlib only
+
+    return head_start(data_dir.expanduser().resolve(), config)
+
+
+def _bridge(settings: Settings, data_dir: Path | None, config: Path | None,
+            locate: Callable[[], Announcement] | None) -> None:
     """Bridge stdin/stdout to the data directory's shared server, starting it if none runs."""
     from tools.bridge import Bridge  # stdlib only: a joining client answers tools/list in milliseconds
     from tools.shared_server import ensure_shared_server
 
     root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
-    bridge = Bridge(lambda: ensure_shared_server(root, config), settings.server.tenant, settings.server.agent,
-                    sys.stdin.buffer, sys.stdout.buffer)
+    bridge = Bridge(locate or (lambda: ensure_shared_server(root, config)), settings.server.tenant,
+                    settings.server.agent, sys.stdin.buffer, sys.stdout.buffer)
     bridge.run()
 
 
