@@ -20,7 +20,6 @@ Run it with the CLI (one argument parser): ``memory-core serve [--data-dir DIR] 
 from __future__ import annotations
 
 import importlib.metadata
-import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -43,7 +42,6 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp
 
 from memory_core.config import Settings
-from memory_core.errors import ConfigError
 from tools import shared_server
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
 from tools.bridge_auth import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier
@@ -57,6 +55,7 @@ from tools.deferred_core import (
     open_stores_warming,
 )
 from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
+from tools.listen import listen, url_host
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
 from tools.mcp_session_tools import recover_context, summarize_session
@@ -307,17 +306,9 @@ async def serve_http(
     check_token_hashes(tokens)
     check_bind(host, tokens)
     check_body_budget(settings.server.max_request_bytes, settings.server.max_inflight_bytes)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"Cannot listen on {host}:{port}: {exc.strerror}.", key="server.port") from exc
-    sock.listen(128)
+    sock = listen(host, port, key="server.port")
     bound_port = sock.getsockname()[1]
-    url = f"http://{f'[{host}]' if family == socket.AF_INET6 else host}:{bound_port}{MCP_PATH}"
+    url = f"http://{url_host(sock, host)}:{bound_port}{MCP_PATH}"
     # before uvicorn: errors keep their own message
     stores: Stores
     if shared:

@@ -21,6 +21,8 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
+from tests.support.processes import stop
+
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 START_TIMEOUT_S = 30.0
 
@@ -135,14 +137,7 @@ def chromium_page(binary: str, width: int = 1400, height: int = 900) -> Iterator
                       mobile=False)
             yield page
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        stop(proc)
         shutil.rmtree(profile, ignore_errors=True)
 
 

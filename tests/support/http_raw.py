@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
+from tests.support.processes import stop
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -32,14 +33,7 @@ def serving(host: str, data_dir: Path, **env: str) -> Iterator[str]:
     try:
         yield _await_url(proc)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop(proc)
 
 
 class RawSession:

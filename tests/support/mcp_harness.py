@@ -28,6 +28,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from tests.support.processes import stop
 from tools.auth import hash_token
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,14 +82,7 @@ def running_http_server(
     try:
         yield _await_url(proc)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop(proc)
 
 
 def _await_url(proc: subprocess.Popen[str]) -> str:

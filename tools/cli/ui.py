@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from typing import Annotated
 
@@ -48,21 +47,13 @@ def ui(
                           "printed line under [server] (operator_token_sha256).", key="server.operator_token_sha256")
     import uvicorn
 
+    from tools.listen import listen, url_host
     from tools.ui import standalone_app
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"Cannot listen on {host}:{port}: {exc.strerror}.", key="port") from exc
-    sock.listen(64)
+    sock = listen(host, port, key="port", backlog=64)
     core = MemoryCore.open(data_dir, settings=settings)
     try:
-        shown = f"[{host}]" if family == socket.AF_INET6 else host
-        url = f"http://{shown}:{sock.getsockname()[1]}/ui/"
+        url = f"http://{url_host(sock, host)}:{sock.getsockname()[1]}/ui/"
         if announce:
             if opts.json:
                 render.emit_json({"url": url})
