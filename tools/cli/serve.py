@@ -57,7 +57,8 @@ def serve(
     """
     # A stdio launch naming its data directory starts (or finds) the shared server before its own
     # settings load: the two processes start side by side (the server validates the same settings).
-    locate = None if http or shared or exclusive or data_dir is None else _head_start(data_dir, config)
+    head_start = not (http or shared or exclusive or data_dir is None) and _bindings_look_valid()
+    locate = _head_start(data_dir, config) if head_start and data_dir is not None else None
     import anyio
 
     from memory_core.config import load_settings  # loads with the command, not with --help
@@ -90,6 +91,18 @@ def serve(
         return
     except BaseExceptionGroup as group:  # anyio task groups wrap the lifespan's errors
         raise _first_memory_error(group) or group from None
+
+
+def _bindings_look_valid() -> bool:
+    """Whether MEMORY_CORE_TENANT / MEMORY_CORE_AGENT pass their patterns: a launch that will stop
+    with CONFIG_INVALID must not first start (and leave running) a shared server."""
+    import os
+
+    from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
+
+    tenant, agent = os.environ.get("MEMORY_CORE_TENANT"), os.environ.get("MEMORY_CORE_AGENT")
+    return (tenant is None or TENANT_PATTERN.match(tenant) is not None) and (
+        agent is None or NAME_PATTERN.match(agent) is not None)
 
 
 def _head_start(data_dir: Path, config: Path | None) -> Callable[[], Announcement]:
