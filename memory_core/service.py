@@ -26,6 +26,7 @@ from memory_core.embedding import Embedder, HashEmbedder, shared_minilm, warm_up
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError
 from memory_core.lazy_vectors import LazyVectorStore
+from memory_core.memory_vector_store import InMemoryVectorStore
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 from memory_core.reads import Reader, visible
 from memory_core.recall.engine import Recaller
@@ -35,7 +36,7 @@ from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.store_errors import os_error, sqlite_error
 from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
-from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
+from memory_core.vector_store import ChromaVectorStore, VectorStore
 from memory_core.write_path import WritePath, scope_legacy_private_keys
 
 HANDOFF = "handoff"

@@ -29,7 +29,8 @@ from memory_core import MemoryCore, MemoryCoreError
 from memory_core.config import load_settings
 from memory_core.embedding import HashEmbedder
 from memory_core.errors import StoreReadOnlyError, StoreUnavailableError
-from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore, VectorStore
+from memory_core.memory_vector_store import InMemoryVectorStore
+from memory_core.vector_store import ChromaVectorStore, VectorStore
 from tests.support.chroma_server import ChromaServer, chroma_server
 from tests.support.faults import FaultyChromaClient, FaultyVectorStore, read_only_directories
 from tests.support.store_checks import assert_stores_agree, journal_rows, tenant_view

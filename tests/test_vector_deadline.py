@@ -23,8 +23,9 @@ from memory_core.config import load_settings
 from memory_core.doctor import check, repair
 from memory_core.embedding import HashEmbedder
 from memory_core.errors import StoreUnavailableError
+from memory_core.memory_vector_store import InMemoryVectorStore
 from memory_core.vector_deadline import vector_store_wedged
-from memory_core.vector_store import ChromaVectorStore, InMemoryVectorStore
+from memory_core.vector_store import ChromaVectorStore
 from tests.support.faults import HangingVectorStore
 from tests.support.store_checks import assert_stores_agree, journal_rows
 
