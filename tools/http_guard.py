@@ -180,26 +180,28 @@ class HttpGuard:
         elif declared is not None and declared > self.budget.capacity - self.budget.held:
             refusal = self._busy
         if refusal is not None:
-            await self._refuse(refusal, receive, send)
+            await self._refuse(refusal, receive, send, body_left=True)
             return
         held = _Held()
         try:
-            body, refusal = await self._read_body(receive, held)
+            body, refusal, body_left = await self._read_body(receive, held)
             if refusal is not None:
                 self.budget.give_back(held.n)
                 held.n = 0
-                await self._refuse(refusal, receive, send)
+                await self._refuse(refusal, receive, send, body_left=body_left)
                 return
             await self.app(scope, _replay(body, receive), send)
         finally:
             self.budget.give_back(held.n)
 
-    async def _refuse(self, refusal: Refusal, receive: Receive, send: Send) -> None:
+    async def _refuse(self, refusal: Refusal, receive: Receive, send: Send, *, body_left: bool) -> None:
         """Answer a refused request. A body within the per-request cap is first read and dropped
         (one chunk in memory at a time): closing a connection with unread bytes makes the kernel
         reset it, and the client would see "connection reset" instead of the 503 or 403. A body
-        over the cap is answered at once, unread; such a client may see the reset instead."""
-        if refusal != self._too_large:
+        over the cap is answered at once, unread; such a client may see the reset instead. A body
+        already read to its end is not waited for again: that wait would last until the client
+        gave up, and it never would, waiting for its answer."""
+        if body_left and refusal != self._too_large:
             await self._discard_body(receive)
         await refusal(send)
 
@@ -212,22 +214,24 @@ class HttpGuard:
                 return
             dropped += len(message.get("body", b""))
 
-    async def _read_body(self, receive: Receive, held: _Held) -> tuple[list[Message], Refusal | None]:
-        """Receive the body, counting each chunk against both limits before keeping it."""
+    async def _read_body(self, receive: Receive, held: _Held) -> tuple[list[Message], Refusal | None, bool]:
+        """Receive the body, counting each chunk against both limits before keeping it. Returns
+        the messages, the refusal if a limit was passed, and whether any of the body is left unread."""
         messages: list[Message] = []
         while True:
             message = await receive()
             messages.append(message)
             if message["type"] != "http.request":
-                return messages, None
+                return messages, None, False
             size = len(message.get("body", b""))
+            body_left = bool(message.get("more_body", False))
             if held.n + size > self.max_request_bytes:
-                return [], self._too_large
+                return [], self._too_large, body_left
             if not self.budget.take(size):
-                return [], self._busy
+                return [], self._busy, body_left
             held.n += size
-            if not message.get("more_body", False):
-                return messages, None
+            if not body_left:
+                return messages, None, False
 
     async def _foreign_host(self, send: Send) -> None:
         await _refuse(send, 421, "HOST_NOT_ALLOWED", "This server answers only its own loopback address and port "
