@@ -1,0 +1,275 @@
+"""The graph store's seam: what ``memory_core`` may ask of the durable graph, and nothing else.
+
+A backend (:mod:`graph.sqlite_store` over one SQLite file; a PostgreSQL one for replicas)
+implements :class:`GraphStore`. Every read takes the tenant and returns frozen values
+(:class:`MemoryNode`, :class:`EpisodeNode`, ...): another tenant's node reads exactly like
+a missing one, and no caller can change the store by changing what it was given. Backends
+lock internally and raise :class:`GraphStoreError` (decided from SQLite result codes or
+PostgreSQL SQLSTATEs, never message text), which ``memory_core.store_errors`` maps once.
+
+Writes happen inside ``with store.transaction() as tx:`` (:class:`GraphTxn`): all of it
+commits or none of it does, and the store's own caches follow the commit.
+
+Node ids: ``mem:<id>`` (AGENT_MEMORY), ``ep:<id>`` (EPISODE), ``agent:<tenant>/<agent>``
+(AGENT), ``session:<tenant>/<session>`` (SESSION). Edges: AUTHORED_BY and IN_SESSION from
+every memory; SUMMARIZES from an episode to its session; SUPERSEDES from a handoff to the
+one it replaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:  # networkx is imported only by what traverses
+    import networkx as nx
+
+    from graph.agent_names import AgentNameIndex
+
+AGENT_MEMORY = "AGENT_MEMORY"
+AGENT = "AGENT"
+SESSION = "SESSION"
+EPISODE = "EPISODE"
+AUTHORED_BY = "AUTHORED_BY"
+IN_SESSION = "IN_SESSION"
+SUMMARIZES = "SUMMARIZES"
+SUPERSEDES = "SUPERSEDES"
+
+Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenant, a page
+
+INDEXED_FIELDS = ("type", "agent", "channel")
+
+
+def agent_node(tenant: str, agent: str) -> str:
+    return f"agent:{tenant}/{agent}"
+
+
+def session_node(tenant: str, session: str) -> str:
+    return f"session:{tenant}/{session}"
+
+
+def mem_node(mem_id: int) -> str:
+    return f"mem:{mem_id}"
+
+
+def ep_node(ep_id: int) -> str:
+    return f"ep:{ep_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryNode:
+    """An AGENT_MEMORY node's attributes (everything but the content)."""
+
+    id: int
+    tenant: str
+    session: str
+    agent: str
+    type: str
+    role: str | None
+    channel: str | None
+    source: Mapping[str, Any]
+    source_id: str | None
+    project_id: str | None
+    salience: float
+    visibility: str
+    ts_us: int
+    metadata: Mapping[str, Any]
+    content_len: int
+    content_hash: str
+    kind: str = AGENT_MEMORY
+
+    @property
+    def key(self) -> Key:
+        return (self.ts_us, self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeNode:
+    """An EPISODE node: a session's summary."""
+
+    id: int
+    tenant: str
+    session: str
+    summary: str
+    summary_source: str
+    summary_error: str | None
+    first_id: int | None
+    last_id: int | None
+    turn_count: int
+    last_ts_us: int | None
+    handoff_id: int | None
+    created_us: int
+    updated_us: int
+    kind: str = EPISODE
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeRef:
+    """One edge seen from a node: its direction, kind and the node at the other end."""
+
+    direction: Literal["in", "out"]
+    kind: str
+    other: str
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """An intent written before a multi-store change (``add``, ``restore``, ``delete``, ``episode``)."""
+
+    seq: int
+    op: str
+    tenant: str
+    item_id: str  # a ref: mem:<id> or ep:<id>
+    created_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    session: str
+    memories: int
+    turns: int
+    first: Key | None
+    last: Key | None
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Row filters a backend evaluates inside its own queries (lexical search, id listings).
+
+    ``project``: None = any project; "" = the global pool only; a name = that project or
+    the global pool. ``viewer`` sees shared rows and its own private ones.
+    """
+
+    tenant: str
+    viewer: str | None = None
+    type: str | None = None
+    session: str | None = None
+    agent: str | None = None
+    channel: str | None = None
+    source_prefix: str | None = None
+    project: str | None = None
+
+    @property
+    def selective(self) -> bool:
+        return bool(self.type or self.session or self.agent or self.channel or self.source_prefix
+                    or self.project is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHit:
+    id: int
+    score: float  # larger is better (negated bm25)
+    turn: float = 0.0  # window hits: the score of the memory's own text alone (0 if only its predecessor matched)
+
+
+ErrorKind = Literal["full", "read_only", "busy", "unavailable", "corrupt", "io", "schema", "conflict"]
+
+
+@dataclass
+class GraphStoreError(Exception):
+    """A failure of the durable graph store, by kind (never by message text)."""
+
+    kind: ErrorKind
+    detail: str
+    cause: BaseException | None = field(default=None, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+class GraphTxn(Protocol):
+    """One write transaction. Rows are dicts with the columns of a memory (see MemoryNode, plus
+    ``content`` and ``idempotency_key``) or an episode (see EpisodeNode)."""
+
+    def allocate_ids(self, n: int) -> list[int]: ...
+    def reserve_ids_through(self, item_id: int) -> None: ...
+    def id_in_use(self, item_id: int) -> bool: ...
+    def journal(self, entries: Iterable[tuple[str, str, str]]) -> None:
+        """Write (op, tenant, item ref) intents."""
+    def clear_journal(self, op: str, refs: Iterable[str]) -> None: ...
+    def clear_journal_seqs(self, seqs: Iterable[int]) -> None: ...
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+        """The newest same-content memory of the session within the window that the writer can read."""
+    def write_memory(self, row: Mapping[str, Any]) -> None: ...
+    def erase_memory(self, tenant: str, mem_id: int) -> bool: ...
+    def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None: ...
+    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None: ...
+    def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None: ...
+    def write_episode(self, row: Mapping[str, Any]) -> None: ...
+    def set_meta(self, key: str, value: str, *, overwrite: bool) -> None: ...
+
+
+class GraphStore(Protocol):
+    """The durable graph, read by tenant and written in transactions."""
+
+    # ---- nodes ------------------------------------------------------------------------------
+    def memory(self, tenant: str, mem_id: int) -> MemoryNode | None: ...
+    def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]:
+        """The tenant's memories among ``ids`` (absent and foreign ids are left out)."""
+    def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]: ...
+    def episode(self, tenant: str, ep_id: int) -> EpisodeNode | None: ...
+    def session_episode(self, tenant: str, session: str) -> EpisodeNode | None: ...
+    def episodes(self, tenant: str) -> list[EpisodeNode]: ...
+    def by_idempotency_key(self, tenant: str, key: str) -> MemoryNode | None: ...
+
+    # ---- order --------------------------------------------------------------------------------
+    def page(self, tenant: str, session: str | None, before: Key | None, limit: int, *,
+             turns_only: bool = False) -> list[Key]:
+        """Keys strictly older than ``before`` (or the newest), newest first; ``session`` None
+        pages the whole tenant."""
+    def iter_newest(self, tenant: str, session: str | None, before: Key | None = None, *,
+                    turns_only: bool = False) -> Iterator[Key]:
+        """:meth:`page` continued lazily, for callers that filter as they go."""
+    def adjacent(self, tenant: str, session: str, key: Key, *, forward: bool,
+                 turns_only: bool = False) -> Key | None: ...
+    def adjacent_many(self, tenant: str, nodes: Iterable[MemoryNode]) -> dict[int, tuple[Key | None, Key | None]]:
+        """(previous, next) in its session for each of the tenant's memories."""
+    def bounds(self, tenant: str, session: str | None) -> tuple[Key, Key] | None: ...
+    def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int: ...
+    def count_before(self, tenant: str, key: Key) -> int:
+        """How many of the tenant's memories sort before ``key``."""
+    def sessions(self, tenant: str) -> list[SessionStats]: ...
+    def hidden_count(self, tenant: str, session: str, viewer: str | None) -> int:
+        """How many of the session's memories are private to an agent other than ``viewer``."""
+    def non_turn_count(self, tenant: str) -> int: ...
+
+    # ---- fields -------------------------------------------------------------------------------
+    def field_ids(self, tenant: str, field: str, value: str, limit: int | None) -> list[int]:
+        """Memory ids whose ``field`` (one of INDEXED_FIELDS) equals ``value``, newest first."""
+    def field_count(self, tenant: str, field: str, value: str) -> int: ...
+    def source_prefix_ids(self, tenant: str, prefix: str, limit: int | None) -> list[int]: ...
+    def source_prefix_count(self, tenant: str, prefix: str) -> int: ...
+    def sessions_in_channel(self, tenant: str, channel: str) -> set[str]:
+        """Sessions holding a *shared* memory written in ``channel``."""
+    def session_has_channel(self, tenant: str, session: str, channel: str) -> bool: ...
+
+    # ---- edges --------------------------------------------------------------------------------
+    def edges_of(self, tenant: str, node: str) -> list[EdgeRef]: ...
+    def superseders(self, tenant: str, ids: Iterable[int]) -> dict[int, list[int]]:
+        """For each memory id, the memories that SUPERSEDE it."""
+    def neighbourhood(self, tenant: str, node: str, depth: int, max_nodes: int,
+                      hub_degree: int) -> nx.MultiDiGraph:
+        """The k-hop subgraph around ``node`` (AGENT/SESSION hubs are not expanded past
+        ``hub_degree``), with node attributes; cached and evicted by the store."""
+
+    # ---- tenants and agents -------------------------------------------------------------------
+    def tenants(self) -> list[str]: ...
+    def agents(self, tenant: str) -> frozenset[str]: ...
+    def agent_names(self, tenant: str) -> AgentNameIndex: ...
+
+    # ---- lexical ------------------------------------------------------------------------------
+    def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *, own: bool = False) -> list[LexicalHit]:
+        """BM25 over each memory's window (its text + the previous shared memory of its session)."""
+    def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
+        """Exact phrases in each memory's own text."""
+
+    # ---- journal, meta, lifecycle -------------------------------------------------------------
+    def journal(self, limit: int | None = None) -> list[JournalEntry]: ...
+    def journal_size(self) -> int: ...
+    def meta(self, key: str) -> str | None: ...
+    def transaction(self) -> AbstractContextManager[GraphTxn]: ...
+    def invalidate(self) -> None:
+        """Drop every cache (after a repair rewrote rows underneath)."""
+    def close(self) -> None: ...
