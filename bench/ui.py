@@ -73,8 +73,7 @@ def pages(core: MemoryCore, n: int) -> dict[str, str]:
         cursor = inspector.timeline("bench", mid, 25, cursor).next_cursor
     handoff = inspector.sessions("bench", 0, 100)
     chain_ref = next(s.latest_handoff for s in handoff.sessions if s.latest_handoff)
-    with core.db.lock:
-        keys = list(core.graph.all_index.newest_before("bench", mid, None, lambda _i: True))
+    keys = list(core.graph.iter_newest("bench", mid))
     turn_ref = f"mem:{keys[len(keys) // 2][1]}"
     return {
         "tenants": "/ui/",

@@ -199,6 +199,8 @@ class GraphTxn(Protocol):
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None: ...
     def write_episode(self, row: Mapping[str, Any]) -> None: ...
     def set_meta(self, key: str, value: str, *, overwrite: bool) -> None: ...
+    def rebuild_counts(self) -> None:
+        """Recount every tenant's rows (doctor's repair of counts that disagree with them)."""
 
 
 class GraphStore(Protocol):
@@ -239,6 +241,10 @@ class GraphStore(Protocol):
     def field_ids(self, tenant: str, field: str, value: str, limit: int | None) -> list[int]:
         """Memory ids whose ``field`` (one of INDEXED_FIELDS) equals ``value``, newest first."""
     def field_count(self, tenant: str, field: str, value: str) -> int: ...
+    def field_counts(self, tenant: str, field: str) -> dict[str, int]:
+        """Memories per value of ``field`` (one of INDEXED_FIELDS)."""
+    def private_count(self, tenant: str) -> int:
+        """How many of the tenant's memories are private to their author."""
     def source_prefix_ids(self, tenant: str, prefix: str, limit: int | None) -> list[int]: ...
     def source_prefix_count(self, tenant: str, prefix: str) -> int: ...
     def sessions_in_channel(self, tenant: str, channel: str) -> set[str]:
@@ -250,9 +256,9 @@ class GraphStore(Protocol):
     def superseders(self, tenant: str, ids: Iterable[int]) -> dict[int, list[int]]:
         """For each memory id, the memories that SUPERSEDE it."""
     def neighbourhood(self, tenant: str, node: str, depth: int, max_nodes: int,
-                      hub_degree: int) -> nx.MultiDiGraph:
-        """The k-hop subgraph around ``node`` (AGENT/SESSION hubs are not expanded past
-        ``hub_degree``), with node attributes; cached and evicted by the store."""
+                      hub_degree: int, children: int = 8) -> nx.MultiDiGraph:
+        """The k-hop subgraph around ``node`` (see :mod:`graph.traversal`), with node
+        attributes; cached and evicted by the store (read it, never change it)."""
 
     # ---- tenants and agents -------------------------------------------------------------------
     def tenants(self) -> list[str]: ...
@@ -270,6 +276,8 @@ class GraphStore(Protocol):
     def journal_size(self) -> int: ...
     def meta(self, key: str) -> str | None: ...
     def transaction(self) -> AbstractContextManager[GraphTxn]: ...
+    def version(self, tenant: str) -> int:
+        """A number that changes whenever the tenant's graph changes (cache keys)."""
     def invalidate(self) -> None:
         """Drop every cache (after a repair rewrote rows underneath)."""
     def close(self) -> None: ...

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: counts table and the indexes that serve reads without a resident graph
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -88,6 +88,45 @@ CREATE UNIQUE INDEX IF NOT EXISTS episodes_session ON episodes (tenant, session)
 CREATE TABLE IF NOT EXISTS fts_tables (tenant TEXT PRIMARY KEY, name TEXT NOT NULL);
 """
 
+# Version 2: reads are served by indexes, and the counts reads need are kept in the write
+# transaction (see graph.sqlite_txn), so an open reads no memory rows.
+_SCHEMA_V2 = """
+CREATE TABLE IF NOT EXISTS counts (
+    tenant TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (tenant, scope, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS memories_time ON memories (tenant, ts_us, id);
+CREATE INDEX IF NOT EXISTS memories_turns ON memories (tenant, session, ts_us, id) WHERE type = 'turn';
+CREATE INDEX IF NOT EXISTS memories_type ON memories (tenant, type, ts_us, id);
+CREATE INDEX IF NOT EXISTS memories_agent ON memories (tenant, agent, ts_us, id);
+CREATE INDEX IF NOT EXISTS memories_channel ON memories (tenant, channel, ts_us, id) WHERE channel IS NOT NULL;
+CREATE INDEX IF NOT EXISTS memories_source ON memories (tenant, source_id) WHERE source_id IS NOT NULL;
+"""
+
+# Every count a read needs, by (scope, key); graph.sqlite_txn keeps them on write and erase.
+# 'schan' keys are channel \x1f session (shared rows only): the sessions of a channel are a range.
+COUNT_SCOPES_SQL = """
+SELECT tenant, 'all', '', count(*) FROM memories GROUP BY tenant
+UNION ALL SELECT tenant, 'nonturn', '', count(*) FROM memories WHERE type != 'turn' GROUP BY tenant
+UNION ALL SELECT tenant, 'session', session, count(*) FROM memories GROUP BY tenant, session
+UNION ALL SELECT tenant, 'turns', session, count(*) FROM memories WHERE type = 'turn' GROUP BY tenant, session
+UNION ALL SELECT tenant, 'private', session || char(31) || agent, count(*) FROM memories
+    WHERE visibility = 'agent' GROUP BY tenant, session, agent
+UNION ALL SELECT tenant, 'type', type, count(*) FROM memories GROUP BY tenant, type
+UNION ALL SELECT tenant, 'agent', agent, count(*) FROM memories GROUP BY tenant, agent
+UNION ALL SELECT tenant, 'channel', channel, count(*) FROM memories WHERE channel IS NOT NULL GROUP BY tenant, channel
+UNION ALL SELECT tenant, 'schan', channel || char(31) || session, count(*) FROM memories
+    WHERE channel IS NOT NULL AND visibility = 'tenant' GROUP BY tenant, channel, session
+"""
+
+
+class SchemaVersionError(Exception):
+    """The store was written by a newer memory-core (its schema version is higher than ours)."""
+
+    def __init__(self, found: int) -> None:
+        super().__init__(f"schema version {found} is newer than this memory-core's {SCHEMA_VERSION}")
+        self.found = found
+
 
 def fts_table_name(tenant: str) -> str:
     return "fts_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
@@ -141,17 +180,44 @@ class GraphDB:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=OFF")
-            self._conn.executescript(_SCHEMA)
+            self._migrate()
             self._init_meta()
             for row in self._conn.execute("SELECT tenant, name FROM fts_tables"):
                 self._fts_known[row["tenant"]] = row["name"]
             self._migrate_windows()
 
+    def _stored_version(self) -> int | None:
+        present = self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        if present is None:
+            return None
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        return None if row is None else int(row[0])
+
+    def _migrate(self) -> None:
+        """Create a new store at the current version, or upgrade an older one in one transaction.
+
+        A store written by a newer memory-core is refused: its tables may mean more than this
+        version knows, and writing them could lose that."""
+        version = self._stored_version()
+        if version is not None and version > SCHEMA_VERSION:
+            raise SchemaVersionError(version)
+        if version == SCHEMA_VERSION:
+            return
+        with self.transaction() as cur:
+            for statement in (_SCHEMA + _SCHEMA_V2).split(";"):
+                if statement.strip():
+                    cur.execute(statement)
+            if version is not None:  # an upgrade from 1: counts from the rows, legacy keys scoped
+                cur.execute("DELETE FROM counts")
+                cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {COUNT_SCOPES_SQL}")
+                cur.execute(
+                    "UPDATE memories SET idempotency_key = agent || char(31) || idempotency_key WHERE "
+                    "visibility = 'agent' AND idempotency_key IS NOT NULL AND instr(idempotency_key, char(31)) = 0"
+                )
+            cur.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+
     def _init_meta(self) -> None:
         with self.transaction() as cur:
-            cur.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
             cur.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('next_id', '1')")
             cur.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('cursor_secret', ?)", (secrets.token_hex(32),)

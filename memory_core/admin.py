@@ -7,12 +7,12 @@ by design (it lists the tenants themselves). Operators see private (``visibility
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph.store import AGENT_MEMORY, EPISODE
+from graph.api import AGENT_MEMORY, EPISODE
+from graph.traversal import node_attrs
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import from_us, iso
@@ -92,41 +92,34 @@ class Operator:
 
     def tenants(self) -> list[TenantSummary]:
         """Operator-wide: every tenant either store knows, with its counts."""
-        names = set(self.core.vectors.tenants())
-        with self.core.db.lock:
-            names |= set(self.graph.tenants())
+        names = set(self.core.vectors.tenants()) | set(self.graph.tenants())
         out = []
         for tenant in sorted(names):
             vectors = self.core.vectors.count(tenant)
-            with self.core.db.lock:
-                bounds = self.graph.tenant_index.bounds(tenant, "")
-                out.append(TenantSummary(
-                    tenant=tenant,
-                    memories=self.graph.memory_count(tenant),
-                    vectors=vectors,
-                    sessions=len(self.graph.all_index.sessions(tenant)),
-                    agents=len(self.graph.agents(tenant)),
-                    last_activity=_iso(bounds[1][0]) if bounds else None,
-                ))
+            bounds = self.graph.bounds(tenant, None)
+            out.append(TenantSummary(
+                tenant=tenant,
+                memories=self.graph.count(tenant),
+                vectors=vectors,
+                sessions=len(self.graph.sessions(tenant)),
+                agents=len(self.graph.agents(tenant)),
+                last_activity=_iso(bounds[1][0]) if bounds else None,
+            ))
         return out
 
     def sessions(self, tenant: str) -> list[SessionSummary]:
         """The tenant's sessions, most recently active first."""
         tenant = v.tenant(tenant)
         episodes = self._episodes(tenant)
-        with self.core.db.lock:
-            out = []
-            for session in self.graph.all_index.sessions(tenant):
-                bounds = self.graph.all_index.bounds(tenant, session)
-                out.append(SessionSummary(
-                    session=session,
-                    memories=self.graph.all_index.count(tenant, session),
-                    turns=self.graph.turn_index.count(tenant, session),
-                    first_activity=_iso(bounds[0][0]) if bounds else None,
-                    last_activity=_iso(bounds[1][0]) if bounds else None,
-                    latest_handoff=self._latest_handoff(tenant, session),
-                    episode=episodes.get(session),
-                ))
+        out = [SessionSummary(
+            session=s.session,
+            memories=s.memories,
+            turns=s.turns,
+            first_activity=_iso(s.first[0]) if s.first else None,
+            last_activity=_iso(s.last[0]) if s.last else None,
+            latest_handoff=self._latest_handoff(tenant, s.session),
+            episode=episodes.get(s.session),
+        ) for s in self.graph.sessions(tenant)]
         return sorted(out, key=lambda s: s.last_activity or "", reverse=True)
 
     def stats(self, tenant: str, *, count_vectors: bool = True) -> TenantStats:
@@ -135,23 +128,14 @@ class Operator:
         ``count_vectors=False`` leaves Chroma closed (``vectors`` is None): the graph alone answers.
         """
         tenant = v.tenant(tenant)
-        by_type: Counter[str] = Counter()
-        private = 0
-        with self.core.db.lock:
-            for mem_id in self.graph.memory_ids(tenant):
-                attrs = self.graph.memory(tenant, mem_id)
-                if attrs is not None:
-                    by_type[attrs["type"]] += 1
-                    private += attrs["visibility"] == "agent"
-            sessions = len(self.graph.all_index.sessions(tenant))
-            agents = sorted(self.graph.agents(tenant))
+        by_type = self.graph.field_counts(tenant, "type")
         return TenantStats(
             tenant=tenant,
             memories=sum(by_type.values()),
             by_type=dict(sorted(by_type.items())),
-            private=private,
-            sessions=sessions,
-            agents=agents,
+            private=self.graph.private_count(tenant),
+            sessions=len(self.graph.sessions(tenant)),
+            agents=sorted(self.graph.agents(tenant)),
             episodes=len(self._episodes(tenant)),
             vectors=self.core.vectors.count(tenant) if count_vectors else None,
             disk_bytes=self.disk_use(),
@@ -178,24 +162,21 @@ class Operator:
         if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH:
             raise InvalidInputError(f"'depth' must be an integer from 0 to {MAX_DEPTH}.", field="depth")
         root = str(parse_ref(ref))
-        with self.core.db.lock:
-            attrs = self.graph.graph.nodes.get(root)
-            if attrs is None or attrs.get("tenant") != tenant:
-                raise NotFoundError(f"No node {root} in this tenant.", ref=root)
-            seen = {root}
-            return self._expand(tenant, root, depth, seen)
+        if node_attrs(self.graph, tenant, root) is None:
+            raise NotFoundError(f"No node {root} in this tenant.", ref=root)
+        return self._expand(tenant, root, depth, {root})
 
     # ---- helpers ---------------------------------------------------------------------------
     def _expand(self, tenant: str, node: str, depth: int, seen: set[str]) -> dict[str, Any]:
         out: dict[str, Any] = {"node": node, **self._describe(tenant, node), "edges": [], "more": 0}
         if depth == 0:
             return out
-        edges = sorted(self.graph.edges_of(tenant, node), key=lambda e: self._order(e[2]), reverse=True)
+        edges = sorted(self.graph.edges_of(tenant, node), key=lambda e: self._order(tenant, e.other), reverse=True)
         out["more"] = max(0, len(edges) - MAX_CHILDREN)
         edges = edges[:MAX_CHILDREN]
-        claimed = [other for _d, _k, other in edges if other not in seen]  # breadth first: nearest wins
+        claimed = [e.other for e in edges if e.other not in seen]  # breadth first: nearest wins
         seen.update(claimed)
-        for direction, kind, other in edges:
+        for direction, kind, other in ((e.direction, e.kind, e.other) for e in edges):
             if other in claimed:
                 claimed.remove(other)
                 child = self._expand(tenant, other, depth - 1, seen)
@@ -204,12 +185,12 @@ class Operator:
             out["edges"].append({"direction": direction, "kind": kind, "node": child})
         return out
 
-    def _order(self, node: str) -> tuple[int, int]:
-        attrs = self.graph.graph.nodes.get(node, {})
+    def _order(self, tenant: str, node: str) -> tuple[int, int]:
+        attrs = node_attrs(self.graph, tenant, node) or {}
         return (attrs.get("ts_us", 0), attrs.get("id", 0))
 
     def _describe(self, tenant: str, node: str) -> dict[str, Any]:
-        attrs = self.graph.graph.nodes.get(node, {})
+        attrs = node_attrs(self.graph, tenant, node) or {}
         kind = str(attrs.get("kind", "?"))
         if kind == AGENT_MEMORY:
             text = self.graph.contents(tenant, [attrs["id"]]).get(attrs["id"], "")
@@ -223,18 +204,11 @@ class Operator:
         return {"kind": kind, "label": " ".join(str(detail).split())[:PREVIEW_CHARS]}
 
     def _latest_handoff(self, tenant: str, session: str) -> str | None:
-        def is_handoff(mem_id: int) -> bool:
-            attrs = self.graph.memory(tenant, mem_id)
-            return attrs is not None and attrs["type"] == "handoff"
-
-        for _ts, mem_id in self.graph.all_index.newest_before(tenant, session, None, is_handoff):
-            return memory_ref(mem_id)
-        return None
+        found = self.core.episodes.latest_handoff(tenant, session, None, private_too=True)
+        return None if found is None else memory_ref(found.id)
 
     def _episodes(self, tenant: str) -> dict[str, str]:
-        with self.core.db.lock:
-            rows = self.core.db.conn.execute("SELECT id, session FROM episodes WHERE tenant = ?", (tenant,))
-            return {str(r[1]): episode_ref(int(r[0])) for r in rows}
+        return {ep.session: episode_ref(ep.id) for ep in self.graph.episodes(tenant)}
 
 
 __all__ = ["Operator", "SessionSummary", "TenantStats", "TenantSummary"]

@@ -121,8 +121,9 @@ def repair(core: MemoryCore) -> DoctorReport:
         _, found = scan(core)  # after recovery: records of rolled-back adds are gone, not orphans
         kinds = {f.kind for f in found}
         if "graph_stale" in kinds:
-            core.graph.load()
-            done += [Repair(f.kind, f.tenant, f.ref, "reloaded the graph from SQLite")
+            with core.graph.transaction() as tx:
+                tx.rebuild_counts()
+            done += [Repair(f.kind, f.tenant, f.ref, "recounted the graph's rows")
                      for f in found if f.kind == "graph_stale"]
         if "graph_missing" in kinds:
             done += _restore_structure(core)
@@ -132,20 +133,19 @@ def repair(core: MemoryCore) -> DoctorReport:
         done += _reembed(core, [f for f in found if f.kind in VECTOR_KINDS])
         for tenant in sorted({f.tenant for f in found if f.kind in LEXICAL_KINDS}):
             done.append(_rebuild_lexical(core, tenant))
-        core.graph.load()
+        core.graph.invalidate()
         counts, remaining = scan(core)
     return DoctorReport(counts, before, done, remaining, recovered_at_open=list(core.recovered))
 
 
 def _restore_structure(core: MemoryCore) -> list[Repair]:
     missing = missing_structure(core)
-    with core.db.transaction() as cur:
+    with core.graph.transaction() as tx:
         for item in missing:
             if item.node is not None:
-                cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
-                            (item.node[0], item.node[1], item.tenant, item.node[2]))
+                tx.write_node(item.node[0], item.node[1], item.tenant, json.loads(item.node[2]))
             if item.edge is not None:
-                core.graph.write_edge(cur, item.tenant, *item.edge)
+                tx.write_edge(item.tenant, *item.edge)
     return [Repair("graph_missing", m.tenant, m.ref, "recreated " + (
         f"{m.node[1]} node {m.node[0]}" if m.node else f"{m.edge[2]} edge to {m.edge[1]}"))  # type: ignore[index]
         for m in missing]
@@ -153,9 +153,8 @@ def _restore_structure(core: MemoryCore) -> list[Repair]:
 
 def _delete_dangling_edges(core: MemoryCore) -> list[Repair]:
     edges = dangling_edges(core)
-    with core.db.transaction() as cur:
-        cur.executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = ?",
-                        [(e.src, e.dst, e.kind) for e in edges])
+    with core.graph.transaction() as tx:
+        tx.erase_edges((e.src, e.dst, e.kind) for e in edges)
     return [Repair("dangling_edge", e.tenant, e.src, f"deleted {e.kind} edge to {e.dst}") for e in edges]
 
 

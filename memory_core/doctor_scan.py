@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from graph.db import WINDOW_ROWS_SQL, fts_table_name, window_table_name
-from graph.store import AGENT, AUTHORED_BY, IN_SESSION, SESSION, agent_node, session_node
+from graph.api import AGENT, AUTHORED_BY, IN_SESSION, SESSION, agent_node, session_node
 from memory_core.refs import EPISODE, MEMORY, memory_ref
 from memory_core.write_path import vector_metadata
 
@@ -104,17 +104,16 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
     counts = []
     for tenant in all_tenants(core):
         rows = {r["id"]: r for r in memory_rows(core, tenant)}
-        with core.db.lock:
-            graph_ids = set(core.graph.memory_ids(tenant))
-        if graph_ids != set(rows):
+        counted = core.graph.count(tenant)
+        if counted != len(rows):
             findings.append(Finding("graph_stale", tenant, None,
-                                    f"the graph holds {len(graph_ids)} memories, SQLite {len(rows)}"))
+                                    f"the graph's counts say {counted} memories, SQLite holds {len(rows)}"))
         vector_ids = core.vectors.all_ids(tenant)
         findings += _vector_findings(core, tenant, rows, vector_ids, pending)
         indexed, lexical = _lexical_findings(core, tenant, set(rows))
         findings += lexical + _window_findings(core, tenant)
         memory_vectors = sum(1 for ref in vector_ids if ref.startswith(MEMORY + ":"))
-        counts.append(StoreCounts(tenant, len(rows), len(graph_ids), memory_vectors, indexed))
+        counts.append(StoreCounts(tenant, len(rows), counted, memory_vectors, indexed))
     findings += [Finding("graph_missing", m.tenant, m.ref, _missing_detail(m)) for m in missing_structure(core)]
     findings += [Finding("dangling_edge", e.tenant, e.src, f"{e.kind} -> {e.dst}: {e.reason}")
                  for e in dangling_edges(core)]

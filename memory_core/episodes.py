@@ -8,17 +8,15 @@ outside every lock and never on the add path, so a slow provider cannot block wr
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graph.session_index import Key
-from graph.store import SUPERSEDES, GraphStore, mem_node
+from graph.api import SUPERSEDES, EpisodeNode, GraphStore, GraphTxn, Key, MemoryNode, mem_node
 from memory_core import validation as v
 from memory_core.config import Settings
 from memory_core.embedding import Embedder
@@ -31,6 +29,7 @@ from memory_core.vector_store import Metadata, VectorStore
 from memory_core.write_path import WritePath
 
 SUMMARY_WINDOW = 200  # newest turns a summary reads
+PAGE = 256  # keys read at a time when a session is scanned newest first
 TURN_ROW_OVERHEAD_CHARS = 200  # ≈ the JSON fields of one turn row in an MCP response
 
 
@@ -74,13 +73,13 @@ class Recovery:
     turns: RecentTurnsPage
 
 
-def episode_from_attrs(a: dict[str, Any], cached: bool = False) -> Episode:
+def episode_from_attrs(a: EpisodeNode, cached: bool = False) -> Episode:
     return Episode(
-        ref=episode_ref(a["id"]), tenant=a["tenant"], session=a["session"], summary=a["summary"],
-        summary_source=a["summary_source"], summary_error=a["summary_error"],
-        first_ref=memory_ref(a["first_id"]) if a["first_id"] else None,
-        last_ref=memory_ref(a["last_id"]) if a["last_id"] else None,
-        turn_count=a["turn_count"], updated=from_us(a["updated_us"]), cached=cached,
+        ref=episode_ref(a.id), tenant=a.tenant, session=a.session, summary=a.summary,
+        summary_source=a.summary_source, summary_error=a.summary_error,
+        first_ref=memory_ref(a.first_id) if a.first_id else None,
+        last_ref=memory_ref(a.last_id) if a.last_id else None,
+        turn_count=a.turn_count, updated=from_us(a.updated_us), cached=cached,
     )
 
 
@@ -114,14 +113,24 @@ class EpisodeService:
         self._refresher.shutdown(wait=True, cancel_futures=True)
 
     # ---- handoffs --------------------------------------------------------------------------
-    def latest_handoff(self, tenant: str, session: str, viewer: str | None) -> dict[str, Any] | None:
-        def accept(mem_id: int) -> bool:
-            a = self.graph.memory(tenant, mem_id)
-            return a is not None and a["type"] == "handoff" and visible(a, viewer)
+    def latest_handoff(self, tenant: str, session: str, viewer: str | None, *,
+                       private_too: bool = False) -> MemoryNode | None:
+        """The session's newest handoff that ``viewer`` can read (any, for the operator's ``private_too``)."""
+        def accept(a: MemoryNode) -> bool:
+            return a.type == "handoff" and (private_too or visible(a, viewer))
 
-        for _ts, mem_id in self.graph.all_index.newest_before(tenant, session, None, accept):
-            return self.graph.memory(tenant, mem_id)
-        return None
+        return next(self._newest(tenant, session, accept), None)
+
+    def _newest(self, tenant: str, session: str, accept: Callable[[MemoryNode], bool]) -> Iterator[MemoryNode]:
+        """The session's memories that ``accept`` admits, newest first, read a page at a time."""
+        before: Key | None = None
+        while True:
+            page = self.graph.page(tenant, session, before, PAGE)
+            nodes = self.graph.memories(tenant, (k[1] for k in page))
+            yield from (a for k in page if (a := nodes.get(k[1])) is not None and accept(a))
+            if len(page) < PAGE:
+                return
+            before = page[-1]
 
     def create_handoff(self, tenant: str, session: str, agent: str, content: str, **fields: Any) -> AddResult:
         """A handoff memory (salience 0.95) linked by SUPERSEDES to the session's previous one."""
@@ -134,9 +143,8 @@ class EpisodeService:
         # private one, the latest its author can read.
         chain_viewer = agent if fields.get("visibility") == "agent" and isinstance(agent, str) else None
         with self.writer.lock:  # the previous handoff cannot change under us
-            with self.graph.db.lock:
-                prev = self.latest_handoff(tenant, str(session), chain_viewer) if isinstance(session, str) else None
-            edges = [(mem_node(prev["id"]), SUPERSEDES)] if prev else []
+            prev = self.latest_handoff(tenant, str(session), chain_viewer) if isinstance(session, str) else None
+            edges = [(mem_node(prev.id), SUPERSEDES)] if prev else []
             return self.writer.add_many([item], edges=[edges])[0]
 
     # ---- summaries -------------------------------------------------------------------------
@@ -147,8 +155,7 @@ class EpisodeService:
         # One episode per session, readable by every agent of the tenant: so it is built from
         # shared rows only. Private rows never enter its text, its covers or its count, and a
         # private write does not even invalidate it (its cache key is the newest shared row).
-        with self.graph.db.lock:
-            shared = self._shared(tenant)
+        with self.writer.lock:  # one consistent view of the session while the summary's input is read
             existing = self.graph.session_episode(tenant, session)
             newest = self._shared_keys(tenant, session, SUMMARY_WINDOW)
             if not newest:
@@ -156,13 +163,13 @@ class EpisodeService:
                     return episode_from_attrs(existing, cached=True)
                 raise NotFoundError(f"Session '{session}' has no memories to summarize.", session=session)
             last_key = newest[0]
-            if (existing and existing["last_id"] == last_key[1] and existing["last_ts_us"] == last_key[0]
-                    and (existing["first_id"] is None or shared(existing["first_id"]))):
+            if (existing and existing.last_id == last_key[1] and existing.last_ts_us == last_key[0]
+                    and (existing.first_id is None or self._shared(tenant, existing.first_id))):
                 return episode_from_attrs(existing, cached=True)
             keys = newest
             rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
             handoff = self.latest_handoff(tenant, session, None)
-            shared_count = self.graph.all_index.count(tenant, session) - self.graph.hidden_count(tenant, session, None)
+            shared_count = self.graph.count(tenant, session) - self.graph.hidden_count(tenant, session, None)
         turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
         outcome = summarize_with_fallback(
             self.provider, self.provider_settings, turns, handoff_content(self.graph, tenant, handoff)
@@ -172,48 +179,47 @@ class EpisodeService:
             "tenant": tenant, "session": session, "summary": outcome.text, "summary_source": outcome.source,
             "summary_error": outcome.error, "first_id": keys[-1][1] if keys else None, "last_id": last_key[1],
             "turn_count": shared_count, "last_ts_us": last_key[0],
-            "handoff_id": handoff["id"] if handoff else None,
-            "created_us": existing["created_us"] if existing else now_us, "updated_us": now_us,
+            "handoff_id": handoff.id if handoff else None,
+            "created_us": existing.created_us if existing else now_us, "updated_us": now_us,
         }
         return episode_from_attrs(self._write_episode(row, existing))
 
-    def _shared(self, tenant: str) -> Callable[[int], bool]:
-        """A filter admitting the tenant's shared (``visibility="tenant"``) memories."""
-
-        def shared(mem_id: int) -> bool:
-            attrs = self.graph.memory(tenant, mem_id)
-            return attrs is not None and visible(attrs, None)
-
-        return shared
+    def _shared(self, tenant: str, mem_id: int) -> bool:
+        """Whether the tenant's memory exists and is shared (``visibility="tenant"``)."""
+        attrs = self.graph.memory(tenant, mem_id)
+        return attrs is not None and visible(attrs, None)
 
     def _shared_keys(self, tenant: str, session: str, limit: int) -> list[Key]:
-        """The session's newest ``limit`` shared keys, newest first (caller holds the db lock)."""
-        found = self.graph.all_index.newest_before(tenant, session, None, self._shared(tenant))
-        return list(itertools.islice(found, limit))
+        """The session's newest ``limit`` shared keys, newest first."""
+        out: list[Key] = []
+        for a in self._newest(tenant, session, lambda a: visible(a, None)):
+            out.append(a.key)
+            if len(out) >= limit:
+                break
+        return out
 
-    def _write_episode(self, row: dict[str, Any], existing: dict[str, Any] | None) -> dict[str, Any]:
-        """Journal → Chroma → SQLite, like a memory add (see write_path)."""
+    def _write_episode(self, row: dict[str, Any], existing: EpisodeNode | None) -> EpisodeNode:
+        """Journal → Chroma → graph, the write path's one sequence (:meth:`WritePath.staged`)."""
         vector = self.embedder.embed([row["summary"]])[0]
         w = self.writer
+
+        def begin(tx: GraphTxn) -> list[tuple[str, str, str]]:
+            row["id"] = existing.id if existing else tx.allocate_ids(1)[0]
+            return [("episode", row["tenant"], episode_ref(row["id"]))]
+
+        def upsert() -> None:
+            self.vectors.upsert(row["tenant"], [episode_ref(row["id"])], [vector], [row["summary"]],
+                                [episode_vector_metadata(row)])
+
+        def undo(_entries: list[tuple[str, str, str]]) -> None:
+            if existing is None:  # a new episode's record goes; a refreshed one keeps its old record's ref
+                w.recover()
+
         with w.lock:
-            with w._store_errors(), w.db.transaction() as cur:
-                row["id"] = existing["id"] if existing else w.db.allocate_ids(cur, 1)[0]
-                cur.execute("INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('episode', ?, ?, ?)",
-                            (row["tenant"], episode_ref(row["id"]), row["updated_us"]))
-            ref = episode_ref(row["id"])
-            meta = episode_vector_metadata(row)
-            try:
-                self.vectors.upsert(row["tenant"], [ref], [vector], [row["summary"]], [meta])
-                with w._store_errors(), w.db.transaction() as cur:
-                    self.graph.write_episode(cur, row)
-                    cur.execute("DELETE FROM journal WHERE op = 'episode' AND item_id = ?", (ref,))
-            except BaseException:
-                if existing is None:
-                    w.recover()
-                raise
-            with w.db.lock:
-                self.graph.apply_episode(row)
-        return row
+            w.staged(begin, upsert, lambda tx: tx.write_episode(row), undo)
+        written = self.graph.episode(row["tenant"], row["id"])
+        assert written is not None  # just committed under the writer lock
+        return written
 
     # ---- recovery --------------------------------------------------------------------------
     def recover_context(
@@ -230,21 +236,20 @@ class EpisodeService:
         tenant = v.tenant(tenant)
         session = str(v.name(session, "session"))
         episode = self._recovery_summary(tenant, session)
-        with self.graph.db.lock:
-            handoff_attrs = self.latest_handoff(tenant, session, viewer)
-            handoff = self.reader.rows(tenant, [handoff_attrs["id"]], viewer)[0] if handoff_attrs else None
-            page = self.reader.recent_turns(tenant, session, turns, None, viewer)
-            kept: list[MemoryRow] = []
-            used = 0
-            for turn in page.turns:
-                # a turn costs its preview plus the row's fields (ref, agent, timestamp, …) on the wire
-                cost = min(turn.content_len, rec.turn_preview_chars or turn.content_len) + TURN_ROW_OVERHEAD_CHARS
-                if kept and used + cost > budget:
-                    break
-                kept.append(turn)
-                used += cost
-            if len(kept) < len(page.turns):
-                page = RecentTurnsPage(kept, self.reader.turn_cursor(tenant, session, kept[-1]))
+        handoff_attrs = self.latest_handoff(tenant, session, viewer)
+        handoff = self.reader.rows(tenant, [handoff_attrs.id], viewer)[0] if handoff_attrs else None
+        page = self.reader.recent_turns(tenant, session, turns, None, viewer)
+        kept: list[MemoryRow] = []
+        used = 0
+        for turn in page.turns:
+            # a turn costs its preview plus the row's fields (ref, agent, timestamp, …) on the wire
+            cost = min(turn.content_len, rec.turn_preview_chars or turn.content_len) + TURN_ROW_OVERHEAD_CHARS
+            if kept and used + cost > budget:
+                break
+            kept.append(turn)
+            used += cost
+        if len(kept) < len(page.turns):
+            page = RecentTurnsPage(kept, self.reader.turn_cursor(tenant, session, kept[-1]))
         return Recovery(handoff, episode, page)
 
     def _recovery_summary(self, tenant: str, session: str) -> Episode | None:
@@ -274,13 +279,12 @@ class EpisodeService:
             return running
 
     def _while_refreshing(self, tenant: str, session: str) -> Episode | None:
-        with self.graph.db.lock:
-            existing = self.graph.session_episode(tenant, session)
-            if existing is not None:
-                return replace(episode_from_attrs(existing, cached=True), stale=True)
-            keys = self._shared_keys(tenant, session, SUMMARY_WINDOW)
-            rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
-            handoff = handoff_content(self.graph, tenant, self.latest_handoff(tenant, session, None))
+        existing = self.graph.session_episode(tenant, session)
+        if existing is not None:
+            return replace(episode_from_attrs(existing, cached=True), stale=True)
+        keys = self._shared_keys(tenant, session, SUMMARY_WINDOW)
+        rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
+        handoff = handoff_content(self.graph, tenant, self.latest_handoff(tenant, session, None))
         if not rows:
             return None
         text = extractive_summary([SummaryTurn.from_row(r) for r in rows if r.type != "handoff"], handoff,
@@ -289,8 +293,8 @@ class EpisodeService:
                        len(rows), rows[-1].timestamp)
 
 
-def handoff_content(graph: GraphStore, tenant: str, handoff: dict[str, Any] | None) -> str | None:
+def handoff_content(graph: GraphStore, tenant: str, handoff: MemoryNode | None) -> str | None:
     if handoff is None:
         return None
-    return graph.contents(tenant, [handoff["id"]]).get(handoff["id"])
+    return graph.contents(tenant, [handoff.id]).get(handoff.id)
 

@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from graph.store import AGENT, AGENT_MEMORY, AUTHORED_BY, EPISODE, IN_SESSION, SESSION, SUMMARIZES, SUPERSEDES, mem_node
+from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, Key, mem_node
+from graph.traversal import node_attrs
 from memory_core import validation as v
 from memory_core.admin import Operator, SessionSummary
 from memory_core.episodes import SUMMARY_WINDOW, handoff_content
@@ -30,7 +31,7 @@ from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import CheckResult, MemoryRow, from_us, iso
 from memory_core.reads import row_from_attrs
 from memory_core.refs import EPISODE as EPISODE_KIND
-from memory_core.refs import CursorPosition, memory_ref, parse_ref
+from memory_core.refs import CursorPosition, parse_ref
 from memory_core.summary import SummaryTurn, extractive_summary
 
 if TYPE_CHECKING:
@@ -134,20 +135,18 @@ class Inspector:
         the ``days`` UTC days ending on the newest activity in the store."""
         summaries = self.operator.tenants()
         chars = self._stored_chars()
-        with self.core.db.lock:
-            newest = max((b[1][0] for t in summaries if (b := self.graph.tenant_index.bounds(t.tenant, ""))),
-                         default=None)
-            now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
-            end_day = (newest if newest is not None else now_us) // DAY_US
-            starts = [(end_day - days + 1 + i) * DAY_US for i in range(days + 1)]
-            out = []
-            for t in summaries:
-                marks = [self.graph.tenant_index.count_before(t.tenant, "", (s, 0)) for s in starts]
-                out.append(TenantOverview(
-                    tenant=t.tenant, memories=t.memories, vectors=t.vectors, sessions=t.sessions, agents=t.agents,
-                    content_chars=chars.get(t.tenant, 0), last_activity=t.last_activity,
-                    growth=[b - a for a, b in pairwise(marks)],
-                ))
+        newest = max((b[1][0] for t in summaries if (b := self.graph.bounds(t.tenant, None))), default=None)
+        now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
+        end_day = (newest if newest is not None else now_us) // DAY_US
+        starts = [(end_day - days + 1 + i) * DAY_US for i in range(days + 1)]
+        out = []
+        for t in summaries:
+            marks = [self.graph.count_before(t.tenant, (s, 0)) for s in starts]
+            out.append(TenantOverview(
+                tenant=t.tenant, memories=t.memories, vectors=t.vectors, sessions=t.sessions, agents=t.agents,
+                content_chars=chars.get(t.tenant, 0), last_activity=t.last_activity,
+                growth=[b - a for a, b in pairwise(marks)],
+            ))
         day_names = [from_us(s).date().isoformat() for s in starts[:-1]]
         return TenantsView(out, day_names)
 
@@ -188,15 +187,13 @@ class Inspector:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidInputError("'offset' must be a non-negative integer.", field="offset")
         episodes = self.operator._episodes(tenant)
-        with self.core.db.lock:
-            index = self.graph.all_index
-            bounds = {s: b for s in index.sessions(tenant) if (b := index.bounds(tenant, s))}
-            order = sorted(bounds, key=lambda s: bounds[s][1], reverse=True)
-            page = [SessionSummary(
-                session=s, memories=index.count(tenant, s), turns=self.graph.turn_index.count(tenant, s),
-                first_activity=_iso(bounds[s][0][0]), last_activity=_iso(bounds[s][1][0]),
-                latest_handoff=self.operator._latest_handoff(tenant, s), episode=episodes.get(s),
-            ) for s in order[offset:offset + limit]]
+        stats = [s for s in self.graph.sessions(tenant) if s.first is not None and s.last is not None]
+        order = sorted(stats, key=lambda s: s.last or (0, 0), reverse=True)
+        page = [SessionSummary(
+            session=s.session, memories=s.memories, turns=s.turns,
+            first_activity=_iso(s.first[0] if s.first else None), last_activity=_iso(s.last[0] if s.last else None),
+            latest_handoff=self.operator._latest_handoff(tenant, s.session), episode=episodes.get(s.session),
+        ) for s in order[offset:offset + limit]]
         return SessionsPage(page, len(order), offset)
 
     # ---- a session -------------------------------------------------------------------------
@@ -211,15 +208,10 @@ class Inspector:
         if cursor is not None:
             pos = self.core.reader.cursors.decode(scope, cursor)
             before = (pos.ts_us, pos.id)
-        with self.core.db.lock:
-            keys = []
-            for key in self.graph.all_index.newest_before(tenant, session, before, lambda _i: True):
-                keys.append(key)
-                if len(keys) > limit:
-                    break
-            more = len(keys) > limit
-            keys = keys[:limit]
-            rows = self.rows(tenant, [k[1] for k in keys])
+        keys = self.graph.page(tenant, session, before, limit + 1)
+        more = len(keys) > limit
+        keys = keys[:limit]
+        rows = self.rows(tenant, [k[1] for k in keys])
         next_cursor = self.core.reader.cursors.encode(scope, CursorPosition(*keys[-1])) if more and keys else None
         return TimelinePage(rows, next_cursor)
 
@@ -227,18 +219,17 @@ class Inspector:
         """The session's miniSummary without writing or calling a model (None: no memories)."""
         tenant = v.tenant(tenant)
         session = str(v.name(session, "session"))
-        with self.core.db.lock:
-            bounds = self.graph.all_index.bounds(tenant, session)
-            existing = self.graph.session_episode(tenant, session)
-            if existing is not None:
-                stale = bounds is not None and existing["last_id"] != bounds[1][1]
-                return SummaryPeek(existing["summary"], existing["summary_source"], existing["summary_error"],
-                                   f"ep:{existing['id']}", stale, existing["turn_count"])
-            if bounds is None:
-                return None
-            keys = list(self.graph.all_index.newest_before(tenant, session, None, lambda _i: True))[:SUMMARY_WINDOW]
-            rows = self.core.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
-            handoff = handoff_content(self.graph, tenant, self.core.episodes.latest_handoff(tenant, session, None))
+        bounds = self.graph.bounds(tenant, session)
+        existing = self.graph.session_episode(tenant, session)
+        if existing is not None:
+            stale = bounds is not None and existing.last_id != bounds[1][1]
+            return SummaryPeek(existing.summary, existing.summary_source, existing.summary_error,
+                               f"ep:{existing.id}", stale, existing.turn_count)
+        if bounds is None:
+            return None
+        keys: list[Key] = self.graph.page(tenant, session, None, SUMMARY_WINDOW)
+        rows = self.core.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
+        handoff = handoff_content(self.graph, tenant, self.core.episodes.latest_handoff(tenant, session, None))
         turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
         text = extractive_summary(turns, handoff, self.core.settings.model_provider.max_summary_chars)
         return SummaryPeek(text, "fallback", "not summarized yet (extractive, not stored)", None, False, len(rows))
@@ -250,16 +241,14 @@ class Inspector:
         parsed = parse_ref(ref)
         viewer = None
         if parsed.kind != EPISODE_KIND:
-            with self.core.db.lock:
-                attrs = self.graph.memory(tenant, parsed.id)
+            attrs = self.graph.memory(tenant, parsed.id)
             if attrs is None:
                 raise NotFoundError(f"No memory {parsed} in this tenant.", ref=str(parsed))
-            viewer = attrs["agent"] if attrs["visibility"] == "agent" else None  # the operator sees it as its author
+            viewer = attrs.agent if attrs.visibility == "agent" else None  # the operator sees it as its author
         check = self.core.check_memory(tenant, str(parsed), viewer=viewer)
         chain: list[MemoryRow] = []
         if parsed.kind != EPISODE_KIND:
-            with self.core.db.lock:
-                chain = self.rows(tenant, self._chain(tenant, parsed.id))
+            chain = self.rows(tenant, self._chain(tenant, parsed.id))
         return MemoryDetail(check, chain if len(chain) > 1 else [])
 
     def _chain(self, tenant: str, mem_id: int) -> list[int]:
@@ -269,7 +258,7 @@ class Inspector:
                 return None
             edges = self.graph.edges_of(tenant, mem_node(node_id))
             want = "in" if newer else "out"
-            found = [int(n.split(":", 1)[1]) for d, k, n in edges if k == SUPERSEDES and d == want]
+            found = [int(e.other.split(":", 1)[1]) for e in edges if e.kind == SUPERSEDES and e.direction == want]
             return found[0] if found else None
 
         newer: list[int] = []
@@ -284,9 +273,10 @@ class Inspector:
 
     def rows(self, tenant: str, ids: list[int]) -> list[MemoryRow]:
         """Rows for the tenant's memories among ``ids`` in order, private ones included."""
-        attrs = [a for a in (self.graph.memory(tenant, i) for i in ids) if a is not None]
-        contents = self.graph.contents(tenant, (a["id"] for a in attrs))
-        return [row_from_attrs(a, contents[a["id"]]) for a in attrs if a["id"] in contents]
+        nodes = self.graph.memories(tenant, ids)
+        attrs = [a for a in (nodes.get(i) for i in ids) if a is not None]
+        contents = self.graph.contents(tenant, (a.id for a in attrs))
+        return [row_from_attrs(a, contents[a.id]) for a in attrs if a.id in contents]
 
     # ---- the graph around a node ---------------------------------------------------------------
     def neighbourhood(self, tenant: str, ref: str, depth: int = 1) -> Neighbourhood:
@@ -297,95 +287,27 @@ class Inspector:
         if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_GRAPH_DEPTH:
             raise InvalidInputError(f"'depth' must be an integer from 1 to {MAX_GRAPH_DEPTH}.", field="depth")
         root = str(parse_ref(ref))
-        out = Neighbourhood(root)
-        with self.core.db.lock:
-            nodes = self.graph.graph._node
-            if root not in nodes or nodes[root].get("tenant") != tenant:
-                raise NotFoundError(f"No node {root} in this tenant.", ref=root)
-            level, depths = [root], {root: 0}
-            edge_keys: set[tuple[str, str, str]] = set()
-            for d in range(depth):
-                nxt: list[str] = []
-                for node in level:
-                    edges = self._edges(tenant, node)
-                    if len(edges) > GRAPH_CHILDREN:
-                        out.truncated = True
-                    for src, dst, kind in edges[:GRAPH_CHILDREN]:
-                        other = dst if src == node else src
-                        if other not in depths:
-                            if len(depths) >= GRAPH_NODE_BUDGET:
-                                out.truncated = True
-                                continue
-                            depths[other] = d + 1
-                            nxt.append(other)
-                        edge_keys.add((src, dst, kind))
-                level = nxt
-            out.nodes = self._describe(tenant, depths)
-            out.edges = [{"source": s, "target": t, "kind": k} for s, t, k in sorted(edge_keys)]
-        return out
-
-    def _edges(self, tenant: str, node: str) -> list[tuple[str, str, str]]:
-        """(source, target, kind) of a node's edges, newest other end first; memories also get
-        their session neighbours as NEXT edges."""
-        nodes = self.graph.graph._node
-        if nodes[node].get("kind") in (AGENT, SESSION) and len(self.graph.graph._pred[node]) > HUB_DEGREE:
-            return self._hub_edges(tenant, node)
-        out = [(node, n, k) if d == "out" else (n, node, k) for d, k, n in self.graph.edges_of(tenant, node)]
-        attrs = nodes[node]
-        if attrs.get("kind") == AGENT_MEMORY:
-            prev, nxt = self.graph.all_index.neighbours(tenant, attrs["session"], (attrs["ts_us"], attrs["id"]))
-            if prev:
-                out.append((memory_ref(prev[1]), node, "NEXT"))
-            if nxt:
-                out.append((node, memory_ref(nxt[1]), "NEXT"))
-
-        def newest(edge: tuple[str, str, str]) -> tuple[int, int, int]:
-            other = nodes.get(edge[1] if edge[0] == node else edge[0], {})
-            structural = other.get("kind") not in (AGENT_MEMORY, EPISODE)  # author/session nodes first
-            return (structural, other.get("ts_us") or other.get("updated_us") or 0, other.get("id") or 0)
-
-        return sorted(out, key=newest, reverse=True)
-
-    def _hub_edges(self, tenant: str, node: str) -> list[tuple[str, str, str]]:
-        """The newest memories of a busy session or agent, from the ordered indexes: a hub's
-        cost is what the view shows, not its degree (an agent may have written 100k rows)."""
-        attrs = self.graph.graph._node[node]
-        out: list[tuple[str, str, str]] = []
-        if attrs["kind"] == SESSION:
-            if (ep := self.graph.session_episode(tenant, attrs["session"])) is not None:
-                out.append((f"ep:{ep['id']}", node, SUMMARIZES))
-            keys = self.graph.all_index.newest_before(tenant, attrs["session"], None, lambda _i: True)
-            for _ts, mem_id in keys:
-                out.append((memory_ref(mem_id), node, IN_SESSION))
-                if len(out) > GRAPH_CHILDREN:
-                    break
-            return out
-        for scanned, (_ts, mem_id) in enumerate(self.graph.tenant_index.newest_before(tenant, "", None,
-                                                                                      lambda _i: True)):
-            mem = self.graph.memory(tenant, mem_id)
-            if mem is not None and mem["agent"] == attrs["agent"]:
-                out.append((memory_ref(mem_id), node, AUTHORED_BY))
-            if len(out) > GRAPH_CHILDREN or scanned >= HUB_SCAN:
-                break
+        if node_attrs(self.graph, tenant, root) is None:
+            raise NotFoundError(f"No node {root} in this tenant.", ref=root)
+        g = self.graph.neighbourhood(tenant, root, depth, GRAPH_NODE_BUDGET, HUB_DEGREE, GRAPH_CHILDREN)
+        out = Neighbourhood(root, truncated=bool(g.graph.get("truncated")))
+        out.nodes = self._describe(tenant, dict(g.nodes(data=True)))
+        out.edges = [{"source": s, "target": t, "kind": k} for s, t, k in sorted(g.edges(keys=True))]
         return out
 
     def session_names(self, tenant: str, limit: int = 100) -> list[str]:
         """The tenant's most recently active session names (for pickers)."""
         tenant = v.tenant(tenant)
-        with self.core.db.lock:
-            index = self.graph.all_index
-            last = {s: b[1] for s in index.sessions(tenant) if (b := index.bounds(tenant, s))}
+        last = {s.session: s.last for s in self.graph.sessions(tenant) if s.last is not None}
         return sorted(last, key=last.__getitem__, reverse=True)[:limit]
 
-    def _describe(self, tenant: str, depths: dict[str, int]) -> list[dict[str, Any]]:
-        nodes = self.graph.graph._node
-        mem_ids = [nodes[n]["id"] for n in depths if nodes[n].get("kind") == AGENT_MEMORY]
+    def _describe(self, tenant: str, nodes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        mem_ids = [a["id"] for a in nodes.values() if a.get("kind") == AGENT_MEMORY]
         contents = self.graph.contents(tenant, mem_ids)
         out = []
-        for node, depth in depths.items():
-            a = nodes[node]
+        for node, a in nodes.items():
             kind = str(a.get("kind", "?"))
-            item: dict[str, Any] = {"id": node, "kind": kind, "depth": depth}
+            item: dict[str, Any] = {"id": node, "kind": kind, "depth": a["depth"]}
             if kind == AGENT_MEMORY:
                 text = " ".join(contents.get(a["id"], "").split())
                 item.update(type=a["type"], label=f"{a['type']} · {text[:LABEL_CHARS]}", agent=a["agent"],
@@ -401,12 +323,9 @@ class Inspector:
     # ---- health ----------------------------------------------------------------------------
     def journal(self, limit: int = 50) -> tuple[int, list[dict[str, Any]]]:
         """Pending write-journal entries (interrupted adds/deletes) store-wide: count and the oldest."""
-        with self.core.db.lock:
-            conn = self.core.db.conn
-            total = int(conn.execute("SELECT COUNT(*) FROM journal").fetchone()[0])
-            rows = conn.execute("SELECT seq, op, tenant, item_id, created_us FROM journal ORDER BY seq LIMIT ?",
-                                (limit,)).fetchall()
-        return total, [{"seq": r[0], "op": r[1], "tenant": r[2], "ref": r[3], "at": _iso(r[4])} for r in rows]
+        entries = self.graph.journal(limit)
+        return self.graph.journal_size(), [{"seq": e.seq, "op": e.op, "tenant": e.tenant, "ref": e.item_id,
+                                            "at": _iso(e.created_us)} for e in entries]
 
 
 __all__ = ["Inspector", "MemoryDetail", "Neighbourhood", "SessionsPage", "SummaryPeek", "TenantOverview",

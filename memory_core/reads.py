@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
-from typing import Any
 
-from graph.session_index import Key, SessionIndex
-from graph.store import GraphStore, agent_node, session_node
+from graph.api import EpisodeNode, GraphStore, Key, MemoryNode, agent_node, session_node
 from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
 from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
 from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
@@ -21,51 +19,51 @@ EPISODE_AGENT = "memory-core"
 EPISODE_SALIENCE = 0.6
 
 
-def episode_row(a: dict[str, Any]) -> MemoryRow:
+def episode_row(a: EpisodeNode) -> MemoryRow:
     """An EPISODE as a row (ref ``ep:``, type ``episode``) for recall and get_contents."""
     return MemoryRow(
-        ref=episode_ref(a["id"]), id=a["id"], tenant=a["tenant"], session=a["session"], agent=EPISODE_AGENT,
-        content=a["summary"], type="episode", role=None, channel=None, source={}, project_id=None,
-        salience=EPISODE_SALIENCE, visibility="tenant", timestamp=from_us(a["updated_us"]),
-        metadata={"summary_source": a["summary_source"], "summary_error": a["summary_error"],
-                  "turn_count": a["turn_count"]},
-        content_len=len(a["summary"]), content_hash="",
+        ref=episode_ref(a.id), id=a.id, tenant=a.tenant, session=a.session, agent=EPISODE_AGENT,
+        content=a.summary, type="episode", role=None, channel=None, source={}, project_id=None,
+        salience=EPISODE_SALIENCE, visibility="tenant", timestamp=from_us(a.updated_us),
+        metadata={"summary_source": a.summary_source, "summary_error": a.summary_error,
+                  "turn_count": a.turn_count},
+        content_len=len(a.summary), content_hash="",
     )
 
 
-def episode_attrs(a: dict[str, Any]) -> dict[str, Any]:
-    """An EPISODE's attributes in the shape recall filters and scores read on memories."""
-    return {
-        "id": a["id"], "tenant": a["tenant"], "session": a["session"], "agent": EPISODE_AGENT,
-        "type": "episode", "visibility": "tenant", "channel": None, "source_id": None, "project_id": None,
-        "ts_us": a["updated_us"], "salience": EPISODE_SALIENCE, "kind": "EPISODE",
-    }
+def episode_attrs(a: EpisodeNode) -> MemoryNode:
+    """An EPISODE in the shape recall filters and scores read on memories."""
+    return MemoryNode(
+        id=a.id, tenant=a.tenant, session=a.session, agent=EPISODE_AGENT, type="episode", role=None, channel=None,
+        source={}, source_id=None, project_id=None, salience=EPISODE_SALIENCE, visibility="tenant",
+        ts_us=a.updated_us, metadata={}, content_len=len(a.summary), content_hash="", kind="EPISODE",
+    )
 
 
-def visible(attrs: dict[str, Any], viewer: str | None) -> bool:
+def visible(attrs: MemoryNode, viewer: str | None) -> bool:
     """Private (visibility='agent') memories are shown only to the agent that wrote them."""
-    return attrs["visibility"] != "agent" or (viewer is not None and attrs["agent"] == viewer)
+    return attrs.visibility != "agent" or (viewer is not None and attrs.agent == viewer)
 
 
-def row_from_attrs(attrs: dict[str, Any], content: str) -> MemoryRow:
+def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
     return MemoryRow(
-        ref=memory_ref(attrs["id"]),
-        id=attrs["id"],
-        tenant=attrs["tenant"],
-        session=attrs["session"],
-        agent=attrs["agent"],
+        ref=memory_ref(attrs.id),
+        id=attrs.id,
+        tenant=attrs.tenant,
+        session=attrs.session,
+        agent=attrs.agent,
         content=content,
-        type=attrs["type"],
-        role=attrs["role"],
-        channel=attrs["channel"],
-        source=dict(attrs["source"]),
-        project_id=attrs["project_id"],
-        salience=attrs["salience"],
-        visibility=attrs["visibility"],
-        timestamp=from_us(attrs["ts_us"]),
-        metadata=dict(attrs["metadata"]),
-        content_len=attrs["content_len"],
-        content_hash=attrs["content_hash"],
+        type=attrs.type,
+        role=attrs.role,
+        channel=attrs.channel,
+        source=dict(attrs.source),
+        project_id=attrs.project_id,
+        salience=attrs.salience,
+        visibility=attrs.visibility,
+        timestamp=from_us(attrs.ts_us),
+        metadata=dict(attrs.metadata),
+        content_len=attrs.content_len,
+        content_hash=attrs.content_hash,
     )
 
 
@@ -76,9 +74,11 @@ class Reader:
 
     def rows(self, tenant: str, ids: Iterable[int], viewer: str | None) -> list[MemoryRow]:
         """Rows for the tenant's visible memories among ``ids``, in the given order."""
-        attrs = [a for a in (self.graph.memory(tenant, i) for i in ids) if a is not None and visible(a, viewer)]
-        contents = self.graph.contents(tenant, (a["id"] for a in attrs))
-        return [row_from_attrs(a, contents[a["id"]]) for a in attrs if a["id"] in contents]
+        ids = list(ids)
+        nodes = self.graph.memories(tenant, ids)
+        attrs = [a for a in (nodes.get(i) for i in ids) if a is not None and visible(a, viewer)]
+        contents = self.graph.contents(tenant, (a.id for a in attrs))
+        return [row_from_attrs(a, contents[a.id]) for a in attrs if a.id in contents]
 
     def rows_any(self, tenant: str, ids: Iterable[int], viewer: str | None) -> list[MemoryRow]:
         """Rows for memories and episodes among ``ids`` (one id space), in the given order."""
@@ -108,15 +108,14 @@ class Reader:
             pos = self.cursors.decode(scope, cursor)
             before = (pos.ts_us, pos.id)
 
-        def accept(mem_id: int) -> bool:
-            attrs = self.graph.memory(tenant, mem_id)
-            return attrs is not None and visible(attrs, viewer)
-
-        keys = []
-        for key in self.graph.turn_index.newest_before(tenant, session, before, accept):
-            keys.append(key)
-            if len(keys) > limit:
+        keys: list[Key] = []
+        while len(keys) <= limit:  # pages of the turn index, filtered by what the viewer may read
+            page = self.graph.page(tenant, session, before, limit + 1, turns_only=True)
+            nodes = self.graph.memories(tenant, (k[1] for k in page))
+            keys += [k for k in page if (a := nodes.get(k[1])) is not None and visible(a, viewer)]
+            if len(page) <= limit:
                 break
+            before = page[-1]
         more = len(keys) > limit
         keys = keys[:limit]
         turns = self.rows(tenant, (k[1] for k in keys), viewer)
@@ -160,21 +159,20 @@ class Reader:
         if attrs is None or not visible(attrs, viewer):
             raise NotFoundError(f"No memory {ref} in this tenant.", ref=str(ref))
         row = self.rows(tenant, [ref.id], viewer)[0]
-        key = (attrs["ts_us"], attrs["id"])
-        index = self.graph.turn_index if attrs["type"] == "turn" else self.graph.all_index
+        turns = attrs.type == "turn"
         adjacent = {
             name: next(iter(self.rows(tenant, [k[1]], viewer)), None) if k else None
             for name, k in (
-                ("previous", self._visible_neighbour(index, tenant, attrs["session"], key, viewer, forward=False)),
-                ("next", self._visible_neighbour(index, tenant, attrs["session"], key, viewer, forward=True)),
+                ("previous", self._visible_neighbour(tenant, attrs, viewer, forward=False, turns=turns)),
+                ("next", self._visible_neighbour(tenant, attrs, viewer, forward=True, turns=turns)),
             )
         }
         neighbours = {
-            "author": {"node": agent_node(tenant, attrs["agent"]), "agent": attrs["agent"]},
+            "author": {"node": agent_node(tenant, attrs.agent), "agent": attrs.agent},
             "session": {
-                "node": session_node(tenant, attrs["session"]),
-                "session": attrs["session"],
-                "memories": self._visible_count(tenant, attrs["session"], viewer),
+                "node": session_node(tenant, attrs.session),
+                "session": attrs.session,
+                "memories": self._visible_count(tenant, attrs.session, viewer),
             },
             "previous": adjacent["previous"],
             "next": adjacent["next"],
@@ -189,26 +187,26 @@ class Reader:
         return attrs is not None and visible(attrs, viewer)
 
     def _visible_neighbour(
-        self, index: SessionIndex, tenant: str, session: str, key: Key, viewer: str | None, *, forward: bool
+        self, tenant: str, attrs: MemoryNode, viewer: str | None, *, forward: bool, turns: bool
     ) -> Key | None:
-        """The nearest key before (or after) ``key`` in the session that the viewer can read."""
-        current: Key | None = key
+        """The nearest memory before (or after) this one in its session that the viewer can read
+        (among turns only, for a turn)."""
+        current: Key | None = attrs.key
         while current is not None:
-            before, after = index.neighbours(tenant, session, current)
-            current = after if forward else before
+            current = self.graph.adjacent(tenant, attrs.session, current, forward=forward, turns_only=turns)
             if current is not None and self._visible_id(tenant, current[1], viewer):
                 return current
         return None
 
     def _visible_count(self, tenant: str, session: str, viewer: str | None) -> int:
-        return self.graph.all_index.count(tenant, session) - self.graph.hidden_count(tenant, session, viewer)
+        return self.graph.count(tenant, session) - self.graph.hidden_count(tenant, session, viewer)
 
     def _visible_edges(self, tenant: str, node: str, viewer: str | None) -> list[dict[str, str]]:
         out = []
-        for direction, kind, other in self.graph.edges_of(tenant, node):
-            if other.startswith("mem:") and not self._visible_id(tenant, int(other[4:]), viewer):
+        for edge in self.graph.edges_of(tenant, node):
+            if edge.other.startswith("mem:") and not self._visible_id(tenant, int(edge.other[4:]), viewer):
                 continue
-            out.append({"direction": direction, "kind": kind, "node": other})
+            out.append({"direction": edge.direction, "kind": edge.kind, "node": edge.other})
         return out
 
     def _check_episode(self, tenant: str, ep_id: int, viewer: str | None) -> CheckResult:
@@ -221,9 +219,9 @@ class Reader:
             return memory_ref(mem_id) if mem_id and not hidden else None
 
         neighbours = {
-            "session": {"node": session_node(tenant, ep["session"]), "session": ep["session"],
-                        "memories": self._visible_count(tenant, ep["session"], viewer)},
-            "covers": {"first": cover(ep["first_id"]), "last": cover(ep["last_id"])},
+            "session": {"node": session_node(tenant, ep.session), "session": ep.session,
+                        "memories": self._visible_count(tenant, ep.session, viewer)},
+            "covers": {"first": cover(ep.first_id), "last": cover(ep.last_id)},
             "edges": self._visible_edges(tenant, f"ep:{ep_id}", viewer),
         }
         return CheckResult(episode_row(ep), neighbours)

@@ -16,8 +16,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from graph.db import GraphDB
-from graph.store import GraphStore
+from graph.api import GraphStore, GraphStoreError
+from graph.db import GraphDB, SchemaVersionError
+from graph.sqlite_store import SqliteGraphStore
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
@@ -33,11 +34,11 @@ from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
-from memory_core.store_errors import os_error, sqlite_error
+from memory_core.store_errors import graph_error, os_error, sqlite_error
 from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, VectorStore
-from memory_core.write_path import WritePath, scope_legacy_private_keys
+from memory_core.write_path import WritePath
 
 HANDOFF = "handoff"
 
@@ -57,14 +58,14 @@ def build_embedder(settings: Settings) -> Embedder:
                            batch_size=emb.batch_size)
 
 
-def check_embedder(db: GraphDB, embedder: Embedder) -> None:
+def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
     """A data directory keeps the embedder it was built with: vectors of two models don't mix."""
     identity = f"{embedder.name}/{embedder.dimension}"
-    stored = db.meta("embedder")
+    stored = graph.meta("embedder")
     if stored is None:  # first open (or a store from before this check): record it
-        with db.transaction() as cur:
-            cur.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('embedder', ?)", (identity,))
-        stored = db.meta("embedder")
+        with graph.transaction() as tx:
+            tx.set_meta("embedder", identity, overwrite=False)
+        stored = graph.meta("embedder")
     if stored != identity:
         raise ConfigError(
             f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
@@ -108,6 +109,11 @@ def _coded_open_errors(root: Path) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise sqlite_error(exc, f"opening the graph store in {root}") from exc
+    except GraphStoreError as exc:
+        raise graph_error(exc, f"opening the graph store in {root}") from exc
+    except SchemaVersionError as exc:
+        raise ConfigError(f"The graph store in {root} was written by a newer memory-core ({exc}); "
+                          "upgrade memory-core to open it.", key="storage.data_dir") from exc
     except OSError as exc:
         raise os_error(exc, f"opening the store in {root}") from exc
 
@@ -133,10 +139,10 @@ class MemoryCore:
         self.vectors = vectors
         self.embedder = embedder
         self._lock = lock
-        secret = db.meta("cursor_secret") or ""
+        secret = graph.meta("cursor_secret") or ""
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
-        self.writer = WritePath(db, graph, vectors, embedder, settings.limits)
-        self.recaller = Recaller(graph, self.reader, LexicalIndex(db), vectors, embedder, settings)
+        self.writer = WritePath(graph, vectors, embedder, settings.limits)
+        self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings, summary_provider)
         self.recovered = self.writer.recover()
         self._closed = False
@@ -171,14 +177,13 @@ class MemoryCore:
                 db = GraphDB(root / "graph.sqlite3")
                 opened.append(db)
                 db.write_guard = lock.verify
-                graph = GraphStore(db)
+                graph = SqliteGraphStore(db, cache_nodes=settings.storage.graph_cache_nodes)
                 if vector_store is None:
                     vector_store = InMemoryVectorStore() if in_memory_vectors else _vector_store(settings, root)
                 vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s)
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)
-                check_embedder(db, embedder)
-                scope_legacy_private_keys(db)
+                check_embedder(graph, embedder)
                 return cls(settings, root, db, graph, vectors, embedder, lock, provider)
         except BaseException:
             for db in opened:
@@ -272,8 +277,7 @@ class MemoryCore:
         """A session's turns newest first, paged by an opaque cursor over (timestamp, id)."""
         tenant = v.tenant(tenant)
         session = v.name(session, "session")  # type: ignore[assignment]
-        with self.db.lock:
-            return self.reader.recent_turns(tenant, session, limit, cursor, viewer)
+        return self.reader.recent_turns(tenant, session, limit, cursor, viewer)
 
     def get_contents(self, tenant: str, refs: Sequence[object], *, viewer: str | None = None) -> Contents:
         """Full rows for refs; foreign, deleted or malformed refs are listed in ``missing``."""
@@ -282,14 +286,12 @@ class MemoryCore:
             raise InvalidInputError("'refs' must be a list of refs.", field="refs")
         if len(refs) > self.settings.recall.scan_window:
             raise InvalidInputError(f"At most {self.settings.recall.scan_window} refs per call.", field="refs")
-        with self.db.lock:
-            return self.reader.get_contents(tenant, refs, viewer)
+        return self.reader.get_contents(tenant, refs, viewer)
 
     def check_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> CheckResult:
         """One memory with full content and its graph neighbours (author, session, adjacent)."""
         tenant = v.tenant(tenant)
-        with self.db.lock:
-            return self.reader.check(tenant, ref, viewer)
+        return self.reader.check(tenant, ref, viewer)
 
     # ---- recall ----------------------------------------------------------------------------
     def recall(

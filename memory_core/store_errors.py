@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import sqlite3
 
+from graph.api import GraphStoreError
 from memory_core.errors import StoreError, StoreFullError, StoreReadOnlyError, StoreUnavailableError
 
 _FULL_ERRNO = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -51,4 +52,21 @@ def sqlite_error(exc: sqlite3.Error, doing: str) -> StoreError:
     return StoreError(f"The graph store failed while {doing} ({name}: {exc}).", **fields)
 
 
-__all__ = ["os_error", "sqlite_error"]
+def graph_error(exc: GraphStoreError, doing: str) -> StoreError:
+    """A coded error for a graph-store failure, by the kind the backend decided (SQLite result
+    code, PostgreSQL SQLSTATE): the one place memory_core maps them."""
+    cause = exc.cause
+    if isinstance(cause, sqlite3.Error):
+        return sqlite_error(cause, doing)
+    fields = {"graph_error": exc.kind}
+    if exc.kind == "full":
+        return StoreFullError(f"The disk is full while {doing}; nothing was written.", **fields)
+    if exc.kind == "read_only":
+        return StoreReadOnlyError(f"The graph store is read-only while {doing}; nothing was written.", **fields)
+    if exc.kind in ("busy", "unavailable", "conflict"):
+        return StoreUnavailableError(f"The graph store is unavailable while {doing} ({exc.detail}); try again.",
+                                     **fields)
+    return StoreError(f"The graph store failed while {doing} ({exc.detail}).", **fields)
+
+
+__all__ = ["graph_error", "os_error", "sqlite_error"]

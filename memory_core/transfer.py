@@ -97,14 +97,13 @@ class ImportCounts:
 
 def export_count(core: MemoryCore, tenant: str) -> int:
     """How many memories an export of ``tenant`` will hold (for progress bars)."""
-    return core.graph.memory_count(v.tenant(tenant))
+    return core.graph.count(v.tenant(tenant))
 
 
 def export_tenant(core: MemoryCore, tenant: str) -> Iterator[dict[str, Any]]:
     """Yield the tenant's memories as JSON-able :class:`ExportLine` dicts, oldest first."""
     tenant = v.tenant(tenant)
-    with core.db.lock:
-        keys = list(core.graph.tenant_index.newest_before(tenant, "", None, lambda _id: True))
+    keys = list(core.graph.iter_newest(tenant, None))
     keys.reverse()
     for start in range(0, len(keys), EXPORT_CHUNK):
         chunk = [mem_id for _ts, mem_id in keys[start : start + EXPORT_CHUNK]]
@@ -115,7 +114,8 @@ def export_tenant(core: MemoryCore, tenant: str) -> Iterator[dict[str, Any]]:
 
 def _export_chunk(core: MemoryCore, tenant: str, ids: list[int]) -> list[dict[str, Any]]:
     graph = core.graph
-    attrs = {i: a for i in ids if (a := graph.memory(tenant, i)) is not None}
+    found = graph.memories(tenant, ids)
+    attrs = {i: found[i] for i in ids if i in found}
     contents = graph.contents(tenant, attrs)
     marks = ",".join("?" * len(attrs)) or "NULL"
     keys = dict(core.db.conn.execute(
@@ -126,9 +126,10 @@ def _export_chunk(core: MemoryCore, tenant: str, ids: list[int]) -> list[dict[st
         if mem_id not in contents:
             continue
         row = row_from_attrs(a, contents[mem_id]).to_dict()
-        edges = [ExportEdge(kind=k, node=n) for d, k, n in graph.edges_of(tenant, memory_ref(mem_id)) if d == "out"]
+        edges = [ExportEdge(kind=e.kind, node=e.other) for e in graph.edges_of(tenant, memory_ref(mem_id))
+                 if e.direction == "out"]
         key = public_idempotency_key(keys.get(mem_id))
-        line = ExportLine(**row, idempotency_key=key, content_hash=a["content_hash"], edges=edges)
+        line = ExportLine(**row, idempotency_key=key, content_hash=a.content_hash, edges=edges)
         out.append(line.model_dump(mode="json"))
     return out
 
@@ -243,10 +244,7 @@ def _restore_edges(core: MemoryCore, tenant: str, edges: list[tuple[str, ExportE
         wanted.append((refs[src], refs[dst], edge.kind))
     if not wanted:
         return 0
-    with core.writer.lock, core.db.transaction() as cur:
+    with core.writer.lock, core.graph.transaction() as tx:
         for src, dst, kind in wanted:
-            core.graph.write_edge(cur, tenant, src, dst, kind)
-    with core.db.lock:
-        for src, dst, kind in wanted:
-            core.graph.apply_edge(src, dst, kind)
+            tx.write_edge(tenant, src, dst, kind)
     return len(wanted)

@@ -4,8 +4,10 @@ An add runs in three steps under the writer lock:
 
 1. journal the intent (``add mem:<id>``) in SQLite and commit;
 2. upsert the vector record in Chroma;
-3. in one SQLite transaction write the graph node, its edges and FTS row, and clear the
-   journal entry; then update the in-memory graph.
+3. in one graph-store transaction write the graph node, its edges and FTS row, and clear
+   the journal entry (the store's caches follow the commit).
+
+:meth:`WritePath.staged` is that sequence, once: memories and episodes both write through it.
 
 A failure in 2 or 3 removes the vector record and the journal entry before raising. A
 crash anywhere leaves at most a journal entry and a Chroma record that no graph node
@@ -22,22 +24,21 @@ an orphan, and the next repair restores it again.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph.db import GraphDB
-from graph.store import GraphStore, mem_node
+from graph.api import GraphStore, GraphStoreError, GraphTxn, mem_node
 from memory_core import validation as v
 from memory_core.config import LimitSettings
 from memory_core.embedding import Embedder
 from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, AddResult, from_us, to_us
 from memory_core.refs import memory_ref
-from memory_core.store_errors import sqlite_error
+from memory_core.store_errors import graph_error
 from memory_core.vector_deadline import vector_store_wedged
 from memory_core.vector_store import Metadata, VectorStore
 
@@ -104,34 +105,13 @@ def public_idempotency_key(stored: str | None) -> str | None:
     return None if stored is None else stored.rsplit(_KEY_SCOPE_SEP, 1)[-1]
 
 
-def scope_legacy_private_keys(db: GraphDB) -> int:
-    """Move keys of private rows written before key scoping into their authors' namespaces.
-
-    One unindexed scan at open (the graph load reads every row anyway); writes only when
-    such rows exist, so a read-only store opens as before. Returns how many rows moved.
-    """
-    with db.lock:
-        legacy = db.conn.execute(
-            "SELECT 1 FROM memories WHERE visibility = 'agent' AND idempotency_key IS NOT NULL "
-            "AND instr(idempotency_key, char(31)) = 0 LIMIT 1"
-        ).fetchone()
-    if legacy is None:
-        return 0
-    with _SqliteErrors(), db.transaction() as cur:
-        cur.execute(
-            "UPDATE memories SET idempotency_key = agent || char(31) || idempotency_key "
-            "WHERE visibility = 'agent' AND idempotency_key IS NOT NULL AND instr(idempotency_key, char(31)) = 0"
-        )
-        return int(cur.rowcount)
+JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
 
 
 class WritePath:
     """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
 
-    def __init__(
-        self, db: GraphDB, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings
-    ) -> None:
-        self.db = db
+    def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings) -> None:
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
@@ -211,8 +191,8 @@ class WritePath:
         for i, p in enumerate(prepared):
             if p.preferred_id is not None:
                 same = self.graph.memory(p.row["tenant"], p.preferred_id)
-                if same is not None and same["content_hash"] == p.row["content_hash"]:
-                    results[i] = AddResult(memory_ref(p.preferred_id), from_us(same["ts_us"]), None, False)
+                if same is not None and same.content_hash == p.row["content_hash"]:
+                    results[i] = AddResult(memory_ref(p.preferred_id), from_us(same.ts_us), None, False)
                     continue
             key = p.idempotency_key
             if key is not None:
@@ -247,25 +227,9 @@ class WritePath:
         A scoped key only ever matches rows its caller can read: shared rows for a shared
         write, the author's own private rows for a private one.
         """
-        with self.db.lock:
-            row = self.db.conn.execute(
-                "SELECT id, ts_us FROM memories WHERE tenant = ? AND idempotency_key = ?", (tenant, key)
-            ).fetchone()
-        return None if row is None else AddResult(memory_ref(row[0]), from_us(row[1]), None, False)
-
-    def _duplicate_of(self, cur: sqlite3.Cursor, row: dict[str, Any], window_us: int) -> str | None:
-        """The newest same-content row of the session in the window that the writer can read.
-
-        Another agent's private row is never reported: the ref would reveal that it exists.
-        """
-        found = cur.execute(
-            "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "
-            "AND ts_us BETWEEN ? AND ? AND (visibility != 'agent' OR agent = ?) "
-            "ORDER BY ts_us DESC, id DESC LIMIT 1",
-            (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"]),
-        ).fetchone()
-        return None if found is None else memory_ref(found[0])
+        with self._store_errors():
+            found = self.graph.by_idempotency_key(tenant, key)
+        return None if found is None else AddResult(memory_ref(found.id), from_us(found.ts_us), None, False)
 
     def finish_interrupted(self) -> None:
         """Under the writer lock: finish what a failed undo or vector delete left in the journal.
@@ -277,32 +241,54 @@ class WritePath:
         """
         if time.monotonic() < self._next_cleanup:
             return
-        with self.db.lock:
-            if self.db.conn.execute("SELECT 1 FROM journal LIMIT 1").fetchone() is None:
+        with self._store_errors():
+            if self.graph.journal_size() == 0:
                 return
         try:
             if vector_store_wedged(self.vectors) is None:
                 self.recover()
                 return
-        except (MemoryCoreError, sqlite3.Error):
+        except (MemoryCoreError, GraphStoreError):
             pass  # the write itself reports the store's state
         self._next_cleanup = time.monotonic() + CLEANUP_INTERVAL_S
+
+    def staged(self, begin: Callable[[GraphTxn], JournalEntries], vectors: Callable[[], None],
+               finish: Callable[[GraphTxn], None], undo: Callable[[JournalEntries], None]) -> None:
+        """Journal → vector store → graph, the one sequence every two-store write follows.
+
+        ``begin`` assigns ids and names the intents (journaled and committed first);
+        ``vectors`` writes the vector records; ``finish`` writes the graph side, in the same
+        transaction that clears the intents. On any failure after the journal committed,
+        ``undo`` gets the intents (it removes what the failed write left, best effort:
+        recovery finishes what it cannot) and the error propagates.
+        """
+        with self._store_errors(), self.graph.transaction() as tx:  # 1. journal
+            entries = begin(tx)
+            tx.journal(entries)
+        try:
+            vectors()  # 2. vectors
+            with self._store_errors(), self.graph.transaction() as tx:  # 3. graph + journal clear
+                finish(tx)
+                for op, _tenant, ref in entries:
+                    tx.clear_journal(op, [ref])
+        except BaseException:
+            undo(entries)
+            raise
 
     def _write_rows(self, prepared: list[PreparedAdd], vectors: list[list[float]]) -> None:
         self.finish_interrupted()
         rows = [p.row for p in prepared]
-        now_us = time.time_ns() // 1000
-        with self._store_errors(), self.db.transaction() as cur:  # 1. journal
-            self._assign_ids(cur, prepared)
-            cur.executemany(
-                "INSERT INTO journal (op, tenant, item_id, created_us) VALUES (?, ?, ?, ?)",
-                [(_journal_op(p), p.row["tenant"], memory_ref(p.row["id"]), now_us) for p in prepared],
-            )
-        try:
+        window_us = int(self.limits.duplicate_window_s * 1_000_000)
+
+        def begin(tx: GraphTxn) -> JournalEntries:
+            self._assign_ids(tx, prepared)
+            return [(_journal_op(p), p.row["tenant"], memory_ref(p.row["id"])) for p in prepared]
+
+        def upsert() -> None:
             by_tenant: dict[str, list[int]] = {}
             for i, row in enumerate(rows):
                 by_tenant.setdefault(row["tenant"], []).append(i)
-            for tenant, idx in by_tenant.items():  # 2. vectors
+            for tenant, idx in by_tenant.items():
                 self.vectors.upsert(
                     tenant,
                     [memory_ref(rows[i]["id"]) for i in idx],
@@ -310,42 +296,35 @@ class WritePath:
                     [rows[i]["content"] for i in idx],
                     [vector_metadata(rows[i]) for i in idx],
                 )
-            window_us = int(self.limits.duplicate_window_s * 1_000_000)
-            with self._store_errors(), self.db.transaction() as cur:  # 3. graph + FTS + journal clear
-                for p in prepared:
-                    row = p.row
-                    row["duplicate_of"] = self._duplicate_of(cur, row, window_us) if window_us else None
-                    self.graph.write_memory(cur, row)
-                    for dst, kind in p.edges:
-                        self.graph.write_edge(cur, row["tenant"], mem_node(row["id"]), dst, kind)
-                cur.executemany(
-                    "DELETE FROM journal WHERE op = ? AND item_id = ?",
-                    [(_journal_op(p), memory_ref(p.row["id"])) for p in prepared],
-                )
-        except BaseException:
-            self.db.reload_fts_names()
+
+        def finish(tx: GraphTxn) -> None:
+            for p in prepared:
+                row = p.row
+                dup = tx.duplicate_of(row, window_us) if window_us else None
+                row["duplicate_of"] = None if dup is None else memory_ref(dup)
+                tx.write_memory(row)
+                for dst, kind in p.edges:
+                    tx.write_edge(row["tenant"], mem_node(row["id"]), dst, kind)
+
+        def undo(_entries: JournalEntries) -> None:
             self._undo_vectors([p.row for p in prepared if _journal_op(p) == "add"])
             self._forget_restores([p.row for p in prepared if _journal_op(p) == "restore"])
-            raise
-        with self.db.lock:  # readers hold this lock while they walk the graph
-            for p in prepared:
-                self.graph.apply_memory(p.row)
-                for dst, kind in p.edges:
-                    self.graph.apply_edge(mem_node(p.row["id"]), dst, kind)
 
-    def _assign_ids(self, cur: sqlite3.Cursor, prepared: list[PreparedAdd]) -> None:
+        self.staged(begin, upsert, finish, undo)
+
+    def _assign_ids(self, tx: GraphTxn, prepared: list[PreparedAdd]) -> None:
         """Fresh ids from the shared sequence; imports keep theirs when nothing uses them."""
         kept: set[int] = set()
         for p in prepared:
             pid = p.preferred_id
-            if pid is not None and pid not in kept and not self.db.id_in_use(cur, pid):
+            if pid is not None and pid not in kept and not tx.id_in_use(pid):
                 p.row["id"] = pid
                 kept.add(pid)
             else:
                 p.row["id"] = None
         if kept:
-            self.db.reserve_ids_through(cur, max(kept))
-        fresh = iter(self.db.allocate_ids(cur, sum(1 for p in prepared if p.row["id"] is None)))
+            tx.reserve_ids_through(max(kept))
+        fresh = iter(tx.allocate_ids(sum(1 for p in prepared if p.row["id"] is None)))
         for p in prepared:
             if p.row["id"] is None:
                 p.row["id"] = next(fresh)
@@ -355,10 +334,9 @@ class WritePath:
         if not rows:
             return
         try:
-            with self.db.transaction() as cur:
-                cur.executemany("DELETE FROM journal WHERE op = 'restore' AND item_id = ?",
-                                [(memory_ref(r["id"]),) for r in rows])
-        except (MemoryCoreError, sqlite3.Error):
+            with self.graph.transaction() as tx:
+                tx.clear_journal("restore", [memory_ref(r["id"]) for r in rows])
+        except (MemoryCoreError, GraphStoreError):
             pass  # recovery clears it, and never deletes a restore's record
 
     def _undo_vectors(self, rows: list[dict[str, Any]]) -> None:
@@ -366,15 +344,18 @@ class WritePath:
         try:
             for row in rows:
                 self.vectors.delete(row["tenant"], [memory_ref(row["id"])])
-            with self.db.transaction() as cur:
-                cur.executemany(
-                    "DELETE FROM journal WHERE op = 'add' AND item_id = ?", [(memory_ref(r["id"]),) for r in rows]
-                )
-        except (MemoryCoreError, sqlite3.Error):
+            with self.graph.transaction() as tx:
+                tx.clear_journal("add", [memory_ref(r["id"]) for r in rows])
+        except (MemoryCoreError, GraphStoreError):
             pass
 
-    def _store_errors(self) -> _SqliteErrors:
-        return _SqliteErrors()
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """Graph-store failures (disk full, read-only directory, I/O) as coded store errors."""
+        try:
+            yield
+        except GraphStoreError as exc:
+            raise graph_error(exc, "writing the graph store") from exc
 
     # ---- deletes ---------------------------------------------------------------------------
     def delete(self, tenant: str, mem_id: int) -> bool:
@@ -383,20 +364,15 @@ class WritePath:
             if self.graph.memory(tenant, mem_id) is None:
                 return False
             ref = memory_ref(mem_id)
-            with self._store_errors(), self.db.transaction() as cur:
-                self.graph.erase_memory(cur, tenant, mem_id)
-                cur.execute(
-                    "INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('delete', ?, ?, ?)",
-                    (tenant, ref, time.time_ns() // 1000),
-                )
-            with self.db.lock:
-                self.graph.unapply_memory(mem_id)
+            with self._store_errors(), self.graph.transaction() as tx:
+                tx.erase_memory(tenant, mem_id)
+                tx.journal([("delete", tenant, ref)])
             try:
                 self.vectors.delete(tenant, [ref])
             except StoreError:
                 return True  # the graph row is gone; recovery at open removes the vector record
-            with self.db.transaction() as cur:
-                cur.execute("DELETE FROM journal WHERE op = 'delete' AND item_id = ?", (ref,))
+            with self._store_errors(), self.graph.transaction() as tx:
+                tx.clear_journal("delete", [ref])
             return True
 
     # ---- recovery --------------------------------------------------------------------------
@@ -406,11 +382,12 @@ class WritePath:
         Vector deletes are batched per tenant (one call for a tenant's whole backlog, which
         matters after a long Chroma server outage), then the journal rows are cleared.
         """
-        with self.lock, self.db.lock:
-            pending = self.db.conn.execute("SELECT seq, op, tenant, item_id FROM journal ORDER BY seq").fetchall()
+        with self.lock, self._store_errors():
+            pending = self.graph.journal()
         done: list[dict[str, Any]] = []
         to_delete: dict[str, list[str]] = {}
-        for _seq, op, tenant, item_id in pending:
+        for entry in pending:
+            op, tenant, item_id = entry.op, entry.tenant, entry.item_id
             item = int(item_id.split(":", 1)[1])
             if op in ("add", "restore") and self.graph.memory(tenant, item) is not None:
                 action = "kept (graph write had committed)"
@@ -426,8 +403,8 @@ class WritePath:
         for tenant, ids in to_delete.items():
             self.vectors.delete(tenant, ids)
         if pending:
-            with self.db.transaction() as cur:
-                cur.executemany("DELETE FROM journal WHERE seq = ?", [(row[0],) for row in pending])
+            with self._store_errors(), self.graph.transaction() as tx:
+                tx.clear_journal_seqs(e.seq for e in pending)
         return done
 
 
@@ -435,16 +412,5 @@ def _journal_op(p: PreparedAdd) -> str:
     return "restore" if p.restore and p.row.get("id") == p.preferred_id else "add"
 
 
-class _SqliteErrors:
-    """Map SQLite failures (disk full, read-only directory, I/O) to coded store errors, by result code."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, sqlite3.Error):
-            raise sqlite_error(exc, "writing the graph store") from exc
-
-
 __all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath", "content_hash", "embedding_text", "mem_node",
-           "public_idempotency_key", "scope_legacy_private_keys", "scoped_idempotency_key"]
+           "public_idempotency_key", "scoped_idempotency_key"]

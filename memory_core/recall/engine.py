@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from graph.store import SUPERSEDES, GraphStore, mem_node
+from graph.api import GraphStore, Key, LexicalHit, MemoryNode
 from memory_core import validation as v
 from memory_core.config import Settings
 from memory_core.embedding import Embedder
@@ -39,7 +39,7 @@ from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
 from memory_core.recall import scoring
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
-from memory_core.recall.lexical import WORD, LexicalHit, LexicalIndex
+from memory_core.recall.lexical import WORD, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
 from memory_core.recall.query import QueryReading, read_query
 from memory_core.recall.scoring import Candidate
@@ -107,15 +107,13 @@ class Recaller:
         result = RecallResult([], resolved_project_id=scope.resolved_project_id,
                               operating_context_warning=scope.warning)
         if not query.strip() and not (context_text or "").strip():
-            with self.graph.db.lock:
-                result.messages = self._most_recent(filters, limit)
+            result.messages = self._most_recent(filters, limit)
         else:
-            # embedding and the Chroma query run outside the store lock; the graph join inside it
-            with self.graph.db.lock:  # the name index is O(query), whatever the number of agents
-                if anchor is None and (bounds := self.graph.tenant_index.bounds(filters.tenant, "")):
-                    anchor = from_us(bounds[1][0])  # relative dates: against the newest memory
-                reading = (read_query(query, self.graph.agent_names(filters.tenant), anchor) if query.strip()
-                           else read_query(context_text or "", (), anchor))
+            if anchor is None and (bounds := self.graph.bounds(filters.tenant, None)):
+                anchor = from_us(bounds[1][0])  # relative dates: against the newest memory
+            # the name index is O(query), whatever the number of agents
+            reading = (read_query(query, self.graph.agent_names(filters.tenant), anchor) if query.strip()
+                       else read_query(context_text or "", (), anchor))
             pool = min(window, max(cfg.vector_pool, limit * 5))
             # the lexical branch needs no embedding: it runs while the query is embedded
             # (SQLite and onnxruntime both release the GIL), hiding its cost behind the model's
@@ -132,31 +130,25 @@ class Recaller:
                         result.diagnostics["vector_search"] = f"unavailable: {exc.message}"
             finally:
                 found = lexical.result()
-            with self.graph.db.lock:
-                self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found)
+            self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found)
         result.diagnostics["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return result
 
     # ---- empty query ---------------------------------------------------------------------
     def _most_recent(self, filters: RecallFilters, limit: int) -> list[Any]:
-        g = self.graph
+        g, tenant = self.graph, filters.tenant
         picked: list[int] = []
-        index = g.all_index if filters.session else g.tenant_index
-        session = filters.session or ""
-
-        def accept(mem_id: int) -> bool:
-            attrs = g.memory(filters.tenant, mem_id)
-            return attrs is not None and filters.admits(attrs)
-
-        for _ts, mem_id in index.newest_before(filters.tenant, session, None, accept):
-            if filters.excludes:
-                content = g.contents(filters.tenant, [mem_id]).get(mem_id, "")
-                if filters.excluded(content):
-                    continue
-            picked.append(mem_id)
-            if len(picked) >= limit:
+        before: Key | None = None
+        while len(picked) < limit:  # pages of the time index, newest first, checked as they come
+            page = g.page(tenant, filters.session, before, max(limit * 2, 32))
+            nodes = g.memories(tenant, (k[1] for k in page))
+            admitted = [k[1] for k in page if (a := nodes.get(k[1])) is not None and filters.admits(a)]
+            held = g.contents(tenant, admitted) if filters.excludes else {}
+            picked += [i for i in admitted if not filters.excludes or not filters.excluded(held.get(i, ""))]
+            if len(page) < max(limit * 2, 32):
                 break
-        return self.reader.rows(filters.tenant, picked, filters.viewer)
+            before = page[-1]
+        return self.reader.rows(tenant, picked[:limit], filters.viewer)
 
     # ---- ranked recall -------------------------------------------------------------------
     def _ranked(
@@ -176,24 +168,24 @@ class Recaller:
             if gone or (filters.excludes and filters.excluded(contents[mem_id])):
                 del cands[mem_id]
             else:
-                cands[mem_id].dialogue = attrs[mem_id].get("type") == "turn"
+                cands[mem_id].dialogue = attrs[mem_id].type == "turn"
         # adaptive fusion: the lexical branch counts as much as its best rows cover the query's words
         row_words = {k: scoring.stems(contents[k], WORD) for k in covered if k in contents and k in cands}
         coverage = max((scoring.coverage(w, reading.terms) for w in row_words.values()), default=0.0)
         share = scoring.lexical_share(coverage, cfg)
         result.diagnostics["lexical_share"] = round(share, 3)
-        scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k]["agent"] for k in cands},
+        scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k].agent for k in cands},
                             lexical_share=share, as_name=reading.as_name)
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, 2 * limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
             self._join_neighbours(cands, seeds, attrs, filters)
         if cfg.superseded_penalty:
-            for c in cands.values():
-                if not c.episode:
-                    c.superseded_by = self._successor(filters, c.id)
-        scoring.graph_scores(cands, cfg, reading, {k: attrs[k]["ts_us"] for k in cands},
-                             {k: attrs[k]["session"] for k in cands})
+            successors = self._successors(filters, [c.id for c in cands.values() if not c.episode])
+            for mem_id, newer in successors.items():
+                cands[mem_id].superseded_by = newer
+        scoring.graph_scores(cands, cfg, reading, {k: attrs[k].ts_us for k in cands},
+                             {k: attrs[k].session for k in cands})
         scoring.supersede(cands, cfg, strict=bool(filters.type))
         for k, c in cands.items():
             words = row_words.get(k)
@@ -215,7 +207,7 @@ class Recaller:
             result.gate_fallback = bool(result.messages)
             return
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
-                                                            -attrs[item[1].id]["ts_us"], item[1].id))
+                                                            -attrs[item[1].id].ts_us, item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
         refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by) if k is not None}
         result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
@@ -224,19 +216,17 @@ class Recaller:
     def _lexical(self, filters: RecallFilters, reading: QueryReading, cfg: RecallConfig) -> Lexical:
         """Window BM25 and keyword hits, each with the filters inside its SQL."""
         window = self.settings.recall.scan_window
-        tenant_rows = self.graph.memory_count(filters.tenant)
         bm25: list[LexicalHit] = []
         keywords: list[LexicalHit] = []
         if cfg.w_window > 0 or cfg.w_turn > 0:
             pool = min(window, cfg.lexical_pool)
-            bm25 = self.lexical.window(filters, reading.terms, pool, tenant_rows)
+            bm25 = self.lexical.window(filters, reading.terms, pool)
             # rows that are not dialogue turns key on their own text: their best may sit outside the window's pool
             if self.graph.non_turn_count(filters.tenant):
                 seen = {h.id for h in bm25}
-                bm25 += [h for h in self.lexical.window(filters, reading.terms, pool, tenant_rows, own=True)
-                         if h.id not in seen]
+                bm25 += [h for h in self.lexical.window(filters, reading.terms, pool, own=True) if h.id not in seen]
         if cfg.w_keyword > 0:
-            keywords = self.lexical.keywords(filters, reading.text, cfg.keyword_pool, tenant_rows)
+            keywords = self.lexical.keywords(filters, reading.text, cfg.keyword_pool)
         return bm25, keywords
 
     @staticmethod
@@ -257,26 +247,28 @@ class Recaller:
         return cands
 
     def _join_neighbours(self, cands: dict[int, Candidate], seeds: set[int],
-                         attrs: dict[int, dict[str, Any]], filters: RecallFilters) -> None:
+                         attrs: dict[int, MemoryNode], filters: RecallFilters) -> None:
         """Link each pool row to the memories right before and after it in its session; those
         of ``seeds`` join the pool when absent (base 0: they only receive the spread), under
         the same filter checks."""
         g, tenant = self.graph, filters.tenant
+        dialogue = [attrs[c.id] for c in cands.values() if not c.episode and c.dialogue]
+        around = g.adjacent_many(tenant, dialogue)  # adjacency means "reply to" only between dialogue turns
+        fresh = {k[1] for c_id, pair in around.items() if c_id in seeds for k in pair
+                 if k is not None and k[1] not in cands and k[1] not in attrs}
+        fresh_nodes = g.memories(tenant, fresh)
         joined: dict[int, int] = {}
-        for c in list(cands.values()):
-            if c.episode or not c.dialogue:  # adjacency means "reply to" only between dialogue turns
-                continue
-            a = attrs[c.id]
-            before, after = g.all_index.neighbours(tenant, a["session"], (a["ts_us"], a["id"]))
-            for key, side in ((before, "prev"), (after, "next")):
+        for c_id, pair in around.items():
+            c = cands[c_id]
+            for key, side in zip(pair, ("prev", "next"), strict=True):
                 if key is None:
                     continue
                 nid = key[1]
                 if nid not in cands:
                     if c.id not in seeds or nid in attrs:  # not a seed, or already refused/excluded
                         continue
-                    na = g.memory(tenant, nid)
-                    if na is None or not filters.admits(na) or na.get("type") != "turn":
+                    na = fresh_nodes.get(nid)
+                    if na is None or not filters.admits(na) or na.type != "turn":
                         continue
                     attrs[nid] = na
                     joined[nid] = c.id
@@ -294,21 +286,19 @@ class Recaller:
             c.prev = c.prev if c.prev in cands else None
             c.next = c.next if c.next in cands else None
 
-    def _successor(self, filters: RecallFilters, mem_id: int) -> int | None:
-        """The newest visible memory that SUPERSEDES this one (an older handoff of the chain)."""
-        preds = self.graph.graph._pred.get(mem_node(mem_id))  # most memories have no incoming edge
-        if not preds:
-            return None
-        best: tuple[int, int] | None = None
-        for src, kinds in preds.items():
-            if SUPERSEDES not in kinds or not src.startswith("mem:"):
-                continue
-            a = self.graph.memory(filters.tenant, int(src.split(":", 1)[1]))
-            if a is None or (a["visibility"] == "agent" and a["agent"] != filters.viewer):
-                continue
-            key = (a["ts_us"], a["id"])
-            best = key if best is None or key > best else best
-        return None if best is None else best[1]
+    def _successors(self, filters: RecallFilters, ids: list[int]) -> dict[int, int]:
+        """For each memory, the newest visible memory that SUPERSEDES it (an older handoff of the chain)."""
+        newer = self.graph.superseders(filters.tenant, ids)
+        if not newer:
+            return {}
+        nodes = self.graph.memories(filters.tenant, {i for srcs in newer.values() for i in srcs})
+        out: dict[int, int] = {}
+        for mem_id, srcs in newer.items():
+            seen = [a for a in (nodes.get(i) for i in srcs)
+                    if a is not None and (a.visibility != "agent" or a.agent == filters.viewer)]
+            if seen:
+                out[mem_id] = max(seen, key=lambda a: a.key).id
+        return out
 
     def _query_vector(self, query: str | None, context_text: str | None, cfg: RecallConfig) -> list[float]:
         texts = [t for t in (query, context_text) if t and t.strip()]
@@ -320,28 +310,27 @@ class Recaller:
         norm = math.sqrt(sum(x * x for x in blended)) or 1.0
         return [x / norm for x in blended]
 
-    def _admitted(self, filters: RecallFilters, cands: dict[int, Candidate]) -> dict[int, dict[str, Any]]:
-        out = {}
+    def _admitted(self, filters: RecallFilters, cands: dict[int, Candidate]) -> dict[int, MemoryNode]:
+        out: dict[int, MemoryNode] = {}
+        nodes = self.graph.memories(filters.tenant, [k for k, c in cands.items() if not c.episode])
         for item_id, c in cands.items():
             if c.episode:
                 ep = self.graph.episode(filters.tenant, item_id)
-                if ep is not None and filters.admits_episode(ep, self.graph.fields.session_has_channel):
+                if ep is not None and filters.admits_episode(ep, self.graph.session_has_channel):
                     out[item_id] = episode_attrs(ep)
-            else:
-                a = self.graph.memory(filters.tenant, item_id)
-                if a is not None and filters.admits(a):
-                    out[item_id] = a
+            elif (a := nodes.get(item_id)) is not None and filters.admits(a):
+                out[item_id] = a
         return out
 
-    def _contents(self, tenant: str, attrs: dict[int, dict[str, Any]]) -> dict[int, str]:
-        out = self.graph.contents(tenant, [k for k, a in attrs.items() if a["kind"] != "EPISODE"])
+    def _contents(self, tenant: str, attrs: dict[int, MemoryNode]) -> dict[int, str]:
+        out = self.graph.contents(tenant, [k for k, a in attrs.items() if a.kind != "EPISODE"])
         for k, a in attrs.items():
-            if a["kind"] == "EPISODE" and (ep := self.graph.episode(tenant, k)) is not None:
-                out[k] = ep["summary"]
+            if a.kind == "EPISODE" and (ep := self.graph.episode(tenant, k)) is not None:
+                out[k] = ep.summary
         return out
 
     def _confidence(
-        self, cands: dict[int, Candidate], attrs: dict[int, dict[str, Any]], filters: RecallFilters,
+        self, cands: dict[int, Candidate], attrs: dict[int, MemoryNode], filters: RecallFilters,
         cfg: RecallConfig, deep: bool,
     ) -> list[tuple[float, Candidate]]:
         if filters.type:
@@ -352,5 +341,5 @@ class Recaller:
             w_r = 0.0
         now_us = time.time_ns() // 1000
         w_s = cfg.salience_weight
-        return [(scoring.confidence(c, attrs[k]["ts_us"], attrs[k]["salience"], now_us, w_r, tau, w_s), c)
+        return [(scoring.confidence(c, attrs[k].ts_us, attrs[k].salience, now_us, w_r, tau, w_s), c)
                 for k, c in cands.items()]

@@ -8,12 +8,12 @@ re-checked against the node, so a pushdown that is looser than the predicate is 
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from graph.api import EpisodeNode, MemoryNode, RowFilter
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError
 
@@ -122,48 +122,53 @@ class RecallFilters:
             held_context=tuple(n for n in (normalize(x) for x in held) if n),
         )
 
-    def admits(self, a: dict[str, Any]) -> bool:
-        """The authoritative predicate over an AGENT_MEMORY node's attributes."""
-        if a.get("tenant") != self.tenant:
+    def admits(self, a: MemoryNode) -> bool:
+        """The authoritative predicate over an AGENT_MEMORY node."""
+        if a.tenant != self.tenant:
             return False
-        if a["visibility"] == "agent" and a["agent"] != self.viewer:
+        if a.visibility == "agent" and a.agent != self.viewer:
             return False
-        if self.type and a["type"] != self.type:
+        if self.type and a.type != self.type:
             return False
-        if self.session and a["session"] != self.session:
+        if self.session and a.session != self.session:
             return False
-        if self.agent and a["agent"] != self.agent:
+        if self.agent and a.agent != self.agent:
             return False
-        if self.channel and a["channel"] != self.channel:
+        if self.channel and a.channel != self.channel:
             return False
-        if self.source_id and not str(a.get("source_id") or "").startswith(self.source_id):
+        if self.source_id and not (a.source_id or "").startswith(self.source_id):
             return False
         if self.project is not None:
-            stored = a["project_id"]
+            stored = a.project_id
             if self.project == "":
                 return stored is None
             return stored is None or stored == self.project
         return True
 
-    def admits_episode(self, a: dict[str, Any], has_channel: Callable[[str, str, str], bool] | None = None) -> bool:
+    def admits_episode(self, a: EpisodeNode, has_channel: Callable[[str, str, str], bool] | None = None) -> bool:
         """Episodes summarize a whole session: no author, no per-user source, global pool.
 
         - ``agent`` set: skipped (an episode has no author).
         - ``source_id`` set: skipped, unless ``channel`` is set too, which scopes episodes to
           one conversation and re-admits them.
         - ``channel`` set: admitted only when the episode's session holds shared memories in
-          that channel (``has_channel(tenant, session, channel)``, the graph's
-          :meth:`graph.field_index.FieldIndex.session_has_channel`); without it, none is.
+          that channel (``has_channel(tenant, session, channel)``, the graph store's
+          ``session_has_channel``); without it, none is.
         """
-        if a.get("tenant") != self.tenant or self.agent:
+        if a.tenant != self.tenant or self.agent:
             return False
         if self.source_id and not self.channel:
             return False
-        if self.channel and (has_channel is None or not has_channel(self.tenant, a["session"], self.channel)):
+        if self.channel and (has_channel is None or not has_channel(self.tenant, a.session, self.channel)):
             return False
         if self.type and self.type != "episode":
             return False
-        return not (self.session and a["session"] != self.session)
+        return not (self.session and a.session != self.session)
+
+    def row_filter(self) -> RowFilter:
+        """The filters a graph backend evaluates inside its own queries."""
+        return RowFilter(tenant=self.tenant, viewer=self.viewer, type=self.type, session=self.session,
+                         agent=self.agent, channel=self.channel, source_prefix=self.source_id, project=self.project)
 
     @property
     def excludes(self) -> bool:
@@ -207,22 +212,3 @@ class RecallFilters:
         else:
             clauses.append({"visibility": "tenant"})
         return {"$and": clauses}
-
-    def sql_where(self) -> tuple[str, list[Any]]:
-        """A clause over ``memories m`` (tenant included) with its parameters."""
-        parts, args = ["m.tenant = ?"], [self.tenant]
-        for key in ("type", "session", "agent", "channel"):
-            value = getattr(self, key)
-            if value:
-                parts.append(f"m.{key} = ?")
-                args.append(value)
-        if self.source_id:
-            parts.append("m.source_id LIKE ? ESCAPE '\\'")
-            args.append(re.sub(r"([\\%_])", r"\\\1", self.source_id) + "%")
-        if self.project is not None:
-            parts.append("m.project_id IS NULL" if self.project == "" else "(m.project_id IS NULL OR m.project_id = ?)")
-            if self.project:
-                args.append(self.project)
-        parts.append("(m.visibility = 'tenant' OR m.agent = ?)")
-        args.append(self.viewer or "\x00")
-        return " AND ".join(parts), args

@@ -22,11 +22,11 @@ def assert_stores_agree(core: MemoryCore) -> None:
             rows = dict(core.db.conn.execute("SELECT id, content FROM memories WHERE tenant = ?", (tenant,)).fetchall())
             indexed = {int(r[0]) for r in core.db.conn.execute(f"SELECT id FROM {fts[tenant]}_docsize")} if (
                 tenant in fts) else set()
-            graph = set(core.graph.memory_ids(tenant))
+            graph = {k[1] for k in core.graph.iter_newest(tenant, None)}
         refs = {memory_ref(i) for i in rows}
         vectors = {ref for ref in core.vectors.all_ids(tenant) if ref.startswith("mem:")}
         assert vectors == refs, f"{tenant}: Chroma-only {vectors - refs}, graph-only {refs - vectors}"
-        assert graph == set(rows), f"{tenant}: in-memory graph differs from SQLite"
+        assert graph == set(rows), f"{tenant}: the graph store's time index differs from its rows"
         assert indexed == set(rows), f"{tenant}: FTS-only {indexed - set(rows)}, unindexed {set(rows) - indexed}"
         records = core.vectors.documents(tenant, sorted(refs))  # type: ignore[attr-defined]
         for ref, (document, meta) in records.items():

@@ -58,10 +58,10 @@ def tenant_view(core: MemoryCore, tenant: str) -> TenantView:
     assert not missing_episodes, f"{tenant}: episodes without a Chroma record: {sorted(missing_episodes)[:5]}"
     return TenantView(
         vectors=vectors - episode_ids,  # an episode's record is checked above; the rest must be memories
-        graph={memory_ref(i) for i in core.graph.memory_ids(tenant)},
+        graph={memory_ref(k[1]) for k in core.graph.iter_newest(tenant, None)},
         sqlite=sqlite_ids,
         fts=fts_ids,
-        count=core.graph.memory_count(tenant),
+        count=core.graph.count(tenant),
     )
 
 

@@ -74,8 +74,7 @@ def tenant(request: Request) -> HTMLResponse:
     st = state(request)
     name = _text(request, "t", required=True)
     sessions = st.inspector.sessions(name, _int(request, "offset", 0), SESSIONS_PAGE)  # type: ignore[arg-type]
-    with st.core.db.lock:
-        agents = sorted(st.core.graph.agents(str(name)))
+    agents = sorted(st.core.graph.agents(str(name)))
     return page("tenant.html", context(request, tenant=name, nav="sessions", sessions=sessions, agents=agents,
                                        page_size=SESSIONS_PAGE))
 
@@ -124,8 +123,7 @@ def search(request: Request) -> HTMLResponse:
         started = time.perf_counter()
         result = st.core.recall(name, form["q"], limit=limit, deep=form["deep"] == "on", **options)
         elapsed_ms = (time.perf_counter() - started) * 1000
-    with st.core.db.lock:
-        agents = sorted(st.core.graph.agents(name))[:AGENT_LIST]
+    agents = sorted(st.core.graph.agents(name))[:AGENT_LIST]
     return page("search.html", context(
         request, tenant=name, nav="search", form=form, limit=limit, limits=SEARCH_LIMITS, result=result,
         elapsed_ms=elapsed_ms, types=sorted(MEMORY_TYPES | {"episode"}), agents=agents,
