@@ -80,8 +80,8 @@ def measure(core: Any, embedder: MixedEmbedder, queries: list[str], n: int) -> d
     store = core.vectors.inner
     store = store.open() if hasattr(store, "open") else store  # the lazy store's Chroma backend
     col = store._client.get_collection(collection_name("mc", "bench"), embedding_function=None)
-    rare = [f"mem:{i}" for i in core.graph.fields.ids("bench", "type", "decision")]
-    notes = [f"mem:{i}" for i in core.graph.fields.ids("bench", "type", "note")]
+    rare = [f"mem:{i}" for i in set(core.graph.field_ids("bench", "type", "decision", None))]
+    notes = [f"mem:{i}" for i in set(core.graph.field_ids("bench", "type", "note", None))]
 
     def where(t: str) -> Any:
         return RecallFilters.build("bench", None, resolve_project(None, None, {}), type=t).chroma_where()

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         where = args.data_dir or Path(tmp) / "data"
         core = MemoryCore.open(where, settings=settings, embedder=SyntheticEmbedder())
         try:
-            turns = core.graph.memory_count("bench") - core.graph.memory_count("bench") // (SESSION * 5) * 2
+            turns = core.graph.count("bench") - core.graph.count("bench") // (SESSION * 5) * 2
             loaded = turns if turns > 0 else 0  # rows a kept --data-dir already holds (handoffs are extra)
             for n in sizes:
                 if n < loaded:

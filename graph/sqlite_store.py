@@ -133,6 +133,9 @@ class SqliteGraphStore:
         row = self._one(f"SELECT {NODE_SELECT} FROM memories WHERE tenant = ? AND idempotency_key = ?", (tenant, key))
         return None if row is None else node_from_row(row)
 
+    def memory_ids(self, tenant: str) -> list[int]:
+        return [k[1] for k in self.iter_newest(tenant, None)]
+
     # ---- order -------------------------------------------------------------------------------
     def page(self, tenant: str, session: str | None, before: Key | None, limit: int, *,
              turns_only: bool = False) -> list[Key]:

@@ -12,8 +12,8 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from graph.db import WINDOW_ROWS_SQL, fts_table_name, window_table_name
 from graph.api import AGENT, AUTHORED_BY, IN_SESSION, SESSION, agent_node, session_node
+from graph.db import WINDOW_ROWS_SQL, fts_table_name, window_table_name
 from memory_core.refs import EPISODE, MEMORY, memory_ref
 from memory_core.write_path import vector_metadata
 

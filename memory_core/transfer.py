@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from graph.store import AUTHORED_BY, IN_SESSION
+from graph.api import AUTHORED_BY, IN_SESSION
 from memory_core import validation as v
 from memory_core.errors import MemoryCoreError
 from memory_core.models import to_us

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from conftest import BACKENDS
 
-from graph.store import GraphStore
+from graph.sqlite_txn import SqliteTxn
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.config import load_settings
 from memory_core.embedding import HashEmbedder
@@ -214,16 +214,16 @@ def test_graph_write_failing_after_the_chroma_write_rolls_both_back(
 ) -> None:
     core = harness.core
     before = seed(core)
-    real_write = GraphStore.write_memory
+    real_write = SqliteTxn.write_memory
     calls = {"n": 0}
 
-    def failing_write(self: GraphStore, cur: sqlite3.Cursor, row: dict[str, Any]) -> None:
-        real_write(self, cur, row)  # rows are inserted inside the transaction, then it fails
+    def failing_write(self: SqliteTxn, row: dict[str, Any]) -> None:
+        real_write(self, row)  # rows are inserted inside the transaction, then it fails
         calls["n"] += 1
         if calls["n"] >= 2 or len(row["content"]) < 20:
             raise sqlite_failure(message, result_code, name)
 
-    monkeypatch.setattr(GraphStore, "write_memory", failing_write)
+    monkeypatch.setattr(SqliteTxn, "write_memory", failing_write)
     expect_store_error(lambda: core.add_memory("acme", "s1", "alice", "lost"), code)
     calls["n"] = 0
     items = [{"tenant": t, "session": "s1", "agent": "alice", "content": f"a long enough batch row {i}"}

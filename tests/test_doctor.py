@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from graph.db import window_table_name
-from graph.store import GraphStore
+from graph.sqlite_txn import SqliteTxn
 from memory_core import MemoryCore
 from memory_core.doctor import check, repair
 from memory_core.transfer import export_tenant
@@ -172,7 +172,7 @@ def test_a_lost_agent_node_and_session_edge_are_recreated_not_dropped(core: Memo
     with core.db.transaction() as cur:
         cur.execute("DELETE FROM nodes WHERE node_id = 'agent:acme/alice'")
         cur.execute("DELETE FROM edges WHERE src = ? AND kind = 'IN_SESSION'", (target,))
-    core.graph.load()
+    core.graph.invalidate()
     found = check(core).findings
     assert sorted((f.kind, f.ref, f.detail) for f in found) == [
         ("graph_missing", "mem:1", "its AGENT node agent:acme/alice is missing"),
@@ -228,10 +228,10 @@ def test_a_restore_whose_graph_write_fails_keeps_the_vector_record(
     vector = core.embedder.embed(["the only copy"])
     core.vectors.upsert("acme", ["mem:500"], vector, ["the only copy"], [GHOST_META])
 
-    def failing_write(self: GraphStore, cur: sqlite3.Cursor, row: dict) -> None:
+    def failing_write(self: SqliteTxn, row: dict) -> None:
         raise sqlite3.OperationalError("simulated failure after the Chroma upsert")
 
-    monkeypatch.setattr(GraphStore, "write_memory", failing_write)
+    monkeypatch.setattr(SqliteTxn, "write_memory", failing_write)
     report = repair(core)
     assert not report.ok
     assert core.vectors.documents("acme", ["mem:500"])["mem:500"][0] == "the only copy"

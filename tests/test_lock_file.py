@@ -63,7 +63,7 @@ def test_a_second_process_is_refused_after_the_lock_file_is_deleted(tmp_path: Pa
         core.add_memory("acme", "s1", "owner", "written by the owner")
         (data_dir / LOCK_FILE).unlink()
         assert open_elsewhere(data_dir) == {"opened": False, "code": "STORE_LOCKED"}
-        assert core.graph.memory_count("acme") == 1
+        assert core.graph.count("acme") == 1
 
 
 def test_the_cli_is_refused_after_the_lock_file_is_deleted(tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ def test_the_cli_is_refused_after_the_lock_file_is_deleted(tmp_path: Path) -> No
                               timeout=120, check=False)
         assert proc.returncode == 4, (proc.stdout, proc.stderr)
         assert json.loads(proc.stdout)["error"]["code"] == "STORE_LOCKED"
-        assert core.graph.memory_count("acme") == 0
+        assert core.graph.count("acme") == 0
 
 
 def test_the_owner_recreates_a_deleted_lock_file_on_its_next_write(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_a_write_is_refused_when_someone_else_holds_a_replaced_lock_file(tmp_pat
             assert info.value.code == "STORE_LOCKED"
             assert len(core.query_recent_turns("acme", "s1").turns) == 1  # reads keep answering
         core.add_memory("acme", "s1", "owner", "the other holder let go")
-        assert core.graph.memory_count("acme") == 2
+        assert core.graph.count("acme") == 2
 
 
 def test_closing_releases_the_directory_lock(tmp_path: Path) -> None:

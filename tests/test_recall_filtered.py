@@ -95,7 +95,7 @@ def test_the_vector_pool_under_a_filter_is_the_brute_force_top_n_of_the_rows_it_
 def test_a_rare_type_among_rows_identical_to_the_query_is_found_by_recall(store: MemoryCore) -> None:
     out = store.recall("acme", CROWD, type="decision", limit=10)
     refs = {m.ref for m in out.messages}
-    decisions = {f"mem:{i}" for i in store.graph.fields.ids("acme", "type", "decision")}
+    decisions = {f"mem:{i}" for i in set(store.graph.field_ids("acme", "type", "decision", None))}
     assert len(decisions) == 3 and refs == decisions
     assert out.diagnostics["vector_path"] == "ids"
 
@@ -128,19 +128,19 @@ def test_the_field_index_follows_deletes_and_is_rebuilt_at_open(tmp_path: Path,
     refs = [core.add_memory("acme", "s1", "a", f"row {i}", type="decision" if i < 2 else "turn",
                             channel="chat", source={"id": f"discord:{9 - i}"}).ref for i in range(4)]
     core.delete_memory("acme", refs[0])
-    ids = {f"mem:{i}" for i in core.graph.fields.ids("acme", "type", "decision")}
+    ids = {f"mem:{i}" for i in set(core.graph.field_ids("acme", "type", "decision", None))}
     assert ids == {refs[1]}
-    assert core.graph.fields.with_source_prefix("acme", "discord:9") == []
+    assert core.graph.source_prefix_ids("acme", "discord:9", None) == []
     core.close()
     core = open_core("persistent", tmp_path / "d", request)
     try:
-        assert {f"mem:{i}" for i in core.graph.fields.ids("acme", "type", "decision")} == {refs[1]}
-        assert core.graph.fields.ids("acme", "channel", "chat") == {int(r.split(":")[1]) for r in refs[1:]}
-        assert core.graph.fields.session_has_channel("acme", "s1", "chat")
-        assert not core.graph.fields.session_has_channel("acme", "s1", "mail")
-        assert core.graph.fields.with_source_prefix("acme", "discord:") == [int(r.split(":")[1]) for r in refs[:0:-1]]
+        assert {f"mem:{i}" for i in set(core.graph.field_ids("acme", "type", "decision", None))} == {refs[1]}
+        assert set(core.graph.field_ids("acme", "channel", "chat", None)) == {int(r.split(":")[1]) for r in refs[1:]}
+        assert core.graph.session_has_channel("acme", "s1", "chat")
+        assert not core.graph.session_has_channel("acme", "s1", "mail")
+        assert core.graph.source_prefix_ids("acme", "discord:", None) == [int(r.split(":")[1]) for r in refs[:0:-1]]
         core.add_memory("acme", "s1", "a", "row 4", source={"id": "discord:55"})
-        assert len(core.graph.fields.with_source_prefix("acme", "discord:5")) == 1
+        assert len(core.graph.source_prefix_ids("acme", "discord:5", None)) == 1
     finally:
         core.close()
 

@@ -51,7 +51,7 @@ def test_a_provider_that_is_down_fails_the_add_and_writes_nothing(tmp_path: Path
         with pytest.raises(MemoryCoreError) as err:
             core.add_memory("acme", "s", "a", "never stored")
         assert err.value.code == "EMBEDDING_UNAVAILABLE"
-        assert core.graph.memory_count("acme") == 0 and core.vectors.count("acme") == 0
+        assert core.graph.count("acme") == 0 and core.vectors.count("acme") == 0
 
 
 def test_a_reply_of_the_wrong_dimension_is_refused(provider: FakeLLM, tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_a_store_refuses_to_open_with_a_different_embedder(provider: FakeLLM, tm
         MemoryCore.open(tmp_path / "d", settings=load_settings(environ={}), embedder=HashEmbedder())
     assert err.value.code == "CONFIG_INVALID" and "litellm:openai/fake-embedder" in err.value.message
     with open_remote(tmp_path / "d", provider.api_base) as core:  # the original settings still open it
-        assert core.graph.memory_count("acme") == 1
+        assert core.graph.count("acme") == 1
 
 
 def test_litellm_provider_without_a_model_fails_at_start(tmp_path: Path) -> None:

@@ -386,8 +386,8 @@ class StoreMachine(RuleBasedStateMachine):
         for tenant in TENANTS:
             for ref, mem in self.model.live[tenant].items():
                 attrs = self.core.graph.memory(tenant, mem.id)
-                assert attrs is not None and attrs["tenant"] == tenant, f"{ref} crossed tenants"
-                assert attrs["session"] == mem.session and attrs["ts_us"] == mem.ts_us
+                assert attrs is not None and attrs.tenant == tenant, f"{ref} crossed tenants"
+                assert attrs.session == mem.session and attrs.ts_us == mem.ts_us
                 for other in TENANTS:
                     if other != tenant:
                         assert self.core.graph.memory(other, mem.id) is None

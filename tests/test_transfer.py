@@ -130,7 +130,7 @@ def test_rows_whose_ids_are_taken_get_new_refs_and_still_import_once(core: Memor
     assert {"kind": "SUPERSEDES", "node": handoffs[0]["ref"]} in handoffs[1]["edges"]
     again = import_lines(second, file, "acme")
     assert (again.written, again.skipped) == (0, 9)
-    assert second.graph.memory_count("acme") == 9
+    assert second.graph.count("acme") == 9
 
 
 def test_import_refuses_lines_of_another_tenant_and_malformed_lines_without_writing_them(

@@ -176,16 +176,16 @@ def verify(data_dir: Path, ack_file: Path) -> dict[str, Any]:
             assert res.ref == a["ref"] and not res.created, f"idempotency key {a['key']} lost its ref"
         for tenant, refs in live.items():
             for mem_id in (int(r.split(":", 1)[1]) for r in refs):
-                kinds = {k for d, k, _n in core.graph.edges_of(tenant, memory_ref(mem_id)) if d == "out"}
+                kinds = {e.kind for e in core.graph.edges_of(tenant, memory_ref(mem_id)) if e.direction == "out"}
                 assert {"AUTHORED_BY", "IN_SESSION"} <= kinds, f"mem:{mem_id} lacks its edges: {kinds}"
         pages = 0
         for tenant in live:
             for session in SESSIONS:
                 turns = [
                     a for a in (core.graph.memory(tenant, int(r.split(":", 1)[1])) for r in live[tenant])
-                    if a is not None and a["session"] == session and a["type"] == "turn"
+                    if a is not None and a.session == session and a.type == "turn"
                 ]
-                want = sorted(((a["ts_us"], a["id"]) for a in turns), reverse=True)
+                want = sorted((a.key for a in turns), reverse=True)
                 got_keys: list[tuple[int, int]] = []
                 cursor = None
                 while True:
