@@ -91,8 +91,9 @@ def test_private_keys_written_before_scoping_move_to_their_authors_namespace_at_
 ) -> None:
     core = open_core("persistent", tmp_path / "data", request)
     theirs = private(core, idempotency_key="k-7")
-    with core.db.transaction() as cur:  # what an older version stored: the bare key
+    with core.db.transaction() as cur:  # what an older version (schema 1) stored: the bare key
         cur.execute("UPDATE memories SET idempotency_key = 'k-7'")
+        cur.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     core.close()
     core = open_core("persistent", tmp_path / "data", request)
     try:
