@@ -232,8 +232,8 @@ class GraphStore(Protocol):
         """(previous, next) in its session for each of the tenant's memories."""
     def bounds(self, tenant: str, session: str | None) -> tuple[Key, Key] | None: ...
     def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int: ...
-    def count_before(self, tenant: str, key: Key) -> int:
-        """How many of the tenant's memories sort before ``key``."""
+    def counts_by_day(self, tenant: str, first_day: int, days: int) -> list[int]:
+        """Memories per UTC day (day number = ts_us // 86_400_000_000), ``days`` days from ``first_day``."""
     def sessions(self, tenant: str) -> list[SessionStats]: ...
     def hidden_count(self, tenant: str, session: str, viewer: str | None) -> int:
         """How many of the session's memories are private to an agent other than ``viewer``."""

@@ -117,7 +117,10 @@ UNION ALL SELECT tenant, 'agent', agent, count(*) FROM memories GROUP BY tenant,
 UNION ALL SELECT tenant, 'channel', channel, count(*) FROM memories WHERE channel IS NOT NULL GROUP BY tenant, channel
 UNION ALL SELECT tenant, 'schan', channel || char(31) || session, count(*) FROM memories
     WHERE channel IS NOT NULL AND visibility = 'tenant' GROUP BY tenant, channel, session
+UNION ALL SELECT tenant, 'day', printf('%08d', ts_us / 86400000000), count(*) FROM memories
+    GROUP BY tenant, ts_us / 86400000000
 """
+DAY_US = 86_400_000_000
 
 
 class SchemaVersionError(Exception):

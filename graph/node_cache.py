@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Generic, TypeVar
 
@@ -10,36 +11,41 @@ V = TypeVar("V")
 
 
 class LRU(Generic[K, V]):
-    """``capacity`` entries at most; reading an entry makes it the newest."""
+    """``capacity`` entries at most; reading an entry makes it the newest. Thread-safe."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(0, capacity)
         self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
     def get(self, key: K) -> V | None:
-        value = self._items.get(key)
-        if value is None:
-            self.misses += 1
-            return None
-        self._items.move_to_end(key)
-        self.hits += 1
-        return value
+        with self._lock:
+            value = self._items.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return value
 
     def put(self, key: K, value: V) -> None:
         if self.capacity == 0:
             return
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
 
     def discard(self, key: K) -> None:
-        self._items.pop(key, None)
+        with self._lock:
+            self._items.pop(key, None)
 
     def clear(self) -> None:
-        self._items.clear()
+        with self._lock:
+            self._items.clear()
 
     def __len__(self) -> int:
         return len(self._items)

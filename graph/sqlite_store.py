@@ -204,10 +204,11 @@ class SqliteGraphStore:
             return self._count(tenant, "all", "") - (self._count(tenant, "nonturn", "") if turns_only else 0)
         return self._count(tenant, "turns" if turns_only else "session", session)
 
-    def count_before(self, tenant: str, key: Key) -> int:
-        row = self._one("SELECT count(*) FROM memories WHERE tenant = ? AND (ts_us < ? OR (ts_us = ? AND id < ?))",
-                        (tenant, key[0], key[0], key[1]))
-        return int(row[0])
+    def counts_by_day(self, tenant: str, first_day: int, days: int) -> list[int]:
+        rows = self._all("SELECT key, n FROM counts WHERE tenant = ? AND scope = 'day' AND key >= ? AND key < ?",
+                         (tenant, f"{first_day:08d}", f"{first_day + days:08d}"))
+        found = {int(k): int(n) for k, n in rows}
+        return [found.get(first_day + i, 0) for i in range(days)]
 
     def sessions(self, tenant: str) -> list[SessionStats]:
         counts = self._all("SELECT scope, key, n FROM counts WHERE tenant = ? AND scope IN ('session', 'turns') "

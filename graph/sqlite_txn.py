@@ -26,16 +26,22 @@ from graph.api import (
     mem_node,
     session_node,
 )
-from graph.db import COUNT_SCOPES_SQL, GraphDB
+from graph.db import COUNT_SCOPES_SQL, DAY_US, GraphDB
 from graph.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, node_from_row
 
 SEP = "\x1f"
 
 
+def day_key(ts_us: int) -> str:
+    """The 'day' count's key: the UTC day number, zero-padded so keys sort as days do."""
+    return f"{ts_us // DAY_US:08d}"
+
+
 def count_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The (scope, key) counts one memory adds to (graph.db.COUNT_SCOPES_SQL rebuilds the same)."""
     session, channel = row["session"], row["channel"]
-    keys = [("all", ""), ("session", session), ("type", row["type"]), ("agent", row["agent"])]
+    keys = [("all", ""), ("session", session), ("type", row["type"]), ("agent", row["agent"]),
+            ("day", day_key(row["ts_us"]))]
     keys.append(("turns", session) if row["type"] == "turn" else ("nonturn", ""))
     if row["visibility"] == "agent":
         keys.append(("private", f"{session}{SEP}{row['agent']}"))
@@ -152,7 +158,7 @@ class SqliteTxn:
         node = mem_node(mem_id)
         cur.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (node, node))
         cur.execute("DELETE FROM memories WHERE id = ?", (mem_id,))
-        row = dict(zip(("content", "session", "agent", "type", "channel", "visibility"), found[:6], strict=True))
+        row = dict(zip(("content", "session", "agent", "type", "channel", "visibility", "ts_us"), found, strict=True))
         self._count(tenant, count_keys(row), -1)
         self.effects.erased.append((tenant, mem_id))
         self.effects.tenants.add(tenant)

@@ -19,7 +19,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, Key, mem_node
@@ -139,14 +138,11 @@ class Inspector:
         now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
         end_day = (newest if newest is not None else now_us) // DAY_US
         starts = [(end_day - days + 1 + i) * DAY_US for i in range(days + 1)]
-        out = []
-        for t in summaries:
-            marks = [self.graph.count_before(t.tenant, (s, 0)) for s in starts]
-            out.append(TenantOverview(
-                tenant=t.tenant, memories=t.memories, vectors=t.vectors, sessions=t.sessions, agents=t.agents,
-                content_chars=chars.get(t.tenant, 0), last_activity=t.last_activity,
-                growth=[b - a for a, b in pairwise(marks)],
-            ))
+        out = [TenantOverview(
+            tenant=t.tenant, memories=t.memories, vectors=t.vectors, sessions=t.sessions, agents=t.agents,
+            content_chars=chars.get(t.tenant, 0), last_activity=t.last_activity,
+            growth=self.graph.counts_by_day(t.tenant, end_day - days + 1, days),
+        ) for t in summaries]
         day_names = [from_us(s).date().isoformat() for s in starts[:-1]]
         return TenantsView(out, day_names)
 

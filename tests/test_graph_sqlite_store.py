@@ -1,0 +1,146 @@
+"""The SQLite graph store behind the seam: O(1) open, bounded caches, counts that match the rows.
+
+The store keeps no resident graph: an open must not read a single memory row (checked with
+SQLite's statement trace, not a clock), what it caches stays within ``cache_nodes``, and
+the counts kept in the write transaction always equal a recount from the rows.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graph.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.sqlite_store import SqliteGraphStore
+from memory_core import MemoryCore
+from memory_core.config import load_settings
+from memory_core.embedding import HashEmbedder
+from memory_core.errors import ConfigError
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def _open(data_dir: Path, **storage: Any) -> MemoryCore:
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, "storage": storage})
+    return MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder(), in_memory_vectors=True)
+
+
+@pytest.fixture
+def traced(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every SQL statement the graph database runs, from its connection's trace callback."""
+    statements: list[str] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr("graph.db.sqlite3.connect", connect)
+    yield statements
+
+
+def _fill(core: MemoryCore, n: int, tenants: int = 3) -> list[str]:
+    items = [{"tenant": f"t{i % tenants}", "session": f"s{i % 7}", "agent": f"a{i % 4}", "content": f"memory {i}",
+              "type": "turn" if i % 3 else "note", "channel": "chat" if i % 5 == 0 else None,
+              "visibility": "agent" if i % 11 == 0 else "tenant", "timestamp": T0 + timedelta(hours=i)}
+             for i in range(n)]  # fmt: skip
+    return [r.ref for r in core.add_memories(items)]
+
+
+def test_an_open_reads_no_memory_row(tmp_path: Path, traced: list[str]) -> None:
+    core = _open(tmp_path / "data")
+    _fill(core, 300)
+    core.close()
+    traced.clear()
+    core = _open(tmp_path / "data")
+    try:
+        opened = [s for s in traced if "memories" in s.lower()]
+        assert opened == [], f"the open read memory rows: {opened[:3]}"
+        assert core.graph.count("t0") == 100  # and the store answers from its counts at once
+    finally:
+        core.close()
+
+
+def test_the_node_cache_never_holds_more_than_its_configured_size(tmp_path: Path) -> None:
+    core = _open(tmp_path / "data", graph_cache_nodes=50)
+    try:
+        refs = _fill(core, 400, tenants=1)
+        ids = [int(r[4:]) for r in refs]
+        for mem_id in ids:
+            assert core.graph.memory("t0", mem_id) is not None
+        assert isinstance(core.graph, SqliteGraphStore)
+        assert len(core.graph.nodes) <= 50
+        assert len(core.graph.memories("t0", ids)) == 400 and len(core.graph.nodes) <= 50
+    finally:
+        core.close()
+
+
+def _recount(db: GraphDB) -> set[tuple[str, str, str, int]]:
+    with db.lock:
+        return {(str(t), str(s), str(k), int(n)) for t, s, k, n in db.conn.execute(COUNT_SCOPES_SQL)}
+
+
+def _kept(db: GraphDB) -> set[tuple[str, str, str, int]]:
+    with db.lock:
+        return {(str(t), str(s), str(k), int(n)) for t, s, k, n in
+                db.conn.execute("SELECT tenant, scope, key, n FROM counts WHERE n != 0")}
+
+
+def test_counts_kept_by_writes_and_deletes_equal_a_recount_from_the_rows(tmp_path: Path) -> None:
+    core = _open(tmp_path / "data")
+    try:
+        refs = _fill(core, 200)
+        rng = random.Random(7)
+        for ref in rng.sample(refs, 80):
+            tenant = f"t{(int(ref[4:]) - 1) % 3}"
+            assert core.delete_memory_as_operator(tenant, ref)
+        _fill(core, 30)
+        assert _kept(core.db) == _recount(core.db)
+    finally:
+        core.close()
+
+
+def test_a_schema_1_store_is_upgraded_with_its_counts_and_a_newer_one_is_refused(tmp_path: Path) -> None:
+    core = _open(tmp_path / "data")
+    _fill(core, 60)
+    with core.db.transaction() as cur:  # what version 1 held: no counts, version 1
+        cur.execute("DROP TABLE counts")
+        cur.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    core.close()
+    core = _open(tmp_path / "data")
+    try:
+        assert core.db.meta("schema_version") == str(SCHEMA_VERSION)
+        assert _kept(core.db) == _recount(core.db) and core.graph.count("t1") == 20
+        with core.db.transaction() as cur:
+            cur.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    finally:
+        core.close()
+    with pytest.raises(ConfigError) as err:
+        _open(tmp_path / "data")
+    assert err.value.code == "CONFIG_INVALID" and "newer memory-core" in err.value.message
+
+
+def test_pages_and_neighbours_follow_timestamp_then_id_with_equal_timestamps(tmp_path: Path) -> None:
+    core = _open(tmp_path / "data")
+    try:
+        same = [core.add_memory("acme", "s", "a", f"tie {i}", timestamp=T0).ref for i in range(5)]
+        later = core.add_memory("acme", "s", "a", "later", timestamp=T0 + timedelta(seconds=1)).ref
+        ids = [int(r[4:]) for r in [*same, later]]
+        t0_us = int(T0.timestamp() * 1_000_000)
+        keys = core.graph.page("acme", "s", None, 3)
+        assert [k[1] for k in keys] == [ids[5], ids[4], ids[3]]
+        rest = core.graph.page("acme", "s", keys[-1], 10)
+        assert [k[1] for k in rest] == [ids[2], ids[1], ids[0]]
+        assert core.graph.adjacent("acme", "s", (t0_us, ids[2]), forward=True) == (t0_us, ids[3])
+        assert core.graph.adjacent("acme", "s", (t0_us, ids[0]), forward=False) is None
+        assert core.graph.adjacent("other", "s", (t0_us, ids[2]), forward=True) is None  # tenants never mix
+        assert core.graph.memory("other", ids[0]) is None and core.graph.memories("other", ids) == {}
+    finally:
+        core.close()
