@@ -116,6 +116,7 @@ def repair(core: MemoryCore) -> DoctorReport:
     if wedged is not None:
         return DoctorReport([], [wedged], [], [wedged], recovered_at_open=list(core.recovered))
     with core.writer.lock:
+        core.graph.invalidate()  # rows may have changed underneath (damage, a restored backup)
         _, before = scan(core)
         done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in core.writer.recover()]
         _, found = scan(core)  # after recovery: records of rolled-back adds are gone, not orphans
@@ -129,10 +130,11 @@ def repair(core: MemoryCore) -> DoctorReport:
             done += _restore_structure(core)
         if "dangling_edge" in kinds:
             done += _delete_dangling_edges(core)
-        done += _restore_orphans(core, [f for f in found if f.kind == "vector_orphan"])
-        done += _reembed(core, [f for f in found if f.kind in VECTOR_KINDS])
+        # lexical rows left by lost memories are rebuilt first: a restore re-indexes under the same rowid
         for tenant in sorted({f.tenant for f in found if f.kind in LEXICAL_KINDS}):
             done.append(_rebuild_lexical(core, tenant))
+        done += _restore_orphans(core, [f for f in found if f.kind == "vector_orphan"])
+        done += _reembed(core, [f for f in found if f.kind in VECTOR_KINDS])
         core.graph.invalidate()
         counts, remaining = scan(core)
     return DoctorReport(counts, before, done, remaining, recovered_at_open=list(core.recovered))

@@ -162,9 +162,10 @@ class ChromaVectorStore:
         return cls(connect(), prefix, reconnect=connect)
 
     def _reset_if_failed(self) -> None:
-        """Before a write: rebuild the embedded client if a call failed inside Chroma (see the class
-        docstring). The fresh client opens first; if it cannot (a read-only or full directory),
-        the old one stays for reads, and the next write tries again."""
+        """Before any call: rebuild the embedded client if a call failed inside Chroma (see the
+        class docstring). Reads need it as much as writes: a query into the failed system blocks
+        for good too. The fresh client opens first; if it cannot (a read-only or full directory),
+        the call fails with that coded error and the next call tries again."""
         if not self._reset_needed or self._reconnect is None:
             return
         from chromadb.api.shared_system_client import SharedSystemClient as Shared
@@ -227,6 +228,7 @@ class ChromaVectorStore:
             raise
 
     def _collection(self, tenant: str, *, create: bool) -> Any | None:
+        self._reset_if_failed()
         with self._lock:
             col = self._collections.get(tenant)
             if col is not None:
@@ -340,6 +342,7 @@ class ChromaVectorStore:
         return 0 if col is None else int(self._run(col.count))
 
     def tenants(self) -> list[str]:
+        self._reset_if_failed()
         cols = self._run(lambda: self._client.list_collections())
         out = []
         for col in cols:
