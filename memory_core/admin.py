@@ -7,7 +7,6 @@ by design (it lists the tenants themselves). Operators see private (``visibility
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import from_us, iso
 from memory_core.refs import episode_ref, memory_ref, parse_ref
+from memory_core.store_errors import graph_errors
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore
@@ -71,10 +71,6 @@ class TenantStats:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _file_size(path: Path) -> int | None:
-    return path.stat().st_size if path.is_file() else None
 
 
 def _tree_size(path: Path) -> int | None:
@@ -135,36 +131,29 @@ class Operator:
         ``count_vectors=False`` leaves Chroma closed (``vectors`` is None): the graph alone answers.
         """
         tenant = v.tenant(tenant)
-        by_type: Counter[str] = Counter()
-        private = 0
-        with self.core.db.lock:
-            for mem_id in self.graph.memory_ids(tenant):
-                attrs = self.graph.memory(tenant, mem_id)
-                if attrs is not None:
-                    by_type[attrs["type"]] += 1
-                    private += attrs["visibility"] == "agent"
-            sessions = len(self.graph.all_index.sessions(tenant))
-            agents = sorted(self.graph.agents(tenant))
+        with graph_errors("reading a tenant's stats"):
+            totals = self.core.maintenance.tenant_totals(tenant)
         return TenantStats(
             tenant=tenant,
-            memories=sum(by_type.values()),
-            by_type=dict(sorted(by_type.items())),
-            private=private,
-            sessions=sessions,
-            agents=agents,
-            episodes=len(self._episodes(tenant)),
+            memories=totals.memories,
+            by_type=dict(totals.by_type),
+            private=totals.private,
+            sessions=totals.sessions,
+            agents=list(totals.agents),
+            episodes=totals.episodes,
             vectors=self.core.vectors.count(tenant) if count_vectors else None,
             disk_bytes=self.disk_use(),
         )
 
     def disk_use(self) -> dict[str, int | None]:
         """Bytes on disk of each local store (None: not local, e.g. Chroma in server mode)."""
-        db_path = self.core.db.path
         embedded = self.core.settings.storage.chroma == "embedded"
+        with graph_errors("measuring the graph store"):
+            graph = self.core.maintenance.disk_use()
         return {
             "chroma_dir": _tree_size(self.core.data_dir / "chroma") if embedded else None,
-            "graph_sqlite": _file_size(db_path),
-            "graph_wal": _file_size(db_path.with_name(db_path.name + "-wal")),
+            "graph_sqlite": graph.database,
+            "graph_wal": graph.wal,
         }
 
     def graph_neighbourhood(self, tenant: str, ref: str, depth: int = 1) -> dict[str, Any]:
@@ -232,9 +221,9 @@ class Operator:
         return None
 
     def _episodes(self, tenant: str) -> dict[str, str]:
-        with self.core.db.lock:
-            rows = self.core.db.conn.execute("SELECT id, session FROM episodes WHERE tenant = ?", (tenant,))
-            return {str(r[1]): episode_ref(int(r[0])) for r in rows}
+        """The tenant's episode ref per session."""
+        with graph_errors("reading a tenant's episodes"):
+            return {e.session: episode_ref(e.id) for e in self.core.maintenance.episodes(tenant)}
 
 
 __all__ = ["Operator", "SessionSummary", "TenantStats", "TenantSummary"]

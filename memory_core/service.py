@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.db import GraphDB
+from graph.sqlite_maintenance import SqliteMaintenance
 from graph.store import GraphStore
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
@@ -130,6 +131,7 @@ class MemoryCore:
         self.data_dir = data_dir
         self.db = db
         self.graph = graph
+        self.maintenance = SqliteMaintenance(db)
         self.vectors = vectors
         self.embedder = embedder
         self._lock = lock

@@ -6,13 +6,19 @@ code, never by message text.
     SQLITE_AUTH                                      -> StoreReadOnlyError  STORE_READ_ONLY
     SQLITE_BUSY, SQLITE_LOCKED                       -> StoreUnavailableError STORE_UNAVAILABLE
     anything else (EIO, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_CORRUPT, …) -> StoreError STORE_ERROR
+
+A :class:`graph.api.GraphStoreError` maps by kind the same way (full, read_only, busy and
+unavailable, the rest).
 """
 
 from __future__ import annotations
 
 import errno
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from graph.api import GraphStoreError
 from memory_core.errors import StoreError, StoreFullError, StoreReadOnlyError, StoreUnavailableError
 
 _FULL_ERRNO = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -51,4 +57,29 @@ def sqlite_error(exc: sqlite3.Error, doing: str) -> StoreError:
     return StoreError(f"The graph store failed while {doing} ({name}: {exc}).", **fields)
 
 
-__all__ = ["os_error", "sqlite_error"]
+
+
+def graph_store_error(exc: GraphStoreError, doing: str) -> StoreError:
+    """A coded error for a :class:`graph.api.GraphStoreError`, by its kind."""
+    fields = {"graph_error": exc.kind}
+    if exc.kind == "full":
+        return StoreFullError(f"The disk is full while {doing} ({exc.detail}); nothing was written.", **fields)
+    if exc.kind == "read_only":
+        return StoreReadOnlyError(f"The graph store is read-only while {doing} ({exc.detail}); nothing was written.",
+                                  **fields)
+    if exc.kind in ("busy", "unavailable"):
+        return StoreUnavailableError(f"The graph store is unavailable while {doing} ({exc.detail}); try again.",
+                                     **fields)
+    return StoreError(f"The graph store failed while {doing} ({exc.kind}: {exc.detail}).", **fields)
+
+
+@contextmanager
+def graph_errors(doing: str) -> Iterator[None]:
+    """Re-raise a GraphStoreError met while ``doing`` as its coded StoreError."""
+    try:
+        yield
+    except GraphStoreError as exc:
+        raise graph_store_error(exc, doing) from exc
+
+
+__all__ = ["graph_errors", "graph_store_error", "os_error", "sqlite_error"]
