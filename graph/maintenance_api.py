@@ -173,6 +173,9 @@ class GraphMaintenance(Protocol):
     # ---- operator views -----------------------------------------------------------------------
     def tenant_totals(self, tenant: str) -> TenantTotals: ...
     def disk_use(self) -> DiskUse: ...
+    def content_chars(self) -> dict[str, int]:
+        """Characters of content stored per tenant (operator-wide; for the inspector's sizes). Read
+        without waiting for the service's writes."""
 
 
 __all__ = [

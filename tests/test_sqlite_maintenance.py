@@ -165,3 +165,9 @@ def test_a_closed_store_is_unavailable(tmp_path: Path) -> None:
 def test_disk_use_measures_the_database_file(mcore: MemoryCore) -> None:
     use = mcore.maintenance.disk_use()
     assert use.database == mcore.db.path.stat().st_size > 0
+
+
+def test_content_chars_are_counted_per_tenant(mcore: MemoryCore) -> None:
+    populate(mcore)
+    chars = mcore.maintenance.content_chars()
+    assert chars == {t: sum(len(r.content) for r in mcore.maintenance.memory_rows(t)) for t in ("acme", "globex")}
