@@ -241,7 +241,8 @@ class GraphDB:
             try:
                 yield cur
             except BaseException:
-                cur.execute("ROLLBACK")
+                if self._conn.in_transaction:  # SQLITE_FULL, IOERR, BUSY may have rolled it back already
+                    cur.execute("ROLLBACK")
                 raise
             else:
                 cur.execute("COMMIT")

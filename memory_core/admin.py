@@ -17,6 +17,7 @@ from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import from_us, iso
 from memory_core.refs import episode_ref, memory_ref, parse_ref
+from memory_core.store_errors import graph_errors
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore
@@ -73,10 +74,6 @@ class TenantStats:
         return asdict(self)
 
 
-def _file_size(path: Path) -> int | None:
-    return path.stat().st_size if path.is_file() else None
-
-
 def _tree_size(path: Path) -> int | None:
     if not path.is_dir():
         return None
@@ -128,27 +125,31 @@ class Operator:
         ``count_vectors=False`` leaves Chroma closed (``vectors`` is None): the graph alone answers.
         """
         tenant = v.tenant(tenant)
-        by_type = self.graph.field_counts(tenant, "type")
+        with graph_errors("reading a tenant's stats"):
+            by_type = self.graph.field_counts(tenant, "type")
+            private, sessions = self.graph.private_count(tenant), len(self.graph.sessions(tenant))
+            agents, episodes = sorted(self.graph.agents(tenant)), len(self._episodes(tenant))
         return TenantStats(
             tenant=tenant,
             memories=sum(by_type.values()),
             by_type=dict(sorted(by_type.items())),
-            private=self.graph.private_count(tenant),
-            sessions=len(self.graph.sessions(tenant)),
-            agents=sorted(self.graph.agents(tenant)),
-            episodes=len(self._episodes(tenant)),
+            private=private,
+            sessions=sessions,
+            agents=agents,
+            episodes=episodes,
             vectors=self.core.vectors.count(tenant) if count_vectors else None,
             disk_bytes=self.disk_use(),
         )
 
     def disk_use(self) -> dict[str, int | None]:
         """Bytes on disk of each local store (None: not local, e.g. Chroma in server mode)."""
-        db_path = self.core.db.path
         embedded = self.core.settings.storage.chroma == "embedded"
+        with graph_errors("measuring the graph store"):
+            graph = self.core.maintenance.disk_use()
         return {
             "chroma_dir": _tree_size(self.core.data_dir / "chroma") if embedded else None,
-            "graph_sqlite": _file_size(db_path),
-            "graph_wal": _file_size(db_path.with_name(db_path.name + "-wal")),
+            "graph_sqlite": graph.database,
+            "graph_wal": graph.wal,
         }
 
     def graph_neighbourhood(self, tenant: str, ref: str, depth: int = 1) -> dict[str, Any]:

@@ -40,10 +40,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memory_core.doctor_scan import Finding, StoreCounts, dangling_edges, memory_rows, missing_structure, scan
+from graph.maintenance_api import MissingStructure
+from memory_core.doctor_scan import Finding, StoreCounts, memory_rows, scan
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
 from memory_core.refs import MEMORY, memory_ref, parse_ref
+from memory_core.store_errors import graph_errors
 from memory_core.vector_deadline import vector_store_wedged
 from memory_core.write_path import content_hash, embedding_text, vector_metadata
 
@@ -105,7 +107,7 @@ def check(core: MemoryCore) -> DoctorReport:
     wedged = _wedged(core)
     if wedged is not None:  # a scan would only be refused: say why instead
         return DoctorReport([], [wedged], recovered_at_open=list(core.recovered))
-    with core.writer.lock:
+    with graph_errors("checking the stores"), core.writer.lock:
         counts, findings = scan(core)
     return DoctorReport(counts, findings, recovered_at_open=list(core.recovered))
 
@@ -115,7 +117,7 @@ def repair(core: MemoryCore) -> DoctorReport:
     wedged = _wedged(core)
     if wedged is not None:
         return DoctorReport([], [wedged], [], [wedged], recovered_at_open=list(core.recovered))
-    with core.writer.lock:
+    with graph_errors("repairing the stores"), core.writer.lock:
         core.graph.invalidate()  # rows may have changed underneath (damage, a restored backup)
         _, before = scan(core)
         done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in core.writer.recover()]
@@ -141,23 +143,23 @@ def repair(core: MemoryCore) -> DoctorReport:
 
 
 def _restore_structure(core: MemoryCore) -> list[Repair]:
-    missing = missing_structure(core)
-    with core.graph.transaction() as tx:
-        for item in missing:
-            if item.node is not None:
-                tx.write_node(item.node[0], item.node[1], item.tenant, json.loads(item.node[2]))
-            if item.edge is not None:
-                tx.write_edge(item.tenant, *item.edge)
-    return [Repair("graph_missing", m.tenant, m.ref, "recreated " + (
-        f"{m.node[1]} node {m.node[0]}" if m.node else f"{m.edge[2]} edge to {m.edge[1]}"))  # type: ignore[index]
-        for m in missing]
+    missing = core.maintenance.missing_structure()
+    core.maintenance.create_structure(missing)
+    return [Repair("graph_missing", m.tenant, m.ref, _recreated(m)) for m in missing]
+
+
+def _recreated(item: MissingStructure) -> str:
+    if item.node is not None:
+        return f"recreated {item.node.kind} node {item.node.node_id}"
+    assert item.edge is not None
+    return f"recreated {item.edge.kind} edge to {item.edge.dst}"
 
 
 def _delete_dangling_edges(core: MemoryCore) -> list[Repair]:
-    edges = dangling_edges(core)
-    with core.graph.transaction() as tx:
-        tx.erase_edges((e.src, e.dst, e.kind) for e in edges)
-    return [Repair("dangling_edge", e.tenant, e.src, f"deleted {e.kind} edge to {e.dst}") for e in edges]
+    dangling = core.maintenance.dangling_edges()
+    core.maintenance.remove_edges(d.edge for d in dangling)
+    return [Repair("dangling_edge", d.edge.tenant, d.edge.src, f"deleted {d.edge.kind} edge to {d.edge.dst}")
+            for d in dangling]
 
 
 def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
@@ -207,23 +209,13 @@ def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
 
 
 def _id_taken(core: MemoryCore, ref: str) -> bool:
-    with core.db.lock:
-        cur = core.db.conn.cursor()
-        try:
-            return core.db.id_in_use(cur, parse_ref(ref).id)
-        finally:
-            cur.close()
+    return core.maintenance.id_in_use(parse_ref(ref).id)
 
 
 def _restored_earlier(core: MemoryCore, tenant: str, ref: str, document: str) -> str | None:
     """The memory an earlier (interrupted) repair restored from this record under a new ref."""
-    with core.db.lock:
-        row = core.db.conn.execute(
-            "SELECT id FROM memories WHERE tenant = ? AND content_hash = ? "
-            "AND json_extract(metadata, '$.restored_from') = ? ORDER BY id LIMIT 1",
-            (tenant, content_hash(document), ref),
-        ).fetchone()
-    return None if row is None else memory_ref(int(row[0]))
+    found = core.maintenance.restored_from(tenant, content_hash(document), ref)
+    return None if found is None else memory_ref(found)
 
 
 def _restorable(tenant: str, ref: str, document: str, meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -286,17 +278,8 @@ def _reembed(core: MemoryCore, findings: Iterable[Finding]) -> list[Repair]:
 
 
 def _rebuild_lexical(core: MemoryCore, tenant: str) -> Repair:
-    """Re-index the tenant's own rows: delete-all, then insert each memory's content."""
-    try:
-        with core.db.transaction() as cur:
-            name = core.db.fts_table(cur, tenant, create=True)
-            cur.execute(f"INSERT INTO {name}({name}) VALUES ('delete-all')")
-            cur.execute(f"INSERT INTO {name}(rowid, content) SELECT id, content FROM memories WHERE tenant = ?",
-                        (tenant,))
-            core.db.rebuild_window(cur, tenant)
-    except BaseException:
-        core.db.reload_fts_names()
-        raise
+    """Re-index the tenant's own rows in its lexical index and window."""
+    core.maintenance.rebuild_lexical(tenant)
     return Repair("lexical", tenant, None, "rebuilt the tenant's lexical index and window from its memories")
 
 

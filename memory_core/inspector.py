@@ -14,14 +14,13 @@ node budget.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, Key, mem_node
+from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, GraphStoreError, Key, mem_node
 from graph.traversal import node_attrs
 from memory_core import validation as v
 from memory_core.admin import Operator, SessionSummary
@@ -43,7 +42,6 @@ MAX_GRAPH_DEPTH = 3
 GRAPH_NODE_BUDGET = 120
 GRAPH_CHILDREN = 8
 HUB_DEGREE = 200  # past this many neighbours, an agent or session node is read through the time indexes
-HUB_SCAN = 5000  # newest memories of the tenant scanned for an agent's own
 CHAIN_LIMIT = 50
 LABEL_CHARS = 60
 CHARS_TTL_S = 60.0
@@ -163,14 +161,10 @@ class Inspector:
 
     def _refresh_chars(self) -> None:
         try:
-            conn = sqlite3.connect(f"file:{self.core.db.path}?mode=ro", uri=True, timeout=5)
-            try:
-                rows = conn.execute("SELECT tenant, SUM(content_len) FROM memories GROUP BY tenant").fetchall()
-            finally:
-                conn.close()
+            sizes = self.core.maintenance.content_chars()
             with self._chars_lock:
-                self._chars = (time.monotonic(), {str(t): int(n or 0) for t, n in rows})
-        except sqlite3.Error:  # an unreadable store: the page shows no sizes rather than failing
+                self._chars = (time.monotonic(), sizes)
+        except GraphStoreError:  # an unreadable store: the page shows no sizes rather than failing
             pass
         finally:
             with self._chars_lock:

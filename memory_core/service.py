@@ -18,6 +18,7 @@ from typing import Any
 
 from graph.api import GraphStore, GraphStoreError
 from graph.db import GraphDB, SchemaVersionError
+from graph.sqlite_maintenance import SqliteMaintenance
 from graph.sqlite_store import SqliteGraphStore
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
@@ -136,6 +137,7 @@ class MemoryCore:
         self.data_dir = data_dir
         self.db = db
         self.graph = graph
+        self.maintenance = SqliteMaintenance(db)
         self.vectors = vectors
         self.embedder = embedder
         self._lock = lock

@@ -6,12 +6,17 @@ code, never by message text.
     SQLITE_AUTH                                      -> StoreReadOnlyError  STORE_READ_ONLY
     SQLITE_BUSY, SQLITE_LOCKED                       -> StoreUnavailableError STORE_UNAVAILABLE
     anything else (EIO, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_CORRUPT, …) -> StoreError STORE_ERROR
+
+A :class:`graph.api.GraphStoreError` maps by kind the same way (full, read_only, busy and
+unavailable, the rest).
 """
 
 from __future__ import annotations
 
 import errno
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from graph.api import GraphStoreError
 from memory_core.errors import StoreError, StoreFullError, StoreReadOnlyError, StoreUnavailableError
@@ -69,4 +74,13 @@ def graph_error(exc: GraphStoreError, doing: str) -> StoreError:
     return StoreError(f"The graph store failed while {doing} ({exc.detail}).", **fields)
 
 
-__all__ = ["graph_error", "os_error", "sqlite_error"]
+@contextmanager
+def graph_errors(doing: str) -> Iterator[None]:
+    """Re-raise a GraphStoreError met while ``doing`` as its coded StoreError."""
+    try:
+        yield
+    except GraphStoreError as exc:
+        raise graph_error(exc, doing) from exc
+
+
+__all__ = ["graph_error", "graph_errors", "os_error", "sqlite_error"]

@@ -26,6 +26,7 @@ from memory_core.errors import MemoryCoreError
 from memory_core.models import to_us
 from memory_core.reads import row_from_attrs
 from memory_core.refs import MEMORY, memory_ref, parse_ref
+from memory_core.store_errors import graph_errors
 from memory_core.write_path import content_hash, public_idempotency_key
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def export_tenant(core: MemoryCore, tenant: str) -> Iterator[dict[str, Any]]:
     keys.reverse()
     for start in range(0, len(keys), EXPORT_CHUNK):
         chunk = [mem_id for _ts, mem_id in keys[start : start + EXPORT_CHUNK]]
-        with core.db.lock:  # released between chunks so the service stays responsive
+        with graph_errors("exporting a tenant"), core.db.lock:  # released between chunks: the service stays responsive
             lines = _export_chunk(core, tenant, chunk)
         yield from lines
 
@@ -117,10 +118,7 @@ def _export_chunk(core: MemoryCore, tenant: str, ids: list[int]) -> list[dict[st
     found = graph.memories(tenant, ids)
     attrs = {i: found[i] for i in ids if i in found}
     contents = graph.contents(tenant, attrs)
-    marks = ",".join("?" * len(attrs)) or "NULL"
-    keys = dict(core.db.conn.execute(
-        f"SELECT id, idempotency_key FROM memories WHERE tenant = ? AND id IN ({marks})", (tenant, *attrs)
-    ).fetchall())
+    keys = core.maintenance.idempotency_keys(tenant, attrs)
     out = []
     for mem_id, a in attrs.items():
         if mem_id not in contents:
@@ -201,20 +199,16 @@ def _parse(core: MemoryCore, text: str, number: int, tenant: str, counts: Import
 
 def _existing(core: MemoryCore, tenant: str, line: ExportLine) -> str | None:
     """The ref of the same memory already in the tenant (same session, timestamp and content)."""
-    ts_us = to_us(v.timestamp(line.timestamp))
-    with core.db.lock:
-        row = core.db.conn.execute(
-            "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? AND ts_us = ? "
-            "ORDER BY id LIMIT 1",
-            (tenant, line.session, line.content_hash, ts_us),
-        ).fetchone()
-    return None if row is None else memory_ref(int(row[0]))
+    found = core.maintenance.existing_memory(tenant, line.session, line.content_hash,
+                                             to_us(v.timestamp(line.timestamp)))
+    return None if found is None else memory_ref(found)
 
 
 def _write_batch(core: MemoryCore, tenant: str, batch: list[ExportLine], counts: ImportCounts) -> None:
     todo: list[ExportLine] = []
     for line in batch:
-        found = _existing(core, tenant, line)
+        with graph_errors("importing into a tenant"):
+            found = _existing(core, tenant, line)
         if found is not None:
             counts.skipped += 1
             counts.refs[line.ref] = found

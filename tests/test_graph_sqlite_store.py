@@ -144,3 +144,20 @@ def test_pages_and_neighbours_follow_timestamp_then_id_with_equal_timestamps(tmp
         assert core.graph.memory("other", ids[0]) is None and core.graph.memories("other", ids) == {}
     finally:
         core.close()
+
+
+def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_them(tmp_path: Path) -> None:
+    from memory_core.doctor import check, repair
+
+    core = _open(tmp_path / "data")
+    try:
+        _fill(core, 40)
+        with core.db.transaction() as cur:  # damage from outside: a session's count drifts
+            cur.execute("UPDATE counts SET n = n + 5 WHERE tenant = 't1' AND scope = 'session' AND key = 's1'")
+        core.graph.invalidate()
+        found = [f for f in check(core).findings if f.kind == "graph_stale"]
+        assert [(f.tenant, "session 's1'" in f.detail) for f in found] == [("t1", True)]
+        assert repair(core).ok and check(core).ok
+        assert _kept(core.db) == _recount(core.db)
+    finally:
+        core.close()
