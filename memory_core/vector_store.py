@@ -161,11 +161,13 @@ class ChromaVectorStore:
 
         return cls(connect(), prefix, reconnect=connect)
 
-    def _reset_if_failed(self) -> None:
+    def _reset_if_failed(self, *, reading: bool = False) -> None:
         """Before any call: rebuild the embedded client if a call failed inside Chroma (see the
-        class docstring). Reads need it as much as writes: a query into the failed system blocks
-        for good too. The fresh client opens first; if it cannot (a read-only or full directory),
-        the call fails with that coded error and the next call tries again."""
+        class docstring). Reads need it as much as writes: a query into the failed system can
+        block for good too. The fresh client opens first; if it cannot (a read-only or full
+        directory), a write fails with that coded error, while a read goes on with the old
+        client (a read-only store stays readable; the deadline wrapper bounds a read that
+        hangs), and the next call tries again."""
         if not self._reset_needed or self._reconnect is None:
             return
         from chromadb.api.shared_system_client import SharedSystemClient as Shared
@@ -185,6 +187,8 @@ class ChromaVectorStore:
                     Shared._identifier_to_system[ident] = old
                     if refs is not None:
                         Shared._identifier_to_refcount[ident] = refs
+                if reading:
+                    return
                 raise
             with self._lock:
                 self._client = fresh
@@ -228,7 +232,7 @@ class ChromaVectorStore:
             raise
 
     def _collection(self, tenant: str, *, create: bool) -> Any | None:
-        self._reset_if_failed()
+        self._reset_if_failed(reading=True)  # a write has reset (or refused) before it gets here
         with self._lock:
             col = self._collections.get(tenant)
             if col is not None:
@@ -342,7 +346,7 @@ class ChromaVectorStore:
         return 0 if col is None else int(self._run(col.count))
 
     def tenants(self) -> list[str]:
-        self._reset_if_failed()
+        self._reset_if_failed(reading=True)
         cols = self._run(lambda: self._client.list_collections())
         out = []
         for col in cols:
