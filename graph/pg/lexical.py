@@ -1,0 +1,106 @@
+"""Lexical search on PostgreSQL: BM25 over each memory's window, phrases over its own text.
+
+``memories.tsv_win`` holds the memory's own text (weight A) and the previous shared memory of
+its session (weight B), GIN-indexed; ``lex_len`` is the window's token count and
+``tenant_state.lex_len_sum`` their sum per tenant. The score is FTS5's ``bm25()`` (k1 1.2,
+b 0.75, idf ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, n counted in the tenant):
+the window score weighs both columns, the own score (``LexicalHit.turn``) column A only, as
+SQLite's ``bm25(ftw, 1.0, 0.0)`` does. Terms found in a large share of a big tenant's rows
+are dropped first (they weigh nothing and cost the most), as ``memory_core.recall.lexical``
+did on SQLite.
+
+User text never reaches tsquery syntax: words are ``\\w+`` tokens, normalized by the same
+SQL function as the rows (``memcore_tsv``), and each resulting lexeme is single-quoted
+(its quotes doubled, backslashes escaped); phrases go through ``phraseto_tsquery``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import Connection, sql
+
+from graph.api import LexicalHit, RowFilter
+from graph.pg.rows import filter_sql
+
+WORD = re.compile(r"\w+", re.UNICODE)
+K1, B = 1.2, 0.75
+COMMON_MIN_ROWS = 2000
+COMMON_SHARE = 0.05
+
+_SCORE = sql.SQL("""
+WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),
+c AS (SELECT m.id, m.tsv_win, m.lex_len FROM memories m WHERE m.tsv_win @@ %s::tsquery AND {where}),
+s AS (
+    SELECT c.id,
+           sum(q.idf * (t.a + t.b) * {k1p} / ((t.a + t.b) + {k1} * (1 - {b} + {b} * c.lex_len / %s))) AS win,
+           sum(q.idf * t.a * {k1p} / (t.a + {k1} * (1 - {b} + {b} * c.lex_len / %s))) AS own
+    FROM c CROSS JOIN LATERAL (
+        SELECT u.lexeme,
+               (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A')::float8 AS a,
+               (SELECT count(*) FROM unnest(u.weights) AS w WHERE w <> 'A')::float8 AS b
+        FROM unnest(c.tsv_win) AS u) AS t
+    JOIN q ON q.lexeme = t.lexeme
+    GROUP BY c.id
+)
+SELECT id, win, own FROM s ORDER BY {order}, id LIMIT %s
+""")
+
+
+def quote_lexeme(lexeme: str) -> str:
+    """A tsquery operand that is exactly this lexeme, whatever characters it holds."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def words(texts: Sequence[str]) -> str:
+    return " ".join(w for t in texts for w in WORD.findall(t))
+
+
+def lexemes(conn: Connection[Any], texts: Sequence[str]) -> list[str]:
+    text = words(texts)
+    if not text:
+        return []
+    return sorted(str(r[0]) for r in conn.execute("SELECT lexeme FROM unnest(memcore_tsv(%s))", [text]))
+
+
+def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int, *, own: bool,
+           rows: int, len_sum: int) -> list[LexicalHit]:
+    """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text."""
+    lex = lexemes(conn, terms)
+    if not lex or limit <= 0 or rows <= 0:
+        return []
+    cap = max(COMMON_MIN_ROWS, int(rows * COMMON_SHARE))
+    hits = {}
+    for lexeme in lex:  # a LIMIT probe per lexeme through the GIN index
+        hits[lexeme] = int(conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE tsv_win @@ %s::tsquery AND tenant = %s LIMIT %s) x",
+            [quote_lexeme(lexeme), f.tenant, cap]).fetchone()[0])
+    if rows > cap and len(lex) > 1:
+        lex = [t for t in lex if hits[t] < cap]
+    lex = [t for t in lex if hits[t] > 0]
+    if not lex:
+        return []
+    idf = [max(1e-6, math.log((rows - hits[t] + 0.5) / (hits[t] + 0.5))) for t in lex]
+    where, args = filter_sql(f)
+    avgdl = max(len_sum / rows, 1e-9)
+    order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
+    query = _SCORE.format(where=where, order=order, k1=sql.Literal(K1), k1p=sql.Literal(K1 + 1), b=sql.Literal(B))
+    found = conn.execute(query, [lex, idf, " | ".join(map(quote_lexeme, lex)), *args, avgdl, avgdl, limit])
+    return [LexicalHit(int(i), float(win), max(0.0, float(own_score))) for i, win, own_score in found]
+
+
+def phrases(conn: Connection[Any], f: RowFilter, texts: Sequence[str], limit: int) -> list[LexicalHit]:
+    """Memories whose own text holds any of the phrases (word for word), by ts_rank_cd."""
+    cleaned = list(dict.fromkeys(p for p in (words([t]) for t in texts) if p))
+    if not cleaned or limit <= 0:
+        return []
+    query = sql.SQL(" || ").join(sql.SQL("memcore_phrase(%s)") for _ in cleaned)
+    where, args = filter_sql(f)
+    found = conn.execute(sql.SQL(
+        "WITH q AS (SELECT ({}) AS q) SELECT m.id, ts_rank_cd(m.tsv_own, q.q) AS r FROM memories m, q "
+        "WHERE m.tsv_win @@ q.q AND m.tsv_own @@ q.q AND {} ORDER BY r DESC, m.id LIMIT %s").format(query, where),
+        [*cleaned, *args, limit])
+    return [LexicalHit(int(i), float(r), float(r)) for i, r in found]
