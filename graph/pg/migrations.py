@@ -9,8 +9,8 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
    meta) plus one id sequence for memories and episodes, journal owners and leases, and the
    counters kept in each write transaction (``tenant_state``, ``session_counts``,
    ``private_counts``) so counts are O(1).
-2. Lexical search: a text search configuration ``memcore_text`` (english stemming, unaccent
-   when the server has it), the lexical window's ``prev`` column (the previous shared memory
+2. Lexical search: a text search configuration ``memcore_text`` (english stemming without
+   stopwords, unaccent when the server has it), the lexical window's ``prev`` column (the previous shared memory
    of the session), generated tsvector columns and a GIN index.
 """
 
@@ -161,10 +161,16 @@ def _v1(cur: Cursor[tuple[object, ...]]) -> None:
 
 
 def _v2(cur: Cursor[tuple[object, ...]]) -> None:
+    # english stemming without a stopword list, as FTS5's porter tokenizer: "then 30" stays a
+    # two-word phrase, and BM25's idf already gives common words almost no weight
+    cur.execute("CREATE TEXT SEARCH DICTIONARY memcore_stem (TEMPLATE = snowball, Language = english)")
     cur.execute("CREATE TEXT SEARCH CONFIGURATION memcore_text (COPY = pg_catalog.english)")
-    if _try_unaccent(cur):
-        cur.execute("ALTER TEXT SEARCH CONFIGURATION memcore_text ALTER MAPPING FOR hword, hword_part, word "
-                    "WITH unaccent, english_stem")
+    cur.execute("ALTER TEXT SEARCH CONFIGURATION memcore_text ALTER MAPPING FOR asciiword, asciihword, "
+                "hword_asciipart WITH memcore_stem")
+    unaccent = _try_unaccent(cur)
+    cur.execute("ALTER TEXT SEARCH CONFIGURATION memcore_text ALTER MAPPING FOR word, hword, hword_part WITH "
+                + ("unaccent, memcore_stem" if unaccent else "memcore_stem"))
+    if unaccent:
         cur.execute("INSERT INTO meta (key, value) VALUES ('lexical_unaccent', '1') ON CONFLICT DO NOTHING")
     # the configuration is named with its schema: generated columns are recomputed under any
     # search_path (pg_restore runs with an empty one)

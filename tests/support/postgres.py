@@ -47,7 +47,8 @@ def _as_server_user(cmd: list[str]) -> list[str]:
 class PostgresServer:
     """One cluster on a temporary directory; can be stopped and started again on the same port."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable  # False: no fsync, asynchronous commit (fast; a crash may lose commits)
         self.root = Path(tempfile.mkdtemp(prefix="mc-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
@@ -68,8 +69,9 @@ class PostgresServer:
         return f"host={HOST} port={self.port} user={SUPERUSER} dbname={dbname} connect_timeout=5"
 
     def start(self) -> None:
-        opts = (f"-p {self.port} -k {self.root} -c listen_addresses={HOST} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        opts = f"-p {self.port} -k {self.root} -c listen_addresses={HOST} -c max_connections=200"
+        if not self.durable:
+            opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run([find_binary("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts,
                    "-w", "-t", str(START_TIMEOUT_S), "start"])
 

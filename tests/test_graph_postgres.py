@@ -1,0 +1,415 @@
+"""The PostgreSQL graph store against a real server (tests/support/postgres.py), method by method."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from itertools import count
+from typing import Any
+
+import psycopg
+import pytest
+
+from graph.api import SUPERSEDES, EdgeRef, GraphStoreError, RowFilter, mem_node
+from graph.pg import InvalidDSNError, PostgresGraphStore
+from graph.pg.errors import is_transient, kind_of
+from graph.pg.migrations import LATEST, migrate
+from tests.support.postgres import PostgresServer, fresh_database
+
+T = "acme"
+_ts = count(1_000_000, 1000)
+
+
+@pytest.fixture
+def dsn(postgres_dsn: str) -> str:
+    return fresh_database(postgres_dsn)
+
+
+@pytest.fixture
+def store(dsn: str) -> Iterator[PostgresGraphStore]:
+    s = PostgresGraphStore(dsn, owner="replica-a", retry_s=2.0)
+    yield s
+    s.close()
+
+
+def row(mem_id: int, content: str, *, ts: int | None = None, tenant: str = T, session: str = "s1",
+        agent: str = "ann", type_: str = "turn", visibility: str = "tenant", channel: str | None = None,
+        source_id: str | None = None, project_id: str | None = None, key: str | None = None) -> dict[str, Any]:
+    return {"id": mem_id, "tenant": tenant, "session": session, "agent": agent, "type": type_, "role": "user",
+            "channel": channel, "source": {"id": source_id} if source_id else {}, "source_id": source_id,
+            "project_id": project_id, "salience": 0.5, "visibility": visibility,
+            "ts_us": next(_ts) if ts is None else ts, "metadata": {"b": 1, "a": [2]}, "content": content,
+            "content_len": len(content), "content_hash": hashlib.sha256(content.encode()).hexdigest(),
+            "idempotency_key": key}
+
+
+def add(store: PostgresGraphStore, *rows: dict[str, Any]) -> list[int]:
+    with store.transaction() as tx:
+        for r in rows:
+            tx.write_memory(r)
+    return [r["id"] for r in rows]
+
+
+def ids(store: PostgresGraphStore, n: int) -> list[int]:
+    with store.transaction() as tx:
+        return tx.allocate_ids(n)
+
+
+def windows(dsn: str, tenant: str = T) -> dict[int, str]:
+    with psycopg.connect(dsn) as conn:
+        return {int(i): str(p) for i, p in conn.execute("SELECT id, prev FROM memories WHERE tenant = %s", [tenant])}
+
+
+def expected_windows(store: PostgresGraphStore, tenant: str = T) -> dict[int, str]:
+    """The model: each memory's window is the previous shared memory of its session by (ts_us, id)."""
+    out: dict[int, str] = {}
+    for stats in store.sessions(tenant):
+        keys = sorted(store.page(tenant, stats.session, None, 10_000))
+        nodes = store.memories(tenant, [k[1] for k in keys])
+        texts = store.contents(tenant, [k[1] for k in keys])
+        prev = ""
+        for _ts_us, mem_id in keys:
+            out[mem_id] = prev
+            prev = texts[mem_id] if nodes[mem_id].visibility == "tenant" else ""
+    return out
+
+
+# ---- nodes and tenants -----------------------------------------------------------------------
+
+def test_a_written_memory_reads_back_as_a_frozen_node_with_its_content(store: PostgresGraphStore) -> None:
+    (mem_id,) = ids(store, 1)
+    add(store, row(mem_id, "The kiln moved to Thursday", channel="ops", source_id="slack/1", key="k1"))
+    node = store.memory(T, mem_id)
+    assert node is not None and node.session == "s1" and node.channel == "ops" and node.source_id == "slack/1"
+    assert dict(node.metadata) == {"b": 1, "a": [2]} and list(node.metadata) == ["b", "a"]
+    with pytest.raises(TypeError):
+        node.metadata["x"] = 1  # type: ignore[index]
+    assert store.contents(T, [mem_id]) == {mem_id: "The kiln moved to Thursday"}
+    assert store.by_idempotency_key(T, "k1") == node
+    assert store.memories(T, [mem_id, 999_999]) == {mem_id: node}
+    assert store.agents(T) == frozenset({"ann"}) and store.tenants() == [T]
+    assert [m.name for m in store.agent_names(T).find("ask Ann about it")] == ["ann"]
+
+
+def test_a_foreign_id_reads_as_missing_everywhere(store: PostgresGraphStore) -> None:
+    mine, theirs = ids(store, 2)
+    add(store, row(mine, "ours", key="k"), row(theirs, "theirs secret", tenant="other", key="k2",
+                                             channel="c", source_id="x/1"))
+    assert store.memory(T, theirs) is None and store.memories(T, [theirs]) == {}
+    assert store.contents(T, [theirs]) == {} and store.by_idempotency_key(T, "k2") is None
+    assert store.edges_of(T, mem_node(theirs)) == []
+    assert store.adjacent_many(T, store.memories("other", [theirs]).values()) == {}
+    assert store.lexical_window(RowFilter(T), ["secret"], 10) == []
+    assert store.lexical_phrases(RowFilter(T), ["theirs secret"], 10) == []
+    assert store.field_ids(T, "channel", "c", None) == [] and store.source_prefix_ids(T, "x/", None) == []
+    assert list(store.neighbourhood(T, mem_node(theirs), 2, 100, 10).nodes) == []
+    with store.transaction() as tx:
+        assert tx.erase_memory(T, theirs) is False
+    assert store.memory("other", theirs) is not None and store.count("other") == 1 and store.count(T) == 1
+
+
+def test_an_idempotency_key_holds_across_two_replicas_on_one_database(store: PostgresGraphStore, dsn: str) -> None:
+    with PostgresGraphStore(dsn, owner="replica-b") as other:
+        first, second = ids(store, 1)[0], ids(other, 1)[0]
+        assert first != second  # one sequence for every replica
+        add(store, row(first, "hello", key="same"))
+        with pytest.raises(GraphStoreError) as err:
+            add(other, row(second, "hello again", key="same"))
+        assert err.value.kind == "conflict"
+        found = other.by_idempotency_key(T, "same")
+        assert found is not None and found.id == first and other.count(T) == 1 and other.memory(T, second) is None
+
+
+def test_reserved_ids_are_never_allocated_again(store: PostgresGraphStore) -> None:
+    with store.transaction() as tx:
+        tx.reserve_ids_through(500)
+        assert tx.allocate_ids(2) == [501, 502]
+        tx.reserve_ids_through(10)  # never moves back
+        assert tx.allocate_ids(1) == [503]
+        tx.journal([("add", T, "mem:503")])
+        assert tx.id_in_use(503) and not tx.id_in_use(504)
+
+
+def test_a_failed_transaction_leaves_nothing_and_no_counter_moved(store: PostgresGraphStore) -> None:
+    (a,) = ids(store, 1)
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.write_memory(row(a, "half"))
+        tx.journal([("add", T, f"mem:{a}")])
+        raise RuntimeError("boom")
+    assert store.memory(T, a) is None and store.count(T) == 0 and store.version(T) == 0
+    assert store.journal_size() == 0 and store.sessions(T) == []
+
+
+# ---- order and counts ------------------------------------------------------------------------
+
+def test_pages_adjacent_bounds_and_count_before_order_equal_timestamps_by_id(store: PostgresGraphStore) -> None:
+    a, b, c, d = ids(store, 4)
+    add(store, row(c, "c", ts=100), row(a, "a", ts=100), row(b, "b", ts=100, type_="note"), row(d, "d", ts=50))
+    keys = [(100, c), (100, b), (100, a), (50, d)]
+    assert store.page(T, "s1", None, 10) == keys
+    assert store.page(T, "s1", (100, b), 10) == keys[2:] and store.page(T, None, None, 2) == keys[:2]
+    assert store.page(T, "s1", None, 10, turns_only=True) == [(100, c), (100, a), (50, d)]
+    assert list(store.iter_newest(T, "s1", (100, c))) == keys[1:]
+    assert store.adjacent(T, "s1", (100, b), forward=True) == (100, c)
+    assert store.adjacent(T, "s1", (100, b), forward=False) == (100, a)
+    assert store.adjacent(T, "s1", (100, c), forward=False, turns_only=True) == (100, a)
+    assert store.adjacent(T, "s1", (100, c), forward=True) is None
+    nodes = store.memories(T, [a, c])
+    assert store.adjacent_many(T, nodes.values()) == {a: ((50, d), (100, b)), c: ((100, b), None)}
+    assert store.bounds(T, "s1") == ((50, d), (100, c)) and store.bounds(T, "nope") is None
+    assert store.count_before(T, (100, b)) == 2 and store.count_before(T, (100, 0)) == 1
+    assert store.count(T) == 4 and store.count(T, "s1", turns_only=True) == 3 and store.non_turn_count(T) == 1
+
+
+def test_counts_follow_writes_and_erases(store: PostgresGraphStore) -> None:
+    a, b, c, d = ids(store, 4)
+    v0 = store.version(T)
+    add(store, row(a, "x", agent="ann", visibility="agent"), row(b, "y", agent="bob", visibility="agent"),
+        row(c, "z", session="s2", type_="note"), row(d, "w", agent="bob", visibility="agent"))
+    assert store.version(T) > v0
+    assert store.hidden_count(T, "s1", "ann") == 2 and store.hidden_count(T, "s1", "bob") == 1
+    assert store.hidden_count(T, "s1", None) == 3 and store.hidden_count(T, "s2", None) == 0
+    stats = {s.session: (s.memories, s.turns) for s in store.sessions(T)}
+    assert stats == {"s1": (3, 3), "s2": (1, 0)}
+    v1 = store.version(T)
+    with store.transaction() as tx:
+        assert tx.erase_memory(T, b) and tx.erase_memory(T, c)
+    assert store.version(T) > v1
+    assert store.hidden_count(T, "s1", "ann") == 1 and store.count(T) == 2 and store.non_turn_count(T) == 0
+    assert [s.session for s in store.sessions(T)] == ["s1"] and store.count(T, "s2") == 0
+
+
+def test_field_ids_and_counts_are_newest_first(store: PostgresGraphStore) -> None:
+    a, b, c = ids(store, 3)
+    add(store, row(a, "1", type_="note", channel="ops"), row(b, "2", channel="ops", visibility="agent"),
+        row(c, "3", type_="note", agent="bob"))
+    assert store.field_ids(T, "type", "note", None) == [c, a] and store.field_ids(T, "type", "note", 1) == [c]
+    assert store.field_count(T, "channel", "ops") == 2 and store.field_count(T, "agent", "bob") == 1
+    assert store.sessions_in_channel(T, "ops") == {"s1"}
+    assert store.session_has_channel(T, "s1", "ops") and not store.session_has_channel(T, "s1", "dev")
+    with pytest.raises(ValueError):
+        store.field_ids(T, "content", "x", None)
+
+
+def test_only_shared_rows_put_a_session_in_a_channel(store: PostgresGraphStore) -> None:
+    (a,) = ids(store, 1)
+    add(store, row(a, "private", channel="ops", visibility="agent"))
+    assert store.sessions_in_channel(T, "ops") == set() and not store.session_has_channel(T, "s1", "ops")
+
+
+def test_a_source_prefix_with_percent_and_underscore_matches_them_literally(store: PostgresGraphStore) -> None:
+    a, b, c, d = ids(store, 4)
+    add(store, row(a, "1", source_id="u_1%/x"), row(b, "2", source_id="uX1%/y"), row(c, "3", source_id="u_1abc"),
+        row(d, "4", source_id="u\\1"))
+    assert store.source_prefix_ids(T, "u_1%", None) == [a] and store.source_prefix_count(T, "u_1%") == 1
+    assert sorted(store.source_prefix_ids(T, "u_1", None)) == [a, c] and store.source_prefix_ids(T, "u\\", None) == [d]
+    hits = store.lexical_window(RowFilter(T, source_prefix="u_1%"), ["1"], 10)
+    assert [h.id for h in hits] == [a]
+
+
+# ---- edges, episodes, meta ---------------------------------------------------------------------
+
+def test_edges_superseders_episodes_and_the_neighbourhood(store: PostgresGraphStore) -> None:
+    old, new, ep = ids(store, 3)
+    add(store, row(old, "handoff one", type_="handoff"), row(new, "handoff two", type_="handoff"))
+    episode = {"id": ep, "tenant": T, "session": "s1", "summary": "sum", "summary_source": "llm",
+               "summary_error": None, "first_id": old, "last_id": new, "turn_count": 2, "last_ts_us": 5,
+               "handoff_id": new, "created_us": 1, "updated_us": 2}
+    with store.transaction() as tx:
+        tx.write_edge(T, mem_node(new), mem_node(old), SUPERSEDES)
+        tx.write_episode(episode)
+        tx.write_episode({**episode, "summary": "sum 2", "updated_us": 3})
+    assert store.superseders(T, [old, new]) == {old: [new]}
+    assert EdgeRef("in", SUPERSEDES, mem_node(new)) in store.edges_of(T, mem_node(old))
+    found = store.session_episode(T, "s1")
+    assert found is not None and found.summary == "sum 2" and store.episodes(T) == [found]
+    assert store.episode(T, ep) == found and store.episode("other", ep) is None
+    g = store.neighbourhood(T, mem_node(new), 2, 100, hub_degree=10)
+    assert {mem_node(old), mem_node(new), f"ep:{ep}", "session:acme/s1", "agent:acme/ann"} <= set(g.nodes)
+    assert g.nodes[mem_node(old)]["content_len"] == len("handoff one") and g.has_edge(mem_node(new), mem_node(old))
+    hub_capped = store.neighbourhood(T, mem_node(new), 3, 100, hub_degree=0)
+    assert f"ep:{ep}" not in hub_capped  # the session hub is reached but not expanded
+    with store.transaction() as tx:
+        tx.erase_edges([(mem_node(new), mem_node(old), SUPERSEDES)])
+        tx.set_meta("k", "1", overwrite=False)
+        tx.set_meta("k", "2", overwrite=False)
+    assert store.superseders(T, [old]) == {} and store.meta("k") == "1" and store.meta("cursor_secret")
+
+
+def test_duplicate_of_finds_the_newest_same_content_row_the_writer_can_read(store: PostgresGraphStore) -> None:
+    a, b, c = ids(store, 3)
+    add(store, row(a, "same", ts=1_000), row(b, "same", ts=2_000, agent="bob", visibility="agent"))
+    with store.transaction() as tx:
+        assert tx.duplicate_of(row(c, "same", ts=2_500), 5_000) == a
+        assert tx.duplicate_of(row(c, "same", ts=2_500, agent="bob"), 5_000) == b
+        assert tx.duplicate_of(row(c, "same", ts=9_000), 5_000) is None
+
+
+# ---- lexical -----------------------------------------------------------------------------------
+
+def test_the_window_lends_the_previous_shared_memory_and_ranks_own_text_apart(store: PostgresGraphStore) -> None:
+    a, b, c, d = ids(store, 4)
+    add(store, row(a, "Where did the kiln go?"), row(b, "Thursday, after the move"),
+        row(c, "my private kiln notes", visibility="agent"), row(d, "sounds good"))
+    hits = {h.id: h for h in store.lexical_window(RowFilter(T), ["kiln"], 10)}
+    assert set(hits) == {a, b}  # c is private to ann: no viewer; d follows a private row
+    assert hits[a].turn > 0 and hits[b].turn == 0 and hits[a].score > hits[b].score
+    assert {h.id for h in store.lexical_window(RowFilter(T, viewer="ann"), ["kiln"], 10)} == {a, b, c}
+    own = store.lexical_window(RowFilter(T), ["kiln"], 10, own=True)
+    assert [h.id for h in own] == [a, b]
+    assert [h.id for h in store.lexical_window(RowFilter(T), ["cafés", "moving"], 10)] == [b]  # stemmed
+
+
+def test_out_of_order_inserts_and_deletes_repoint_the_next_window(store: PostgresGraphStore, dsn: str) -> None:
+    a, b, c, d, e = ids(store, 5)
+    add(store, row(a, "alpha", ts=10), row(c, "gamma", ts=30))
+    add(store, row(b, "beta", ts=20))  # between a and c: c's window is now beta
+    add(store, row(d, "delta", ts=5, visibility="agent"))  # before a, private: a lends from nothing
+    add(store, row(e, "epsilon", ts=20))  # equal timestamp, larger id: after b
+    assert windows(dsn) == expected_windows(store) == {d: "", a: "", b: "alpha", e: "beta", c: "epsilon"}
+    hits = {h.id: h for h in store.lexical_window(RowFilter(T), ["epsilon"], 10)}
+    assert set(hits) == {e, c} and hits[e].turn > 0 and hits[c].turn == 0
+    with store.transaction() as tx:
+        tx.erase_memory(T, e)
+        tx.erase_memory(T, a)
+    assert windows(dsn) == expected_windows(store) == {d: "", b: "", c: "beta"}
+    assert [h.id for h in store.lexical_window(RowFilter(T), ["epsilon"], 10)] == []
+
+
+def test_row_filters_are_applied_inside_the_lexical_query(store: PostgresGraphStore) -> None:
+    a, b, c, d = ids(store, 4)
+    add(store, row(a, "kiln one", type_="note", project_id="p1"), row(b, "kiln two", session="s2", agent="bob"),
+        row(c, "kiln three", channel="ops", project_id="p2"), row(d, "kiln four", visibility="agent", agent="bob"))
+    search = lambda **kw: sorted(h.id for h in store.lexical_window(RowFilter(T, **kw), ["kiln"], 10))  # noqa: E731
+    assert search() == [a, b, c] and search(viewer="bob") == [a, b, c, d]
+    assert search(type="note") == [a] and search(session="s2") == [b] and search(agent="bob") == [b]
+    assert search(channel="ops") == [c] and search(project="") == [b] and search(project="p1") == [a, b]
+    assert [h.id for h in store.lexical_window(RowFilter(T), ["kiln"], 2)] and len(
+        store.lexical_window(RowFilter(T), ["kiln"], 2)) == 2
+
+
+def test_phrases_match_the_own_text_word_for_word(store: PostgresGraphStore) -> None:
+    a, b, c = ids(store, 3)
+    add(store, row(a, "ticket EXP-30 is open"), row(b, "exp and then 30"), row(c, "see exp 30 done"))
+    assert sorted(h.id for h in store.lexical_phrases(RowFilter(T), ["exp 30"], 10)) == [a, c]
+    assert [h.id for h in store.lexical_phrases(RowFilter(T), ["then 30", "nothing here"], 10)] == [b]
+    assert store.lexical_phrases(RowFilter(T), ["30 see"], 10) == []  # c's window starts with b: not own text
+
+
+@pytest.mark.parametrize("attack", ["kiln & !x", "kiln:*", "kiln' | 'x", "'", "\\", "(kiln", "kiln <-> x",
+                                    "kiln:A", "!!", "a''b", "kiln) | (x"])
+def test_tsquery_syntax_in_user_text_is_just_words(store: PostgresGraphStore, attack: str) -> None:
+    if not store.memory(T, 1):
+        add(store, row(1, "the kiln it's hot"), row(2, "a x b"))
+    window = store.lexical_window(RowFilter(T), [attack], 10)
+    phrases = store.lexical_phrases(RowFilter(T), [attack], 10)
+    assert {h.id for h in window} <= {1, 2} and {h.id for h in phrases} <= {1, 2}
+    if "kiln" in attack:
+        assert 1 in {h.id for h in window}
+
+
+# ---- journal and leases ------------------------------------------------------------------------
+
+def test_a_replica_sees_another_ones_journal_only_after_its_lease_expired(dsn: str) -> None:
+    a = PostgresGraphStore(dsn, owner="replica-a", lease_s=1.5)
+    b = PostgresGraphStore(dsn, owner="replica-b", lease_s=1.5)
+    try:
+        with a.transaction() as tx:
+            tx.journal([("add", T, "mem:7")])
+        assert [(e.op, e.item_id, e.owner) for e in a.journal()] == [("add", "mem:7", "replica-a")]  # type: ignore[attr-defined]
+        time.sleep(2.0)  # longer than the lease: a's heartbeat kept renewing it
+        assert b.journal() == [] and b.journal_size() == 1
+        a.close()  # a is gone: nobody renews its lease
+        deadline = time.monotonic() + 5
+        while not b.journal() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (entry,) = b.journal()
+        assert entry.item_id == "mem:7"
+        with b.transaction() as tx:
+            tx.clear_journal_seqs([entry.seq])
+        assert b.journal_size() == 0
+    finally:
+        a.close()
+        b.close()
+
+
+# ---- schema ------------------------------------------------------------------------------------
+
+def test_an_older_schema_is_upgraded_at_open_and_its_rows_become_searchable(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert migrate(conn, through=1) == 0
+        conn.execute("INSERT INTO memories (id, tenant, session, agent, type, source, salience, visibility, ts_us, "
+                     "metadata, content, content_len, content_hash) VALUES "
+                     "(1, %s, 's', 'ann', 'turn', '{}', 0.5, 'tenant', 1, '{}', 'the kiln', 8, 'h'), "
+                     "(2, %s, 's', 'ann', 'turn', '{}', 0.5, 'tenant', 2, '{}', 'moved', 5, 'h2')", [T, T])
+        conn.execute("INSERT INTO tenant_state (tenant, memories) VALUES (%s, 2)", [T])
+    with PostgresGraphStore(dsn, owner="a") as s:
+        assert s.meta("schema_version") == str(LATEST)
+        assert sorted(h.id for h in s.lexical_window(RowFilter(T), ["kiln"], 10)) == [1, 2]
+
+
+def test_a_newer_schema_is_refused_and_left_untouched(dsn: str) -> None:
+    PostgresGraphStore(dsn, owner="a").close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(GraphStoreError) as err:
+        PostgresGraphStore(dsn, owner="a")
+    assert err.value.kind == "schema" and "99" in err.value.detail and str(LATEST) in err.value.detail
+
+
+def test_a_dsn_that_does_not_parse_is_an_invalid_dsn_error() -> None:
+    with pytest.raises(InvalidDSNError):
+        PostgresGraphStore("host=127.0.0.1 port", owner="a")
+
+
+# ---- failures ----------------------------------------------------------------------------------
+
+def test_a_stopped_server_is_unavailable_with_nothing_half_written() -> None:
+    server = PostgresServer(durable=True)  # stopped like a crash: what was acknowledged must survive
+    try:
+        server.start()
+        s = PostgresGraphStore(fresh_database(server.dsn()), owner="a", retry_s=1.0)
+        a, b = ids(s, 2)
+        add(s, row(a, "before"))
+        server.stop("immediate")
+        with pytest.raises(GraphStoreError) as err:
+            add(s, row(b, "during"))
+        assert err.value.kind == "unavailable"
+        with pytest.raises(GraphStoreError) as err:
+            s.count(T)
+        assert err.value.kind == "unavailable"
+        server.start()
+        deadline = time.monotonic() + 30  # the pool reconnects with a backoff after an outage
+        while True:
+            try:
+                s.count(T)
+                break
+            except GraphStoreError:
+                if time.monotonic() > deadline:
+                    raise
+        assert s.count(T) == 1 and s.memory(T, b) is None and [k[1] for k in s.page(T, "s1", None, 5)] == [a]
+        s.close()
+    finally:
+        server.close()
+
+
+def test_a_server_down_at_open_is_unavailable() -> None:
+    server = PostgresServer()  # initialised, never started
+    try:
+        with pytest.raises(GraphStoreError) as err:
+            PostgresGraphStore(server.dsn(), owner="a", retry_s=0.5)
+        assert err.value.kind == "unavailable"
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(("state", "kind", "transient"), [
+    ("08006", "unavailable", True), ("53100", "full", False), ("25006", "read_only", False),
+    ("40001", "conflict", True), ("40P01", "busy", True), ("23505", "conflict", False),
+    ("42P01", "schema", False), ("XX001", "corrupt", False), ("57P01", "unavailable", True),
+    ("58030", "io", False),
+])
+def test_errors_map_by_sqlstate(state: str, kind: str, transient: bool) -> None:
+    exc = psycopg.errors.lookup(state)()
+    assert kind_of(exc) == kind and is_transient(exc) is transient
