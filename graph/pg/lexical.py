@@ -24,7 +24,7 @@ from typing import Any
 from psycopg import Connection, sql
 
 from graph.api import LexicalHit, RowFilter
-from graph.pg.rows import filter_sql
+from graph.pg.rows import filter_sql, scalar
 
 WORD = re.compile(r"\w+", re.UNICODE)
 K1, B = 1.2, 0.75
@@ -75,9 +75,9 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
     cap = max(COMMON_MIN_ROWS, int(rows * COMMON_SHARE))
     hits = {}
     for lexeme in lex:  # a LIMIT probe per lexeme through the GIN index
-        hits[lexeme] = int(conn.execute(
+        hits[lexeme] = int(scalar(conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM memories WHERE tsv_win @@ %s::tsquery AND tenant = %s LIMIT %s) x",
-            [quote_lexeme(lexeme), f.tenant, cap]).fetchone()[0])
+            [quote_lexeme(lexeme), f.tenant, cap])))
     if rows > cap and len(lex) > 1:
         lex = [t for t in lex if hits[t] < cap]
     lex = [t for t in lex if hits[t] > 0]

@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from graph.api import AGENT, AGENT_MEMORY, EPISODE, SESSION
-from graph.pg.rows import EPISODE_COLUMNS, EPISODE_SELECT, NODE_COLUMNS, NODE_SELECT
+from graph.pg.rows import EPISODE_COLUMNS, EPISODE_SELECT, NODE_COLUMNS, NODE_SELECT, scalar
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -57,14 +57,14 @@ def neighbourhood(conn: Connection[Any], tenant: str, node: str, depth: int, max
 
 
 def _exists(conn: Connection[Any], tenant: str, node: str) -> bool:
-    return bool(conn.execute(
+    return bool(scalar(conn.execute(
         "SELECT EXISTS (SELECT 1 FROM edges WHERE src = %s AND tenant = %s) OR "
-        "EXISTS (SELECT 1 FROM edges WHERE dst = %s AND tenant = %s)", [node, tenant, node, tenant]).fetchone()[0])
+        "EXISTS (SELECT 1 FROM edges WHERE dst = %s AND tenant = %s)", [node, tenant, node, tenant])))
 
 
 def _degree(conn: Connection[Any], tenant: str, node: str) -> int:
-    return int(conn.execute("SELECT count(*) FROM (SELECT 1 FROM edges WHERE dst = %s AND tenant = %s LIMIT 100000) x",
-                            [node, tenant]).fetchone()[0])
+    return int(scalar(conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM edges WHERE dst = %s AND tenant = %s LIMIT 100000) x", [node, tenant])))
 
 
 def _attributes(conn: Connection[Any], tenant: str, names: set[str]) -> dict[str, dict[str, Any]]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from psycopg import sql
+from psycopg import Cursor, sql
 
 from graph.api import INDEXED_FIELDS, EpisodeNode, MemoryNode, RowFilter
 
@@ -23,6 +23,14 @@ EPISODE_COLUMNS = (
 )
 NODE_SELECT = ", ".join(f"m.{c}" for c in NODE_COLUMNS)
 EPISODE_SELECT = ", ".join(EPISODE_COLUMNS)
+
+
+def scalar(cur: Cursor[Any]) -> Any:
+    """The first column of the one row a query always returns (count, exists)."""
+    row = cur.fetchone()
+    if row is None:
+        raise LookupError("the query returned no row")
+    return row[0]
 
 
 def _frozen_json(text: str) -> Mapping[str, Any]:

@@ -14,7 +14,7 @@ only getting a connection: a body that already ran is never replayed behind the 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,11 +23,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from graph.api import GraphStoreError, JournalEntry
+from graph.api import GraphStore, GraphStoreError, GraphTxn, JournalEntry, LexicalHit, RowFilter
 from graph.pg import lexical
 from graph.pg.errors import retrying, wrap
 from graph.pg.migrations import migrate
 from graph.pg.reads import Reads
+from graph.pg.rows import scalar
 from graph.pg.txn import PgTxn
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ class PostgresGraphStore(Reads):
 
     def journal_size(self) -> int:
         """Every pending entry, whoever owns it (doctor's figure)."""
-        return self._with_conn(lambda c: int(c.execute("SELECT count(*) FROM journal").fetchone()[0]), "journal read")
+        return self._with_conn(lambda c: int(scalar(c.execute("SELECT count(*) FROM journal"))), "journal read")
 
     def meta(self, key: str) -> str | None:
         row = self._with_conn(lambda c: c.execute("SELECT value FROM meta WHERE key = %s", [key]).fetchone(),
@@ -153,15 +154,16 @@ class PostgresGraphStore(Reads):
         return None if row is None else str(row[0])
 
     # ---- lexical --------------------------------------------------------------------------------
-    def lexical_window(self, f: Any, terms: Any, limit: int, *, own: bool = False) -> list[lexical.LexicalHit]:
-        def search(conn: psycopg.Connection[Any]) -> list[lexical.LexicalHit]:
+    def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *,
+                       own: bool = False) -> list[LexicalHit]:
+        def search(conn: psycopg.Connection[Any]) -> list[LexicalHit]:
             state = conn.execute("SELECT memories, lex_len_sum FROM tenant_state WHERE tenant = %s",
                                  [f.tenant]).fetchone()
             rows, len_sum = (int(state[0]), int(state[1])) if state else (0, 0)
             return lexical.window(conn, f, list(terms), limit, own=own, rows=rows, len_sum=len_sum)
         return self._with_conn(search, "lexical search")
 
-    def lexical_phrases(self, f: Any, phrases: Any, limit: int) -> list[lexical.LexicalHit]:
+    def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
         return self._with_conn(lambda c: lexical.phrases(c, f, list(phrases), limit), "lexical search")
 
     # ---- graph ----------------------------------------------------------------------------------
@@ -192,3 +194,11 @@ class PostgresGraphStore(Reads):
     def _read(self, fn: Callable[[psycopg.Connection[Any]], T], what: str = "read") -> T:
         return self._with_conn(fn, what)
 
+
+
+if TYPE_CHECKING:  # mypy holds both classes to the Protocols
+    def _is_store(s: PostgresGraphStore) -> GraphStore:
+        return s
+
+    def _is_txn(t: PgTxn) -> GraphTxn:
+        return t
