@@ -413,3 +413,54 @@ def test_a_server_down_at_open_is_unavailable() -> None:
 def test_errors_map_by_sqlstate(state: str, kind: str, transient: bool) -> None:
     exc = psycopg.errors.lookup(state)()
     assert kind_of(exc) == kind and is_transient(exc) is transient
+
+
+# ---- replicas at once --------------------------------------------------------------------------
+
+def test_two_replicas_writing_one_session_at_once_keep_every_window_and_duplicate(dsn: str) -> None:
+    import threading
+
+    a, b = PostgresGraphStore(dsn, owner="replica-a"), PostgresGraphStore(dsn, owner="replica-b")
+    dup_hits: list[int | None] = []
+    try:
+        def writer(s: PostgresGraphStore, n: int) -> None:
+            for i in range(n):
+                (mem_id,) = ids(s, 1)
+                content = "same words" if i == 0 else f"turn {mem_id}"
+                with s.transaction() as tx:
+                    r = row(mem_id, content, ts=10_000_000 - mem_id)  # each add goes before the last one
+                    if i == 0:
+                        dup_hits.append(tx.duplicate_of(r, 10_000_000))
+                    tx.write_memory(r)
+                    tx.conn.execute("SELECT pg_sleep(0.02)")  # both replicas' adds are in flight at once
+
+        threads = [threading.Thread(target=writer, args=(s, 15)) for s in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert a.count(T) == 30 and b.count(T, "s1") == 30
+        assert windows(dsn) == expected_windows(a)  # fails without the per-session advisory lock
+        assert sorted(dup_hits, key=lambda x: x is not None)[0] is None and any(h is not None for h in dup_hits)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_run_replays_a_transaction_whose_connection_was_lost_and_transaction_does_not(
+        store: PostgresGraphStore) -> None:
+    a, b = ids(store, 2)
+    attempts: list[int] = []
+
+    def body(tx: Any) -> int:
+        attempts.append(1)
+        tx.write_memory(row(a, "written once"))
+        if len(attempts) == 1:
+            tx.conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return a
+
+    assert store.run(body) == a and len(attempts) == 2 and store.count(T) == 1
+    with pytest.raises(GraphStoreError) as err, store.transaction() as tx:
+        tx.write_memory(row(b, "lost"))
+        tx.conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    assert err.value.kind == "unavailable" and store.memory(T, b) is None and store.count(T) == 1
