@@ -39,10 +39,10 @@ s AS (
            sum(q.idf * (t.a + t.b) * {k1p} / ((t.a + t.b) + {k1} * (1 - {b} + {b} * c.lex_len / %s))) AS win,
            sum(q.idf * t.a * {k1p} / (t.a + {k1} * (1 - {b} + {b} * c.lex_len / %s))) AS own
     FROM c CROSS JOIN LATERAL (
-        SELECT u.lexeme,
-               (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A')::float8 AS a,
-               (SELECT count(*) FROM unnest(u.weights) AS w WHERE w <> 'A')::float8 AS b
-        FROM unnest(c.tsv_win) AS u) AS t
+        SELECT x.lexeme, x.a::float8 AS a, (x.n - x.a)::float8 AS b FROM (
+            SELECT u.lexeme, cardinality(array_positions(u.weights, 'A')) AS a, cardinality(u.weights) AS n
+            -- only the query's lexemes: deleting every other lexeme (ts_delete twice) runs in C
+            FROM unnest(ts_delete(c.tsv_win, tsvector_to_array(ts_delete(c.tsv_win, %s::text[])))) AS u) AS x) AS t
     JOIN q ON q.lexeme = t.lexeme
     GROUP BY c.id
 )
@@ -88,7 +88,7 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
     avgdl = max(len_sum / rows, 1e-9)
     order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
     query = _SCORE.format(where=where, order=order, k1=sql.Literal(K1), k1p=sql.Literal(K1 + 1), b=sql.Literal(B))
-    found = conn.execute(query, [lex, idf, " | ".join(map(quote_lexeme, lex)), *args, avgdl, avgdl, limit])
+    found = conn.execute(query, [lex, idf, " | ".join(map(quote_lexeme, lex)), *args, avgdl, avgdl, lex, limit])
     return [LexicalHit(int(i), float(win), max(0.0, float(own_score))) for i, win, own_score in found]
 
 
