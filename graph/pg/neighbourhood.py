@@ -71,12 +71,12 @@ def _attributes(conn: Connection[Any], tenant: str, names: set[str]) -> dict[str
     out: dict[str, dict[str, Any]] = {}
     mem_ids = [int(n[4:]) for n in names if n.startswith("mem:")]
     ep_ids = [int(n[3:]) for n in names if n.startswith("ep:")]
-    for row in conn.execute(f"SELECT {NODE_SELECT} FROM memories m WHERE m.id = ANY(%s) AND m.tenant = %s",
-                            [mem_ids, tenant]):
+    mem_sql = f"SELECT {NODE_SELECT} FROM memories m WHERE m.id = ANY(%s::bigint[]) AND m.tenant = %s"
+    for row in conn.execute(mem_sql, [mem_ids, tenant]):
         attrs = dict(zip(NODE_COLUMNS, row, strict=True))
         attrs["source"], attrs["metadata"] = json.loads(attrs["source"]), json.loads(attrs["metadata"])
         out[f"mem:{attrs['id']}"] = {**attrs, "kind": AGENT_MEMORY}
-    for row in conn.execute(f"SELECT {EPISODE_SELECT} FROM episodes WHERE id = ANY(%s) AND tenant = %s",
+    for row in conn.execute(f"SELECT {EPISODE_SELECT} FROM episodes WHERE id = ANY(%s::bigint[]) AND tenant = %s",
                             [ep_ids, tenant]):
         attrs = dict(zip(EPISODE_COLUMNS, row, strict=True))
         out[f"ep:{attrs['id']}"] = {**attrs, "kind": EPISODE}

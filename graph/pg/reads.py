@@ -48,12 +48,13 @@ class Reads:
         return memory_node(rows[0]) if rows else None
 
     def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]:
-        rows = self._q(f"SELECT {NODE_SELECT} FROM memories m WHERE m.id = ANY(%s) AND m.tenant = %s",
+        rows = self._q(f"SELECT {NODE_SELECT} FROM memories m WHERE m.id = ANY(%s::bigint[]) AND m.tenant = %s",
                        [list(ids), tenant])
         return {n.id: n for n in map(memory_node, rows)}
 
     def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]:
-        rows = self._q("SELECT id, content FROM memories WHERE id = ANY(%s) AND tenant = %s", [list(ids), tenant])
+        rows = self._q("SELECT id, content FROM memories WHERE id = ANY(%s::bigint[]) AND tenant = %s",
+                       [list(ids), tenant])
         return {int(i): str(c) for i, c in rows}
 
     def episode(self, tenant: str, ep_id: int) -> EpisodeNode | None:
@@ -111,7 +112,7 @@ class Reads:
             "AND (x.ts_us, x.id) < (m.ts_us, m.id) ORDER BY x.ts_us DESC, x.id DESC LIMIT 1) p ON true "
             "LEFT JOIN LATERAL (SELECT ts_us, id FROM memories x WHERE x.tenant = m.tenant AND x.session = m.session "
             "AND (x.ts_us, x.id) > (m.ts_us, m.id) ORDER BY x.ts_us, x.id LIMIT 1) n ON true "
-            "WHERE m.id = ANY(%s) AND m.tenant = %s", [ids, tenant])
+            "WHERE m.id = ANY(%s::bigint[]) AND m.tenant = %s", [ids, tenant])
         return {int(r[0]): (None if r[1] is None else (int(r[1]), int(r[2])),
                             None if r[3] is None else (int(r[3]), int(r[4]))) for r in rows}
 

@@ -84,7 +84,7 @@ class PgTxn:
         self._x("DELETE FROM journal WHERE op = %s AND item_id = ANY(%s)", [op, list(refs)])
 
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
-        self._x("DELETE FROM journal WHERE seq = ANY(%s)", [list(seqs)])
+        self._x("DELETE FROM journal WHERE seq = ANY(%s::bigint[])", [list(seqs)])
 
     def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read.
