@@ -22,9 +22,21 @@ from psycopg import Connection, sql
 from graph.api import AGENT, AUTHORED_BY, IN_SESSION, SESSION, SUMMARIZES, agent_node, mem_node, session_node
 from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
 
-_INSERT_MEMORY = sql.SQL("INSERT INTO memories ({}, prev) VALUES ({}, %s) RETURNING lex_len").format(
-    sql.SQL(", ").join(map(sql.Identifier, MEMORY_COLUMNS)),
-    sql.SQL(", ").join(sql.Placeholder() * len(MEMORY_COLUMNS)))
+# one round trip: the row with its window (the previous shared memory of the session) and the
+# id of the row after it, whose window must now start at this one
+_INSERT_MEMORY = sql.SQL("""
+WITH ins AS (
+    INSERT INTO memories ({cols}, prev) VALUES ({values}, coalesce((
+        SELECT CASE WHEN visibility = 'tenant' THEN content ELSE '' END FROM memories
+        WHERE tenant = %s AND session = %s AND (ts_us, id) < (%s, %s) ORDER BY ts_us DESC, id DESC LIMIT 1), ''))
+    RETURNING lex_len)
+SELECT (SELECT lex_len FROM ins), (SELECT id FROM memories WHERE tenant = %s AND session = %s
+                                   AND (ts_us, id) > (%s, %s) ORDER BY ts_us, id LIMIT 1)
+""").format(cols=sql.SQL(", ").join(map(sql.Identifier, MEMORY_COLUMNS)),
+            values=sql.SQL(", ").join(sql.Placeholder() * len(MEMORY_COLUMNS)))
+_GRAPH = ("WITH n AS (INSERT INTO nodes (node_id, kind, tenant, attrs) VALUES (%s, %s, %s, %s), (%s, %s, %s, %s) "
+          "ON CONFLICT DO NOTHING) INSERT INTO edges (src, dst, kind, tenant) VALUES (%s, %s, %s, %s), "
+          "(%s, %s, %s, %s) ON CONFLICT DO NOTHING")
 _NEIGHBOUR = {  # the row right before/after a key in its session (row-value order uses the index)
     False: "SELECT id, content, visibility FROM memories WHERE tenant = %s AND session = %s "
            "AND (ts_us, id) < (%s, %s) ORDER BY ts_us DESC, id DESC LIMIT 1",
@@ -116,17 +128,15 @@ class PgTxn:
         """The memory row with its window, AGENT/SESSION nodes, both edges and its counters."""
         tenant, session = row["tenant"], row["session"]
         self._lock_session(tenant, session)
-        key = (int(row["ts_us"]), int(row["id"]))
-        prev = _shared(self._neighbour(tenant, session, key, after=False))
-        (lex_len,) = self._x(_INSERT_MEMORY, [*memory_values(row), prev]).fetchone()
-        nxt = self._neighbour(tenant, session, key, after=True)
+        where = [tenant, session, int(row["ts_us"]), int(row["id"])]
+        lex_len, nxt = self._x(_INSERT_MEMORY, [*memory_values(row), *where, *where]).fetchone()
         if nxt is not None:  # an out-of-order insert: the next row's window now starts here
-            self._repoint(tenant, int(nxt[0]), row["content"] if row["visibility"] == "tenant" else "")
+            self._repoint(tenant, int(nxt), row["content"] if row["visibility"] == "tenant" else "")
         a_node, s_node, m_node = agent_node(tenant, row["agent"]), session_node(tenant, session), mem_node(row["id"])
-        self._insert_node(a_node, AGENT, tenant, {"agent": row["agent"]})
-        self._insert_node(s_node, SESSION, tenant, {"session": session})
-        self.write_edge(tenant, m_node, a_node, AUTHORED_BY)
-        self.write_edge(tenant, m_node, s_node, IN_SESSION)
+        self._x(_GRAPH, [a_node, AGENT, tenant, json.dumps({"agent": row["agent"]}, ensure_ascii=False),
+                         s_node, SESSION, tenant, json.dumps({"session": session}, ensure_ascii=False),
+                         m_node, a_node, AUTHORED_BY, tenant, m_node, s_node, IN_SESSION, tenant])
+        self._tenants[tenant] += 1
         turn = row["type"] == "turn"
         self._count(tenant, memories=1, non_turn=0 if turn else 1, lex_len_sum=int(lex_len))
         self._session[(tenant, session, "memories")] += 1
@@ -162,10 +172,6 @@ class PgTxn:
         return True
 
     # ---- nodes, edges, episodes, meta -----------------------------------------------------------
-    def _insert_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
-        self._x("INSERT INTO nodes (node_id, kind, tenant, attrs) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                [node_id, kind, tenant, json.dumps(dict(attrs), ensure_ascii=False)])
-
     def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
         self._x("INSERT INTO nodes (node_id, kind, tenant, attrs) VALUES (%s, %s, %s, %s) ON CONFLICT (node_id) "
                 "DO UPDATE SET kind = excluded.kind, attrs = excluded.attrs WHERE nodes.tenant = excluded.tenant",
