@@ -326,6 +326,10 @@ def test_a_replica_sees_another_ones_journal_only_after_its_lease_expired(dsn: s
             time.sleep(0.1)
         (entry,) = b.journal()
         assert entry.item_id == "mem:7"
+        with PostgresGraphStore(dsn, owner="replica-c", lease_s=1.5) as c:
+            assert [e.seq for e in c.journal()] == [entry.seq]
+            assert b.claim_journal([entry.seq]) == [entry.seq]  # b takes it over: c may no longer act on it
+            assert c.claim_journal([entry.seq]) == [] and c.journal() == []
         with b.transaction() as tx:
             tx.clear_journal_seqs([entry.seq])
         assert b.journal_size() == 0

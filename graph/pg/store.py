@@ -4,7 +4,8 @@
 :class:`InvalidDSNError`, a ValueError), opens a psycopg pool, runs the migrations and starts
 the *heartbeat* thread, which renews this owner's journal leases every ``lease_s / 3`` seconds
 until :meth:`close`. :meth:`journal` lists what this replica may act on: its own entries and
-those whose owner's lease has expired (that replica is gone).
+those whose owner's lease has expired (that replica is gone); :meth:`claim_journal` takes such
+entries over atomically before recovery acts on them.
 
 Reads retry transient failures (connection lost, server restarting) for up to ``retry_s``
 seconds; :meth:`run` does the same for a whole write transaction. :meth:`transaction` retries
@@ -14,7 +15,7 @@ only getting a connection: a body that already ran is never replayed behind the 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -143,6 +144,18 @@ class PostgresGraphStore(Reads):
                 [self.owner, limit]).fetchall()
             return [LeasedJournalEntry(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5], int(r[6])) for r in rows]
         return self._with_conn(read, "journal read")
+
+    def claim_journal(self, seqs: Iterable[int]) -> list[int]:
+        """Take over entries before recovering them: each of ``seqs`` that is this replica's or whose
+        lease expired becomes this replica's, leased anew, in one statement, so two replicas
+        recovering at once never both act on one entry. Returns the seqs claimed."""
+        def claim(conn: psycopg.Connection[Any]) -> list[int]:
+            rows = conn.execute(
+                "UPDATE journal SET owner = %s, lease_until = clock_timestamp() + make_interval(secs => %s) "
+                "WHERE seq = ANY(%s::bigint[]) AND (owner = %s OR lease_until < clock_timestamp()) RETURNING seq",
+                [self.owner, self.lease_s, list(seqs), self.owner]).fetchall()
+            return sorted(int(r[0]) for r in rows)
+        return self._with_conn(claim, "journal claim")
 
     def journal_size(self) -> int:
         """Every pending entry, whoever owns it (doctor's figure)."""
