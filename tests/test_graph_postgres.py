@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
+import networkx as nx
 import psycopg
 import pytest
 
@@ -228,6 +229,9 @@ def test_edges_superseders_episodes_and_the_neighbourhood(store: PostgresGraphSt
     g = store.neighbourhood(T, mem_node(new), 2, 100, hub_degree=10)
     assert {mem_node(old), mem_node(new), f"ep:{ep}", "session:acme/s1", "agent:acme/ann"} <= set(g.nodes)
     assert g.nodes[mem_node(old)]["content_len"] == len("handoff one") and g.has_edge(mem_node(new), mem_node(old))
+    assert store.neighbourhood(T, mem_node(new), 2, 100, hub_degree=10) is g  # cached while nothing changed
+    with pytest.raises(nx.NetworkXError):
+        g.add_node("x")  # frozen: callers share it
     hub_capped = store.neighbourhood(T, mem_node(new), 3, 100, hub_degree=0)
     assert f"ep:{ep}" not in hub_capped  # the session hub is reached but not expanded
     with store.transaction() as tx:
@@ -235,6 +239,8 @@ def test_edges_superseders_episodes_and_the_neighbourhood(store: PostgresGraphSt
         tx.set_meta("k", "1", overwrite=False)
         tx.set_meta("k", "2", overwrite=False)
     assert store.superseders(T, [old]) == {} and store.meta("k") == "1" and store.meta("cursor_secret")
+    again = store.neighbourhood(T, mem_node(new), 2, 100, hub_degree=10)  # the write moved the version
+    assert again is not g and not again.has_edge(mem_node(new), mem_node(old))
 
 
 def test_duplicate_of_finds_the_newest_same_content_row_the_writer_can_read(store: PostgresGraphStore) -> None:

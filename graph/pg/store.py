@@ -15,6 +15,7 @@ only getting a connection: a body that already ran is never replayed behind the 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
 
 class PostgresGraphStore(Reads):
     def __init__(self, dsn: str, *, owner: str, lease_s: float = 30.0, pool_size: int = 8,
-                 retry_s: float = 5.0, connect_timeout_s: float = 5.0) -> None:
+                 retry_s: float = 5.0, connect_timeout_s: float = 5.0, cache_entries: int = 256) -> None:
         params = parse_dsn(dsn)
         params.setdefault("connect_timeout", str(max(1, int(connect_timeout_s))))
         if not owner:
@@ -77,6 +78,9 @@ class PostgresGraphStore(Reads):
             self.pool.close()
             raise
         super().__init__()
+        self.cache_entries = max(0, cache_entries)
+        self._cache_lock = threading.Lock()
+        self._hoods: OrderedDict[tuple[str, str, int, int, int], tuple[int, nx.MultiDiGraph]] = OrderedDict()
         self._stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._beat, name=f"memcore-lease-{owner}", daemon=True)
         self._heartbeat.start()
@@ -181,15 +185,33 @@ class PostgresGraphStore(Reads):
 
     # ---- graph ----------------------------------------------------------------------------------
     def neighbourhood(self, tenant: str, node: str, depth: int, max_nodes: int, hub_degree: int) -> nx.MultiDiGraph:
+        """The k-hop subgraph (frozen: shared by callers), kept in an LRU of ``cache_entries``
+        subgraphs and rebuilt when the tenant's version moved (another replica wrote)."""
+        import networkx as nx
+
         from graph.pg.neighbourhood import neighbourhood
 
-        return self._with_conn(lambda c: neighbourhood(c, tenant, node, depth, max_nodes, hub_degree),
-                               "neighbourhood read")
+        key = (tenant, node, depth, max_nodes, hub_degree)
+        version = self.version(tenant)
+        with self._cache_lock:
+            hit = self._hoods.get(key)
+            if hit is not None and hit[0] == version:
+                self._hoods.move_to_end(key)
+                return hit[1]
+        g = nx.freeze(self._with_conn(lambda c: neighbourhood(c, tenant, node, depth, max_nodes, hub_degree),
+                                      "neighbourhood read"))
+        with self._cache_lock:
+            self._hoods[key] = (version, g)
+            while len(self._hoods) > self.cache_entries:
+                self._hoods.popitem(last=False)
+        return g
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def invalidate(self) -> None:
-        """Nothing is cached across calls but agent names, which follow the tenant's version."""
-        self._agent_cache.clear()
+        """Drop the caches (agent names, subgraphs); both also follow the tenant's version."""
+        with self._cache_lock:
+            self._agent_cache.clear()
+            self._hoods.clear()
 
     def close(self) -> None:
         """Stop the heartbeat and close the pool (idempotent)."""
