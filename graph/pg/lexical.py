@@ -24,7 +24,7 @@ from typing import Any
 from psycopg import Connection, sql
 
 from graph.api import LexicalHit, RowFilter
-from graph.pg.rows import filter_sql, scalar
+from graph.pg.rows import filter_sql
 
 WORD = re.compile(r"\w+", re.UNICODE)
 K1, B = 1.2, 0.75
@@ -50,6 +50,15 @@ SELECT id, win, own FROM s ORDER BY {order}, id LIMIT %s
 """)
 
 
+# the lexeme as a quoted tsquery operand, built in SQL exactly as quote_lexeme() does in Python
+_PROBE = r"""
+SELECT u.lexeme, (SELECT count(*) FROM (
+    SELECT 1 FROM memories WHERE tenant = %s
+    AND tsv_win @@ ('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery LIMIT %s) AS x)
+FROM unnest(memcore_tsv(%s)) AS u
+"""
+
+
 def quote_lexeme(lexeme: str) -> str:
     """A tsquery operand that is exactly this lexeme, whatever characters it holds."""
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
@@ -69,15 +78,13 @@ def lexemes(conn: Connection[Any], texts: Sequence[str]) -> list[str]:
 def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int, *, own: bool,
            rows: int, len_sum: int) -> list[LexicalHit]:
     """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text."""
-    lex = lexemes(conn, terms)
-    if not lex or limit <= 0 or rows <= 0:
+    text = words(terms)
+    if not text or limit <= 0 or rows <= 0:
         return []
     cap = max(COMMON_MIN_ROWS, int(rows * COMMON_SHARE))
-    hits = {}
-    for lexeme in lex:  # a LIMIT probe per lexeme through the GIN index
-        hits[lexeme] = int(scalar(conn.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM memories WHERE tsv_win @@ %s::tsquery AND tenant = %s LIMIT %s) x",
-            [quote_lexeme(lexeme), f.tenant, cap])))
+    # the query's lexemes and, for each, a LIMIT probe of its rows in the tenant (GIN), in one trip
+    hits = {str(lexeme): int(n) for lexeme, n in conn.execute(_PROBE, [f.tenant, cap, text])}
+    lex = sorted(hits)
     if rows > cap and len(lex) > 1:
         lex = [t for t in lex if hits[t] < cap]
     lex = [t for t in lex if hits[t] > 0]
