@@ -244,6 +244,22 @@ def test_row_filters_are_applied_inside_the_lexical_query(store: PostgresGraphSt
         store.lexical_window(RowFilter(T), ["kiln"], 2)) == 2
 
 
+def test_a_big_tenant_scores_as_a_small_one_and_drops_only_words_in_most_rows(store: PostgresGraphStore) -> None:
+    rows = [row(i, f"kiln {i} " + ("common " if i % 10 else "rare ") + ("moved" if i % 5 else "stayed"))
+            for i in ids(store, 40)]
+    add(store, *rows)
+    f = RowFilter(T)
+    small = store.lexical_window(f, ["rare", "stayed"], 10)
+    store.prune_min_rows = 30  # 40 rows are now a big tenant: probes first, cap = 30 windows
+    big = store.lexical_window(f, ["rare", "stayed"], 10)
+    assert [(h.id, round(h.score, 9), round(h.turn, 9)) for h in big] == [
+        (h.id, round(h.score, 9), round(h.turn, 9)) for h in small] and big
+    # "common" is in 36 of 40 rows (and in every window): dropped next to "rare", kept alone
+    assert {h.id for h in store.lexical_window(f, ["common", "rare"], 50)} == {
+        h.id for h in store.lexical_window(f, ["rare"], 50)}
+    assert len(store.lexical_window(f, ["common"], 50)) == 40  # own text or window: every row
+
+
 def test_phrases_match_the_own_text_word_for_word(store: PostgresGraphStore) -> None:
     a, b, c = ids(store, 3)
     add(store, row(a, "ticket EXP-30 is open"), row(b, "exp and then 30"), row(c, "see exp 30 done"))

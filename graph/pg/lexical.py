@@ -50,6 +50,29 @@ SELECT id, win, own FROM s ORDER BY {order}, id LIMIT %s
 """)
 
 
+# A tenant too small for pruning (rows <= cap) is scored in one statement: the rows matching any
+# lexeme give each lexeme's row count n (the whole tenant, private rows too, as FTS5 counts) and,
+# among those the filter admits, the scores.
+_ONE_PASS = sql.SQL("""
+WITH ql AS (
+    SELECT array_agg(u.lexeme) AS lex,
+           string_agg({quoted}, ' | ')::tsquery AS q FROM unnest(memcore_tsv(%s)) AS u),
+c AS (SELECT m.id, m.lex_len, ({where}) AS ok, m.tsv_win FROM memories m, ql
+      WHERE m.tenant = %s AND m.tsv_win @@ ql.q),
+tf AS (
+    SELECT c.id, c.ok, c.lex_len, u.lexeme, cardinality(array_positions(u.weights, 'A'))::float8 AS a,
+           (cardinality(u.weights) - cardinality(array_positions(u.weights, 'A')))::float8 AS o
+    FROM c, ql, unnest(ts_delete(c.tsv_win, tsvector_to_array(ts_delete(c.tsv_win, ql.lex)))) AS u),
+idf AS (SELECT lexeme, greatest(ln((%s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf FROM tf GROUP BY lexeme),
+s AS (
+    SELECT tf.id,
+           sum(idf.idf * (tf.a + tf.o) * {k1p} / ((tf.a + tf.o) + {k1} * (1 - {b} + {b} * tf.lex_len / %s))) AS win,
+           sum(idf.idf * tf.a * {k1p} / (tf.a + {k1} * (1 - {b} + {b} * tf.lex_len / %s))) AS own
+    FROM tf JOIN idf USING (lexeme) WHERE tf.ok GROUP BY tf.id)
+SELECT id, win, own FROM s ORDER BY {order}, id LIMIT %s
+""")
+_QUOTED_SQL = r"('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')"
+
 # the lexeme as a quoted tsquery operand, built in SQL exactly as quote_lexeme() does in Python
 _PROBE = r"""
 SELECT u.lexeme, (SELECT count(*) FROM (
@@ -76,12 +99,21 @@ def lexemes(conn: Connection[Any], texts: Sequence[str]) -> list[str]:
 
 
 def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int, *, own: bool,
-           rows: int, len_sum: int) -> list[LexicalHit]:
-    """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text."""
+           rows: int, len_sum: int, min_rows: int = COMMON_MIN_ROWS) -> list[LexicalHit]:
+    """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text. A tenant
+    of more than ``min_rows`` rows first drops lexemes found in ``COMMON_SHARE`` of them."""
     text = words(terms)
     if not text or limit <= 0 or rows <= 0:
         return []
-    cap = max(COMMON_MIN_ROWS, int(rows * COMMON_SHARE))
+    cap = max(min_rows, int(rows * COMMON_SHARE))
+    where, args = filter_sql(f)
+    avgdl = max(len_sum / rows, 1e-9)
+    order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
+    consts = {"k1": sql.Literal(K1), "k1p": sql.Literal(K1 + 1), "b": sql.Literal(B), "order": order, "where": where}
+    if rows <= cap:
+        query = _ONE_PASS.format(quoted=sql.SQL(_QUOTED_SQL), **consts)
+        found = conn.execute(query, [text, *args, f.tenant, float(rows), avgdl, avgdl, limit])
+        return [LexicalHit(int(i), float(win), max(0.0, float(own_score))) for i, win, own_score in found]
     # the query's lexemes and, for each, a LIMIT probe of its rows in the tenant (GIN), in one trip
     hits = {str(lexeme): int(n) for lexeme, n in conn.execute(_PROBE, [f.tenant, cap, text])}
     lex = sorted(hits)
@@ -91,10 +123,7 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
     if not lex:
         return []
     idf = [max(1e-6, math.log((rows - hits[t] + 0.5) / (hits[t] + 0.5))) for t in lex]
-    where, args = filter_sql(f)
-    avgdl = max(len_sum / rows, 1e-9)
-    order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
-    query = _SCORE.format(where=where, order=order, k1=sql.Literal(K1), k1p=sql.Literal(K1 + 1), b=sql.Literal(B))
+    query = _SCORE.format(**consts)
     found = conn.execute(query, [lex, idf, " | ".join(map(quote_lexeme, lex)), *args, avgdl, avgdl, lex, limit])
     return [LexicalHit(int(i), float(win), max(0.0, float(own_score))) for i, win, own_score in found]
 

@@ -79,6 +79,7 @@ class PostgresGraphStore(Reads):
             raise
         super().__init__()
         self.cache_entries = max(0, cache_entries)
+        self.prune_min_rows = lexical.COMMON_MIN_ROWS  # tenants above it drop very common query words
         self._cache_lock = threading.Lock()
         self._hoods: OrderedDict[tuple[str, str, int, int, int], tuple[int, nx.MultiDiGraph]] = OrderedDict()
         self._stop = threading.Event()
@@ -177,7 +178,8 @@ class PostgresGraphStore(Reads):
             state = conn.execute("SELECT memories, lex_len_sum FROM tenant_state WHERE tenant = %s",
                                  [f.tenant]).fetchone()
             rows, len_sum = (int(state[0]), int(state[1])) if state else (0, 0)
-            return lexical.window(conn, f, list(terms), limit, own=own, rows=rows, len_sum=len_sum)
+            return lexical.window(conn, f, list(terms), limit, own=own, rows=rows, len_sum=len_sum,
+                                  min_rows=self.prune_min_rows)
         return self._with_conn(search, "lexical search")
 
     def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
