@@ -1,13 +1,14 @@
 """Lexical search on PostgreSQL: BM25 over each memory's window, phrases over its own text.
 
-``memories.tsv_win`` holds the memory's own text (weight A) and the previous shared memory of
-its session (weight B), GIN-indexed; ``lex_len`` is the window's token count and
-``tenant_state.lex_len_sum`` their sum per tenant. The score is FTS5's ``bm25()`` (k1 1.2,
-b 0.75, idf ``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, n counted in the tenant):
-the window score weighs both columns, the own score (``LexicalHit.turn``) column A only, as
-SQLite's ``bm25(ftw, 1.0, 0.0)`` does. Terms found in a large share of a big tenant's rows
-are dropped first (they weigh nothing and cost the most), as ``memory_core.recall.lexical``
-did on SQLite.
+``memories.tsv_win`` holds the memory's own text (weight A) and the previous shared memory
+of its session (weight B), GIN-indexed. The score is FTS5's ``bm25()``: k1 1.2, b 0.75, idf
+``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6 with n counted in the tenant; the window
+score weighs both weights, the own score (``LexicalHit.turn``) weight A only, as SQLite's
+``bm25(ftw, 1.0, 0.0)`` does. A window's length is its count of distinct lexemes
+(``length(tsv_win)``, kept in the tsvector's header; FTS5 counts tokens, which would cost a
+column computed on every write), ``tenant_state.lex_len_sum`` their sum per tenant. Words
+found in a large share of a big tenant's rows are dropped first (they weigh nothing and
+cost the most), as ``memory_core.recall.lexical`` does on SQLite.
 
 User text never reaches tsquery syntax: words are ``\\w+`` tokens, normalized by the same
 SQL function as the rows (``memcore_tsv``), and each resulting lexeme is single-quoted
@@ -33,7 +34,7 @@ COMMON_SHARE = 0.05
 
 _SCORE = sql.SQL("""
 WITH q(lexeme, idf) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),
-c AS (SELECT m.id, m.tsv_win, m.lex_len FROM memories m WHERE m.tsv_win @@ %s::tsquery AND {where}),
+c AS (SELECT m.id, m.tsv_win, length(m.tsv_win) AS lex_len FROM memories m WHERE m.tsv_win @@ %s::tsquery AND {where}),
 s AS (
     SELECT c.id,
            sum(q.idf * (t.a + t.b) * {k1p} / ((t.a + t.b) + {k1} * (1 - {b} + {b} * c.lex_len / %s))) AS win,
@@ -57,7 +58,7 @@ _ONE_PASS = sql.SQL("""
 WITH ql AS (
     SELECT array_agg(u.lexeme) AS lex,
            string_agg({quoted}, ' | ')::tsquery AS q FROM unnest(memcore_tsv(%s)) AS u),
-c AS (SELECT m.id, m.lex_len, ({where}) AS ok, m.tsv_win FROM memories m, ql
+c AS (SELECT m.id, length(m.tsv_win) AS lex_len, ({where}) AS ok, m.tsv_win FROM memories m, ql
       WHERE m.tenant = %s AND m.tsv_win @@ ql.q),
 tf AS (
     SELECT c.id, c.ok, c.lex_len, u.lexeme, cardinality(array_positions(u.weights, 'A'))::float8 AS a,
@@ -135,8 +136,9 @@ def phrases(conn: Connection[Any], f: RowFilter, texts: Sequence[str], limit: in
         return []
     query = sql.SQL(" || ").join(sql.SQL("memcore_phrase(%s)") for _ in cleaned)
     where, args = filter_sql(f)
+    # the GIN index finds rows whose window holds the phrase; the own text is checked on those few
     found = conn.execute(sql.SQL(
-        "WITH q AS (SELECT ({}) AS q) SELECT m.id, ts_rank_cd(m.tsv_own, q.q) AS r FROM memories m, q "
-        "WHERE m.tsv_win @@ q.q AND m.tsv_own @@ q.q AND {} ORDER BY r DESC, m.id LIMIT %s").format(query, where),
-        [*cleaned, *args, limit])
+        "WITH q AS (SELECT ({}) AS q) SELECT m.id, ts_rank_cd(memcore_tsv(m.content), q.q) AS r FROM memories m, q "
+        "WHERE m.tsv_win @@ q.q AND memcore_tsv(m.content) @@ q.q AND {} ORDER BY r DESC, m.id LIMIT %s"
+    ).format(query, where), [*cleaned, *args, limit])
     return [LexicalHit(int(i), float(r), float(r)) for i, r in found]

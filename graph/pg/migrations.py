@@ -11,7 +11,8 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
    ``private_counts``) so counts are O(1).
 2. Lexical search: a text search configuration ``memcore_text`` (english stemming without
    stopwords, unaccent when the server has it), the lexical window's ``prev`` column (the previous shared memory
-   of the session), generated tsvector columns and a GIN index.
+   of the session), the generated tsvector ``tsv_win`` (own text weight A, ``prev`` weight B)
+   and its GIN index.
 """
 
 from __future__ import annotations
@@ -134,24 +135,17 @@ $$;
 CREATE FUNCTION memcore_phrase(body text) RETURNS tsquery LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
     SELECT phraseto_tsquery('{config}'::regconfig, regexp_replace(body, '[^[:alnum:]]+', ' ', 'g'))
 $$;
-CREATE FUNCTION memcore_tokens(v tsvector) RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
-    SELECT coalesce(sum(cardinality(u.positions)), 0)::integer FROM unnest(v) AS u
-$$;
 ALTER TABLE memories ADD COLUMN prev text NOT NULL DEFAULT '';
 UPDATE memories m SET prev = w.prev FROM (
     SELECT id, coalesce(lag(CASE WHEN visibility = 'tenant' THEN content ELSE '' END)
            OVER (PARTITION BY tenant, session ORDER BY ts_us, id), '') AS prev FROM memories
 ) w WHERE m.id = w.id AND w.prev <> '';
-ALTER TABLE memories
-    ADD COLUMN tsv_own tsvector GENERATED ALWAYS AS (memcore_tsv(content)) STORED,
-    ADD COLUMN tsv_win tsvector GENERATED ALWAYS AS
-        (setweight(memcore_tsv(content), 'A') || setweight(memcore_tsv(prev), 'B')) STORED,
-    ADD COLUMN lex_len integer GENERATED ALWAYS AS
-        (memcore_tokens(memcore_tsv(content)) + memcore_tokens(memcore_tsv(prev))) STORED;
+ALTER TABLE memories ADD COLUMN tsv_win tsvector GENERATED ALWAYS AS
+    (setweight(memcore_tsv(content), 'A') || setweight(memcore_tsv(prev), 'B')) STORED;
 CREATE INDEX memories_lexical ON memories USING gin (tsv_win);
 ALTER TABLE tenant_state ADD COLUMN lex_len_sum bigint NOT NULL DEFAULT 0;
 INSERT INTO tenant_state AS t (tenant, lex_len_sum)
-    SELECT tenant, sum(lex_len) FROM memories GROUP BY tenant
+    SELECT tenant, sum(length(tsv_win)) FROM memories GROUP BY tenant
     ON CONFLICT (tenant) DO UPDATE SET lex_len_sum = excluded.lex_len_sum, version = t.version + 1;
 """
 

@@ -29,7 +29,7 @@ WITH ins AS (
     INSERT INTO memories ({cols}, prev) VALUES ({values}, coalesce((
         SELECT CASE WHEN visibility = 'tenant' THEN content ELSE '' END FROM memories
         WHERE tenant = %s AND session = %s AND (ts_us, id) < (%s, %s) ORDER BY ts_us DESC, id DESC LIMIT 1), ''))
-    RETURNING lex_len)
+    RETURNING length(tsv_win) AS lex_len)
 SELECT (SELECT lex_len FROM ins), (SELECT id FROM memories WHERE tenant = %s AND session = %s
                                    AND (ts_us, id) > (%s, %s) ORDER BY ts_us, id LIMIT 1)
 """).format(cols=sql.SQL(", ").join(map(sql.Identifier, MEMORY_COLUMNS)),
@@ -43,8 +43,8 @@ _NEIGHBOUR = {  # the row right before/after a key in its session (row-value ord
     True: "SELECT id, content, visibility FROM memories WHERE tenant = %s AND session = %s "
           "AND (ts_us, id) > (%s, %s) ORDER BY ts_us, id LIMIT 1",
 }
-_REPOINT = ("UPDATE memories m SET prev = %s FROM (SELECT id, lex_len FROM memories WHERE id = %s FOR UPDATE) o "
-            "WHERE m.id = o.id RETURNING m.lex_len - o.lex_len")
+_REPOINT = ("UPDATE memories m SET prev = %s FROM (SELECT id, length(tsv_win) AS len FROM memories WHERE id = %s "
+            "FOR UPDATE) o WHERE m.id = o.id RETURNING length(m.tsv_win) - o.len")
 
 
 def _shared(row: tuple[Any, ...] | None) -> str:
@@ -153,7 +153,7 @@ class PgTxn:
         session = str(found[0])
         self._lock_session(tenant, session)
         gone = self._x("DELETE FROM memories WHERE id = %s AND tenant = %s RETURNING ts_us, type, visibility, "
-                       "agent, lex_len", [mem_id, tenant]).fetchone()
+                       "agent, length(tsv_win)", [mem_id, tenant]).fetchone()
         if gone is None:
             return False
         ts_us, type_, visibility, agent, lex_len = gone
