@@ -92,13 +92,6 @@ def words(texts: Sequence[str]) -> str:
     return " ".join(w for t in texts for w in WORD.findall(t))
 
 
-def lexemes(conn: Connection[Any], texts: Sequence[str]) -> list[str]:
-    text = words(texts)
-    if not text:
-        return []
-    return sorted(str(r[0]) for r in conn.execute("SELECT lexeme FROM unnest(memcore_tsv(%s))", [text]))
-
-
 def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int, *, own: bool,
            rows: int, len_sum: int, min_rows: int = COMMON_MIN_ROWS) -> list[LexicalHit]:
     """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text. A tenant
@@ -129,16 +122,28 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
     return [LexicalHit(int(i), float(win), max(0.0, float(own_score))) for i, win, own_score in found]
 
 
+# Each phrase as a tsquery of its lexemes in order, every operand restricted to weight A (the own
+# text: the window's B positions come after all of A's, so no match straddles the two), with the
+# gaps of the phrase kept as <N> distances; the phrases OR-ed.
+_PHRASES = sql.SQL("""
+WITH p AS (SELECT body, n FROM unnest(%s::text[]) WITH ORDINALITY AS p(body, n)),
+ops AS (
+    SELECT p.n, x.lexeme, x.pos, x.pos - lag(x.pos) OVER (PARTITION BY p.n ORDER BY x.pos) AS gap
+    FROM p, LATERAL (SELECT u.lexeme, unnest(u.positions) AS pos FROM unnest(memcore_tsv(p.body)) AS u) AS x),
+ph AS (
+    SELECT n, string_agg(CASE WHEN gap IS NULL THEN '' ELSE ' <' || gap || '> ' END || {quoted} || ':A', ''
+                         ORDER BY pos) AS q FROM ops AS u GROUP BY n),
+q AS (SELECT string_agg('(' || q || ')', ' | ')::tsquery AS q FROM ph)
+SELECT m.id, ts_rank_cd('{{0, 0, 0, 1}}', m.tsv_win, q.q) AS r FROM memories m, q
+WHERE m.tsv_win @@ q.q AND {where} ORDER BY r DESC, m.id LIMIT %s
+""")
+
+
 def phrases(conn: Connection[Any], f: RowFilter, texts: Sequence[str], limit: int) -> list[LexicalHit]:
     """Memories whose own text holds any of the phrases (word for word), by ts_rank_cd."""
     cleaned = list(dict.fromkeys(p for p in (words([t]) for t in texts) if p))
     if not cleaned or limit <= 0:
         return []
-    query = sql.SQL(" || ").join(sql.SQL("memcore_phrase(%s)") for _ in cleaned)
     where, args = filter_sql(f)
-    # the GIN index finds rows whose window holds the phrase; the own text is checked on those few
-    found = conn.execute(sql.SQL(
-        "WITH q AS (SELECT ({}) AS q) SELECT m.id, ts_rank_cd(memcore_tsv(m.content), q.q) AS r FROM memories m, q "
-        "WHERE m.tsv_win @@ q.q AND memcore_tsv(m.content) @@ q.q AND {} ORDER BY r DESC, m.id LIMIT %s"
-    ).format(query, where), [*cleaned, *args, limit])
+    found = conn.execute(_PHRASES.format(quoted=sql.SQL(_QUOTED_SQL), where=where), [cleaned, *args, limit])
     return [LexicalHit(int(i), float(r), float(r)) for i, r in found]

@@ -132,9 +132,6 @@ _V2_FUNCTIONS = """
 CREATE FUNCTION memcore_tsv(body text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
     SELECT to_tsvector('{config}'::regconfig, regexp_replace(body, '[^[:alnum:]]+', ' ', 'g'))
 $$;
-CREATE FUNCTION memcore_phrase(body text) RETURNS tsquery LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS $$
-    SELECT phraseto_tsquery('{config}'::regconfig, regexp_replace(body, '[^[:alnum:]]+', ' ', 'g'))
-$$;
 ALTER TABLE memories ADD COLUMN prev text NOT NULL DEFAULT '';
 UPDATE memories m SET prev = w.prev FROM (
     SELECT id, coalesce(lag(CASE WHEN visibility = 'tenant' THEN content ELSE '' END)
