@@ -8,7 +8,8 @@ score weighs both weights, the own score (``LexicalHit.turn``) weight A only, as
 (``length(tsv_win)``, kept in the tsvector's header; FTS5 counts tokens, which would cost a
 column computed on every write), ``tenant_state.lex_len_sum`` their sum per tenant. Words
 found in a large share of a big tenant's rows are dropped first (they weigh nothing and
-cost the most), as ``memory_core.recall.lexical`` does on SQLite.
+cost the most), as ``memory_core.recall.lexical`` does on SQLite, and here even when such a
+word is the query's only one (the vector branch still answers).
 
 User text never reaches tsquery syntax: words are ``\\w+`` tokens, normalized by the same
 SQL function as the rows (``memcore_tsv``), and each resulting lexeme is single-quoted
@@ -111,8 +112,9 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
     # the query's lexemes and, for each, a LIMIT probe of its rows in the tenant (GIN), in one trip
     hits = {str(lexeme): int(n) for lexeme, n in conn.execute(_PROBE, [f.tenant, cap, text])}
     lex = sorted(hits)
-    if rows > cap and len(lex) > 1:
-        lex = [t for t in lex if hits[t] < cap]
+    # rows > cap here: a big tenant. Unlike SQLite, a lone common word is dropped too: scoring
+    # it would read 5%+ of the tenant's rows (seconds at 1M), for a ranking BM25 barely orders
+    lex = [t for t in lex if hits[t] < cap]
     lex = [t for t in lex if hits[t] > 0]
     if not lex:
         return []
