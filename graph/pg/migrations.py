@@ -12,7 +12,7 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
 2. Lexical search: a text search configuration ``memcore_text`` (english stemming without
    stopwords, unaccent when the server has it), the lexical window's ``prev`` column (the previous shared memory
    of the session), the generated tsvector ``tsv_win`` (own text weight A, ``prev`` weight B)
-   and its GIN index.
+   and its GIN index (on (tenant, tsv_win) with btree_gin, else on tsv_win).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import psycopg
-from psycopg import Cursor
+from psycopg import Cursor, sql
 
 from graph.api import GraphStoreError
 
@@ -139,7 +139,6 @@ UPDATE memories m SET prev = w.prev FROM (
 ) w WHERE m.id = w.id AND w.prev <> '';
 ALTER TABLE memories ADD COLUMN tsv_win tsvector GENERATED ALWAYS AS
     (setweight(memcore_tsv(content), 'A') || setweight(memcore_tsv(prev), 'B')) STORED;
-CREATE INDEX memories_lexical ON memories USING gin (tsv_win);
 ALTER TABLE tenant_state ADD COLUMN lex_len_sum bigint NOT NULL DEFAULT 0;
 INSERT INTO tenant_state AS t (tenant, lex_len_sum)
     SELECT tenant, sum(length(tsv_win)) FROM memories GROUP BY tenant
@@ -158,7 +157,7 @@ def _v2(cur: Cursor[tuple[object, ...]]) -> None:
     cur.execute("CREATE TEXT SEARCH CONFIGURATION memcore_text (COPY = pg_catalog.english)")
     cur.execute("ALTER TEXT SEARCH CONFIGURATION memcore_text ALTER MAPPING FOR asciiword, asciihword, "
                 "hword_asciipart WITH memcore_stem")
-    unaccent = _try_unaccent(cur)
+    unaccent = _try_extension(cur, "unaccent")
     cur.execute("ALTER TEXT SEARCH CONFIGURATION memcore_text ALTER MAPPING FOR word, hword, hword_part WITH "
                 + ("unaccent, memcore_stem" if unaccent else "memcore_stem"))
     if unaccent:
@@ -168,17 +167,26 @@ def _v2(cur: Cursor[tuple[object, ...]]) -> None:
     schema = str(cur.execute("SELECT current_schema()").fetchone()[0])  # type: ignore[index]
     config = schema.replace('"', '""')
     cur.execute(_V2_FUNCTIONS.replace("{config}", f'"{config}".memcore_text'.replace("'", "''")))
+    # with btree_gin the tenant is a key of the GIN index: a word's postings are intersected with
+    # the tenant's inside the index (a rare word at 300k rows over 100 tenants: 2.4 ms, not 30 ms).
+    # fastupdate off: every add goes straight into the index instead of a pending list that each
+    # search scans until vacuum merges it (12 ms instead of 2.4 ms after a load; adds ~25% slower)
+    if _try_extension(cur, "btree_gin"):
+        cur.execute("CREATE INDEX memories_lexical ON memories USING gin (tenant, tsv_win) WITH (fastupdate = off)")
+    else:
+        cur.execute("CREATE INDEX memories_lexical ON memories USING gin (tsv_win) WITH (fastupdate = off)")
 
 
-def _try_unaccent(cur: Cursor[tuple[object, ...]]) -> bool:
-    """CREATE EXTENSION unaccent when the server ships it and we may (a trusted extension since
-    PostgreSQL 13); without it, accents stay significant."""
-    if cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'unaccent'").fetchone() is None:
+def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
+    """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
+    ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
+    index holds only the words."""
+    if cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", [name]).fetchone() is None:
         return False
     conn = cur.connection
     try:
         with conn.transaction():  # a savepoint: a refusal leaves the migration intact
-            cur.execute("CREATE EXTENSION IF NOT EXISTS unaccent")
+            cur.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
     except psycopg.Error as exc:
         if exc.sqlstate is not None and (exc.sqlstate.startswith("42") or exc.sqlstate in ("0A000", "58P01")):
             return False
