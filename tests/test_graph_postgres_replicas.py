@@ -115,6 +115,8 @@ def test_a_stopped_server_is_unavailable_with_nothing_half_written() -> None:
                 if time.monotonic() > deadline:
                     raise
         assert s.count(T) == 1 and s.memory(T, b) is None and [k[1] for k in s.page(T, "s1", None, 5)] == [a]
+        add(s, row(b, "after"))  # dead pooled connections are replaced before a body runs
+        assert [k[1] for k in s.page(T, "s1", None, 5)] == [b, a]
         s.close()
     finally:
         server.close()
@@ -188,3 +190,16 @@ def test_run_replays_a_transaction_whose_connection_was_lost_and_transaction_doe
         tx.write_memory(row(b, "lost"))
         tx.conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
     assert err.value.kind == "unavailable" and store.memory(T, b) is None and store.count(T) == 1
+
+
+def test_a_pooled_connection_the_server_dropped_is_replaced_before_a_transaction_runs(
+        store: PostgresGraphStore, dsn: str) -> None:
+    assert store.count(T) == 0  # the pool holds a connection now
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                               "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchone()
+    assert killed is not None and killed[0] >= 1
+    with store.transaction() as tx:  # not a failure: the body has not run yet when the loss is found
+        (a,) = tx.allocate_ids(1)
+        tx.write_memory(row(a, "after the drop"))
+    assert store.memory(T, a) is not None

@@ -102,8 +102,8 @@ class PostgresGraphStore(Reads):
     @contextmanager
     def transaction(self) -> Iterator[PgTxn]:
         """One write transaction: all of it commits or none of it does. Failures leave as
-        GraphStoreError; only getting the connection is retried (see :meth:`run`)."""
-        conn = retrying(lambda: self.pool.getconn(), "connect", self.retry_s)
+        GraphStoreError; only getting a live connection is retried (see :meth:`run`)."""
+        conn = retrying(self._live_connection, "connect", self.retry_s)
         try:
             # pipeline mode: statements whose results nobody reads (locks, nodes, edges, counters)
             # travel with the next one that is read, so an add costs one round trip, not three
@@ -115,6 +115,17 @@ class PostgresGraphStore(Reads):
             raise wrap(exc, "write") from exc
         finally:
             self.pool.putconn(conn)
+
+    def _live_connection(self) -> psycopg.Connection[Any]:
+        """A pooled connection that answered an empty query: one the server dropped (a restart,
+        an idle timeout) is discarded and another tried before any of the body runs."""
+        conn = self.pool.getconn()
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            self.pool.putconn(conn)  # broken: the pool discards it
+            raise
+        return conn
 
     def run(self, body: Callable[[PgTxn], T]) -> T:
         """``body`` in a transaction, run again (for up to ``retry_s``) when it failed transiently
