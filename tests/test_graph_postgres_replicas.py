@@ -203,3 +203,16 @@ def test_a_pooled_connection_the_server_dropped_is_replaced_before_a_transaction
         (a,) = tx.allocate_ids(1)
         tx.write_memory(row(a, "after the drop"))
     assert store.memory(T, a) is not None
+
+
+def test_without_optional_extensions_the_store_still_searches(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from graph.pg import migrations
+
+    monkeypatch.setattr(migrations, "_try_extension", lambda cur, name: False)  # a server without contrib
+    with PostgresGraphStore(dsn, owner="a") as s:
+        a, b = ids(s, 2)
+        add(s, row(a, "the kiln café"), row(b, "other text", session="s2"))
+        assert [h.id for h in s.lexical_window(RowFilter(T), ["kiln"], 5)] == [a]
+        assert [h.id for h in s.lexical_window(RowFilter(T), ["café"], 5)] == [a]
+        assert s.lexical_window(RowFilter(T), ["cafe"], 5) == []  # no unaccent: accents stay significant
+        assert s.meta("lexical_unaccent") is None
