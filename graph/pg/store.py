@@ -59,6 +59,9 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
 
 
 class PostgresGraphStore(Reads):
+    """The durable graph on PostgreSQL (see the module docstring); ``owner`` names this replica
+    in the journal and must be unique among live replicas (e.g. ``host:pid:uuid4``)."""
+
     def __init__(self, dsn: str, *, owner: str, lease_s: float = 30.0, pool_size: int = 8,
                  retry_s: float = 5.0, connect_timeout_s: float = 5.0, cache_entries: int = 256) -> None:
         params = parse_dsn(dsn)
