@@ -88,9 +88,9 @@ def spread(dsn: str, rows: int) -> None:
         t = time.perf_counter()
         conn.execute(
             "INSERT INTO memories (id, tenant, session, agent, type, source, salience, visibility, ts_us, metadata, "
-            "content, content_len, content_hash) SELECT nextval('item_ids'), 'm' || (x.g %% 100), 's' || (x.g %% 1000), "
-            "'ann', 'turn', "
-            "'{}', 0.5, 'tenant', x.g, '{}', b.body || ' meeting', 10, 'h' FROM generate_series(1, %s) AS x(g), "
+            "content, content_len, content_hash) SELECT nextval('item_ids'), 'm' || (x.g %% 100), "
+            "'s' || (x.g %% 1000), 'ann', 'turn', '{}', 0.5, 'tenant', x.g, '{}', b.body || ' meeting', 10, 'h' "
+            "FROM generate_series(1, %s) AS x(g), "
             "LATERAL (SELECT string_agg('w' || floor(random() * 3000)::int, ' ') AS body "
             "FROM generate_series(1, 20 + x.g * 0)) AS b", [rows])
         conn.execute("INSERT INTO tenant_state (tenant, memories, lex_len_sum) SELECT tenant, count(*), "
