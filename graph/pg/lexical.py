@@ -16,7 +16,7 @@ word is the query's only one (the vector branch still answers).
 
 User text never reaches tsquery syntax: words are ``\\w+`` tokens, normalized by the same
 SQL function as the rows (``memcore_tsv``), and each resulting lexeme is single-quoted
-(its quotes doubled, backslashes escaped); phrases go through ``phraseto_tsquery``.
+(its quotes doubled, backslashes escaped); phrases are built the same way from their lexemes.
 """
 
 from __future__ import annotations
