@@ -6,17 +6,19 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8765
 
-.PHONY: install chromium serve test lint bench bench-locomo reliability clean
+PG_BINDIR := $(firstword $(wildcard /usr/lib/postgresql/*/bin))
+
+.PHONY: install chromium postgres serve test lint bench bench-locomo reliability clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev]'
+	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres]'
 	touch $(STAMP)
 
-install: $(STAMP) chromium
+install: $(STAMP) chromium postgres
 
 # Debian's headless Chromium for the inspector's browser test (tests/test_ui_browser.py skips without it)
 chromium:
@@ -24,10 +26,16 @@ chromium:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
 		echo "chromium could not be installed: the browser test will skip"
 
+# PostgreSQL for the graph store's tests (tests/support/postgres.py starts throwaway servers); Debian keeps
+# initdb in /usr/lib/postgresql/<version>/bin, off PATH. A no-op where it is installed.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || test -x "$(PG_BINDIR)/initdb" || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
+
 serve: $(STAMP)
 	$(BIN)/memory-core serve --http --host $(HOST) --port $(PORT) --announce
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium postgres
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider

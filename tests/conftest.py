@@ -72,3 +72,14 @@ def reopen(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # typ
         return open_core(backend, tmp_path / "data", request)
 
     return _reopen
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A real PostgreSQL server (initdb + pg_ctl on a temporary directory and a free loopback
+    port) for the whole session: the admin DSN. Tests take their own database with
+    ``tests.support.postgres.fresh_database(postgres_dsn)``."""
+    from tests.support.postgres import running_postgres
+
+    with running_postgres() as server:
+        yield server.dsn()

@@ -1,0 +1,127 @@
+"""Lexical search on PostgreSQL: BM25 over each memory's window, phrases over its own text.
+
+``memories.tsv_win`` holds the memory's own text (weight A) and the previous shared memory
+of its session (weight B), GIN-indexed. The score is FTS5's ``bm25()``: k1 1.2, b 0.75, idf
+``log((N - n + 0.5) / (n + 0.5))`` floored at 1e-6 with n counted in the tenant; the window
+score weighs both weights, the own score (``LexicalHit.turn``) weight A only, as SQLite's
+``bm25(ftw, 1.0, 0.0)`` does, with one difference: a word's frequency in a row is 1 per weight
+that holds it (0..2 in the window), read by two binary searches in the row's tsvector instead
+of unnesting its positions (half the cost per candidate row; turns rarely repeat a word, and
+LoCoMo's lexical any@5 / frac@10 stay within 0.01 of FTS5's). A window's length is its count of distinct lexemes
+(``length(tsv_win)``, kept in the tsvector's header; FTS5 counts tokens, which would cost a
+column computed on every write), ``tenant_state.lex_len_sum`` their sum per tenant. Words
+found in a large share of a big tenant's rows are dropped first (they weigh nothing and
+cost the most), as ``memory_core.recall.lexical`` does on SQLite, and here even when such a
+word is the query's only one (the vector branch still answers).
+
+User text never reaches tsquery syntax: words are ``\\w+`` tokens, normalized by the same
+SQL function as the rows (``memcore_tsv``), and each resulting lexeme is single-quoted
+(its quotes doubled, backslashes escaped); phrases are built the same way from their lexemes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import Connection, sql
+
+from graph.api import LexicalHit, RowFilter
+from graph.pg.rows import filter_sql
+
+WORD = re.compile(r"\w+", re.UNICODE)
+K1, B = 1.2, 0.75
+COMMON_MIN_ROWS = 2000
+COMMON_SHARE = 0.05
+
+# the lexeme as a quoted tsquery operand, built in SQL exactly as quote_lexeme() does in Python
+_QUOTED_SQL = r"('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')"
+_PROBE = r"""
+SELECT u.lexeme, (SELECT count(*) FROM (
+    SELECT 1 FROM memories WHERE tenant = %s
+    AND tsv_win @@ ('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery LIMIT %s) AS x)
+FROM unnest(memcore_tsv(%s)) AS u
+"""
+
+
+def quote_lexeme(lexeme: str) -> str:
+    """A tsquery operand that is exactly this lexeme, whatever characters it holds."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def words(texts: Sequence[str]) -> str:
+    return " ".join(w for t in texts for w in WORD.findall(t))
+
+
+def _presence_sql(lex: list[str], idf: list[float], where: sql.Composable, order: sql.Composable) -> sql.Composed:
+    """The scoring query: per lexeme, two presence tests (weight A, weight B) on each candidate."""
+    k1, k1p = sql.Literal(K1), sql.Literal(K1 + 1)
+    test = sql.SQL("(m.tsv_win @@ {}::tsquery)::int::float8 AS {}")
+    tests = sql.SQL(", ").join(
+        sql.SQL(", ").join([test.format(sql.Literal(quote_lexeme(t) + ":A"), sql.Identifier(f"a{i}")),
+                            test.format(sql.Literal(quote_lexeme(t) + ":B"), sql.Identifier(f"b{i}"))])
+        for i, t in enumerate(lex))
+    win = sql.SQL(" + ").join(sql.SQL("{idf} * (t.{a} + t.{b}) * {k1p} / (t.{a} + t.{b} + kk.k)").format(
+        idf=sql.Literal(w), a=sql.Identifier(f"a{i}"), b=sql.Identifier(f"b{i}"), k1p=k1p) for i, w in enumerate(idf))
+    own = sql.SQL(" + ").join(sql.SQL("{idf} * t.{a} * {k1p} / (t.{a} + kk.k)").format(
+        idf=sql.Literal(w), a=sql.Identifier(f"a{i}"), k1p=k1p) for i, w in enumerate(idf))
+    return sql.SQL(
+        "SELECT id, win, own FROM (SELECT m.id, {win} AS win, {own} AS own FROM memories m "
+        "CROSS JOIN LATERAL (SELECT {k1} * (1 - {b} + {b} * length(m.tsv_win) / %s) AS k) AS kk "
+        "CROSS JOIN LATERAL (SELECT {tests}) AS t "
+        "WHERE m.tsv_win @@ %s::tsquery AND {where}) AS s ORDER BY {order}, id LIMIT %s").format(
+        win=win, own=own, k1=k1, b=sql.Literal(B), tests=tests, where=where, order=order)
+
+
+def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int, *, own: bool,
+           rows: int, len_sum: int, min_rows: int = COMMON_MIN_ROWS) -> list[LexicalHit]:
+    """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text. A tenant
+    of more than ``min_rows`` rows first drops lexemes found in ``COMMON_SHARE`` of them."""
+    text = words(terms)
+    if not text or limit <= 0 or rows <= 0:
+        return []
+    cap = max(min_rows, int(rows * COMMON_SHARE))
+    where, args = filter_sql(f)
+    avgdl = max(len_sum / rows, 1e-9)
+    order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
+    # the query's lexemes and, for each, a LIMIT probe of its rows in the tenant (GIN), in one trip
+    hits = {str(lexeme): int(n) for lexeme, n in conn.execute(_PROBE, [f.tenant, cap, text])}
+    lex = sorted(hits)
+    if rows > cap:  # a big tenant; unlike SQLite, a lone common word is dropped too: scoring it
+        lex = [t for t in lex if hits[t] < cap]  # would read 5%+ of the tenant (seconds at 1M rows)
+    lex = [t for t in lex if hits[t] > 0]
+    if not lex:
+        return []
+    idf = [max(1e-6, math.log((rows - hits[t] + 0.5) / (hits[t] + 0.5))) for t in lex]
+    query = _presence_sql(lex, idf, where, order)
+    found = conn.execute(query, [avgdl, " | ".join(map(quote_lexeme, lex)), *args, limit])
+    return [LexicalHit(int(i), float(win), max(0.0, float(own_score))) for i, win, own_score in found]
+
+
+# Each phrase as a tsquery of its lexemes in order, every operand restricted to weight A (the own
+# text: the window's B positions come after all of A's, so no match straddles the two), with the
+# gaps of the phrase kept as <N> distances; the phrases OR-ed.
+_PHRASES = sql.SQL("""
+WITH p AS (SELECT body, n FROM unnest(%s::text[]) WITH ORDINALITY AS p(body, n)),
+ops AS (
+    SELECT p.n, x.lexeme, x.pos, x.pos - lag(x.pos) OVER (PARTITION BY p.n ORDER BY x.pos) AS gap
+    FROM p, LATERAL (SELECT u.lexeme, unnest(u.positions) AS pos FROM unnest(memcore_tsv(p.body)) AS u) AS x),
+ph AS (
+    SELECT n, string_agg(CASE WHEN gap IS NULL THEN '' ELSE ' <' || gap || '> ' END || {quoted} || ':A', ''
+                         ORDER BY pos) AS q FROM ops AS u GROUP BY n),
+q AS (SELECT string_agg('(' || q || ')', ' | ')::tsquery AS q FROM ph)
+SELECT m.id, ts_rank_cd('{{0, 0, 0, 1}}', m.tsv_win, q.q) AS r FROM memories m, q
+WHERE m.tsv_win @@ q.q AND {where} ORDER BY r DESC, m.id LIMIT %s
+""")
+
+
+def phrases(conn: Connection[Any], f: RowFilter, texts: Sequence[str], limit: int) -> list[LexicalHit]:
+    """Memories whose own text holds any of the phrases (word for word), by ts_rank_cd."""
+    cleaned = list(dict.fromkeys(p for p in (words([t]) for t in texts) if p))
+    if not cleaned or limit <= 0:
+        return []
+    where, args = filter_sql(f)
+    found = conn.execute(_PHRASES.format(quoted=sql.SQL(_QUOTED_SQL), where=where), [cleaned, *args, limit])
+    return [LexicalHit(int(i), float(r), float(r)) for i, r in found]

@@ -1,0 +1,257 @@
+"""PostgresGraphStore: :class:`graph.api.GraphStore` over PostgreSQL, for N stateless replicas.
+
+``PostgresGraphStore(dsn, owner=..., lease_s=30, pool_size=8)`` parses the DSN (a bad one is a
+:class:`InvalidDSNError`, a ValueError), opens a psycopg pool, runs the migrations and starts
+the *heartbeat* thread, which renews this owner's journal leases every ``lease_s / 3`` seconds
+until :meth:`close`. :meth:`journal` lists what this replica may act on: its own entries and
+those whose owner's lease has expired (that replica is gone); :meth:`claim_journal` takes such
+entries over atomically before recovery acts on them.
+
+Reads retry transient failures (connection lost, server restarting) for up to ``retry_s``
+seconds; :meth:`run` does the same for a whole write transaction. :meth:`transaction` retries
+only getting a connection: a body that already ran is never replayed behind the caller's back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from graph.api import GraphStore, GraphStoreError, GraphTxn, JournalEntry, LexicalHit, RowFilter
+from graph.pg import lexical
+from graph.pg.errors import retrying, wrap
+from graph.pg.migrations import migrate
+from graph.pg.reads import Reads
+from graph.pg.rows import scalar
+from graph.pg.txn import PgTxn
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+T = TypeVar("T")
+
+
+class InvalidDSNError(ValueError):
+    """``storage.postgres_dsn`` does not parse (the message never repeats the DSN: it may hold a password)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedJournalEntry(JournalEntry):
+    """A journal entry with the replica that wrote it and when its lease ends (µs since the epoch)."""
+
+    owner: str = ""
+    lease_until_us: int = 0
+
+
+def parse_dsn(dsn: str) -> dict[str, Any]:
+    try:
+        return conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidDSNError("storage.postgres_dsn is not a valid PostgreSQL connection string") from exc
+
+
+class PostgresGraphStore(Reads):
+    """The durable graph on PostgreSQL (see the module docstring); ``owner`` names this replica
+    in the journal and must be unique among live replicas (e.g. ``host:pid:uuid4``)."""
+
+    def __init__(self, dsn: str, *, owner: str, lease_s: float = 30.0, pool_size: int = 8,
+                 retry_s: float = 5.0, connect_timeout_s: float = 5.0, cache_entries: int = 256) -> None:
+        params = parse_dsn(dsn)
+        params.setdefault("connect_timeout", str(max(1, int(connect_timeout_s))))
+        if not owner:
+            raise ValueError("owner must name this replica (e.g. host:pid:uuid)")
+        self.owner, self.lease_s, self.retry_s = owner, float(lease_s), float(retry_s)
+        self.pool = ConnectionPool(kwargs={**params, "autocommit": True}, min_size=1, max_size=max(1, pool_size),
+                                   timeout=retry_s, open=False, name=f"memcore-{owner}")
+        try:
+            self.pool.open(wait=True, timeout=max(retry_s, 1.0))
+            self._with_conn(migrate, "migration", retry=False)
+        except psycopg.Error as exc:
+            self.pool.close()
+            raise wrap(exc, "open") from exc
+        except BaseException:
+            self.pool.close()
+            raise
+        super().__init__()
+        self.cache_entries = max(0, cache_entries)
+        self.prune_min_rows = lexical.COMMON_MIN_ROWS  # tenants above it drop very common query words
+        self._cache_lock = threading.Lock()
+        self._hoods: OrderedDict[tuple[str, str, int, int, int], tuple[int, nx.MultiDiGraph]] = OrderedDict()
+        self._stop = threading.Event()
+        self._heartbeat = threading.Thread(target=self._beat, name=f"memcore-lease-{owner}", daemon=True)
+        self._heartbeat.start()
+
+    # ---- connections ----------------------------------------------------------------------------
+    def _with_conn(self, fn: Callable[[psycopg.Connection[Any]], T], what: str, *, retry: bool = True) -> T:
+        def attempt() -> T:
+            with self.pool.connection() as conn:
+                return fn(conn)
+
+        if not retry:
+            try:
+                return attempt()
+            except psycopg.Error as exc:
+                raise wrap(exc, what) from exc
+        return retrying(attempt, what, self.retry_s)
+
+    @contextmanager
+    def transaction(self) -> Iterator[PgTxn]:
+        """One write transaction: all of it commits or none of it does. Failures leave as
+        GraphStoreError; only getting a live connection is retried (see :meth:`run`)."""
+        conn = retrying(self._live_connection, "connect", self.retry_s)
+        try:
+            # pipeline mode: statements whose results nobody reads (locks, nodes, edges, counters)
+            # travel with the next one that is read, so an add costs one round trip, not three
+            with conn.pipeline(), conn.transaction():
+                tx = PgTxn(conn, self.owner, self.lease_s)
+                yield tx
+                tx.finish()
+        except psycopg.Error as exc:
+            raise wrap(exc, "write") from exc
+        finally:
+            self.pool.putconn(conn)
+
+    def _live_connection(self) -> psycopg.Connection[Any]:
+        """A pooled connection that answered an empty query: one the server dropped (a restart,
+        an idle timeout) is discarded and another tried before any of the body runs."""
+        conn = self.pool.getconn()
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            self.pool.putconn(conn)  # broken: the pool discards it
+            raise
+        return conn
+
+    def run(self, body: Callable[[PgTxn], T]) -> T:
+        """``body`` in a transaction, run again (for up to ``retry_s``) when it failed transiently
+        (connection lost, deadlock, serialization failure) before committing."""
+        def attempt() -> T:
+            with self.transaction() as tx:
+                return body(tx)
+        return retrying(attempt, "write", self.retry_s)
+
+    # ---- lease and journal ----------------------------------------------------------------------
+    def heartbeat(self) -> int:
+        """Renew the leases of this owner's journal entries; called by the store's own thread every
+        ``lease_s / 3`` s (callers need not). Returns how many entries were renewed."""
+        def renew(conn: psycopg.Connection[Any]) -> int:
+            cur = conn.execute("UPDATE journal SET lease_until = clock_timestamp() + make_interval(secs => %s) "
+                               "WHERE owner = %s", [self.lease_s, self.owner])
+            return cur.rowcount
+        return self._with_conn(renew, "heartbeat")
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            try:
+                self.heartbeat()
+            except GraphStoreError:  # the next beat tries again; an expired lease only lets others recover
+                continue
+
+    def journal(self, limit: int | None = None) -> list[JournalEntry]:
+        """Entries this replica may act on: its own, and those of owners whose lease expired."""
+        def read(conn: psycopg.Connection[Any]) -> list[JournalEntry]:
+            rows = conn.execute(
+                "SELECT seq, op, tenant, item_id, created_us, owner, "
+                "(extract(epoch FROM lease_until) * 1000000)::bigint FROM journal "
+                "WHERE owner = %s OR lease_until < clock_timestamp() ORDER BY seq LIMIT %s",
+                [self.owner, limit]).fetchall()
+            return [LeasedJournalEntry(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5], int(r[6])) for r in rows]
+        return self._with_conn(read, "journal read")
+
+    def claim_journal(self, seqs: Iterable[int]) -> list[int]:
+        """Take over entries before recovering them: each of ``seqs`` that is this replica's or whose
+        lease expired becomes this replica's, leased anew, in one statement, so two replicas
+        recovering at once never both act on one entry. Returns the seqs claimed."""
+        def claim(conn: psycopg.Connection[Any]) -> list[int]:
+            rows = conn.execute(
+                "UPDATE journal SET owner = %s, lease_until = clock_timestamp() + make_interval(secs => %s) "
+                "WHERE seq = ANY(%s::bigint[]) AND (owner = %s OR lease_until < clock_timestamp()) RETURNING seq",
+                [self.owner, self.lease_s, list(seqs), self.owner]).fetchall()
+            return sorted(int(r[0]) for r in rows)
+        return self._with_conn(claim, "journal claim")
+
+    def journal_size(self) -> int:
+        """Every pending entry, whoever owns it (doctor's figure)."""
+        return self._with_conn(lambda c: int(scalar(c.execute("SELECT count(*) FROM journal"))), "journal read")
+
+    def meta(self, key: str) -> str | None:
+        row = self._with_conn(lambda c: c.execute("SELECT value FROM meta WHERE key = %s", [key]).fetchone(),
+                              "meta read")
+        return None if row is None else str(row[0])
+
+    # ---- lexical --------------------------------------------------------------------------------
+    def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *,
+                       own: bool = False) -> list[LexicalHit]:
+        def search(conn: psycopg.Connection[Any]) -> list[LexicalHit]:
+            state = conn.execute("SELECT memories, lex_len_sum FROM tenant_state WHERE tenant = %s",
+                                 [f.tenant]).fetchone()
+            rows, len_sum = (int(state[0]), int(state[1])) if state else (0, 0)
+            return lexical.window(conn, f, list(terms), limit, own=own, rows=rows, len_sum=len_sum,
+                                  min_rows=self.prune_min_rows)
+        return self._with_conn(search, "lexical search")
+
+    def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
+        return self._with_conn(lambda c: lexical.phrases(c, f, list(phrases), limit), "lexical search")
+
+    # ---- graph ----------------------------------------------------------------------------------
+    def neighbourhood(self, tenant: str, node: str, depth: int, max_nodes: int, hub_degree: int) -> nx.MultiDiGraph:
+        """The k-hop subgraph (frozen: shared by callers), kept in an LRU of ``cache_entries``
+        subgraphs and rebuilt when the tenant's version moved (another replica wrote)."""
+        import networkx as nx
+
+        from graph.pg.neighbourhood import neighbourhood
+
+        key = (tenant, node, depth, max_nodes, hub_degree)
+        version = self.version(tenant)
+        with self._cache_lock:
+            hit = self._hoods.get(key)
+            if hit is not None and hit[0] == version:
+                self._hoods.move_to_end(key)
+                return hit[1]
+        g = nx.freeze(self._with_conn(lambda c: neighbourhood(c, tenant, node, depth, max_nodes, hub_degree),
+                                      "neighbourhood read"))
+        with self._cache_lock:
+            self._hoods[key] = (version, g)
+            while len(self._hoods) > self.cache_entries:
+                self._hoods.popitem(last=False)
+        return g
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def invalidate(self) -> None:
+        """Drop the caches (agent names, subgraphs); both also follow the tenant's version."""
+        with self._cache_lock:
+            self._agent_cache.clear()
+            self._hoods.clear()
+
+    def close(self) -> None:
+        """Stop the heartbeat and close the pool (idempotent)."""
+        self._stop.set()
+        if self._heartbeat.is_alive() and threading.current_thread() is not self._heartbeat:
+            self._heartbeat.join(timeout=self.retry_s + 5)
+        self.pool.close()
+
+    def __enter__(self) -> PostgresGraphStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read(self, fn: Callable[[psycopg.Connection[Any]], T], what: str = "read") -> T:
+        return self._with_conn(fn, what)
+
+
+
+if TYPE_CHECKING:  # mypy holds both classes to the Protocols
+    def _is_store(s: PostgresGraphStore) -> GraphStore:
+        return s
+
+    def _is_txn(t: PgTxn) -> GraphTxn:
+        return t

@@ -1,0 +1,244 @@
+"""One PostgreSQL write transaction (:class:`graph.api.GraphTxn`).
+
+Every write also keeps, in the same transaction:
+- the lexical window: a memory's ``prev`` is the text of the previous *shared* memory of its
+  session by (ts_us, id); an insert or delete in the middle re-points the next row, exactly as
+  ``graph/store.py`` keeps ``ftw_*``. Writes of one session are serialized by an advisory lock
+  so two replicas never compute a window from each other's uncommitted rows;
+- the counters (per tenant, per session, private rows per author), applied at commit as
+  deltas, with the tenant's change counter ``tenant_state.version`` bumped once per touched
+  tenant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from psycopg import Connection, sql
+
+from graph.api import AGENT, AUTHORED_BY, IN_SESSION, SESSION, SUMMARIZES, agent_node, mem_node, session_node
+from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
+
+# one round trip: the row with its window (the previous shared memory of the session) and the
+# id of the row after it, whose window must now start at this one
+_INSERT_MEMORY = sql.SQL("""
+WITH ins AS (
+    INSERT INTO memories ({cols}, prev) VALUES ({values}, coalesce((
+        SELECT CASE WHEN visibility = 'tenant' THEN content ELSE '' END FROM memories
+        WHERE tenant = %s AND session = %s AND (ts_us, id) < (%s, %s) ORDER BY ts_us DESC, id DESC LIMIT 1), ''))
+    RETURNING length(tsv_win) AS lex_len)
+SELECT (SELECT lex_len FROM ins), (SELECT id FROM memories WHERE tenant = %s AND session = %s
+                                   AND (ts_us, id) > (%s, %s) ORDER BY ts_us, id LIMIT 1)
+""").format(cols=sql.SQL(", ").join(map(sql.Identifier, MEMORY_COLUMNS)),
+            values=sql.SQL(", ").join(sql.Placeholder() * len(MEMORY_COLUMNS)))
+_GRAPH = ("WITH n AS (INSERT INTO nodes (node_id, kind, tenant, attrs) VALUES (%s, %s, %s, %s), (%s, %s, %s, %s) "
+          "ON CONFLICT DO NOTHING) INSERT INTO edges (src, dst, kind, tenant) VALUES (%s, %s, %s, %s), "
+          "(%s, %s, %s, %s) ON CONFLICT DO NOTHING")
+_NEIGHBOUR = {  # the row right before/after a key in its session (row-value order uses the index)
+    False: "SELECT id, content, visibility FROM memories WHERE tenant = %s AND session = %s "
+           "AND (ts_us, id) < (%s, %s) ORDER BY ts_us DESC, id DESC LIMIT 1",
+    True: "SELECT id, content, visibility FROM memories WHERE tenant = %s AND session = %s "
+          "AND (ts_us, id) > (%s, %s) ORDER BY ts_us, id LIMIT 1",
+}
+_REPOINT = ("UPDATE memories m SET prev = %s FROM (SELECT id, length(tsv_win) AS len FROM memories WHERE id = %s "
+            "FOR UPDATE) o WHERE m.id = o.id RETURNING length(m.tsv_win) - o.len")
+
+
+def _shared(row: tuple[Any, ...] | None) -> str:
+    return str(row[1]) if row is not None and row[2] == "tenant" else ""
+
+
+class PgTxn:
+    """Writes of one transaction on one pooled connection; :meth:`finish` runs before COMMIT."""
+
+    def __init__(self, conn: Connection[tuple[Any, ...]], owner: str, lease_s: float) -> None:
+        self.conn = conn
+        self.owner = owner
+        self.lease_s = lease_s
+        self._tenants: Counter[str] = Counter()  # touched tenants (a bump each, at commit)
+        self._tenant: dict[str, Counter[str]] = {}  # tenant -> memories/non_turn/lex_len_sum deltas
+        self._session: Counter[tuple[str, str, str]] = Counter()  # (tenant, session, memories|turns)
+        self._private: Counter[tuple[str, str, str]] = Counter()  # (tenant, session, agent)
+
+    def _x(self, query: str | sql.Composable, args: Iterable[Any] = ()) -> Any:
+        return self.conn.execute(query, list(args))  # type: ignore[arg-type]
+
+    # ---- ids and journal ----------------------------------------------------------------------
+    def allocate_ids(self, n: int) -> list[int]:
+        """Ids from the one sequence shared by memories and episodes (never reused; gaps are fine)."""
+        return [int(r[0]) for r in self._x("SELECT nextval('item_ids') FROM generate_series(1, %s)", [n])]
+
+    def reserve_ids_through(self, item_id: int) -> None:
+        self._x("SELECT pg_advisory_xact_lock(hashtext('memcore:item_ids'))")
+        self._x("SELECT setval('item_ids', %s) WHERE (SELECT CASE WHEN is_called THEN last_value ELSE "
+                "last_value - 1 END FROM item_ids) < %s", [item_id, item_id])
+
+    def id_in_use(self, item_id: int) -> bool:
+        row = self._x("SELECT EXISTS (SELECT 1 FROM memories WHERE id = %s) OR EXISTS (SELECT 1 FROM episodes "
+                      "WHERE id = %s) OR EXISTS (SELECT 1 FROM journal WHERE item_id IN (%s, %s))",
+                      [item_id, item_id, f"mem:{item_id}", f"ep:{item_id}"]).fetchone()
+        return bool(row[0])
+
+    def journal(self, entries: Iterable[tuple[str, str, str]]) -> None:
+        """Intents owned by this replica, leased for ``lease_s`` (renewed by the store's heartbeat)."""
+        rows = [(op, tenant, ref, self.owner, self.lease_s) for op, tenant, ref in entries]
+        if rows:
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO journal (op, tenant, item_id, created_us, owner, lease_until) VALUES "
+                    "(%s, %s, %s, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, %s, "
+                    "clock_timestamp() + make_interval(secs => %s))", rows)
+
+    def clear_journal(self, op: str, refs: Iterable[str]) -> None:
+        self._x("DELETE FROM journal WHERE op = %s AND item_id = ANY(%s)", [op, list(refs)])
+
+    def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
+        self._x("DELETE FROM journal WHERE seq = ANY(%s::bigint[])", [list(seqs)])
+
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+        """The newest same-content memory of the session within the window that the writer can read.
+        An advisory lock on (tenant, session, hash) makes concurrent replicas see each other's add."""
+        self._x("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [f"dup\x1f{row['tenant']}\x1f{row['session']}\x1f{row['content_hash']}"])
+        found = self._x(
+            "SELECT id FROM memories WHERE tenant = %s AND session = %s AND content_hash = %s "
+            "AND ts_us BETWEEN %s AND %s AND (visibility <> 'agent' OR agent = %s) "
+            "ORDER BY ts_us DESC, id DESC LIMIT 1",
+            [row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
+             row["agent"]]).fetchone()
+        return None if found is None else int(found[0])
+
+    # ---- memories -----------------------------------------------------------------------------
+    def _lock_session(self, tenant: str, session: str) -> None:
+        self._x("SELECT pg_advisory_xact_lock(hashtextextended(%s, 1))", [f"win\x1f{tenant}\x1f{session}"])
+
+    def _neighbour(self, tenant: str, session: str, key: tuple[int, int], after: bool) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._x(_NEIGHBOUR[after], [tenant, session, *key]).fetchone()
+        return row
+
+    def _repoint(self, tenant: str, mem_id: int, prev: str) -> None:
+        delta = self._x(_REPOINT, [prev, mem_id]).fetchone()
+        if delta is not None:
+            self._count(tenant, lex_len_sum=int(delta[0]))
+
+    def write_memory(self, row: Mapping[str, Any]) -> None:
+        """The memory row with its window, AGENT/SESSION nodes, both edges and its counters."""
+        tenant, session = row["tenant"], row["session"]
+        self._lock_session(tenant, session)
+        where = [tenant, session, int(row["ts_us"]), int(row["id"])]
+        lex_len, nxt = self._x(_INSERT_MEMORY, [*memory_values(row), *where, *where]).fetchone()
+        if nxt is not None:  # an out-of-order insert: the next row's window now starts here
+            self._repoint(tenant, int(nxt), row["content"] if row["visibility"] == "tenant" else "")
+        a_node, s_node, m_node = agent_node(tenant, row["agent"]), session_node(tenant, session), mem_node(row["id"])
+        self._x(_GRAPH, [a_node, AGENT, tenant, json.dumps({"agent": row["agent"]}, ensure_ascii=False),
+                         s_node, SESSION, tenant, json.dumps({"session": session}, ensure_ascii=False),
+                         m_node, a_node, AUTHORED_BY, tenant, m_node, s_node, IN_SESSION, tenant])
+        self._tenants[tenant] += 1
+        turn = row["type"] == "turn"
+        self._count(tenant, memories=1, non_turn=0 if turn else 1, lex_len_sum=int(lex_len))
+        self._session[(tenant, session, "memories")] += 1
+        self._session[(tenant, session, "turns")] += 1 if turn else 0
+        if row["visibility"] == "agent":
+            self._private[(tenant, session, row["agent"])] += 1
+
+    def erase_memory(self, tenant: str, mem_id: int) -> bool:
+        """Delete the memory, its edges and its window (the next row is re-pointed); AGENT/SESSION
+        nodes stay. A foreign or missing id changes nothing."""
+        found = self._x("SELECT session FROM memories WHERE id = %s AND tenant = %s", [mem_id, tenant]).fetchone()
+        if found is None:
+            return False
+        session = str(found[0])
+        self._lock_session(tenant, session)
+        gone = self._x("DELETE FROM memories WHERE id = %s AND tenant = %s RETURNING ts_us, type, visibility, "
+                       "agent, length(tsv_win)", [mem_id, tenant]).fetchone()
+        if gone is None:
+            return False
+        ts_us, type_, visibility, agent, lex_len = gone
+        key = (int(ts_us), mem_id)
+        nxt = self._neighbour(tenant, session, key, after=True)
+        if nxt is not None:  # the deleted text leaves the next row's window too
+            self._repoint(tenant, int(nxt[0]), _shared(self._neighbour(tenant, session, key, after=False)))
+        node = mem_node(mem_id)
+        self._x("DELETE FROM edges WHERE src = %s OR dst = %s", [node, node])
+        turn = type_ == "turn"
+        self._count(tenant, memories=-1, non_turn=0 if turn else -1, lex_len_sum=-int(lex_len))
+        self._session[(tenant, session, "memories")] -= 1
+        self._session[(tenant, session, "turns")] -= 1 if turn else 0
+        if visibility == "agent":
+            self._private[(tenant, session, str(agent))] -= 1
+        return True
+
+    # ---- nodes, edges, episodes, meta -----------------------------------------------------------
+    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
+        self._x("INSERT INTO nodes (node_id, kind, tenant, attrs) VALUES (%s, %s, %s, %s) ON CONFLICT (node_id) "
+                "DO UPDATE SET kind = excluded.kind, attrs = excluded.attrs WHERE nodes.tenant = excluded.tenant",
+                [node_id, kind, tenant, json.dumps(dict(attrs), ensure_ascii=False)])
+        self._tenants[tenant] += 1
+
+    def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None:
+        self._x("INSERT INTO edges (src, dst, kind, tenant) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                [src, dst, kind, tenant])
+        self._tenants[tenant] += 1
+
+    def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None:
+        for src, dst, kind in edges:
+            gone = self._x("DELETE FROM edges WHERE src = %s AND dst = %s AND kind = %s RETURNING tenant",
+                           [src, dst, kind]).fetchone()
+            if gone is not None:
+                self._tenants[str(gone[0])] += 1
+
+    def write_episode(self, row: Mapping[str, Any]) -> None:
+        """Insert or refresh the session's EPISODE row (one per session, as INSERT OR REPLACE did
+        in SQLite) and its SUMMARIZES edge."""
+        self._x("DELETE FROM episodes WHERE tenant = %s AND session = %s AND id <> %s",
+                [row["tenant"], row["session"], row["id"]])
+        cols = sql.SQL(", ").join(map(sql.Identifier, EPISODE_COLUMNS))
+        updates = sql.SQL(", ").join(sql.SQL("{0} = excluded.{0}").format(sql.Identifier(c))
+                                     for c in EPISODE_COLUMNS if c != "id")
+        self._x(sql.SQL("INSERT INTO episodes ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}").format(
+            cols, sql.SQL(", ").join(sql.Placeholder() * len(EPISODE_COLUMNS)), updates),
+            [row[c] for c in EPISODE_COLUMNS])
+        self.write_edge(row["tenant"], f"ep:{row['id']}", session_node(row["tenant"], row["session"]), SUMMARIZES)
+
+    def set_meta(self, key: str, value: str, *, overwrite: bool) -> None:
+        conflict = "DO UPDATE SET value = excluded.value" if overwrite else "DO NOTHING"
+        self._x(f"INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) {conflict}", [key, value])
+
+    # ---- counters ----------------------------------------------------------------------------
+    def _count(self, tenant: str, **deltas: int) -> None:
+        self._tenants[tenant] += 1
+        self._tenant.setdefault(tenant, Counter()).update(deltas)
+
+    def finish(self) -> None:
+        """Apply the counter deltas and bump each touched tenant's version (sorted: no lock-order
+        deadlock between two transactions touching the same tenants)."""
+        for tenant in sorted(self._tenants):
+            d = self._tenant.get(tenant, Counter())
+            self._x("INSERT INTO tenant_state AS t (tenant, version, memories, non_turn, lex_len_sum) "
+                    "VALUES (%s, 1, %s, %s, %s) ON CONFLICT (tenant) DO UPDATE SET version = t.version + 1, "
+                    "memories = t.memories + excluded.memories, non_turn = t.non_turn + excluded.non_turn, "
+                    "lex_len_sum = t.lex_len_sum + excluded.lex_len_sum",
+                    [tenant, d["memories"], d["non_turn"], d["lex_len_sum"]])
+        sessions: dict[tuple[str, str], Counter[str]] = {}
+        for (tenant, session, what), n in self._session.items():
+            sessions.setdefault((tenant, session), Counter())[what] += n
+        for (tenant, session), d in sorted(sessions.items()):
+            self._x("INSERT INTO session_counts AS s (tenant, session, memories, turns) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (tenant, session) DO UPDATE SET memories = s.memories + excluded.memories, "
+                    "turns = s.turns + excluded.turns", [tenant, session, d["memories"], d["turns"]])
+        emptied = [k for k, d in sessions.items() if d["memories"] < 0]
+        if emptied:
+            self._x("DELETE FROM session_counts WHERE memories <= 0 AND (tenant, session) IN "
+                    "(SELECT * FROM unnest(%s::text[], %s::text[]))",
+                    [[t for t, _s in emptied], [s for _t, s in emptied]])
+        for (tenant, session, agent), n in sorted(self._private.items()):
+            if n:
+                self._x("INSERT INTO private_counts AS p (tenant, session, agent, rows) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT (tenant, session, agent) DO UPDATE SET rows = p.rows + excluded.rows",
+                        [tenant, session, agent, n])
+            if n < 0:
+                self._x("DELETE FROM private_counts WHERE tenant = %s AND session = %s AND agent = %s AND rows <= 0",
+                        [tenant, session, agent])
