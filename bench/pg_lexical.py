@@ -23,12 +23,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from graph.store import GraphStore
+
 from bench.locomo_data import Conversation, load_locomo
 from bench.metrics import Scoreboard
 from graph.api import RowFilter
 from graph.db import GraphDB
 from graph.pg import PostgresGraphStore
-from graph.store import GraphStore
 from memory_core.recall.filters import RecallFilters
 from memory_core.recall.lexical import LexicalIndex
 from memory_core.recall.query import read_query
