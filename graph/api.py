@@ -274,8 +274,13 @@ class GraphStore(Protocol):
         """Exact phrases in each memory's own text."""
 
     # ---- journal, meta, lifecycle -------------------------------------------------------------
-    def journal(self, limit: int | None = None) -> list[JournalEntry]: ...
-    def journal_size(self) -> int: ...
+    def journal(self, limit: int | None = None) -> list[JournalEntry]:
+        """Entries this process may act on (on a shared store: its own and those of dead replicas)."""
+    def claim_journal(self, seqs: Iterable[int]) -> list[int]:
+        """Take entries over before recovering them; returns the seqs this process now owns (on a
+        shared store, two recovering replicas never both get one)."""
+    def journal_size(self) -> int:
+        """Every pending entry, whoever owns it."""
     def meta(self, key: str) -> str | None: ...
     def transaction(self) -> AbstractContextManager[GraphTxn]: ...
     def version(self, tenant: str) -> int:

@@ -347,6 +347,9 @@ class SqliteGraphStore:
                          (-1 if limit is None else limit,))
         return [JournalEntry(int(s), str(o), str(t), str(i), int(c)) for s, o, t, i, c in rows]
 
+    def claim_journal(self, seqs: Iterable[int]) -> list[int]:
+        return sorted(seqs)  # one process owns the file: every entry is its own
+
     def journal_size(self) -> int:
         return int(self._one("SELECT count(*) FROM journal", ())[0])
 

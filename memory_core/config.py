@@ -38,6 +38,11 @@ class StorageSettings(_Section):
     vector_deadline_s: float = Field(30.0, gt=0, le=3600)
     # memory nodes the graph store keeps in its LRU (≈ 0.5 kB each); reads past it go to the indexes
     graph_cache_nodes: int = Field(50_000, ge=0, le=10_000_000)
+    # the durable graph: one SQLite file in data_dir (embedded, one process), or PostgreSQL (replicas)
+    graph: Literal["sqlite", "postgres"] = "sqlite"
+    postgres_dsn: str | None = None
+    postgres_pool_size: int = Field(8, ge=1, le=256)
+    postgres_lease_s: float = Field(30.0, ge=1, le=3600)  # a dead replica's journal is recovered after this
 
 
 class EmbeddingSettings(_Section):

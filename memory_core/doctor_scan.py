@@ -51,8 +51,7 @@ class StoreCounts:
 def all_tenants(core: MemoryCore) -> list[str]:
     """Every tenant any store knows (a leak into one store still shows up)."""
     names = set(core.maintenance.tenants_present())
-    with core.db.lock:  # the in-memory graph's own view (until GraphStore locks internally)
-        names |= set(core.graph.tenants())
+    names |= set(core.graph.tenants())
     return sorted(names | set(core.vectors.tenants()))
 
 

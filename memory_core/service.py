@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.api import GraphStore, GraphStoreError
-from graph.db import GraphDB, SchemaVersionError
-from graph.sqlite_maintenance import SqliteMaintenance
-from graph.sqlite_store import SqliteGraphStore
+from graph.db import SchemaVersionError
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
@@ -27,6 +25,7 @@ from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm, warm_up_in_background
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError
+from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
 from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.memory_vector_store import InMemoryVectorStore
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
@@ -126,8 +125,7 @@ class MemoryCore:
         self,
         settings: Settings,
         data_dir: Path,
-        db: GraphDB,
-        graph: GraphStore,
+        opened: OpenedGraph,
         vectors: VectorStore,
         embedder: Embedder,
         lock: DirLock | None,
@@ -135,9 +133,11 @@ class MemoryCore:
     ) -> None:
         self.settings = settings
         self.data_dir = data_dir
-        self.db = db
+        graph = opened.graph
+        self._opened = opened
+        self.db = opened.db  # the SQLite database (tests and SQLite-only tools); None on PostgreSQL
         self.graph = graph
-        self.maintenance = SqliteMaintenance(db)
+        self.maintenance = opened.maintenance
         self.vectors = vectors
         self.embedder = embedder
         self._lock = lock
@@ -172,25 +172,29 @@ class MemoryCore:
         """
         settings = settings or load_settings(config_path)
         root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
-        lock = lock or claim(root, announcement=announcement)
-        opened: list[GraphDB] = []
+        # replicas share nothing local: no directory lock (PostgreSQL and the Chroma server coordinate)
+        if lock is None and not is_replicated(settings):
+            lock = claim(root, announcement=announcement)
+        opened: list[OpenedGraph] = []
         try:
             with _coded_open_errors(root):
-                db = GraphDB(root / "graph.sqlite3")
-                opened.append(db)
-                db.write_guard = lock.verify
-                graph = SqliteGraphStore(db, cache_nodes=settings.storage.graph_cache_nodes)
+                store = open_graph(settings, root)
+                opened.append(store)
+                if store.db is not None and lock is not None:
+                    store.db.write_guard = lock.verify
+                graph = store.graph
                 if vector_store is None:
                     vector_store = InMemoryVectorStore() if in_memory_vectors else _vector_store(settings, root)
                 vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s)
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)
                 check_embedder(graph, embedder)
-                return cls(settings, root, db, graph, vectors, embedder, lock, provider)
+                return cls(settings, root, store, vectors, embedder, lock, provider)
         except BaseException:
-            for db in opened:
-                db.close()
-            lock.release()
+            for o in opened:
+                o.close()
+            if lock is not None:
+                lock.release()
             raise
 
     def warm_up_in_background(self) -> list[threading.Thread]:
@@ -206,7 +210,7 @@ class MemoryCore:
         self.episodes.close()
         self.recaller.close()
         self.vectors.close()
-        self.db.close()
+        self._opened.close()
         if self._lock is not None:
             self._lock.release()
 

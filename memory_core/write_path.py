@@ -43,6 +43,7 @@ from memory_core.vector_deadline import vector_store_wedged
 from memory_core.vector_store import Metadata, VectorStore
 
 CLEANUP_INTERVAL_S = 2.0
+CONFLICT_RETRIES = 2  # an idempotency key another replica committed first: the add is answered again
 ADD_FIELDS = frozenset({
     "tenant", "session", "agent", "content", "type", "role", "channel", "source", "project_id",
     "salience", "visibility", "timestamp", "idempotency_key", "metadata",
@@ -184,7 +185,7 @@ class WritePath:
         with self.lock:
             return self._write(prepared, vectors)
 
-    def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]]) -> list[AddResult]:
+    def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]], attempt: int = 0) -> list[AddResult]:
         results: list[AddResult | None] = [None] * len(prepared)
         to_write: list[int] = []
         batch_keys: dict[tuple[str, str], int] = {}
@@ -205,7 +206,14 @@ class WritePath:
                 batch_keys[(p.row["tenant"], key)] = i
             to_write.append(i)
         if to_write:
-            self._write_rows([prepared[i] for i in to_write], [vectors[i] for i in to_write])
+            try:
+                self._write_rows([prepared[i] for i in to_write], [vectors[i] for i in to_write])
+            except StoreError as exc:
+                if exc.fields.get("graph_error") != "conflict" or attempt >= CONFLICT_RETRIES:
+                    raise
+                # another replica wrote one of these idempotency keys first (its unique index said
+                # so; this write was undone): answer again, now against what that replica wrote
+                return self._write(prepared, vectors, attempt + 1)
         first_by_key = {k: i for k, i in batch_keys.items()}
         for i, p in enumerate(prepared):
             if results[i] is None and i in to_write:
@@ -242,7 +250,7 @@ class WritePath:
         if time.monotonic() < self._next_cleanup:
             return
         with self._store_errors():
-            if self.graph.journal_size() == 0:
+            if not self.graph.journal(1):  # nothing of ours (or of a dead replica's) is pending
                 return
         try:
             if vector_store_wedged(self.vectors) is None:
@@ -383,7 +391,9 @@ class WritePath:
         matters after a long Chroma server outage), then the journal rows are cleared.
         """
         with self.lock, self._store_errors():
-            pending = self.graph.journal()
+            listed = self.graph.journal()
+            claimed = set(self.graph.claim_journal(e.seq for e in listed)) if listed else set()
+        pending = [e for e in listed if e.seq in claimed]  # another replica may have taken some first
         done: list[dict[str, Any]] = []
         to_delete: dict[str, list[str]] = {}
         for entry in pending:

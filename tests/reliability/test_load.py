@@ -17,6 +17,7 @@ import secrets
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,10 +72,11 @@ class Agent:
 
     number: int
     tenant: str
-    client: Client
+    clients: list[Client]  # one per server; calls go round robin (several replicas, or just one)
     stats: LoadStats
     rng: random.Random
     written: int = 0
+    sent: int = 0
     cursor: str | None = None
     paged: set[str] = field(default_factory=set)
 
@@ -87,8 +89,10 @@ class Agent:
         code a deliberate probe must get (anything else is an error)."""
         start = time.perf_counter()
         try:
+            client = self.clients[self.sent % len(self.clients)]
+            self.sent += 1
             with anyio.fail_after(CALL_TIMEOUT_S):
-                result = await self.client.call_tool(tool, arguments)
+                result = await client.call_tool(tool, arguments)
         except Exception as exc:  # a transport failure is an error of the run, not of the test code
             self.stats.errors.append(f"{tool}: {type(exc).__name__}: {exc}"[:300])
             return None
@@ -187,16 +191,18 @@ class Agent:
             await actions[self.rng.choices(names, weights)[0]]()
 
 
-async def drive(url: str, tokens: dict[str, str], stats: LoadStats, seed: int) -> float:
-    """Run the agents until the deadline; returns the elapsed seconds."""
+async def drive(urls: list[str], tokens: dict[str, str], stats: LoadStats, seed: int) -> float:
+    """Run the agents until the deadline, each spreading its calls over ``urls`` round robin;
+    returns the elapsed seconds."""
     by_tenant = {tenant: token for token, tenant in tokens.items()}
     start = time.monotonic()
     deadline = start + DURATION_S
 
     async def agent(number: int) -> None:
         tenant = TENANTS[number % len(TENANTS)]
-        async with http_client(url, by_tenant[tenant]) as client:
-            await Agent(number, tenant, client, stats, random.Random(seed + number)).run(deadline)
+        async with AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(http_client(url, by_tenant[tenant])) for url in urls]
+            await Agent(number, tenant, clients, stats, random.Random(seed + number)).run(deadline)
 
     async with anyio.create_task_group() as tg:
         for number in range(AGENTS):
@@ -207,7 +213,7 @@ async def drive(url: str, tokens: dict[str, str], stats: LoadStats, seed: int) -
 async def read_back_over_http(url: str, tokens: dict[str, str], stats: LoadStats) -> int:
     """Every acknowledged add, fetched by ref through its own tenant's token; returns how many are lost."""
     lost = 0
-    for token, tenant in tokens.items():
+    for token, tenant in sorted(tokens.items()):
         acked = stats.acked[tenant]
         refs = list(acked)
         async with http_client(url, token) as client:
@@ -245,7 +251,7 @@ def test_eight_agents_over_http_lose_nothing_leak_nothing_and_get_no_errors(
     stats = LoadStats()
     with running_http_server(tmp_path / "data", config=config,
                              env={"MEMORY_CORE_EMBEDDING_PROVIDER": EMBEDDER}) as url:
-        elapsed = anyio.run(drive, url, tokens, stats, seed)
+        elapsed = anyio.run(drive, [url], tokens, stats, seed)
         lost_over_http = anyio.run(read_back_over_http, url, tokens, stats) if not stats.errors else 0
     lost = read_back_through_the_library(tmp_path / "data", stats) if not stats.errors else 0
 

@@ -1,0 +1,73 @@
+"""Which durable graph a store opens: SQLite in the data directory, or PostgreSQL for replicas.
+
+``storage.graph = "sqlite"`` (the default) keeps the graph in ``<data_dir>/graph.sqlite3``:
+embedded, one process (the data directory's lock refuses a second one). ``"postgres"`` keeps it
+in ``storage.postgres_dsn``; with ``storage.chroma = "http"`` nothing of the store is local, so
+any number of replicas (``memory-core serve --http`` on one or several machines) serve the same
+tenants at once and no directory lock is taken. psycopg is imported only for that backend.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph.api import GraphStore
+from graph.db import GraphDB
+from graph.maintenance_api import GraphMaintenance
+from memory_core.config import Settings
+from memory_core.errors import ConfigError
+
+
+@dataclass
+class OpenedGraph:
+    graph: GraphStore
+    maintenance: GraphMaintenance
+    db: GraphDB | None  # the SQLite database (None on PostgreSQL)
+
+    def close(self) -> None:
+        self.graph.close()
+
+
+def is_replicated(settings: Settings) -> bool:
+    """True when nothing of the store lives in the data directory: PostgreSQL and a Chroma server."""
+    return settings.storage.graph == "postgres" and settings.storage.chroma == "http"
+
+
+def replica_owner() -> str:
+    """This process's name in the shared journal: host, pid and a random part (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def open_graph(settings: Settings, root: Path) -> OpenedGraph:
+    st = settings.storage
+    if st.graph == "sqlite":
+        from graph.sqlite_maintenance import SqliteMaintenance
+        from graph.sqlite_store import SqliteGraphStore
+
+        db = GraphDB(root / "graph.sqlite3")
+        try:
+            return OpenedGraph(SqliteGraphStore(db, cache_nodes=st.graph_cache_nodes), SqliteMaintenance(db), db)
+        except BaseException:
+            db.close()
+            raise
+    if not st.postgres_dsn:
+        raise ConfigError("storage.graph = 'postgres' needs storage.postgres_dsn "
+                          "(or MEMORY_CORE_STORAGE_POSTGRES_DSN).",
+                          key="storage.postgres_dsn")
+    try:
+        from graph.pg.maintenance import PgMaintenance
+
+        from graph.pg.store import InvalidDSNError, PostgresGraphStore
+    except ImportError as exc:  # the optional extra is not installed
+        raise ConfigError("storage.graph = 'postgres' needs the postgres extra (pip install 'memory-core[postgres]').",
+                          key="storage.graph") from exc
+    try:
+        store = PostgresGraphStore(st.postgres_dsn, owner=replica_owner(), lease_s=st.postgres_lease_s,
+                                   pool_size=st.postgres_pool_size)
+    except InvalidDSNError as exc:
+        raise ConfigError(str(exc), key="storage.postgres_dsn") from exc
+    return OpenedGraph(store, PgMaintenance(store), None)

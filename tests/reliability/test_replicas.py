@@ -1,0 +1,187 @@
+"""Replicas: three ``memory-core serve --http`` over one PostgreSQL and one ``chroma run``.
+
+Nothing of the store is local (``storage.graph = "postgres"``, ``storage.chroma = "http"``),
+so no directory lock is taken and the three serve the same tenants at once. The 8-agent load
+harness spreads every agent's calls over the three, round robin: 0 errors, 0 cross-tenant
+rows, and every acknowledged add is readable through every replica, then through the library
+with doctor clean. Then one replica is SIGKILLed in the middle of its adds: the other two keep
+answering, its journal entries wait for their lease to expire (a live replica's in-flight add
+is never touched) and a surviving replica then finishes them, so nothing is half-written and
+every acknowledged add is there. Servers, PostgreSQL and Chroma are real processes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from memory_core import MemoryCore
+from memory_core.config import load_settings
+from memory_core.doctor import check
+from tests.reliability.harness import HarnessResult, contract_problem, response_text
+from tests.reliability.test_load import EMBEDDER, TENANTS, LoadStats, drive, read_back_over_http
+from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, http_client, server_env, write_token_config
+from tests.support.processes import stop
+
+REPLICAS = 3
+LEASE_S = 2.0  # a killed replica's journal is recovered by the others after this
+
+
+@pytest.fixture
+def backends(postgres_dsn: str, chroma_server: tuple[str, int]) -> dict[str, str]:
+    """The settings every replica (and the library afterwards) runs with: a fresh database, a
+    collection prefix of this test's own on the shared Chroma server."""
+    from tests.support.postgres import fresh_database
+
+    host, port = chroma_server
+    return {"MEMORY_CORE_STORAGE_GRAPH": "postgres", "MEMORY_CORE_STORAGE_POSTGRES_DSN": fresh_database(postgres_dsn),
+            "MEMORY_CORE_STORAGE_CHROMA": "http", "MEMORY_CORE_STORAGE_CHROMA_HOST": host,
+            "MEMORY_CORE_STORAGE_CHROMA_PORT": str(port),
+            "MEMORY_CORE_STORAGE_COLLECTION_PREFIX": "r" + secrets.token_hex(4),
+            "MEMORY_CORE_STORAGE_POSTGRES_LEASE_S": str(LEASE_S), "MEMORY_CORE_EMBEDDING_PROVIDER": EMBEDDER}
+
+
+@contextmanager
+def replica(data_dir: Path, config: Path, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """One server process; yields it (so a test can kill it) and its URL."""
+    args = [sys.executable, *SERVER_COMMAND, "--http", "--announce", "--host", "127.0.0.1", "--port", "0",
+            "--data-dir", str(data_dir), "--config", str(config)]
+    proc = subprocess.Popen(args, cwd=ROOT, env=server_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        yield proc, _await_url(proc)
+    finally:
+        stop(proc)
+
+
+def _library(env: dict[str, str], data_dir: Path) -> MemoryCore:
+    return MemoryCore.open(data_dir, settings=load_settings(environ=env))
+
+
+def _journal_rows(dsn: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(*) FROM journal").fetchone()
+        return int(row[0]) if row else 0
+
+
+def test_three_replicas_serve_one_memory_under_load(
+    tmp_path: Path, backends: dict[str, str], results_row: Callable[[str], HarnessResult]
+) -> None:
+    row = results_row(f"replicas ({REPLICAS} servers, round robin)")
+    seed = random.randrange(1 << 30)
+    tokens = {f"token-{tenant}-{secrets.token_hex(8)}": tenant for tenant in TENANTS}
+    config = write_token_config(tmp_path / "tokens.toml", tokens)
+    stats = LoadStats()
+    with ExitStack() as stack:
+        urls = [stack.enter_context(replica(tmp_path / f"replica-{i}", config, backends))[1] for i in range(REPLICAS)]
+        elapsed = anyio.run(drive, urls, tokens, stats, seed)
+        lost_per_replica = [anyio.run(read_back_over_http, url, tokens, stats) for url in urls] if not (
+            stats.errors) else []
+    with _library(backends, tmp_path / "library") as core:
+        report = check(core)
+        for tenant, acked in stats.acked.items():
+            found = {r.ref: r.content for r in core.get_contents(tenant, list(acked)).found}
+            assert found == acked, f"{tenant}: {len(set(acked) - set(found))} acknowledged adds missing"
+    calls = stats.calls()
+    row.trials, row.steps, row.errors, row.leaked = 1, calls, len(stats.errors), len(stats.leaked)
+    row.lost = max(lost_per_replica, default=0)
+    acked_total = sum(len(a) for a in stats.acked.values())
+    row.notes = (f"{REPLICAS} replicas over PostgreSQL + chroma run, embedder={EMBEDDER}; {calls} calls in "
+                 f"{elapsed:.1f} s = {calls / elapsed:.0f}/s; {acked_total} acknowledged adds, each read back "
+                 f"through every replica; doctor findings: {len(report.findings)}")
+    print(row.notes)
+    assert stats.errors == [], stats.errors[:20]
+    assert stats.leaked == [], stats.leaked[:20]
+    assert lost_per_replica == [0] * REPLICAS
+    assert report.ok, [f.to_dict() for f in report.findings][:10]
+    assert acked_total > 0 and all(stats.acked.values())
+
+
+async def _adds(url: str, token: str, tenant: str, label: str, acked: dict[str, str], errors: list[str],
+                stop_at: float, count: list[int]) -> None:
+    """Add memories through one replica until ``stop_at``; a call that fails is not acknowledged
+    (for the killed replica that is expected; the test decides which replica's errors count)."""
+    async with http_client(url, token) as client:
+        n = 0
+        while time.monotonic() < stop_at:
+            n += 1
+            content = f"[{tenant}] {label} add {n}: replica failover keeps every acknowledged memory"
+            try:
+                result = await client.call_tool("add_memory", {"session": f"kill-{label}", "agent": label,
+                                                               "content": content})
+            except Exception as exc:  # the killed replica's transport breaks: that add was never acknowledged
+                errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                return
+            problem = contract_problem(result)
+            if problem is not None or result.is_error:
+                errors.append(problem or response_text(result)[:200])
+                continue
+            structured: Any = result.structured_content
+            acked[structured["ref"]] = content
+            count[0] += 1
+
+
+def test_a_replica_killed_mid_adds_leaves_nothing_half_written_and_the_others_serving(
+    tmp_path: Path, backends: dict[str, str], results_row: Callable[[str], HarnessResult]
+) -> None:
+    row = results_row("replicas (SIGKILL one mid-adds)")
+    tenant = TENANTS[0]
+    token = f"token-{tenant}-{secrets.token_hex(8)}"
+    config = write_token_config(tmp_path / "tokens.toml", {token: tenant})
+    acked: dict[str, str] = {}
+    victim_errors: list[str] = []
+    survivor_errors: list[str] = []
+    with ExitStack() as stack:
+        victim, victim_url = stack.enter_context(replica(tmp_path / "victim", config, backends))
+        survivors = [stack.enter_context(replica(tmp_path / f"survivor-{i}", config, backends))[1] for i in range(2)]
+
+        async def run() -> None:
+            victim_count = [0]
+            stop_at = time.monotonic() + 8.0
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_adds, victim_url, token, tenant, "victim", acked, victim_errors, stop_at, victim_count)
+                for i, url in enumerate(survivors):
+                    tg.start_soon(_adds, url, token, tenant, f"survivor{i}", acked, survivor_errors, stop_at, [0])
+                while victim_count[0] < 15 and time.monotonic() < stop_at:  # well into its adds
+                    await anyio.sleep(0.02)
+                os.kill(victim.pid, signal.SIGKILL)
+
+        anyio.run(run)
+        victim.wait(timeout=10)
+        time.sleep(LEASE_S + 0.5)  # the dead replica's lease runs out
+        dsn = backends["MEMORY_CORE_STORAGE_POSTGRES_DSN"]
+        left_by_victim = _journal_rows(dsn)
+
+        async def after() -> None:  # a survivor's next write finishes what the dead one left
+            acked_late: dict[str, str] = {}
+            await _adds(survivors[0], token, tenant, "late", acked_late, survivor_errors, time.monotonic() + 1.0, [0])
+            acked.update(acked_late)
+
+        anyio.run(after)
+        journal_after = _journal_rows(dsn)
+    with _library(backends, tmp_path / "library") as core:
+        report = check(core)
+        found = {r.ref: r.content for r in core.get_contents(tenant, list(acked)).found}
+    row.trials, row.steps, row.errors, row.lost = 1, len(acked), len(survivor_errors), len(set(acked) - set(found))
+    row.notes = (f"killed 1 of 3 replicas mid-adds; {len(acked)} acknowledged adds; its journal left "
+                 f"{left_by_victim} entr(y/ies), {journal_after} after a survivor's next write; doctor findings: "
+                 f"{len(report.findings)}")
+    print(row.notes)
+    assert survivor_errors == [], survivor_errors[:10]
+    assert found == acked, f"{len(set(acked) - set(found))} acknowledged adds missing"
+    assert journal_after == 0
+    assert report.ok, [f.to_dict() for f in report.findings][:10]
