@@ -1,6 +1,6 @@
 """Lexical search on SQLite FTS5 and on PostgreSQL side by side, over the same LoCoMo turns.
 
-Every turn is written to both graph stores (SQLite: ``graph.store`` + ``memory_core.recall.lexical``;
+Every turn is written to both graph stores (SQLite: ``graph.sqlite_store``;
 PostgreSQL: ``graph.pg``), then each scored question's BM25 terms (``read_query``) run through
 the lexical window of both. The lexical ranking alone is scored against the evidence (any@5,
 frac@10, MRR@20: the recall pipeline fuses this with vectors, so these are not recall figures);
@@ -23,15 +23,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from graph.store import GraphStore
-
 from bench.locomo_data import Conversation, load_locomo
 from bench.metrics import Scoreboard
 from graph.api import RowFilter
 from graph.db import GraphDB
 from graph.pg import PostgresGraphStore
-from memory_core.recall.filters import RecallFilters
-from memory_core.recall.lexical import LexicalIndex
+from graph.sqlite_store import SqliteGraphStore
 from memory_core.recall.query import read_query
 
 LIMIT = 20
@@ -60,7 +57,7 @@ def postgres(dsn: str | None) -> Iterator[str]:
 def run(conversations: list[Conversation], dsn: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = GraphDB(Path(tmp) / "graph.db")
-        lite = GraphStore(db)
+        lite = SqliteGraphStore(db)
         pg = PostgresGraphStore(dsn, owner="bench")
         try:
             _load(conversations, db, lite, pg)
@@ -70,7 +67,7 @@ def run(conversations: list[Conversation], dsn: str) -> None:
             db.close()
 
 
-def _load(conversations: list[Conversation], db: GraphDB, lite: GraphStore, pg: PostgresGraphStore) -> None:
+def _load(conversations: list[Conversation], db: GraphDB, lite: SqliteGraphStore, pg: PostgresGraphStore) -> None:
     t0 = time.perf_counter()
     next_id = 1
     for conv in conversations:
@@ -78,11 +75,10 @@ def _load(conversations: list[Conversation], db: GraphDB, lite: GraphStore, pg: 
         for turn in conv.turns:
             rows.append(memory_row(next_id, conv.sample_id, turn))
             next_id += 1
-        with db.transaction() as cur:
+        with lite.transaction() as lt:
+            lt.reserve_ids_through(next_id)
             for r in rows:
-                lite.write_memory(cur, r)
-        for r in rows:
-            lite.apply_memory(r)
+                lt.write_memory(r)
         with pg.transaction() as tx:
             tx.reserve_ids_through(next_id)
             for r in rows:
@@ -91,20 +87,18 @@ def _load(conversations: list[Conversation], db: GraphDB, lite: GraphStore, pg: 
           f"{time.perf_counter() - t0:.1f} s")
 
 
-def _compare(conversations: list[Conversation], db: GraphDB, lite: GraphStore, pg: PostgresGraphStore) -> None:
+def _compare(conversations: list[Conversation], db: GraphDB, lite: SqliteGraphStore, pg: PostgresGraphStore) -> None:
     boards = {"sqlite": Scoreboard(), "postgres": Scoreboard()}
     times: dict[str, list[float]] = {"sqlite": [], "postgres": []}
     overlap: list[float] = []
-    index = LexicalIndex(db)
     for conv in conversations:
-        sources = {i: str(lite.memory(conv.sample_id, i)["source_id"])  # type: ignore[index]
-                   for i in lite.memory_ids(conv.sample_id)}
-        rows = lite.memory_count(conv.sample_id)
+        nodes = lite.memories(conv.sample_id, lite.memory_ids(conv.sample_id))
+        sources = {i: str(n.source_id) for i, n in nodes.items()}
         agents = lite.agents(conv.sample_id)
         for qa in conv.qa:
             terms = read_query(qa.question, agents).terms
             t = time.perf_counter()
-            a = index.window(RecallFilters(tenant=conv.sample_id), terms, LIMIT, rows)
+            a = lite.lexical_window(RowFilter(conv.sample_id), terms, LIMIT)
             times["sqlite"].append(time.perf_counter() - t)
             t = time.perf_counter()
             b = pg.lexical_window(RowFilter(conv.sample_id), terms, LIMIT)

@@ -35,16 +35,31 @@ def open_core(
     **overrides: object,
 ) -> MemoryCore:
     storage: dict[str, object] = {}
-    if backend == "http":
+    if backend in ("http", "postgres"):
         host, port = request.getfixturevalue("chroma_server")
         # a distinct collection prefix per test keeps tests apart on the shared server
         storage = {"chroma": "http", "chroma_host": host, "chroma_port": port,
                    "collection_prefix": "t" + format(abs(hash(str(data_dir))) % 10**12, "d")}
+    if backend == "postgres":  # the replicas' backend: PostgreSQL graph + Chroma server, one database per data dir
+        storage.update(graph="postgres", postgres_dsn=_postgres_database(data_dir, request))
     settings = load_settings(environ={}, overrides={"storage": storage, "embedding": {"provider": "hash"},
                                                     **overrides})
     return MemoryCore.open(
         data_dir, settings=settings, embedder=embedder or HashEmbedder(), in_memory_vectors=backend == "memory"
     )
+
+
+def _postgres_database(data_dir: Path, request: pytest.FixtureRequest) -> str:
+    """The database of ``data_dir`` (created on first use, so a reopen finds the same one)."""
+    from tests.support.postgres import fresh_database
+
+    marker = data_dir / "postgres-dsn"
+    if marker.exists():
+        return marker.read_text(encoding="utf-8")
+    dsn = fresh_database(request.getfixturevalue("postgres_dsn"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(dsn, encoding="utf-8")
+    return dsn
 
 
 @pytest.fixture(params=BACKENDS)

@@ -53,8 +53,9 @@ PROFILES: dict[str, dict[str, int]] = {
     "memory": {"max_examples": 300 if LONG else 60, "stateful_step_count": 60 if LONG else 40},
     "persistent": {"max_examples": 60 if LONG else 20, "stateful_step_count": 50 if LONG else 30},
     "http": {"max_examples": 20 if LONG else 6, "stateful_step_count": 40 if LONG else 25},
+    "postgres": {"max_examples": 20 if LONG else 6, "stateful_step_count": 40 if LONG else 25},
 }
-BACKENDS = ["memory", "persistent", "http"]
+BACKENDS = ["memory", "persistent", "http", "postgres"]
 
 contents = st.one_of(
     st.sampled_from(["hello", "Hello", "hello  world", "HELLO WORLD", "status update", "done"]),

@@ -1,7 +1,8 @@
 """Read-only checks that both stores of a data directory agree (used by the reliability tests).
 
-They look below the service API on purpose: Chroma's ids per tenant, the graph's nodes,
-the SQLite ``memories`` rows, each tenant's FTS index and the intent journal must all
+They look below the service API on purpose: Chroma's ids per tenant, the graph store's time
+index and counts, its stored rows, each tenant's lexical index and the intent journal (read
+through the maintenance seam, so the same checks hold on SQLite and PostgreSQL) must all
 describe the same set of memories.
 """
 
@@ -30,29 +31,13 @@ class TenantView:
 
 def all_tenants(core: MemoryCore) -> set[str]:
     """Every tenant either store knows about (a leak in one store still shows up here)."""
-    with core.db.lock:
-        rows = core.db.conn.execute("SELECT DISTINCT tenant FROM memories").fetchall()
-        fts = core.db.conn.execute("SELECT tenant FROM fts_tables").fetchall()
-    return {str(r[0]) for r in rows} | {str(r[0]) for r in fts} | set(core.vectors.tenants()) | set(
-        core.graph.tenants()
-    )
+    return set(core.maintenance.tenants_present()) | set(core.vectors.tenants()) | set(core.graph.tenants())
 
 
 def tenant_view(core: MemoryCore, tenant: str) -> TenantView:
-    with core.db.lock:
-        conn = core.db.conn
-        sqlite_ids = {
-            memory_ref(r[0]) for r in conn.execute("SELECT id FROM memories WHERE tenant = ?", (tenant,))
-        }
-        fts_row = conn.execute("SELECT name FROM fts_tables WHERE tenant = ?", (tenant,)).fetchone()
-        # The FTS tables are external-content tables over `memories`: a plain scan of the
-        # table would read every tenant's rows, so count the indexed documents instead.
-        fts_ids = (
-            set()
-            if fts_row is None
-            else {memory_ref(r[0]) for r in conn.execute(f"SELECT id FROM {fts_row[0]}_docsize")}
-        )
-        episode_ids = {f"ep:{r[0]}" for r in conn.execute("SELECT id FROM episodes WHERE tenant = ?", (tenant,))}
+    sqlite_ids = {memory_ref(m.node.id) for m in core.maintenance.memory_rows(tenant)}
+    fts_ids = {memory_ref(i) for i in core.maintenance.lexical_state(tenant).indexed}
+    episode_ids = {f"ep:{i}" for i in core.maintenance.episode_ids(tenant)}
     vectors = set(core.vectors.all_ids(tenant))
     missing_episodes = episode_ids - vectors
     assert not missing_episodes, f"{tenant}: episodes without a Chroma record: {sorted(missing_episodes)[:5]}"
@@ -66,11 +51,7 @@ def tenant_view(core: MemoryCore, tenant: str) -> TenantView:
 
 
 def journal_rows(core: MemoryCore) -> list[tuple[str, str, str]]:
-    with core.db.lock:
-        return [
-            (str(r[0]), str(r[1]), str(r[2]))
-            for r in core.db.conn.execute("SELECT op, tenant, item_id FROM journal ORDER BY seq")
-        ]
+    return [(e.op, e.tenant, e.item_id) for e in core.maintenance.journal()]
 
 
 def assert_stores_agree(core: MemoryCore, expected: dict[str, set[str]] | None = None) -> dict[str, TenantView]:
