@@ -13,6 +13,8 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
    stopwords, unaccent when the server has it), the lexical window's ``prev`` column (the previous shared memory
    of the session), the generated tsvector ``tsv_win`` (own text weight A, ``prev`` weight B)
    and its GIN index (on (tenant, tsv_win) with btree_gin, else on tsv_win).
+3. The ``counts`` table (type, agent, channel, channel sessions and UTC days per tenant, see
+   :mod:`graph.pg.counts`), filled from the rows.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import psycopg
 from psycopg import Cursor, sql
 
 from graph.api import GraphStoreError
+from graph.pg import counts
 
 MIGRATION_LOCK = 0x6D656D636F7265  # pg_advisory_xact_lock key: "memcore"
 
@@ -177,6 +180,11 @@ def _v2(cur: Cursor[tuple[object, ...]]) -> None:
         cur.execute("CREATE INDEX memories_lexical ON memories USING gin (tsv_win) WITH (fastupdate = off)")
 
 
+def _v3(cur: Cursor[tuple[object, ...]]) -> None:
+    cur.execute(counts.CREATE_SQL)
+    cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {counts.SCOPED_SQL}")
+
+
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
     ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
@@ -194,7 +202,7 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     return True
 
 
-MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2)]
+MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2), (3, _v3)]
 LATEST = MIGRATIONS[-1][0]
 
 
