@@ -174,6 +174,14 @@ def _v2(cur: Cursor[tuple[object, ...]]) -> None:
     # the tenant's inside the index (a rare word at 300k rows over 100 tenants: 2.4 ms, not 30 ms).
     # fastupdate off: every add goes straight into the index instead of a pending list that each
     # search scans until vacuum merges it (12 ms instead of 2.4 ms after a load; adds ~25% slower)
+    create_lexical_index(cur)
+
+
+LEXICAL_INDEX = "memories_lexical"
+
+
+def create_lexical_index(cur: Cursor[tuple[object, ...]]) -> None:
+    """The GIN index of lexical search (also doctor's repair when it is missing)."""
     if _try_extension(cur, "btree_gin"):
         cur.execute("CREATE INDEX memories_lexical ON memories USING gin (tenant, tsv_win) WITH (fastupdate = off)")
     else:

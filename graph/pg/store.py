@@ -103,6 +103,11 @@ class PostgresGraphStore(Reads):
                 raise wrap(exc, what) from exc
         return retrying(attempt, what, self.retry_s)
 
+    def read_with(self, fn: Callable[[psycopg.Connection[Any]], T], what: str) -> T:
+        """``fn`` on a pooled connection (autocommit; open a transaction for one snapshot), retried
+        on transient failures; every failure leaves as a GraphStoreError naming ``what``."""
+        return self._with_conn(fn, what)
+
     @contextmanager
     def transaction(self) -> Iterator[PgTxn]:
         """One write transaction: all of it commits or none of it does. Failures leave as

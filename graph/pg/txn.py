@@ -215,6 +215,10 @@ class PgTxn:
         self._x(f"INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) {conflict}", [key, value])
 
     # ---- counters ----------------------------------------------------------------------------
+    def touch(self, tenant: str) -> None:
+        """Move the tenant's version at commit (a repair changed its rows underneath the caches)."""
+        self._tenants[tenant] += 1
+
     def rebuild_counts(self) -> None:
         """Recount every tenant's rows (doctor: counts that disagree with them); see
         :func:`graph.pg.counts.rebuild`. Deltas this transaction already made are dropped: the
