@@ -181,8 +181,6 @@ def test_edges_superseders_episodes_and_the_neighbourhood(store: PostgresGraphSt
     assert store.neighbourhood(T, mem_node(new), 2, 100, hub_degree=10) is g  # cached while nothing changed
     with pytest.raises(nx.NetworkXError):
         g.add_node("x")  # frozen: callers share it
-    hub_capped = store.neighbourhood(T, mem_node(new), 3, 100, hub_degree=0)
-    assert f"ep:{ep}" not in hub_capped  # the session hub is reached but not expanded
     with store.transaction() as tx:
         tx.erase_edges([(mem_node(new), mem_node(old), SUPERSEDES)])
         tx.set_meta("k", "1", overwrite=False)
@@ -190,6 +188,20 @@ def test_edges_superseders_episodes_and_the_neighbourhood(store: PostgresGraphSt
     assert store.superseders(T, [old]) == {} and store.meta("k") == "1" and store.meta("cursor_secret")
     again = store.neighbourhood(T, mem_node(new), 2, 100, hub_degree=10)  # the write moved the version
     assert again is not g and not again.has_edge(mem_node(new), mem_node(old))
+
+
+def test_a_busy_session_shows_its_newest_children_whether_read_as_a_hub_or_by_its_edges(
+        store: PostgresGraphStore) -> None:
+    made = ids(store, 6)
+    add(store, *(row(i, f"turn {i}", ts=1_000 + n) for n, i in enumerate(made)))
+    for hub_degree in (3, 10):  # 6 memories: a hub at 3 (read through the session page), not at 10
+        g = store.neighbourhood(T, "session:acme/s1", 1, 100, hub_degree=hub_degree, children=2)
+        assert set(g.nodes) == {"session:acme/s1", mem_node(made[-1]), mem_node(made[-2])}
+        assert g.graph["truncated"] and g.nodes["session:acme/s1"]["depth"] == 0
+    walk = store.neighbourhood(T, mem_node(made[2]), 1, 100, hub_degree=10)
+    assert walk.has_edge(mem_node(made[1]), mem_node(made[2]), key="NEXT")
+    assert walk.has_edge(mem_node(made[2]), mem_node(made[3]), key="NEXT")
+    assert store.neighbourhood("other", mem_node(made[2]), 1, 100, hub_degree=10).number_of_nodes() == 0
 
 
 def test_duplicate_of_finds_the_newest_same_content_row_the_writer_can_read(store: PostgresGraphStore) -> None:

@@ -13,6 +13,8 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
    stopwords, unaccent when the server has it), the lexical window's ``prev`` column (the previous shared memory
    of the session), the generated tsvector ``tsv_win`` (own text weight A, ``prev`` weight B)
    and its GIN index (on (tenant, tsv_win) with btree_gin, else on tsv_win).
+3. The ``counts`` table (type, agent, channel, channel sessions and UTC days per tenant, see
+   :mod:`graph.pg.counts`), filled from the rows.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import psycopg
 from psycopg import Cursor, sql
 
 from graph.api import GraphStoreError
+from graph.pg import counts
 
 MIGRATION_LOCK = 0x6D656D636F7265  # pg_advisory_xact_lock key: "memcore"
 
@@ -171,10 +174,23 @@ def _v2(cur: Cursor[tuple[object, ...]]) -> None:
     # the tenant's inside the index (a rare word at 300k rows over 100 tenants: 2.4 ms, not 30 ms).
     # fastupdate off: every add goes straight into the index instead of a pending list that each
     # search scans until vacuum merges it (12 ms instead of 2.4 ms after a load; adds ~25% slower)
+    create_lexical_index(cur)
+
+
+LEXICAL_INDEX = "memories_lexical"
+
+
+def create_lexical_index(cur: Cursor[tuple[object, ...]]) -> None:
+    """The GIN index of lexical search (also doctor's repair when it is missing)."""
     if _try_extension(cur, "btree_gin"):
         cur.execute("CREATE INDEX memories_lexical ON memories USING gin (tenant, tsv_win) WITH (fastupdate = off)")
     else:
         cur.execute("CREATE INDEX memories_lexical ON memories USING gin (tsv_win) WITH (fastupdate = off)")
+
+
+def _v3(cur: Cursor[tuple[object, ...]]) -> None:
+    cur.execute(counts.CREATE_SQL)
+    cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {counts.SCOPED_SQL}")
 
 
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
@@ -194,7 +210,7 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     return True
 
 
-MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2)]
+MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2), (3, _v3)]
 LATEST = MIGRATIONS[-1][0]
 
 

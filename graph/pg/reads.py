@@ -1,6 +1,7 @@
 """The read half of :class:`graph.pg.store.PostgresGraphStore`: every query takes the tenant, so a
-foreign id reads exactly like a missing one. Counts come from the counter tables (O(1));
-order reads are index seeks on (tenant, session, ts_us, id)."""
+foreign id reads exactly like a missing one. Counts come from the counter tables (O(1) or
+O(values), see :mod:`graph.pg.counts`); order reads are index seeks on (tenant, session, ts_us, id).
+Semantics follow :mod:`graph.sqlite_store` method by method."""
 
 from __future__ import annotations
 
@@ -13,15 +14,14 @@ from psycopg import sql
 from graph.agent_names import AgentNameIndex
 from graph.api import (
     AGENT,
-    SUMMARIZES,
     SUPERSEDES,
     EdgeRef,
     EpisodeNode,
     Key,
     MemoryNode,
     SessionStats,
-    session_node,
 )
+from graph.pg.counts import SEP
 from graph.pg.rows import EPISODE_SELECT, NODE_SELECT, check_field, episode_node, like_prefix, memory_node
 
 T = TypeVar("T")
@@ -62,9 +62,8 @@ class Reads:
         return episode_node(rows[0]) if rows else None
 
     def session_episode(self, tenant: str, session: str) -> EpisodeNode | None:
-        rows = self._q(f"SELECT {EPISODE_SELECT} FROM episodes e WHERE tenant = %s AND session = %s AND EXISTS "
-                       "(SELECT 1 FROM edges WHERE src = 'ep:' || e.id AND dst = %s AND kind = %s)",
-                       [tenant, session, session_node(tenant, session), SUMMARIZES])
+        rows = self._q(f"SELECT {EPISODE_SELECT} FROM episodes WHERE tenant = %s AND session = %s",
+                       [tenant, session])
         return episode_node(rows[0]) if rows else None
 
     def episodes(self, tenant: str) -> list[EpisodeNode]:
@@ -75,6 +74,9 @@ class Reads:
         rows = self._q(f"SELECT {NODE_SELECT} FROM memories m WHERE m.tenant = %s AND m.idempotency_key = %s",
                        [tenant, key])
         return memory_node(rows[0]) if rows else None
+
+    def memory_ids(self, tenant: str) -> list[int]:
+        return [k[1] for k in self.iter_newest(tenant, None)]
 
     # ---- order --------------------------------------------------------------------------------
     def page(self, tenant: str, session: str | None, before: Key | None, limit: int, *,
@@ -135,6 +137,16 @@ class Reads:
                            [tenant, session])
         return int(rows[0][1 if turns_only else 0]) if rows else 0
 
+    def _scoped(self, tenant: str, scope: str, key: str) -> int:
+        rows = self._q("SELECT n FROM counts WHERE tenant = %s AND scope = %s AND key = %s", [tenant, scope, key])
+        return int(rows[0][0]) if rows else 0
+
+    def counts_by_day(self, tenant: str, first_day: int, days: int) -> list[int]:
+        rows = self._q("SELECT key, n FROM counts WHERE tenant = %s AND scope = 'day' AND key >= %s AND key < %s",
+                       [tenant, f"{first_day:08d}", f"{first_day + days:08d}"])
+        found = {int(k): int(n) for k, n in rows}
+        return [found.get(first_day + i, 0) for i in range(days)]
+
     def count_before(self, tenant: str, key: Key) -> int:
         rows = self._q("SELECT count(*) FROM memories WHERE tenant = %s AND (ts_us, id) < (%s, %s)", [tenant, *key])
         return int(rows[0][0])
@@ -171,12 +183,23 @@ class Reads:
         return [int(r[0]) for r in self._q(q.format(check_field(field)), [tenant, value, limit])]
 
     def field_count(self, tenant: str, field: str, value: str) -> int:
-        q = sql.SQL("SELECT count(*) FROM memories WHERE tenant = %s AND {} = %s")
-        return int(self._q(q.format(check_field(field)), [tenant, value])[0][0])
+        check_field(field)
+        return self._scoped(tenant, field, value)
+
+    def field_counts(self, tenant: str, field: str) -> dict[str, int]:
+        check_field(field)
+        rows = self._q('SELECT key, n FROM counts WHERE tenant = %s AND scope = %s AND n > 0 ORDER BY key COLLATE "C"',
+                       [tenant, field])
+        return {str(k): int(n) for k, n in rows}
+
+    def private_count(self, tenant: str) -> int:
+        rows = self._q("SELECT coalesce(sum(rows), 0) FROM private_counts WHERE tenant = %s", [tenant])
+        return int(rows[0][0])
 
     def source_prefix_ids(self, tenant: str, prefix: str, limit: int | None) -> list[int]:
-        rows = self._q("SELECT id FROM memories WHERE tenant = %s AND source_id LIKE %s "
-                       "ORDER BY ts_us DESC, id DESC LIMIT %s", [tenant, like_prefix(prefix), limit])
+        """(source_id, id) order, code point by code point as SQLite compares (COLLATE "C")."""
+        rows = self._q('SELECT id FROM memories WHERE tenant = %s AND source_id LIKE %s '
+                       'ORDER BY source_id COLLATE "C", id LIMIT %s', [tenant, like_prefix(prefix), limit])
         return [int(r[0]) for r in rows]
 
     def source_prefix_count(self, tenant: str, prefix: str) -> int:
@@ -185,19 +208,21 @@ class Reads:
         return int(rows[0][0])
 
     def sessions_in_channel(self, tenant: str, channel: str) -> set[str]:
-        rows = self._q("SELECT DISTINCT session FROM memories WHERE tenant = %s AND channel = %s "
-                       "AND visibility = 'tenant'", [tenant, channel])
-        return {str(r[0]) for r in rows}
+        rows = self._q("SELECT key FROM counts WHERE tenant = %s AND scope = 'schan' AND starts_with(key, %s) "
+                       "AND n > 0", [tenant, channel + SEP])
+        return {str(r[0]).split(SEP, 1)[1] for r in rows}
 
     def session_has_channel(self, tenant: str, session: str, channel: str) -> bool:
-        rows = self._q("SELECT EXISTS (SELECT 1 FROM memories WHERE tenant = %s AND channel = %s AND session = %s "
-                       "AND visibility = 'tenant')", [tenant, channel, session])
-        return bool(rows[0][0])
+        return self._scoped(tenant, "schan", f"{channel}{SEP}{session}") > 0
 
     # ---- edges --------------------------------------------------------------------------------
     def edges_of(self, tenant: str, node: str) -> list[EdgeRef]:
-        rows = self._q("SELECT 'out', kind, dst FROM edges WHERE src = %s AND tenant = %s UNION ALL "
-                       "SELECT 'in', kind, src FROM edges WHERE dst = %s AND tenant = %s", [node, tenant, node, tenant])
+        """The node's edges whose both ends are the tenant's (as SQLite: an edge to a foreign or
+        missing node is left out; a foreign node has no edges)."""
+        rows = self._q(f"SELECT e.dir, e.kind, e.other FROM (SELECT %s::text AS n, %s::text AS t) me, LATERAL "
+                       f"(SELECT 'out' AS dir, kind, dst AS other FROM edges WHERE src = me.n AND tenant = me.t "
+                       f"UNION ALL SELECT 'in', kind, src FROM edges WHERE dst = me.n AND tenant = me.t) e "
+                       f"WHERE {owner_sql('me.n')} = me.t AND {owner_sql('e.other')} = me.t", [node, tenant])
         return [EdgeRef(r[0], str(r[1]), str(r[2])) for r in rows]
 
     def superseders(self, tenant: str, ids: Iterable[int]) -> dict[int, list[int]]:
@@ -229,3 +254,11 @@ class Reads:
         self._agent_cache[tenant] = (version, index)
         return index
 
+
+
+def owner_sql(node: str) -> str:
+    """A SQL expression: the tenant owning the node whose id is the column ``node`` (a memory,
+    an episode or a row of ``nodes``), NULL when it does not exist."""
+    return (f"(CASE WHEN {node} ~ '^mem:[0-9]{{1,18}}$' THEN (SELECT tenant FROM memories WHERE id = "
+            f"substr({node}, 5)::bigint) WHEN {node} ~ '^ep:[0-9]{{1,18}}$' THEN (SELECT tenant FROM episodes "
+            f"WHERE id = substr({node}, 4)::bigint) ELSE (SELECT tenant FROM nodes WHERE node_id = {node}) END)")

@@ -32,6 +32,7 @@ from graph.pg.migrations import migrate
 from graph.pg.reads import Reads
 from graph.pg.rows import scalar
 from graph.pg.txn import PgTxn
+from graph.traversal import neighbourhood
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -84,7 +85,7 @@ class PostgresGraphStore(Reads):
         self.cache_entries = max(0, cache_entries)
         self.prune_min_rows = lexical.COMMON_MIN_ROWS  # tenants above it drop very common query words
         self._cache_lock = threading.Lock()
-        self._hoods: OrderedDict[tuple[str, str, int, int, int], tuple[int, nx.MultiDiGraph]] = OrderedDict()
+        self._hoods: OrderedDict[tuple[str, str, int, int, int, int], tuple[int, nx.MultiDiGraph]] = OrderedDict()
         self._stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._beat, name=f"memcore-lease-{owner}", daemon=True)
         self._heartbeat.start()
@@ -101,6 +102,11 @@ class PostgresGraphStore(Reads):
             except psycopg.Error as exc:
                 raise wrap(exc, what) from exc
         return retrying(attempt, what, self.retry_s)
+
+    def read_with(self, fn: Callable[[psycopg.Connection[Any]], T], what: str) -> T:
+        """``fn`` on a pooled connection (autocommit; open a transaction for one snapshot), retried
+        on transient failures; every failure leaves as a GraphStoreError naming ``what``."""
+        return self._with_conn(fn, what)
 
     @contextmanager
     def transaction(self) -> Iterator[PgTxn]:
@@ -202,22 +208,22 @@ class PostgresGraphStore(Reads):
         return self._with_conn(lambda c: lexical.phrases(c, f, list(phrases), limit), "lexical search")
 
     # ---- graph ----------------------------------------------------------------------------------
-    def neighbourhood(self, tenant: str, node: str, depth: int, max_nodes: int, hub_degree: int) -> nx.MultiDiGraph:
-        """The k-hop subgraph (frozen: shared by callers), kept in an LRU of ``cache_entries``
-        subgraphs and rebuilt when the tenant's version moved (another replica wrote)."""
+    def neighbourhood(self, tenant: str, node: str, depth: int, max_nodes: int, hub_degree: int,
+                      children: int = 8) -> nx.MultiDiGraph:
+        """The k-hop subgraph of :func:`graph.traversal.neighbourhood` (the rules every backend
+        shares), frozen (callers share it), kept in an LRU of ``cache_entries`` subgraphs and
+        rebuilt when the tenant's version moved (this or another replica wrote). The version is
+        read before the walk: a write during it leaves an entry that the next read finds stale."""
         import networkx as nx
 
-        from graph.pg.neighbourhood import neighbourhood
-
-        key = (tenant, node, depth, max_nodes, hub_degree)
+        key = (tenant, node, depth, max_nodes, hub_degree, children)
         version = self.version(tenant)
         with self._cache_lock:
             hit = self._hoods.get(key)
             if hit is not None and hit[0] == version:
                 self._hoods.move_to_end(key)
                 return hit[1]
-        g = nx.freeze(self._with_conn(lambda c: neighbourhood(c, tenant, node, depth, max_nodes, hub_degree),
-                                      "neighbourhood read"))
+        g = nx.freeze(neighbourhood(self, tenant, node, depth, max_nodes, hub_degree, children))
         with self._cache_lock:
             self._hoods[key] = (version, g)
             while len(self._hoods) > self.cache_entries:

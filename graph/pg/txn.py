@@ -5,7 +5,8 @@ Every write also keeps, in the same transaction:
   session by (ts_us, id); an insert or delete in the middle re-points the next row, exactly as
   ``graph/store.py`` keeps ``ftw_*``. Writes of one session are serialized by an advisory lock
   so two replicas never compute a window from each other's uncommitted rows;
-- the counters (per tenant, per session, private rows per author), applied at commit as
+- the counts (per tenant, per session, private rows per author, and the scoped counts of
+  :mod:`graph.pg.counts`: type, agent, channel, channel sessions, UTC days), applied at commit as
   deltas, with the tenant's change counter ``tenant_state.version`` bumped once per touched
   tenant.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from psycopg import Connection, sql
 
 from graph.api import AGENT, AUTHORED_BY, IN_SESSION, SESSION, SUMMARIZES, agent_node, mem_node, session_node
+from graph.pg import counts
 from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
 
 # one round trip: the row with its window (the previous shared memory of the session) and the
@@ -62,6 +64,7 @@ class PgTxn:
         self._tenant: dict[str, Counter[str]] = {}  # tenant -> memories/non_turn/lex_len_sum deltas
         self._session: Counter[tuple[str, str, str]] = Counter()  # (tenant, session, memories|turns)
         self._private: Counter[tuple[str, str, str]] = Counter()  # (tenant, session, agent)
+        self._scoped: Counter[tuple[str, str, str]] = Counter()  # (tenant, scope, key) of the counts table
 
     def _x(self, query: str | sql.Composable, args: Iterable[Any] = ()) -> Any:
         return self.conn.execute(query, list(args))  # type: ignore[arg-type]
@@ -143,6 +146,7 @@ class PgTxn:
         self._session[(tenant, session, "turns")] += 1 if turn else 0
         if row["visibility"] == "agent":
             self._private[(tenant, session, row["agent"])] += 1
+        self._scoped.update({(tenant, scope, key): 1 for scope, key in counts.scoped_keys(row)})
 
     def erase_memory(self, tenant: str, mem_id: int) -> bool:
         """Delete the memory, its edges and its window (the next row is re-pointed); AGENT/SESSION
@@ -153,10 +157,10 @@ class PgTxn:
         session = str(found[0])
         self._lock_session(tenant, session)
         gone = self._x("DELETE FROM memories WHERE id = %s AND tenant = %s RETURNING ts_us, type, visibility, "
-                       "agent, length(tsv_win)", [mem_id, tenant]).fetchone()
+                       "agent, length(tsv_win), channel", [mem_id, tenant]).fetchone()
         if gone is None:
             return False
-        ts_us, type_, visibility, agent, lex_len = gone
+        ts_us, type_, visibility, agent, lex_len, channel = gone
         key = (int(ts_us), mem_id)
         nxt = self._neighbour(tenant, session, key, after=True)
         if nxt is not None:  # the deleted text leaves the next row's window too
@@ -169,6 +173,9 @@ class PgTxn:
         self._session[(tenant, session, "turns")] -= 1 if turn else 0
         if visibility == "agent":
             self._private[(tenant, session, str(agent))] -= 1
+        gone_row = {"type": type_, "agent": agent, "ts_us": ts_us, "channel": channel, "visibility": visibility,
+                    "session": session}
+        self._scoped.subtract({(tenant, scope, key): 1 for scope, key in counts.scoped_keys(gone_row)})
         return True
 
     # ---- nodes, edges, episodes, meta -----------------------------------------------------------
@@ -208,6 +215,20 @@ class PgTxn:
         self._x(f"INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) {conflict}", [key, value])
 
     # ---- counters ----------------------------------------------------------------------------
+    def touch(self, tenant: str) -> None:
+        """Move the tenant's version at commit (a repair changed its rows underneath the caches)."""
+        self._tenants[tenant] += 1
+
+    def rebuild_counts(self) -> None:
+        """Recount every tenant's rows (doctor: counts that disagree with them); see
+        :func:`graph.pg.counts.rebuild`. Deltas this transaction already made are dropped: the
+        recount sees its rows."""
+        self._tenant.clear()
+        self._session.clear()
+        self._private.clear()
+        self._scoped.clear()
+        counts.rebuild(self.conn)
+
     def _count(self, tenant: str, **deltas: int) -> None:
         self._tenants[tenant] += 1
         self._tenant.setdefault(tenant, Counter()).update(deltas)
@@ -242,3 +263,19 @@ class PgTxn:
             if n < 0:
                 self._x("DELETE FROM private_counts WHERE tenant = %s AND session = %s AND agent = %s AND rows <= 0",
                         [tenant, session, agent])
+        self._finish_scoped()
+
+    def _finish_scoped(self) -> None:
+        """The scoped counts in one statement (sorted keys: a fixed lock order), emptied ones deleted."""
+        moved = sorted((k, n) for k, n in self._scoped.items() if n)
+        if not moved:
+            return
+        cols = [[k[i] for k, _n in moved] for i in range(3)]
+        self._x("INSERT INTO counts AS c (tenant, scope, key, n) SELECT * FROM unnest(%s::text[], %s::text[], "
+                "%s::text[], %s::bigint[]) ON CONFLICT (tenant, scope, key) DO UPDATE SET n = c.n + excluded.n",
+                [*cols, [n for _k, n in moved]])
+        fallen = [k for k, n in moved if n < 0]
+        if fallen:
+            self._x("DELETE FROM counts WHERE n <= 0 AND (tenant, scope, key) IN "
+                    "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))",
+                    [[k[i] for k in fallen] for i in range(3)])

@@ -1,0 +1,103 @@
+"""The counts the PostgreSQL store keeps in each write transaction, and their recount from the rows.
+
+Four tables hold them: ``tenant_state`` (memories, non-turn rows and the lexical length sum
+per tenant, beside its change counter), ``session_counts`` (memories and turns per session),
+``private_counts`` (private rows per session and author) and ``counts`` (tenant, scope, key,
+n) for the rest, with the scopes and keys of ``graph.sqlite_txn.count_keys``: ``type``,
+``agent``, ``channel``, ``schan`` (channel \\x1f session, shared rows only) and ``day`` (the
+UTC day number zero-padded to 8 digits), so field counts, channel sessions and the growth
+chart are O(values), never a scan of the rows.
+
+:data:`KEPT_SQL` and :data:`ACTUAL_SQL` list every count as (tenant, scope, key, n): what is
+kept, and what the rows imply. Doctor compares them; :func:`rebuild` makes the first equal
+the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg import Connection
+
+from graph.db import DAY_US
+from graph.sqlite_txn import SEP, day_key
+
+_DAY = f"lpad((ts_us / {DAY_US})::text, greatest(8, length((ts_us / {DAY_US})::text)), '0')"
+SCOPES = ("type", "agent", "channel", "schan", "day")  # the scopes of the ``counts`` table
+
+CREATE_SQL = """
+CREATE TABLE counts (
+    tenant text NOT NULL,
+    scope text NOT NULL,
+    key text NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (tenant, scope, key)
+);
+"""
+
+# the rows' counts in the scopes of the ``counts`` table
+SCOPED_SQL = f"""
+SELECT tenant, 'type', type, count(*) FROM memories GROUP BY tenant, type
+UNION ALL SELECT tenant, 'agent', agent, count(*) FROM memories GROUP BY tenant, agent
+UNION ALL SELECT tenant, 'channel', channel, count(*) FROM memories WHERE channel IS NOT NULL GROUP BY tenant, channel
+UNION ALL SELECT tenant, 'schan', channel || chr(31) || session, count(*) FROM memories
+    WHERE channel IS NOT NULL AND visibility = 'tenant' GROUP BY tenant, channel, session
+UNION ALL SELECT tenant, 'day', {_DAY}, count(*) FROM memories GROUP BY tenant, {_DAY}
+"""
+
+KEPT_SQL = """
+SELECT tenant, 'all', '', memories FROM tenant_state
+UNION ALL SELECT tenant, 'nonturn', '', non_turn FROM tenant_state
+UNION ALL SELECT tenant, 'lexical length', '', lex_len_sum FROM tenant_state
+UNION ALL SELECT tenant, 'session', session, memories FROM session_counts
+UNION ALL SELECT tenant, 'turns', session, turns FROM session_counts
+UNION ALL SELECT tenant, 'private', session || chr(31) || agent, rows FROM private_counts
+UNION ALL SELECT tenant, scope, key, n FROM counts
+"""
+
+ACTUAL_SQL = f"""
+SELECT tenant, 'all', '', count(*) FROM memories GROUP BY tenant
+UNION ALL SELECT tenant, 'nonturn', '', count(*) FROM memories WHERE type <> 'turn' GROUP BY tenant
+UNION ALL SELECT tenant, 'lexical length', '', sum(length(tsv_win)) FROM memories GROUP BY tenant
+UNION ALL SELECT tenant, 'session', session, count(*) FROM memories GROUP BY tenant, session
+UNION ALL SELECT tenant, 'turns', session, count(*) FROM memories WHERE type = 'turn' GROUP BY tenant, session
+UNION ALL SELECT tenant, 'private', session || chr(31) || agent, count(*) FROM memories
+    WHERE visibility = 'agent' GROUP BY tenant, session, agent
+UNION ALL {SCOPED_SQL}
+"""
+
+
+def scoped_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (scope, key) counts of the ``counts`` table one memory adds to (as :data:`SCOPED_SQL`)."""
+    keys = [("type", str(row["type"])), ("agent", str(row["agent"])), ("day", day_key(int(row["ts_us"])))]
+    channel = row.get("channel")
+    if channel:
+        keys.append(("channel", str(channel)))
+        if row["visibility"] == "tenant":
+            keys.append(("schan", f"{channel}{SEP}{row['session']}"))
+    return keys
+
+
+def rebuild(conn: Connection[Any]) -> None:
+    """Recount every tenant's rows inside the caller's transaction. The counter tables are locked
+    against concurrent writers' deltas first (SHARE ROW EXCLUSIVE): a writer that has not applied
+    its deltas yet applies them after this commits, on top of a recount that did not see its rows;
+    one that has waits for its commit, which each statement's snapshot below then sees. Every
+    tenant's version moves (cached subgraphs and agent indexes are rebuilt)."""
+    conn.execute("LOCK TABLE tenant_state, session_counts, private_counts, counts IN SHARE ROW EXCLUSIVE MODE")
+    conn.execute("INSERT INTO tenant_state (tenant) SELECT DISTINCT tenant FROM memories ON CONFLICT DO NOTHING")
+    conn.execute(
+        "UPDATE tenant_state t SET version = t.version + 1, memories = coalesce(r.memories, 0), "
+        "non_turn = coalesce(r.non_turn, 0), lex_len_sum = coalesce(r.lex_len_sum, 0) "
+        "FROM tenant_state t2 LEFT JOIN (SELECT tenant, count(*) AS memories, "
+        "count(*) FILTER (WHERE type <> 'turn') AS non_turn, sum(length(tsv_win)) AS lex_len_sum "
+        "FROM memories GROUP BY tenant) r ON r.tenant = t2.tenant WHERE t.tenant = t2.tenant")
+    conn.execute("DELETE FROM session_counts")
+    conn.execute("INSERT INTO session_counts (tenant, session, memories, turns) SELECT tenant, session, count(*), "
+                 "count(*) FILTER (WHERE type = 'turn') FROM memories GROUP BY tenant, session")
+    conn.execute("DELETE FROM private_counts")
+    conn.execute("INSERT INTO private_counts (tenant, session, agent, rows) SELECT tenant, session, agent, count(*) "
+                 "FROM memories WHERE visibility = 'agent' GROUP BY tenant, session, agent")
+    conn.execute("DELETE FROM counts")
+    conn.execute(f"INSERT INTO counts (tenant, scope, key, n) {SCOPED_SQL}")
