@@ -175,6 +175,9 @@ class MemoryCore:
         # replicas share nothing local: no directory lock (PostgreSQL and the Chroma server coordinate)
         if lock is None and not is_replicated(settings):
             lock = claim(root, announcement=announcement)
+        elif lock is None:  # still the replica's own place (the announcement for joining launches)
+            with _coded_open_errors(root):
+                root.mkdir(parents=True, exist_ok=True)
         opened: list[OpenedGraph] = []
         try:
             with _coded_open_errors(root):

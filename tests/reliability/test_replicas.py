@@ -70,6 +70,28 @@ def _library(env: dict[str, str], data_dir: Path) -> MemoryCore:
     return MemoryCore.open(data_dir, settings=load_settings(environ=env))
 
 
+def _kill_mid_add(victim: subprocess.Popen[str], dsn: str, deadline: float) -> tuple[int, int]:
+    """SIGKILL ``victim`` as soon as it owns a pending journal entry (polled). Returns how many
+    entries it owned right after the kill, and half a lease later (while the survivors write)."""
+    import psycopg
+
+    owned = "SELECT count(*) FROM journal WHERE owner LIKE %s"
+    pattern = [f"%:{victim.pid}:%"]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        def count() -> int:
+            row = conn.execute(owned, pattern).fetchone()
+            return int(row[0]) if row else 0
+
+        while time.monotonic() < deadline and count() == 0:
+            pass
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=10)
+        at_kill = count()
+        time.sleep(LEASE_S / 2)
+        return at_kill, count()
+
+
 def _journal_rows(dsn: str) -> int:
     import psycopg
 
@@ -111,6 +133,18 @@ def test_three_replicas_serve_one_memory_under_load(
     assert acked_total > 0 and all(stats.acked.values())
 
 
+async def _victim_adds(url: str, token: str, tenant: str, acked: dict[str, str], errors: list[str],
+                       stop_at: float, count: list[int]) -> None:
+    """:func:`_adds` through the replica that will be killed: its connection breaks (the client
+    may raise on the way out too); nothing in flight was acknowledged."""
+    try:
+        await _adds(url, token, tenant, "victim", acked, errors, stop_at, count)
+    except BaseException as exc:  # the killed server's transport fails in any way it likes
+        if isinstance(exc, anyio.get_cancelled_exc_class()):
+            raise
+        errors.append(f"{type(exc).__name__}: {exc}"[:200])
+
+
 async def _adds(url: str, token: str, tenant: str, label: str, acked: dict[str, str], errors: list[str],
                 stop_at: float, count: list[int]) -> None:
     """Add memories through one replica until ``stop_at``; a call that fails is not acknowledged
@@ -149,22 +183,25 @@ def test_a_replica_killed_mid_adds_leaves_nothing_half_written_and_the_others_se
         victim, victim_url = stack.enter_context(replica(tmp_path / "victim", config, backends))
         survivors = [stack.enter_context(replica(tmp_path / f"survivor-{i}", config, backends))[1] for i in range(2)]
 
+        dsn = backends["MEMORY_CORE_STORAGE_POSTGRES_DSN"]
+        caught = [(0, 0)]
+
         async def run() -> None:
             victim_count = [0]
             stop_at = time.monotonic() + 8.0
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_adds, victim_url, token, tenant, "victim", acked, victim_errors, stop_at, victim_count)
+                tg.start_soon(_victim_adds, victim_url, token, tenant, acked, victim_errors, stop_at, victim_count)
                 for i, url in enumerate(survivors):
                     tg.start_soon(_adds, url, token, tenant, f"survivor{i}", acked, survivor_errors, stop_at, [0])
                 while victim_count[0] < 15 and time.monotonic() < stop_at:  # well into its adds
                     await anyio.sleep(0.02)
-                os.kill(victim.pid, signal.SIGKILL)
+                # kill it inside an add: while one of its journal entries is pending (between the
+                # intent and the graph commit, across its Chroma write)
+                caught[0] = await anyio.to_thread.run_sync(_kill_mid_add, victim, dsn, stop_at)
 
         anyio.run(run)
-        victim.wait(timeout=10)
-        time.sleep(LEASE_S + 0.5)  # the dead replica's lease runs out
-        dsn = backends["MEMORY_CORE_STORAGE_POSTGRES_DSN"]
-        left_by_victim = _journal_rows(dsn)
+        left_by_victim, within_lease = caught[0]
+        time.sleep(LEASE_S + 0.5)  # the dead replica's lease has run out by now
 
         async def after() -> None:  # a survivor's next write finishes what the dead one left
             acked_late: dict[str, str] = {}
@@ -177,10 +214,12 @@ def test_a_replica_killed_mid_adds_leaves_nothing_half_written_and_the_others_se
         report = check(core)
         found = {r.ref: r.content for r in core.get_contents(tenant, list(acked)).found}
     row.trials, row.steps, row.errors, row.lost = 1, len(acked), len(survivor_errors), len(set(acked) - set(found))
-    row.notes = (f"killed 1 of 3 replicas mid-adds; {len(acked)} acknowledged adds; its journal left "
-                 f"{left_by_victim} entr(y/ies), {journal_after} after a survivor's next write; doctor findings: "
-                 f"{len(report.findings)}")
+    row.notes = (f"killed 1 of 3 replicas inside an add; {len(acked)} acknowledged adds; it left {left_by_victim} "
+                 f"journal entr(y/ies), {within_lease} still there half a lease later while the others wrote, "
+                 f"{journal_after} after the lease; doctor findings: {len(report.findings)}")
     print(row.notes)
+    assert left_by_victim >= 1, "the replica was not killed inside an add"
+    assert within_lease == left_by_victim, "a live lease's entries were touched"
     assert survivor_errors == [], survivor_errors[:10]
     assert found == acked, f"{len(set(acked) - set(found))} acknowledged adds missing"
     assert journal_after == 0
