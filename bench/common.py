@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -63,9 +63,23 @@ def percentiles(samples_s: Sequence[float]) -> dict[str, float]:
     }
 
 
-def open_bench_core(data_dir: Any, embedder: Any) -> MemoryCore:
-    """A core on the embedded default stores, configured only by code (no env, no file)."""
-    return MemoryCore.open(data_dir, settings=load_settings(environ={}), embedder=embedder)
+def open_bench_core(data_dir: Any, embedder: Any, postgres_dsn: str | None = None) -> MemoryCore:
+    """A core on the embedded default stores, configured only by code (no env, no file); with
+    ``postgres_dsn`` its graph is in that PostgreSQL database instead of SQLite."""
+    overrides = {"storage": {"graph": "postgres", "postgres_dsn": postgres_dsn}} if postgres_dsn else {}
+    return MemoryCore.open(data_dir, settings=load_settings(environ={}, overrides=overrides), embedder=embedder)
+
+
+@contextmanager
+def postgres_database(dsn: str | None) -> Iterator[str]:
+    """``dsn`` as given, or an empty database on a throwaway server (``initdb``/``pg_ctl``, as the tests do)."""
+    if dsn:
+        yield dsn
+        return
+    from tests.support.postgres import fresh_database, running_postgres
+
+    with running_postgres() as server:
+        yield fresh_database(server.dsn())
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import open_bench_core, percentiles, print_table, stage
+from bench.common import open_bench_core, percentiles, postgres_database, print_table, stage
 from bench.embed_cache import cached_minilm
 from bench.locomo_data import CATEGORY_NAMES, Conversation, QAItem, load_locomo
 from bench.metrics import MRR_DEPTH, Scoreboard
@@ -112,14 +112,14 @@ def score(boards: dict[str, Scoreboard], times: dict[str, list[float]], name: st
         board.add(qa.category, ranked, qa.evidence)
 
 
-def run(data: Path, preset: str | None, baselines: bool) -> dict[str, Any]:
+def run(data: Path, preset: str | None, baselines: bool, postgres_dsn: str | None = None) -> dict[str, Any]:
     conversations = load_locomo(data)
     boards: dict[str, Scoreboard] = {}
     times: dict[str, list[float]] = {}
     options = {"preset": preset} if preset else {}
     label = f"recall[{preset}]" if preset else "recall"
     with tempfile.TemporaryDirectory(prefix="locomo-bench-") as tmp:
-        core = open_bench_core(Path(tmp) / "store", cached_minilm())
+        core = open_bench_core(Path(tmp) / "store", cached_minilm(), postgres_dsn)
         try:
             for conv in conversations:
                 with stage(f"{conv.sample_id}: ingest {len(conv.turns)} turns, score {len(conv.qa)} questions"):
@@ -132,6 +132,7 @@ def run(data: Path, preset: str | None, baselines: bool) -> dict[str, Any]:
             core.close()
     return {
         "data": str(data),
+        "graph": "postgres" if postgres_dsn else "sqlite",
         "conversations": [c.sample_id for c in conversations],
         "questions": sum(len(c.qa) for c in conversations),
         "depth": DEPTH,
@@ -165,8 +166,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
     parser.add_argument("--preset", help="recall preset to evaluate (default: the configured one)")
     parser.add_argument("--no-baselines", action="store_true", help="skip the vector and BM25 baselines")
+    parser.add_argument("--graph", choices=("sqlite", "postgres"), default="sqlite",
+                        help="the durable graph (postgres: a throwaway server unless --dsn names a database)")
+    parser.add_argument("--dsn", help="an empty PostgreSQL database for --graph postgres")
     args = parser.parse_args(argv)
-    result = run(args.data, args.preset, not args.no_baselines)
+    if args.graph == "postgres":
+        with postgres_database(args.dsn) as dsn:
+            result = run(args.data, args.preset, not args.no_baselines, dsn)
+    else:
+        result = run(args.data, args.preset, not args.no_baselines)
     report(result)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -18,11 +18,10 @@ import hashlib
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench.common import postgres_database
 from bench.locomo_data import Conversation, load_locomo
 from bench.metrics import Scoreboard
 from graph.api import RowFilter
@@ -41,17 +40,6 @@ def memory_row(mem_id: int, tenant: str, turn: Any) -> dict[str, Any]:
             "project_id": None, "salience": 0.5, "visibility": "tenant", "ts_us": ts_us, "metadata": {},
             "content": turn.content, "content_len": len(turn.content),
             "content_hash": hashlib.sha256(turn.content.encode()).hexdigest(), "idempotency_key": None}
-
-
-@contextmanager
-def postgres(dsn: str | None) -> Iterator[str]:
-    if dsn:
-        yield dsn
-        return
-    from tests.support.postgres import fresh_database, running_postgres
-
-    with running_postgres() as server:
-        yield fresh_database(server.dsn())
 
 
 def run(conversations: list[Conversation], dsn: str) -> None:
@@ -124,7 +112,7 @@ def main() -> None:
     parser.add_argument("--dsn", default=None, help="an empty PostgreSQL database (default: a throwaway server)")
     args = parser.parse_args()
     conversations = load_locomo(args.data)
-    with postgres(args.dsn) as dsn:
+    with postgres_database(args.dsn) as dsn:
         run(conversations, dsn)
 
 
