@@ -231,3 +231,17 @@ def test_a_closed_store_is_unavailable_to_maintenance(store: PostgresGraphStore,
     assert caught.value.kind == "unavailable"
     with pytest.raises(GraphStoreError):
         m.remove_edges([EdgeRow("a", "b", "c", A)])
+
+
+def test_a_version_2_store_gains_its_scoped_counts_from_the_rows_at_open(store: PostgresGraphStore, dsn: str) -> None:
+    made = _populate(store)
+    store.close()
+    _sql(dsn, "DROP TABLE counts", "UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    reopened = PostgresGraphStore(dsn, owner="replica-a", retry_s=2.0)
+    try:
+        assert reopened.meta("schema_version") == "3" and PgMaintenance(reopened).stale_counts() == {}
+        assert reopened.field_counts(A, "agent") == {"alice": 3, "bob": 1}
+        assert reopened.field_ids(A, "agent", "bob", None) == [made[A][1]]
+        assert reopened.field_count(G, "type", "turn") == 2
+    finally:
+        reopened.close()
