@@ -3,8 +3,9 @@
 For each size, one tenant is loaded through ``PgTxn.write_memory`` (batches of 100, 50 sessions,
 8 agents, 3 channels, rows spread over 365 UTC days), then p50 of ``counts_by_day`` (a year),
 ``field_counts`` (agents), ``field_count``, ``private_count``, ``sessions_in_channel`` and
-``count`` (the O(1) baseline), beside ``memory_ids`` (a scan of every row, for scale). Sizes are
-printed side by side: a kept count reads the same at every size, the scan grows with it.
+``count`` (the O(1) baseline), the inspector's neighbourhood (depth 2, 120 nodes; cold and
+cached), beside ``memory_ids`` (a scan of every row, for scale). Sizes are printed side by side:
+a kept count or a neighbourhood reads the same at every size, the scan grows with it.
 
     python -m bench.pg_counts [--sizes 2000 20000] [--dsn DSN]
 """
@@ -34,10 +35,13 @@ def _row(mem_id: int, tenant: str) -> dict[str, Any]:
 
 
 def measure(store: PostgresGraphStore, tenant: str, rows: int) -> dict[str, float]:
+    made: list[int] = []
     for _batch in range(rows // 100):
         with store.transaction() as tx:
             for i in tx.allocate_ids(100):
                 tx.write_memory(_row(i, tenant))
+                made.append(i)
+    first = made[len(made) // 2]
     return {
         "count(tenant)": p50_ms(lambda _: store.count(tenant)),
         "counts_by_day(365 days)": p50_ms(lambda _: store.counts_by_day(tenant, DAY0, 365)),
@@ -45,6 +49,11 @@ def measure(store: PostgresGraphStore, tenant: str, rows: int) -> dict[str, floa
         "field_count(agent)": p50_ms(lambda i: store.field_count(tenant, "agent", f"a{i % 8}")),
         "private_count": p50_ms(lambda _: store.private_count(tenant)),
         "sessions_in_channel": p50_ms(lambda i: store.sessions_in_channel(tenant, f"c{i % 3}")),
+        # the inspector's view: depth 2, 120 nodes, 8 children, hubs past 200 (its sessions hold rows/50)
+        "neighbourhood, cold (new root)": p50_ms(lambda i: store.neighbourhood(tenant, f"mem:{first + i}", 2, 120,
+                                                                               200, 8), 20),
+        "neighbourhood, cached (same root)": p50_ms(lambda _: store.neighbourhood(tenant, f"mem:{first}", 2, 120,
+                                                                                  200, 8)),
         "memory_ids (a scan, for scale)": p50_ms(lambda _: store.memory_ids(tenant), 5),
     }
 
