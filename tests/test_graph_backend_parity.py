@@ -1,5 +1,5 @@
-"""The PostgreSQL graph store answers every read of the seam exactly as the SQLite one (the
-reference semantics), given the same writes: same values, same order."""
+"""The PostgreSQL graph store answers every read of the seam, and every maintenance scan, exactly as
+the SQLite one (the reference semantics), given the same writes: same values, same order."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import pytest
 
 from graph.api import SUPERSEDES, GraphStore, mem_node
 from graph.db import DAY_US, GraphDB
+from graph.maintenance_api import GraphMaintenance
 from graph.pg import PostgresGraphStore
+from graph.pg.maintenance import PgMaintenance
+from graph.sqlite_maintenance import SqliteMaintenance
 from graph.sqlite_store import SqliteGraphStore
 from tests.support.pg_graph import row
 from tests.support.postgres import fresh_database
@@ -113,3 +116,29 @@ def test_neighbourhoods_hold_the_same_nodes_edges_and_depths(stores: tuple[Sqlit
     expected = lite.neighbourhood("acme", root, depth, 30, hub_degree, children)
     assert _shape(pg.neighbourhood("acme", root, depth, 30, hub_degree, children)) == _shape(expected)
     assert expected.number_of_nodes() > 1 or root == mem_node(6)  # mem:6 is globex's: an empty view
+
+
+def _scans(m: GraphMaintenance) -> dict[str, Any]:
+    tenants = m.tenants_present()
+    return {
+        "tenants": tenants, "rows": {t: m.memory_rows(t) for t in tenants},
+        "some_rows": m.memory_rows("acme", [1, 6, 7, 9, 99]), "keys": m.idempotency_keys("acme", range(0, 20)),
+        "existing": [m.existing_memory(r["tenant"], r["session"], r["content_hash"], r["ts_us"]) for r in _rows()],
+        "in_use": [m.id_in_use(i) for i in (1, 7, 50, 99)], "episode_ids": m.episode_ids("acme"),
+        "episodes": m.episodes("acme"), "stale": m.stale_counts(), "nodes": m.nodes(), "edges": m.edges(),
+        "missing": m.missing_structure(), "dangling": m.dangling_edges(),
+        "totals": [m.tenant_totals(t) for t in (*tenants, "nobody")], "chars": m.content_chars(),
+        "windows": [(w.present, w.extra, w.missing, w.differing, w.damaged) for w in map(m.window_state, tenants)],
+        "lexical": [(s.index, s.indexed, s.differing) for s in map(m.lexical_state, tenants)],
+    }
+
+
+def test_every_maintenance_scan_answers_as_sqlite_does(stores: tuple[SqliteGraphStore, PostgresGraphStore]) -> None:
+    lite, pg = stores
+    with lite.transaction() as tx:  # the same damage in both: a stray foreign edge, a lost node
+        tx.write_edge("acme", mem_node(1), mem_node(6), SUPERSEDES)
+    with pg.transaction() as tx:
+        tx.write_edge("acme", mem_node(1), mem_node(6), SUPERSEDES)
+    expected, found = _scans(SqliteMaintenance(lite.db)), _scans(PgMaintenance(pg))
+    assert {k: (v, expected[k]) for k, v in found.items() if v != expected[k]} == {}
+    assert expected["dangling"] and not expected["stale"]

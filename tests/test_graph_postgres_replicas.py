@@ -14,6 +14,7 @@ import pytest
 from graph.api import GraphStoreError, RowFilter
 from graph.pg import InvalidDSNError, PostgresGraphStore
 from graph.pg.errors import is_transient, kind_of
+from graph.pg.maintenance import PgMaintenance
 from graph.pg.migrations import LATEST, migrate
 from tests.support.pg_graph import T, add, expected_windows, ids, row, windows
 from tests.support.postgres import PostgresServer, fresh_database
@@ -167,6 +168,7 @@ def test_two_replicas_writing_one_session_at_once_keep_every_window_and_duplicat
             t.join()
         assert a.count(T) == 30 and b.count(T, "s1") == 30
         assert windows(dsn) == expected_windows(a)  # fails without the per-session advisory lock
+        assert PgMaintenance(b).stale_counts() == {}  # every counter's deltas landed once, from both replicas
         assert sorted(dup_hits, key=lambda x: x is not None)[0] is None and any(h is not None for h in dup_hits)
     finally:
         a.close()

@@ -141,8 +141,9 @@ class PgMaintenance:
         for key in sorted(set(kept) | set(actual)):
             if kept.get(key, 0) != actual.get(key, 0):
                 tenant, scope, name = key
-                out.setdefault(tenant, []).append(
-                    f"{scope} {name!r}: kept {kept.get(key, 0)}, rows {actual.get(key, 0)}".replace("\x1f", "/"))
+                shown = name.replace("\x1f", "/")  # before repr, which would spell it \x1f
+                line = f"{scope} {shown!r}: kept {kept.get(key, 0)}, rows {actual.get(key, 0)}"
+                out.setdefault(tenant, []).append(line)
         return out
 
     def journal(self) -> list[JournalEntry]:
