@@ -142,7 +142,7 @@ class SqliteMaintenance:
             if kept.get(key, 0) != actual.get(key, 0):
                 tenant, scope, name = key
                 out.setdefault(tenant, []).append(
-                    f"{scope} {name!r}: kept {kept.get(key, 0)}, rows {actual.get(key, 0)}".replace("\x1f", "/"))
+                    f"{scope} {name.replace(chr(31), '/')!r}: kept {kept.get(key, 0)}, rows {actual.get(key, 0)}")
         return out
 
     def journal(self) -> list[JournalEntry]:
