@@ -1,0 +1,55 @@
+"""bench.scale's quick path builds its stores through the write path and reports every figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.scale import main
+from bench.scale_data import MARKER, Spec, build, marker, rows_of
+
+PROBE_FIELDS = {
+    "tenants_probed", "rss_after_imports_mb", "cold_open_s", "rss_after_open_mb", "first_read_s",
+    "open_to_first_read_s", "recent_page", "rss_after_model_mb", "first_recalls", "recall", "baseline",
+    "rss_after_recall_mb", "rss_peak_mb", "store",
+}
+LATENCY_FIELDS = {"p50_ms", "p95_ms", "n"}
+
+
+def test_the_quick_run_on_1k_writes_every_figure_for_both_layouts(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    main(["--quick", "--sizes", "1000", "--queries", "10", "--cache-dir", str(tmp_path / "cache"),
+          "--json", str(out)])
+    results = json.loads(out.read_text())
+    assert set(results["runs"]) == {"one-tenant-1000", "100-tenants-1000"}
+    for name, run in [*results["runs"].items(), ("reference_1k", results["reference_1k"])]:
+        assert set(run) >= PROBE_FIELDS, (name, PROBE_FIELDS - set(run))
+        for part in ("recent_page", "recall", "baseline", "first_recalls"):
+            assert set(run[part]) == LATENCY_FIELDS, (name, part)
+        assert run["recall"]["n"] == 10 and run["cold_open_s"] > 0 and run["rss_after_open_mb"] > 0
+    assert results["runs"]["100-tenants-1000"]["tenants_probed"] == 10
+    assert results["runs"]["100-tenants-1000"]["store"]["tenants"] == 100
+
+
+def test_a_store_without_its_marker_is_rebuilt_from_scratch(tmp_path: Path) -> None:
+    spec = Spec("100-tenants", 300)
+    half = tmp_path / spec.name / "store"
+    half.mkdir(parents=True)
+    (half / "leftover").write_text("a load that was killed")
+    assert marker(tmp_path, spec) is None
+    done = build(tmp_path, spec)
+    assert not (half / "leftover").exists()
+    assert (tmp_path / spec.name / MARKER).is_file() and done["size"] == 300 and done["tenants"] == 100
+
+
+def test_generated_rows_span_sessions_types_agents_and_private_rows() -> None:
+    rows = [r for batch in rows_of(Spec("one-tenant", 3000)) for r in batch]
+    assert len(rows) == 3000
+    sessions: dict[str, int] = {}
+    for r in rows:
+        sessions[r["session"]] = sessions.get(r["session"], 0) + 1
+    assert all(n <= 200 for n in sessions.values()) and len(sessions) >= 15
+    assert {r["type"] for r in rows} > {"turn", "note", "decision"}
+    assert len({r["agent"] for r in rows}) == 5
+    assert 0 < sum(r["visibility"] == "agent" for r in rows) < 300
+    assert [r["timestamp"] for r in rows] == sorted(r["timestamp"] for r in rows)
