@@ -7,8 +7,9 @@ Stores are loaded through the write path (``MemoryCore.add_memories``) with synt
 (:mod:`bench.scale_data`: sessions of 20-200 turns, a mix of types, 5 agents a tenant, ~3 %
 private rows), one tenant or spread over 100 tenants, and cached under ``--cache-dir``
 (default ~/.cache/memory-core-bench/scale/<layout>-<size>/, marker file written last; a
-half-built store is rebuilt). Before building, the load rate is measured on a 10k store and
-an ETA printed; ``--max-build-min`` skips stores whose ETA is longer.
+half-built store is rebuilt). Before building, an ETA is printed from the load rate of the
+layout's largest finished store (a 10k one is built first when there is none);
+``--max-build-min`` skips stores whose ETA is longer.
 
 Every store is then measured in a FRESH process (:mod:`bench.scale_probe`): cold open, RSS after
 open and after a recall workload over (up to) 10 tenants, recall p50/p95 next to (query
@@ -39,29 +40,32 @@ GOALS = {"cold_open_s": 1.0, "rss_after_open_mb_at_1m": 300, "recall_ratio": 2.0
          "page_vs_1k": 1.5}
 
 
-def load_rate(cache: Path, largest: int) -> float:
-    """Rows/s of the write path here, from the 10k store (built now if missing; the smallest if --quick)."""
-    spec = RATE_PROBE if largest > RATE_PROBE.size else REFERENCE
-    with stage(f"load rate on {spec.name}"):
-        done = build(cache, spec)
-    print(f"  load rate: {done['rows_per_s']:,.0f} rows/s ({spec.name}, loaded {done['built_at']})", flush=True)
-    return float(done["rows_per_s"])
+def load_rate(cache: Path, spec: Spec) -> tuple[float, str]:
+    """Rows/s of the write path for ``spec``'s layout: from the largest finished smaller store of that
+    layout (the rate falls as a store grows), else from a 10k store built now."""
+    built = [m for m in (marker(cache, Spec(spec.layout, int(d.name.rsplit("-", 1)[1])))
+                         for d in cache.glob(f"{spec.layout}-*") if d.name.rsplit("-", 1)[1].isdigit())
+             if m is not None and RATE_PROBE.size <= m["size"] < spec.size]
+    if not built:
+        with stage(f"load rate on {spec.layout}-{RATE_PROBE.size}"):
+            built = [build(cache, Spec(spec.layout, RATE_PROBE.size))]
+    best = max(built, key=lambda m: m["size"])
+    return float(best["rows_per_s"]), f"{spec.layout}-{best['size']}"
 
 
 def build_all(cache: Path, specs: list[Spec], max_min: float | None) -> list[Spec]:
-    """Build the missing stores (smallest first); returns those that exist afterwards."""
-    missing = [s for s in specs if marker(cache, s) is None]
-    rate = 1.0
-    if missing:
-        rate = load_rate(cache, max(s.size for s in missing))
-        for s in missing:
-            print(f"  ETA {s.name}: ~{s.size / rate / 60:.1f} min (at the 10k rate; larger stores load slower)")
+    """Build the missing stores (smallest first, after printing their ETAs); returns those that exist."""
+    etas: dict[Spec, float] = {}
+    for s in specs:
+        if marker(cache, s) is None and s.size > RATE_PROBE.size:
+            rate, source = load_rate(cache, s)
+            etas[s] = s.size / rate / 60
+            print(f"  ETA {s.name}: ~{etas[s]:.1f} min at {rate:,.0f} rows/s (the rate of {source})", flush=True)
     ready = []
     for s in sorted(specs, key=lambda s: s.size):
         if marker(cache, s) is None:
-            eta = s.size / rate / 60
-            if max_min is not None and eta > max_min:
-                print(f"  skipping {s.name}: ETA {eta:.0f} min > --max-build-min {max_min:g}", flush=True)
+            if max_min is not None and etas.get(s, 0.0) > max_min:
+                print(f"  skipping {s.name}: ETA {etas[s]:.0f} min > --max-build-min {max_min:g}", flush=True)
                 continue
             with stage(f"building {s.name} through the write path (synthetic vectors)"):
                 build(cache, s)

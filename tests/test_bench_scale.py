@@ -10,8 +10,8 @@ from bench.scale_data import MARKER, Spec, build, marker, rows_of
 
 PROBE_FIELDS = {
     "tenants_probed", "rss_after_imports_mb", "cold_open_s", "rss_after_open_mb", "first_read_s",
-    "open_to_first_read_s", "recent_page", "rss_after_model_mb", "first_recalls", "recall", "baseline",
-    "rss_after_recall_mb", "rss_peak_mb", "store",
+    "open_to_first_read_s", "recent_page", "rss_after_model_mb", "first_recall_s", "first_recalls", "recall",
+    "baseline", "rss_after_recall_mb", "rss_peak_mb", "store",
 }
 LATENCY_FIELDS = {"p50_ms", "p95_ms", "n"}
 
