@@ -29,6 +29,8 @@ def test_the_quick_run_on_1k_writes_every_figure_for_both_layouts(tmp_path: Path
         assert run["recall"]["n"] == 10 and run["cold_open_s"] > 0 and run["rss_after_open_mb"] > 0
     assert results["runs"]["100-tenants-1000"]["tenants_probed"] == 10
     assert results["runs"]["100-tenants-1000"]["store"]["tenants"] == 100
+    assert {(t["layout"], t["target"]) for t in results["targets"]} >= {
+        (layout, "cold open s, worst size") for layout in ("one-tenant", "100-tenants")}
 
 
 def test_a_store_without_its_marker_is_rebuilt_from_scratch(tmp_path: Path) -> None:
