@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import print_table, stage
-from bench.scale_data import DEFAULT_CACHE, LAYOUTS, Spec, build, marker, store_dir
+from bench.scale_data import DEFAULT_CACHE, LAYOUTS, Spec, build, finished, marker, store_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE_PROBE = Spec("one-tenant", 10_000)
@@ -43,9 +43,7 @@ GOALS = {"cold_open_s": 1.0, "rss_after_open_mb_at_1m": 300, "recall_ratio": 2.0
 def load_rate(cache: Path, spec: Spec) -> tuple[float, str]:
     """Rows/s of the write path for ``spec``'s layout: from the largest finished smaller store of that
     layout (the rate falls as a store grows), else from a 10k store built now."""
-    built = [m for m in (marker(cache, Spec(spec.layout, int(d.name.rsplit("-", 1)[1])))
-                         for d in cache.glob(f"{spec.layout}-*") if d.name.rsplit("-", 1)[1].isdigit())
-             if m is not None and RATE_PROBE.size <= m["size"] < spec.size]
+    built = [m for m in finished(cache) if m["layout"] == spec.layout and RATE_PROBE.size <= m["size"] < spec.size]
     if not built:
         with stage(f"load rate on {spec.layout}-{RATE_PROBE.size}"):
             built = [build(cache, Spec(spec.layout, RATE_PROBE.size))]

@@ -11,6 +11,7 @@ words from a 20k vocabulary (as :mod:`bench.recall_latency`), synthetic vectors 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -62,6 +63,15 @@ def marker(cache: Path, spec: Spec) -> dict[str, Any] | None:
         return dict(json.loads(path.read_text()))
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+def finished(cache: Path) -> list[dict[str, Any]]:
+    """The markers of every finished store in ``cache``."""
+    found = []
+    for path in cache.glob(f"*/{MARKER}"):
+        with contextlib.suppress(json.JSONDecodeError):
+            found.append(dict(json.loads(path.read_text())))
+    return found
 
 
 def _stamp(seconds: int) -> str:

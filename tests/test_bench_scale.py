@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.scale import main
+from bench.scale import load_rate, main
 from bench.scale_data import MARKER, Spec, build, marker, rows_of
 
 PROBE_FIELDS = {
@@ -55,3 +55,13 @@ def test_generated_rows_span_sessions_types_agents_and_private_rows() -> None:
     assert len({r["agent"] for r in rows}) == 5
     assert 0 < sum(r["visibility"] == "agent" for r in rows) < 300
     assert [r["timestamp"] for r in rows] == sorted(r["timestamp"] for r in rows)
+
+
+def test_the_load_eta_uses_the_rate_of_the_layouts_largest_smaller_finished_store(tmp_path: Path) -> None:
+    for layout, size, rate in [("one-tenant", 10_000, 900.0), ("one-tenant", 100_000, 500.0),
+                               ("one-tenant", 300_000, 400.0), ("100-tenants", 100_000, 1100.0)]:
+        (tmp_path / f"{layout}-{size}").mkdir()
+        (tmp_path / f"{layout}-{size}" / MARKER).write_text(json.dumps({"layout": layout, "size": size,
+                                                                         "rows_per_s": rate}))
+    assert load_rate(tmp_path, Spec("one-tenant", 300_000)) == (500.0, "one-tenant-100000")
+    assert load_rate(tmp_path, Spec("100-tenants", 1_000_000)) == (1100.0, "100-tenants-100000")
