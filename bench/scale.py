@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import print_table, stage
-from bench.scale_data import DEFAULT_CACHE, LAYOUTS, Spec, build, finished, marker, store_dir
+from bench.scale_data import DEFAULT_CACHE, LAYOUTS, BuildInProgress, Spec, build, finished, marker, store_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE_PROBE = Spec("one-tenant", 10_000)
@@ -65,8 +65,12 @@ def build_all(cache: Path, specs: list[Spec], max_min: float | None) -> list[Spe
             if max_min is not None and etas.get(s, 0.0) > max_min:
                 print(f"  skipping {s.name}: ETA {etas[s]:.0f} min > --max-build-min {max_min:g}", flush=True)
                 continue
-            with stage(f"building {s.name} through the write path (synthetic vectors)"):
-                build(cache, s)
+            try:
+                with stage(f"building {s.name} through the write path (synthetic vectors)"):
+                    build(cache, s)
+            except BuildInProgress as busy:
+                print(f"  skipping {s.name}: {busy}", flush=True)
+                continue
         ready.append(s)
     return ready
 

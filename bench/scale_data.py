@@ -12,6 +12,7 @@ words from a 20k vocabulary (as :mod:`bench.recall_latency`), synthetic vectors 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import shutil
 import time
@@ -122,11 +123,35 @@ def rows_of(spec: Spec) -> Iterator[list[dict[str, Any]]]:
             yield batch
 
 
+class BuildInProgress(RuntimeError):
+    """Another process is building this store (its build lock is held)."""
+
+
+@contextlib.contextmanager
+def build_lock(cache: Path, spec: Spec) -> Iterator[None]:
+    """Held while a store is built, so a second run never deletes a store that is still loading."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache / f"{spec.name}.lock").open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BuildInProgress(f"{spec.name} is being built by another process") from None
+        yield
+
+
 def build(cache: Path, spec: Spec, *, progress_every: int = 50_000) -> dict[str, Any]:
-    """Load the store through ``MemoryCore.add_memories`` (rebuilding a half-built one); returns its marker."""
+    """Load the store through ``MemoryCore.add_memories`` (rebuilding a half-built one); returns its marker.
+
+    Raises :class:`BuildInProgress` when another process is building it now.
+    """
     found = marker(cache, spec)
     if found is not None:
         return found
+    with build_lock(cache, spec):
+        return marker(cache, spec) or _load(cache, spec, progress_every)
+
+
+def _load(cache: Path, spec: Spec, progress_every: int) -> dict[str, Any]:
     root = cache / spec.name
     if root.exists():
         print(f"  {spec.name}: no {MARKER}, a half-built store: rebuilding it", flush=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.scale import load_rate, main
-from bench.scale_data import MARKER, Spec, build, marker, rows_of
+from bench.scale_data import MARKER, BuildInProgress, Spec, build, build_lock, marker, rows_of
 
 PROBE_FIELDS = {
     "tenants_probed", "rss_after_imports_mb", "cold_open_s", "rss_after_open_mb", "first_read_s",
@@ -65,3 +67,12 @@ def test_the_load_eta_uses_the_rate_of_the_layouts_largest_smaller_finished_stor
                                                                          "rows_per_s": rate}))
     assert load_rate(tmp_path, Spec("one-tenant", 300_000)) == (500.0, "one-tenant-100000")
     assert load_rate(tmp_path, Spec("100-tenants", 1_000_000)) == (1100.0, "100-tenants-100000")
+
+
+def test_a_store_another_process_is_building_is_left_alone(tmp_path: Path) -> None:
+    spec = Spec("one-tenant", 100)
+    loading = tmp_path / spec.name / "store"
+    loading.mkdir(parents=True)
+    with build_lock(tmp_path, spec), pytest.raises(BuildInProgress):
+        build(tmp_path, spec)
+    assert loading.is_dir() and marker(tmp_path, spec) is None
