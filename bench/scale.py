@@ -100,7 +100,8 @@ def table(results: dict[str, Any], specs: list[Spec]) -> None:
         smallest = min((o for o in specs if o.layout == s.layout), key=lambda o: o.size)
         first = results["runs"][smallest.name]["recall"]["p50_ms"]
         rows.append([
-            s.layout, f"{s.size:,}", r["cold_open_s"], r["open_to_first_read_s"], r["rss_after_open_mb"],
+            s.layout, f"{s.size:,}", r["cold_open_s"], r["cold_open_cpu_s"], r["open_to_first_read_s"],
+            r["rss_after_open_mb"],
             r["rss_after_recall_mb"], r["recall"]["p50_ms"], r["recall"]["p95_ms"], r["baseline"]["p50_ms"],
             round(r["recall"]["p50_ms"] / r["baseline"]["p50_ms"], 2), round(r["recall"]["p50_ms"] / first, 2),
             r["recent_page"]["p50_ms"], round(r["recent_page"]["p50_ms"] / ref, 2),
@@ -109,7 +110,7 @@ def table(results: dict[str, Any], specs: list[Spec]) -> None:
     print_table(
         f"Scale (each row a fresh process; load {os.getloadavg()[0]:.1f}; recall over <= {WORKLOAD_TENANTS} tenants; "
         f"1k reference page p50 {ref} ms)",
-        ["layout", "memories", "cold open s (<=1)", "open+1st read s", "RSS open MB (<=300 @1M)",
+        ["layout", "memories", "cold open s (<=1)", "CPU s", "open+1st read s", "RSS open MB (<=300 @1M)",
          "RSS recall MB*", "recall p50 ms", "p95", "embed+Chroma p50", "ratio (<=2)",
          f"vs {smallest_size:,} (1M<=2x 100k)", "recent page p50 ms", "vs 1k (<=1.5)"],
         rows,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -72,11 +73,13 @@ def recall_workload(core: Any, embedder: MixedEmbedder, tenants: list[str], quer
 
 
 def probe(store: Path, tenants: list[str], queries: int, page_sessions: int, page_reps: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"tenants_probed": len(tenants), "rss_after_imports_mb": rss_mb()}
+    out: dict[str, Any] = {"tenants_probed": len(tenants), "loadavg_1m": os.getloadavg()[0],
+                           "rss_after_imports_mb": rss_mb()}
     embedder = MixedEmbedder()
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     core = open_bench_core(store, embedder)
     out["cold_open_s"] = round(time.perf_counter() - t, 3)
+    out["cold_open_cpu_s"] = round(time.process_time() - cpu, 3)  # what other processes' load does not inflate
     out["rss_after_open_mb"] = rss_mb()
     try:
         t = time.perf_counter()

@@ -11,9 +11,9 @@ from bench.scale import load_rate, main
 from bench.scale_data import MARKER, BuildInProgress, Spec, build, build_lock, marker, rows_of
 
 PROBE_FIELDS = {
-    "tenants_probed", "rss_after_imports_mb", "cold_open_s", "rss_after_open_mb", "first_read_s",
-    "open_to_first_read_s", "recent_page", "rss_after_model_mb", "first_recall_s", "first_recalls", "recall",
-    "baseline", "rss_after_recall_mb", "rss_peak_mb", "store",
+    "tenants_probed", "loadavg_1m", "rss_after_imports_mb", "cold_open_s", "cold_open_cpu_s", "rss_after_open_mb",
+    "first_read_s", "open_to_first_read_s", "recent_page", "rss_after_model_mb", "first_recall_s", "first_recalls",
+    "recall", "baseline", "rss_after_recall_mb", "rss_peak_mb", "store",
 }
 LATENCY_FIELDS = {"p50_ms", "p95_ms", "n"}
 
