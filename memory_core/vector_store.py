@@ -16,6 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
@@ -147,6 +148,7 @@ class ChromaVectorStore:
         self._reconnect = reconnect
         self._reset_needed = False
         self._reset_lock = threading.Lock()
+        self._path: Path | None = None  # the embedded store's directory
         self.resets = 0  # how often the embedded client was rebuilt (diagnostics, tests)
 
     @classmethod
@@ -159,15 +161,17 @@ class ChromaVectorStore:
             return _translate_errors(lambda: chromadb.PersistentClient(path=str(path), settings=settings),
                                      remote=False, retries=0)
 
-        return cls(connect(), prefix, reconnect=connect)
+        store = cls(connect(), prefix, reconnect=connect)
+        store._path = Path(path)
+        return store
 
     def _reset_if_failed(self, *, reading: bool = False) -> None:
         """Before any call: rebuild the embedded client if a call failed inside Chroma (see the
         class docstring). Reads need it as much as writes: a query into the failed system can
         block for good too. The fresh client opens first; if it cannot (a read-only or full
-        directory), a write fails with that coded error, while a read goes on with the old
-        client (a read-only store stays readable; the deadline wrapper bounds a read that
-        hangs), and the next call tries again."""
+        directory), a write fails with that coded error; so does a read, unless the directory
+        is not writable (a read-only store stays readable with the client it has: nothing failed
+        inside it but a write it could not make), and the next call tries again."""
         if not self._reset_needed or self._reconnect is None:
             return
         from chromadb.api.shared_system_client import SharedSystemClient as Shared
@@ -187,7 +191,7 @@ class ChromaVectorStore:
                     Shared._identifier_to_system[ident] = old
                     if refs is not None:
                         Shared._identifier_to_refcount[ident] = refs
-                if reading:
+                if reading and self._path is not None and not os.access(self._path, os.W_OK):
                     return
                 raise
             with self._lock:

@@ -161,3 +161,20 @@ def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_the
         assert _kept(core.db) == _recount(core.db)
     finally:
         core.close()
+
+
+def test_a_graph_read_that_fails_is_a_coded_store_error_on_every_public_read(tmp_path: Path) -> None:
+    from memory_core.errors import StoreError
+
+    core = _open(tmp_path / "data")
+    ref = core.add_memory("acme", "s", "a", "the graph is about to fail").ref
+    core.db.close()  # every statement now raises inside the graph store
+    try:
+        for call in (lambda: core.query_recent_turns("acme", "s"), lambda: core.get_contents("acme", [ref]),
+                     lambda: core.check_memory("acme", ref), lambda: core.recall("acme", "graph"),
+                     lambda: core.recover_context("acme", "s")):
+            with pytest.raises(StoreError) as err:
+                call()
+            assert err.value.code.startswith("STORE_")
+    finally:
+        core.close()

@@ -18,6 +18,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -61,9 +62,26 @@ def replica(data_dir: Path, config: Path, env: dict[str, str]) -> Iterator[tuple
     proc = subprocess.Popen(args, cwd=ROOT, env=server_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
-        yield proc, _await_url(proc)
+        url = _await_url(proc)
+        log = data_dir.parent / f"{data_dir.name}.log"  # drained, so a chatty server never blocks on its pipe
+        drain = threading.Thread(target=_drain, args=(proc, log), daemon=True)
+        drain.start()
+        yield proc, url
     finally:
         stop(proc)
+
+
+def _drain(proc: subprocess.Popen[str], log: Path) -> None:
+    assert proc.stdout is not None
+    with log.open("w", encoding="utf-8") as out:
+        for line in proc.stdout:
+            out.write(line)
+            out.flush()
+
+
+def server_logs(tmp_path: Path) -> str:
+    """The replicas' output, for a failure's message."""
+    return "\n".join(f"--- {p.name}\n{p.read_text(encoding='utf-8')[-3000:]}" for p in sorted(tmp_path.glob("*.log")))
 
 
 def _library(env: dict[str, str], data_dir: Path) -> MemoryCore:
@@ -126,7 +144,7 @@ def test_three_replicas_serve_one_memory_under_load(
                  f"{elapsed:.1f} s = {calls / elapsed:.0f}/s; {acked_total} acknowledged adds, each read back "
                  f"through every replica; doctor findings: {len(report.findings)}")
     print(row.notes)
-    assert stats.errors == [], stats.errors[:20]
+    assert stats.errors == [], f"{stats.errors[:20]}\n{server_logs(tmp_path)}"
     assert stats.leaked == [], stats.leaked[:20]
     assert lost_per_replica == [0] * REPLICAS
     assert report.ok, [f.to_dict() for f in report.findings][:10]
@@ -220,7 +238,7 @@ def test_a_replica_killed_mid_adds_leaves_nothing_half_written_and_the_others_se
     print(row.notes)
     assert left_by_victim >= 1, "the replica was not killed inside an add"
     assert within_lease == left_by_victim, "a live lease's entries were touched"
-    assert survivor_errors == [], survivor_errors[:10]
+    assert survivor_errors == [], f"{survivor_errors[:10]}\n{server_logs(tmp_path)}"
     assert found == acked, f"{len(set(acked) - set(found))} acknowledged adds missing"
     assert journal_after == 0
     assert report.ok, [f.to_dict() for f in report.findings][:10]
