@@ -60,7 +60,6 @@ def open_graph(settings: Settings, root: Path) -> OpenedGraph:
                           key="storage.postgres_dsn")
     try:
         from graph.pg.maintenance import PgMaintenance
-
         from graph.pg.store import InvalidDSNError, PostgresGraphStore
     except ImportError as exc:  # the optional extra is not installed
         raise ConfigError("storage.graph = 'postgres' needs the postgres extra (pip install 'memory-core[postgres]').",

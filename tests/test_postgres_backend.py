@@ -1,0 +1,81 @@
+"""The service on the PostgreSQL graph backend: configuration errors, an outage at open, and an
+idempotency key two processes race on (each core here stands for one replica)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memory_core import MemoryCore
+from memory_core.config import load_settings
+from memory_core.embedding import HashEmbedder
+from memory_core.errors import ConfigError, StoreError
+
+
+def _open(data_dir: Path, **storage: object) -> MemoryCore:
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"},
+                                                    "storage": {"graph": "postgres", **storage}})
+    return MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder(), in_memory_vectors=True)
+
+
+@pytest.fixture
+def dsn(postgres_dsn: str) -> str:
+    from tests.support.postgres import fresh_database
+
+    return fresh_database(postgres_dsn)
+
+
+def test_postgres_without_a_dsn_or_with_a_malformed_one_is_config_invalid_naming_the_key(tmp_path: Path) -> None:
+    for storage in ({}, {"postgres_dsn": "host=127.0.0.1 port=notaport ==="}):
+        with pytest.raises(ConfigError) as err:
+            _open(tmp_path / "data", **storage)
+        assert err.value.code == "CONFIG_INVALID" and err.value.fields["key"] == "storage.postgres_dsn"
+        assert "notaport" not in err.value.message  # a DSN may hold a password: it is never repeated
+
+
+def test_an_unreachable_postgres_at_open_is_store_unavailable(tmp_path: Path) -> None:
+    from tests.support.chroma_server import free_port
+
+    with pytest.raises(StoreError) as err:
+        _open(tmp_path / "data", postgres_dsn=f"postgresql://nobody@127.0.0.1:{free_port()}/none?connect_timeout=1",
+              postgres_lease_s=5)
+    assert err.value.code == "STORE_UNAVAILABLE"
+
+
+@pytest.fixture
+def two_replicas(tmp_path: Path, dsn: str) -> Iterator[tuple[MemoryCore, MemoryCore]]:
+    a, b = _open(tmp_path / "a", postgres_dsn=dsn), _open(tmp_path / "b", postgres_dsn=dsn)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _race(a: MemoryCore, b: MemoryCore, key: str, content: str) -> dict[str, str]:
+    """Both replicas add the same keyed write at the same instant; returns each one's answer."""
+    results: dict[str, str] = {}
+    start = threading.Barrier(2)
+
+    def add(core: MemoryCore, name: str) -> None:
+        start.wait()
+        results[name] = core.add_memory("acme", "s", name, content, idempotency_key=key).ref
+
+    threads = [threading.Thread(target=add, args=(core, name)) for core, name in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_two_replicas_racing_on_one_idempotency_key_both_answer_with_the_one_row(
+    two_replicas: tuple[MemoryCore, MemoryCore],
+) -> None:
+    a, b = two_replicas
+    for trial in range(25):
+        results = _race(a, b, f"key-{trial}", f"the same retried write {trial}")
+        assert results["a"] == results["b"], f"trial {trial}: two rows for one key {results}"
+    assert a.graph.count("acme") == 25 and b.graph.count("acme") == 25
+    assert len(a.get_contents("acme", [f"mem:{i}" for i in a.graph.memory_ids("acme")]).found) == 25
