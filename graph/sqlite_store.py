@@ -20,8 +20,6 @@ from graph.agent_names import AgentNameIndex
 from graph.api import (
     AGENT,
     INDEXED_FIELDS,
-    SUPERSEDES,
-    EdgeRef,
     EpisodeNode,
     JournalEntry,
     Key,
@@ -33,6 +31,7 @@ from graph.api import (
 from graph.db import GraphDB
 from graph.node_cache import LRU
 from graph.rows import EPISODE_SELECT, NODE_SELECT, episode_from_row, node_from_row
+from graph.sqlite_edges import ADJACENT_SQL, SqliteEdges, order_index
 from graph.sqlite_errors import sqlite_errors
 from graph.sqlite_lexical import SqliteLexical
 from graph.sqlite_txn import SEP, SqliteTxn
@@ -48,30 +47,7 @@ _CHUNK = 500
 _PAGE_STEP = 64
 
 
-def _neighbour(side: str, column: str) -> str:
-    """A correlated seek: walk the session index from the memory's timestamp in one direction
-    and stop at the first row past it (a row-value range here made SQLite scan the session)."""
-    op, order = ("<", "DESC") if side == "p" else (">", "ASC")
-    x = side
-    return (f"(SELECT {x}.{column} FROM memories {x} INDEXED BY memories_session WHERE {x}.tenant = m.tenant "
-            f"AND {x}.session = m.session AND {x}.ts_us {op}= m.ts_us AND ({x}.ts_us {op} m.ts_us OR {x}.id {op} m.id) "
-            f"ORDER BY {x}.ts_us {order}, {x}.id {order} LIMIT 1)")
-
-
-# each memory with the (timestamp, id) of the memories right before and after it in its session
-_ADJACENT_SQL = (f"SELECT m.id, {_neighbour('p', 'ts_us')}, {_neighbour('p', 'id')}, {_neighbour('n', 'ts_us')}, "
-                 f"{_neighbour('n', 'id')} FROM memories m WHERE m.id IN ({{marks}}) AND +m.tenant = ?")
-# ("+m.tenant": by primary key, the tenant checked on each row; an index on tenant would walk them all)
-
-
-def _order_index(session: str | None, turns_only: bool) -> str:
-    """The index that serves a (timestamp, id) walk: a session's turns, a session, or the tenant."""
-    if session is None:
-        return "memories_time"
-    return "memories_turns" if turns_only else "memories_session"
-
-
-class SqliteGraphStore:
+class SqliteGraphStore(SqliteEdges):
     def __init__(self, db: GraphDB, *, cache_nodes: int = DEFAULT_CACHE_NODES) -> None:
         self.db = db
         self.nodes: LRU[int, MemoryNode] = LRU(cache_nodes)
@@ -171,7 +147,7 @@ class SqliteGraphStore:
         cond = " AND ".join(where)
         # the index is named: without statistics SQLite may walk (tenant, type, ts_us) in time order
         # and filter the session, reading the whole tenant for one page
-        sql = f"SELECT ts_us, id FROM memories INDEXED BY {_order_index(session, turns_only)} WHERE {cond}"
+        sql = f"SELECT ts_us, id FROM memories INDEXED BY {order_index(session, turns_only)} WHERE {cond}"
         if before is None:
             rows = self._all(f"{sql} ORDER BY ts_us DESC, id DESC LIMIT ?", [*args, limit])
         else:  # two index ranges: the rest of the timestamp, then everything older
@@ -194,7 +170,7 @@ class SqliteGraphStore:
     def adjacent(self, tenant: str, session: str, key: Key, *, forward: bool, turns_only: bool = False) -> Key | None:
         op, order = (">", "ASC") if forward else ("<", "DESC")
         turn = " AND type = 'turn'" if turns_only else ""
-        base = (f"SELECT ts_us, id FROM memories INDEXED BY {_order_index(session, turns_only)} "
+        base = (f"SELECT ts_us, id FROM memories INDEXED BY {order_index(session, turns_only)} "
                 f"WHERE tenant = ? AND session = ?{turn} AND ")
         with self._read() as conn:
             found = conn.execute(f"{base}ts_us = ? AND id {op} ? ORDER BY id {order} LIMIT 1",
@@ -211,7 +187,7 @@ class SqliteGraphStore:
         out: dict[int, tuple[Key | None, Key | None]] = {}
         for start in range(0, len(ids), _CHUNK):
             chunk = ids[start:start + _CHUNK]
-            for mem_id, p_ts, p_id, n_ts, n_id in self._all(_ADJACENT_SQL.format(marks=",".join("?" * len(chunk))),
+            for mem_id, p_ts, p_id, n_ts, n_id in self._all(ADJACENT_SQL.format(marks=",".join("?" * len(chunk))),
                                                             [*chunk, tenant]):
                 out[int(mem_id)] = (None if p_id is None else (int(p_ts), int(p_id)),
                                     None if n_id is None else (int(n_ts), int(n_id)))
@@ -220,7 +196,7 @@ class SqliteGraphStore:
     def bounds(self, tenant: str, session: str | None) -> tuple[Key, Key] | None:
         where, args = ("tenant = ? AND session = ?", (tenant, session)) if session is not None else (
             "tenant = ?", (tenant,))
-        table = f"memories INDEXED BY {_order_index(session, False)}"
+        table = f"memories INDEXED BY {order_index(session, False)}"
         with self._read() as conn:
             first = conn.execute(f"SELECT ts_us, id FROM {table} WHERE {where} ORDER BY ts_us, id LIMIT 1",
                                  args).fetchone()
@@ -310,38 +286,6 @@ class SqliteGraphStore:
 
     def session_has_channel(self, tenant: str, session: str, channel: str) -> bool:
         return self._count(tenant, "schan", f"{channel}{SEP}{session}") > 0
-
-    # ---- edges -------------------------------------------------------------------------------
-    def _node_tenant(self, conn: sqlite3.Connection, node: str) -> str | None:
-        kind, _, rest = node.partition(":")
-        if kind == "mem" and rest.isdigit():
-            row = conn.execute("SELECT tenant FROM memories WHERE id = ?", (int(rest),)).fetchone()
-        elif kind == "ep" and rest.isdigit():
-            row = conn.execute("SELECT tenant FROM episodes WHERE id = ?", (int(rest),)).fetchone()
-        else:
-            row = conn.execute("SELECT tenant FROM nodes WHERE node_id = ?", (node,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def edges_of(self, tenant: str, node: str) -> list[EdgeRef]:
-        with self._read() as conn:
-            if self._node_tenant(conn, node) != tenant:
-                return []
-            out = [EdgeRef("out", k, d) for d, k in conn.execute(
-                "SELECT dst, kind FROM edges WHERE src = ? AND tenant = ?", (node, tenant))]
-            out += [EdgeRef("in", k, s) for s, k in conn.execute(
-                "SELECT src, kind FROM edges WHERE dst = ? AND tenant = ?", (node, tenant))]
-            return [e for e in out if self._node_tenant(conn, e.other) == tenant]
-
-    def superseders(self, tenant: str, ids: Iterable[int]) -> dict[int, list[int]]:
-        wanted = [f"mem:{i}" for i in ids]
-        out: dict[int, list[int]] = {}
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            for src, dst in self._all(f"SELECT src, dst FROM edges WHERE dst IN ({','.join('?' * len(chunk))}) "
-                                      "AND kind = ? AND tenant = ?", [*chunk, SUPERSEDES, tenant]):
-                if str(src).startswith("mem:"):
-                    out.setdefault(int(str(dst)[4:]), []).append(int(str(src)[4:]))
-        return out
 
     def neighbourhood(self, tenant: str, node: str, depth: int, max_nodes: int, hub_degree: int,
                       children: int = 8) -> nx.MultiDiGraph:

@@ -47,7 +47,7 @@ from memory_core.models import from_us
 from memory_core.refs import MEMORY, memory_ref, parse_ref
 from memory_core.store_errors import graph_errors
 from memory_core.vector_deadline import vector_store_wedged
-from memory_core.write_path import content_hash, embedding_text, vector_metadata
+from memory_core.write_rows import content_hash, embedding_text, vector_metadata
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.refs import EPISODE, MEMORY, memory_ref
-from memory_core.write_path import vector_metadata
+from memory_core.write_rows import vector_metadata
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore

@@ -7,15 +7,14 @@ crash recovery, and hands plain objects down.
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from graph.api import GraphStore, GraphStoreError
 from graph.db import SchemaVersionError
@@ -35,7 +34,7 @@ from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
-from memory_core.store_errors import graph_error, graph_errors, os_error, sqlite_error
+from memory_core.store_errors import coded_graph_errors, graph_error, os_error, sqlite_error
 from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, VectorStore
@@ -117,25 +116,6 @@ def _coded_open_errors(root: Path) -> Iterator[None]:
                           "upgrade memory-core to open it.", key="storage.data_dir") from exc
     except OSError as exc:
         raise os_error(exc, f"opening the store in {root}") from exc
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _graph_errors(doing: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """A graph-store failure met anywhere below a public method is its coded STORE_* error
-    (never INTERNAL_ERROR): the reads as much as the writes, on either backend."""
-
-    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(fn)
-        def coded(*args: P.args, **kwargs: P.kwargs) -> R:
-            with graph_errors(doing):
-                return fn(*args, **kwargs)
-
-        return coded
-
-    return decorate
 
 
 class MemoryCore:
@@ -244,7 +224,7 @@ class MemoryCore:
         self.close()
 
     # ---- writes ----------------------------------------------------------------------------
-    @_graph_errors("writing a memory")
+    @coded_graph_errors("writing a memory")
     def add_memory(
         self, tenant: str, session: str, agent: str, content: str, *, type: str = "turn", role: str | None = None,
         channel: str | None = None, source: Mapping[str, Any] | None = None, project_id: str | None = None,
@@ -271,14 +251,14 @@ class MemoryCore:
                 "metadata": metadata}  # fmt: skip
         return self.writer.add_many([item])[0]
 
-    @_graph_errors("writing memories")
+    @coded_graph_errors("writing memories")
     def add_memories(self, items: Sequence[dict[str, Any]]) -> list[AddResult]:
         """Batch add (imports, benchmarks): validated up front, written all-or-nothing."""
         if not isinstance(items, Sequence) or not all(isinstance(i, dict) for i in items):
             raise InvalidInputError("add_memories takes a list of objects.")
         return self.writer.add_many(list(items))
 
-    @_graph_errors("deleting a memory")
+    @coded_graph_errors("deleting a memory")
     def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
         """Remove a memory from both stores, as ``viewer``; False when the viewer cannot read it.
 
@@ -287,7 +267,7 @@ class MemoryCore:
         """
         return self._delete(tenant, ref, v.name(viewer, "viewer", required=False), operator=False)
 
-    @_graph_errors("deleting a memory")
+    @coded_graph_errors("deleting a memory")
     def delete_memory_as_operator(self, tenant: str, ref: str) -> bool:
         """The operator's delete (CLI): any memory of the tenant, private or not."""
         return self._delete(tenant, ref, None, operator=True)
@@ -304,7 +284,7 @@ class MemoryCore:
             return self.writer.delete(tenant, parsed.id)
 
     # ---- reads -----------------------------------------------------------------------------
-    @_graph_errors("reading recent turns")
+    @coded_graph_errors("reading recent turns")
     def query_recent_turns(
         self, tenant: str, session: str, limit: int = 20, cursor: str | None = None, *, viewer: str | None = None
     ) -> RecentTurnsPage:
@@ -313,7 +293,7 @@ class MemoryCore:
         session = v.name(session, "session")  # type: ignore[assignment]
         return self.reader.recent_turns(tenant, session, limit, cursor, viewer)
 
-    @_graph_errors("reading memories")
+    @coded_graph_errors("reading memories")
     def get_contents(self, tenant: str, refs: Sequence[object], *, viewer: str | None = None) -> Contents:
         """Full rows for refs; foreign, deleted or malformed refs are listed in ``missing``."""
         tenant = v.tenant(tenant)
@@ -323,14 +303,14 @@ class MemoryCore:
             raise InvalidInputError(f"At most {self.settings.recall.scan_window} refs per call.", field="refs")
         return self.reader.get_contents(tenant, refs, viewer)
 
-    @_graph_errors("reading a memory")
+    @coded_graph_errors("reading a memory")
     def check_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> CheckResult:
         """One memory with full content and its graph neighbours (author, session, adjacent)."""
         tenant = v.tenant(tenant)
         return self.reader.check(tenant, ref, viewer)
 
     # ---- recall ----------------------------------------------------------------------------
-    @_graph_errors("recalling")
+    @coded_graph_errors("recalling")
     def recall(
         self, tenant: str, query: str, *, viewer: str | None = None, limit: int | None = None,
         type: str | None = None, session: str | None = None, agent: str | None = None, channel: str | None = None,
@@ -350,7 +330,7 @@ class MemoryCore:
             preset=preset, now=now,
         )
 
-    @_graph_errors("recalling")
+    @coded_graph_errors("recalling")
     def recall_with_context(
         self, tenant: str, query: str, context: Sequence[Mapping[str, Any]], *, viewer: str | None = None,
         limit: int | None = None, type: str | None = None, session: str | None = None, agent: str | None = None,
@@ -374,7 +354,7 @@ class MemoryCore:
         )
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
-    @_graph_errors("writing a handoff")
+    @coded_graph_errors("writing a handoff")
     def create_handoff(
         self, tenant: str, session: str, agent: str, content: str, *, project_id: str | None = None,
         idempotency_key: str | None = None, visibility: str = "tenant", salience: float | None = None,
@@ -389,12 +369,12 @@ class MemoryCore:
             tenant, session, agent, content, **{k: v for k, v in given.items() if v is not None}
         )
 
-    @_graph_errors("summarizing a session")
+    @coded_graph_errors("summarizing a session")
     def summarize_session(self, tenant: str, session: str) -> Episode:
         """The session's miniSummary as an EPISODE (``ep:`` ref); model or extractive fallback."""
         return self.episodes.summarize_session(tenant, session)
 
-    @_graph_errors("recovering a session")
+    @coded_graph_errors("recovering a session")
     def recover_context(
         self, tenant: str, session: str, *, viewer: str | None = None, turns: int | None = None,
         budget_chars: int | None = None,

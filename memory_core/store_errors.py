@@ -14,9 +14,11 @@ unavailable, the rest).
 from __future__ import annotations
 
 import errno
+import functools
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
 
 from graph.api import GraphStoreError
 from memory_core.errors import StoreError, StoreFullError, StoreReadOnlyError, StoreUnavailableError
@@ -83,4 +85,23 @@ def graph_errors(doing: str) -> Iterator[None]:
         raise graph_error(exc, doing) from exc
 
 
-__all__ = ["graph_error", "graph_errors", "os_error", "sqlite_error"]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def coded_graph_errors(doing: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A graph-store failure met anywhere below a public method is its coded STORE_* error
+    (never INTERNAL_ERROR): the reads as much as the writes, on either backend."""
+
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def coded(*args: P.args, **kwargs: P.kwargs) -> R:
+            with graph_errors(doing):
+                return fn(*args, **kwargs)
+
+        return coded
+
+    return decorate
+
+
+__all__ = ["coded_graph_errors", "graph_error", "graph_errors", "os_error", "sqlite_error"]

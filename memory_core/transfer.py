@@ -27,7 +27,7 @@ from memory_core.models import to_us
 from memory_core.reads import row_from_attrs
 from memory_core.refs import MEMORY, memory_ref, parse_ref
 from memory_core.store_errors import graph_errors
-from memory_core.write_path import content_hash, public_idempotency_key
+from memory_core.write_rows import content_hash, public_idempotency_key
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore

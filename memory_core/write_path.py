@@ -23,7 +23,6 @@ an orphan, and the next repair restores it again.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,7 +39,8 @@ from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, AddResult, fr
 from memory_core.refs import memory_ref
 from memory_core.store_errors import graph_error
 from memory_core.vector_deadline import vector_store_wedged
-from memory_core.vector_store import Metadata, VectorStore
+from memory_core.vector_store import VectorStore
+from memory_core.write_rows import content_hash, embedding_text, scoped_idempotency_key, vector_metadata
 
 CLEANUP_INTERVAL_S = 2.0
 CONFLICT_RETRIES = 2  # an idempotency key another replica committed first: the add is answered again
@@ -57,53 +57,6 @@ class PreparedAdd:
     preferred_id: int | None = None  # imports keep their refs when the id is free
     restore: bool = False  # doctor: the record under preferred_id existed before; never delete it
     edges: list[tuple[str, str]] = field(default_factory=list)  # extra (target node, kind) from this memory
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(" ".join(text.split()).casefold().encode("utf-8")).hexdigest()[:32]
-
-
-def embedding_text(row: dict[str, Any]) -> str:
-    """The text embedded for a memory: its content (one place to change it)."""
-    return str(row["content"])
-
-
-def vector_metadata(row: dict[str, Any]) -> Metadata:
-    """Filterable metadata for Chroma: no None values, project '' means the global pool."""
-    meta: Metadata = {
-        "tenant": row["tenant"],
-        "session": row["session"],
-        "agent": row["agent"],
-        "type": row["type"],
-        "visibility": row["visibility"],
-        "ts_us": row["ts_us"],
-        "salience": row["salience"],
-        "project_id": row["project_id"] or "",
-        "kind": "memory",
-    }
-    for key in ("role", "channel", "source_id"):
-        if row.get(key):
-            meta[key] = row[key]
-    return meta
-
-
-# Private rows keep their idempotency keys in their author's namespace: ``<agent>\x1f<key>``
-# (neither agent ids nor keys may hold \x1f). Shared rows keep the key as given.
-_KEY_SCOPE_SEP = "\x1f"
-
-
-def scoped_idempotency_key(key: str | None, visibility: str, agent: str) -> str | None:
-    """The key as stored: shared writes share the tenant's namespace; a private write's key is
-    its author's own, so no other agent's retry can hit (and so learn of) a private row, and a
-    colliding key of another agent's private row never stops a write."""
-    if key is None or visibility != "agent":
-        return key
-    return f"{agent}{_KEY_SCOPE_SEP}{key}"
-
-
-def public_idempotency_key(stored: str | None) -> str | None:
-    """The key as the caller gave it (exports)."""
-    return None if stored is None else stored.rsplit(_KEY_SCOPE_SEP, 1)[-1]
 
 
 JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
@@ -422,5 +375,4 @@ def _journal_op(p: PreparedAdd) -> str:
     return "restore" if p.restore and p.row.get("id") == p.preferred_id else "add"
 
 
-__all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath", "content_hash", "embedding_text", "mem_node",
-           "public_idempotency_key", "scoped_idempotency_key"]
+__all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath"]

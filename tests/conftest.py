@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from memory_core import MemoryCore
 from memory_core.config import load_settings
 from memory_core.embedding import Embedder, HashEmbedder
+
+if TYPE_CHECKING:
+    from graph.pg import PostgresGraphStore
 
 BACKENDS = [b for b in os.environ.get("MEMORY_CORE_TEST_BACKENDS", "memory,persistent,http").split(",") if b]
 
@@ -98,3 +102,21 @@ def postgres_dsn() -> Iterator[str]:
 
     with running_postgres() as server:
         yield server.dsn()
+
+
+@pytest.fixture
+def dsn(postgres_dsn: str) -> str:
+    """An empty database of its own on the session's PostgreSQL server."""
+    from tests.support.postgres import fresh_database
+
+    return fresh_database(postgres_dsn)
+
+
+@pytest.fixture
+def store(dsn: str) -> Iterator[PostgresGraphStore]:
+    """A PostgresGraphStore (replica "replica-a") over that database."""
+    from graph.pg import PostgresGraphStore
+
+    s = PostgresGraphStore(dsn, owner="replica-a", retry_s=2.0)
+    yield s
+    s.close()

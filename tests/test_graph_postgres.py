@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import networkx as nx
 import pytest
 
 from graph.api import SUPERSEDES, EdgeRef, GraphStoreError, RowFilter, mem_node
 from graph.pg import PostgresGraphStore
 from tests.support.pg_graph import T, add, expected_windows, ids, row, windows
-from tests.support.postgres import fresh_database
-
-
-@pytest.fixture
-def dsn(postgres_dsn: str) -> str:
-    return fresh_database(postgres_dsn)
-
-
-@pytest.fixture
-def store(dsn: str) -> Iterator[PostgresGraphStore]:
-    s = PostgresGraphStore(dsn, owner="replica-a", retry_s=2.0)
-    yield s
-    s.close()
-
 
 # ---- nodes and tenants -----------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -18,19 +17,6 @@ from graph.pg.maintenance import PgMaintenance
 from graph.pg.migrations import LATEST, migrate
 from tests.support.pg_graph import T, add, expected_windows, ids, row, windows
 from tests.support.postgres import PostgresServer, fresh_database
-
-
-@pytest.fixture
-def dsn(postgres_dsn: str) -> str:
-    return fresh_database(postgres_dsn)
-
-
-@pytest.fixture
-def store(dsn: str) -> Iterator[PostgresGraphStore]:
-    s = PostgresGraphStore(dsn, owner="replica-a", retry_s=2.0)
-    yield s
-    s.close()
-
 
 # ---- journal and leases ------------------------------------------------------------------------
 

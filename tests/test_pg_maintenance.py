@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -14,21 +13,10 @@ from graph.maintenance_api import EdgeRow, MissingStructure, NodeRow
 from graph.pg import LeasedJournalEntry, PostgresGraphStore
 from graph.pg.maintenance import PgMaintenance
 from tests.support.pg_graph import add, expected_windows, ids, row, windows
-from tests.support.postgres import fresh_database
 
 A, G = "acme", "globex"
 
 
-@pytest.fixture
-def dsn(postgres_dsn: str) -> str:
-    return fresh_database(postgres_dsn)
-
-
-@pytest.fixture
-def store(dsn: str) -> Iterator[PostgresGraphStore]:
-    s = PostgresGraphStore(dsn, owner="replica-a", retry_s=2.0)
-    yield s
-    s.close()
 
 
 @pytest.fixture

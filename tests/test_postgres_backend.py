@@ -21,13 +21,6 @@ def _open(data_dir: Path, **storage: object) -> MemoryCore:
     return MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder(), in_memory_vectors=True)
 
 
-@pytest.fixture
-def dsn(postgres_dsn: str) -> str:
-    from tests.support.postgres import fresh_database
-
-    return fresh_database(postgres_dsn)
-
-
 def test_postgres_without_a_dsn_or_with_a_malformed_one_is_config_invalid_naming_the_key(tmp_path: Path) -> None:
     for storage in ({}, {"postgres_dsn": "host=127.0.0.1 port=notaport ==="}):
         with pytest.raises(ConfigError) as err:

@@ -1,0 +1,81 @@
+"""The SQLite graph store's walks in (timestamp, id) order and its edge reads.
+
+Kept apart from :mod:`graph.sqlite_store` (which mixes :class:`SqliteEdges` in): the index each
+ordered walk names, the one-statement neighbour join recall uses, and edges by node.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from graph.api import SUPERSEDES, EdgeRef
+
+_CHUNK = 500
+
+
+def _neighbour(side: str, column: str) -> str:
+    """A correlated seek: walk the session index from the memory's timestamp in one direction
+    and stop at the first row past it (a row-value range here made SQLite scan the session)."""
+    op, order = ("<", "DESC") if side == "p" else (">", "ASC")
+    x = side
+    return (f"(SELECT {x}.{column} FROM memories {x} INDEXED BY memories_session WHERE {x}.tenant = m.tenant "
+            f"AND {x}.session = m.session AND {x}.ts_us {op}= m.ts_us AND ({x}.ts_us {op} m.ts_us OR {x}.id {op} m.id) "
+            f"ORDER BY {x}.ts_us {order}, {x}.id {order} LIMIT 1)")
+
+
+# each memory with the (timestamp, id) of the memories right before and after it in its session
+ADJACENT_SQL = (f"SELECT m.id, {_neighbour('p', 'ts_us')}, {_neighbour('p', 'id')}, {_neighbour('n', 'ts_us')}, "
+                 f"{_neighbour('n', 'id')} FROM memories m WHERE m.id IN ({{marks}}) AND +m.tenant = ?")
+# ("+m.tenant": by primary key, the tenant checked on each row; an index on tenant would walk them all)
+
+
+def order_index(session: str | None, turns_only: bool) -> str:
+    """The index that serves a (timestamp, id) walk: a session's turns, a session, or the tenant."""
+    if session is None:
+        return "memories_time"
+    return "memories_turns" if turns_only else "memories_session"
+
+
+class SqliteEdges:
+    """Edge reads over the store's connection (``_read``/``_all`` come from the store)."""
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        raise NotImplementedError
+
+    def _all(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    # ---- edges -------------------------------------------------------------------------------
+    def _node_tenant(self, conn: sqlite3.Connection, node: str) -> str | None:
+        kind, _, rest = node.partition(":")
+        if kind == "mem" and rest.isdigit():
+            row = conn.execute("SELECT tenant FROM memories WHERE id = ?", (int(rest),)).fetchone()
+        elif kind == "ep" and rest.isdigit():
+            row = conn.execute("SELECT tenant FROM episodes WHERE id = ?", (int(rest),)).fetchone()
+        else:
+            row = conn.execute("SELECT tenant FROM nodes WHERE node_id = ?", (node,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def edges_of(self, tenant: str, node: str) -> list[EdgeRef]:
+        with self._read() as conn:
+            if self._node_tenant(conn, node) != tenant:
+                return []
+            out = [EdgeRef("out", k, d) for d, k in conn.execute(
+                "SELECT dst, kind FROM edges WHERE src = ? AND tenant = ?", (node, tenant))]
+            out += [EdgeRef("in", k, s) for s, k in conn.execute(
+                "SELECT src, kind FROM edges WHERE dst = ? AND tenant = ?", (node, tenant))]
+            return [e for e in out if self._node_tenant(conn, e.other) == tenant]
+
+    def superseders(self, tenant: str, ids: Iterable[int]) -> dict[int, list[int]]:
+        wanted = [f"mem:{i}" for i in ids]
+        out: dict[int, list[int]] = {}
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            for src, dst in self._all(f"SELECT src, dst FROM edges WHERE dst IN ({','.join('?' * len(chunk))}) "
+                                      "AND kind = ? AND tenant = ?", [*chunk, SUPERSEDES, tenant]):
+                if str(src).startswith("mem:"):
+                    out.setdefault(int(str(dst)[4:]), []).append(int(str(src)[4:]))
+        return out
