@@ -12,19 +12,13 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from graph import maintenance_checks as checks
 from graph import sqlite_lexical_check as lexical
 from graph.api import (
     AGENT,
-    AUTHORED_BY,
-    IN_SESSION,
-    SESSION,
     EpisodeNode,
     JournalEntry,
     MemoryNode,
-    agent_node,
-    ep_node,
-    mem_node,
-    session_node,
 )
 from graph.db import COUNT_SCOPES_SQL, GraphDB
 from graph.maintenance_api import (
@@ -137,13 +131,7 @@ class SqliteMaintenance:
             kept = {(str(t), str(s), str(k)): int(n) for t, s, k, n in
                     self.db.conn.execute("SELECT tenant, scope, key, n FROM counts WHERE n != 0")}
             actual = {(str(t), str(s), str(k)): int(n) for t, s, k, n in self.db.conn.execute(COUNT_SCOPES_SQL)}
-        out: dict[str, list[str]] = {}
-        for key in sorted(set(kept) | set(actual)):
-            if kept.get(key, 0) != actual.get(key, 0):
-                tenant, scope, name = key
-                out.setdefault(tenant, []).append(
-                    f"{scope} {name.replace(chr(31), '/')!r}: kept {kept.get(key, 0)}, rows {actual.get(key, 0)}")
-        return out
+        return checks.stale_counts(kept, actual)
 
     def journal(self) -> list[JournalEntry]:
         with store_errors("reading the journal"), self.db.lock:
@@ -180,19 +168,7 @@ class SqliteMaintenance:
             nodes = {str(r[0]) for r in conn.execute("SELECT node_id FROM nodes")}
             edges = {(str(a), str(b), str(k)) for a, b, k in conn.execute("SELECT src, dst, kind FROM edges")}
             rows = conn.execute("SELECT id, tenant, session, agent FROM memories ORDER BY id").fetchall()
-        out: list[MissingStructure] = []
-        for mem_id, tenant, session, agent in rows:
-            ref = mem_node(int(mem_id))
-            for node, kind, attrs, edge_kind in (
-                (agent_node(tenant, agent), AGENT, {"agent": agent}, AUTHORED_BY),
-                (session_node(tenant, session), SESSION, {"session": session}, IN_SESSION),
-            ):
-                if node not in nodes:
-                    nodes.add(node)
-                    out.append(MissingStructure(tenant, ref, node=NodeRow(node, kind, tenant, attrs)))
-                if (ref, node, edge_kind) not in edges:
-                    out.append(MissingStructure(tenant, ref, edge=EdgeRow(ref, node, edge_kind, tenant)))
-        return out
+        return checks.missing_structure(nodes, edges, rows)
 
     def create_structure(self, items: Iterable[MissingStructure]) -> None:
         items = list(items)
@@ -206,22 +182,11 @@ class SqliteMaintenance:
     def dangling_edges(self) -> list[DanglingEdge]:
         with store_errors("scanning graph edges"), self.db.lock:
             conn = self.db.conn
-            owner: dict[str, str] = {}
-            for mem_id, tenant, session, agent in conn.execute("SELECT id, tenant, session, agent FROM memories"):
-                owner[mem_node(int(mem_id))] = owner[agent_node(tenant, agent)] = str(tenant)
-                owner[session_node(tenant, session)] = str(tenant)
-            owner.update({ep_node(int(i)): str(t) for i, t in conn.execute("SELECT id, tenant FROM episodes")})
-            owner.update({str(n): str(t) for n, t in conn.execute("SELECT node_id, tenant FROM nodes")})
+            owner = checks.node_owners(conn.execute("SELECT id, tenant, session, agent FROM memories"),
+                                       conn.execute("SELECT id, tenant FROM episodes"),
+                                       conn.execute("SELECT node_id, tenant FROM nodes"))
             edges = conn.execute("SELECT src, dst, kind, tenant FROM edges ORDER BY src, dst, kind").fetchall()
-        out = []
-        for src, dst, kind, tenant in edges:
-            for end in (src, dst):
-                found = owner.get(end)
-                if found != tenant:
-                    out.append(DanglingEdge(EdgeRow(str(src), str(dst), str(kind), str(tenant)), str(end),
-                                            foreign=found is not None))
-                    break
-        return out
+        return checks.dangling_edges(owner, edges)
 
     def remove_edges(self, edges: Iterable[EdgeRow]) -> int:
         keys = [(e.src, e.dst, e.kind) for e in edges]

@@ -22,17 +22,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
+from graph import maintenance_checks as checks
 from graph.api import (
     AGENT,
-    AUTHORED_BY,
-    IN_SESSION,
-    SESSION,
     EpisodeNode,
     JournalEntry,
-    agent_node,
     ep_node,
     mem_node,
-    session_node,
 )
 from graph.maintenance_api import (
     DanglingEdge,
@@ -137,14 +133,7 @@ class PgMaintenance:
         kept_rows, actual_rows = self._read(read, "checking the graph's counts")
         kept = {(str(t), str(s), str(k)): int(n) for t, s, k, n in kept_rows if n}
         actual = {(str(t), str(s), str(k)): int(n or 0) for t, s, k, n in actual_rows}
-        out: dict[str, list[str]] = {}
-        for key in sorted(set(kept) | set(actual)):
-            if kept.get(key, 0) != actual.get(key, 0):
-                tenant, scope, name = key
-                shown = name.replace("\x1f", "/")  # before repr, which would spell it \x1f
-                line = f"{scope} {shown!r}: kept {kept.get(key, 0)}, rows {actual.get(key, 0)}"
-                out.setdefault(tenant, []).append(line)
-        return out
+        return checks.stale_counts(kept, actual)
 
     def journal(self) -> list[JournalEntry]:
         """Every pending entry, whatever replica owns it (with its owner and lease)."""
@@ -187,19 +176,7 @@ class PgMaintenance:
                         conn.execute("SELECT id, tenant, session, agent FROM memories ORDER BY id").fetchall())
 
         nodes, edges, rows = self._read(read, "scanning the graph structure")
-        out: list[MissingStructure] = []
-        for mem_id, tenant, session, agent in rows:
-            ref = mem_node(int(mem_id))
-            for node, kind, attrs, edge_kind in (
-                (agent_node(tenant, agent), AGENT, {"agent": agent}, AUTHORED_BY),
-                (session_node(tenant, session), SESSION, {"session": session}, IN_SESSION),
-            ):
-                if node not in nodes:
-                    nodes.add(node)
-                    out.append(MissingStructure(tenant, ref, node=NodeRow(node, kind, tenant, attrs)))
-                if (ref, node, edge_kind) not in edges:
-                    out.append(MissingStructure(tenant, ref, edge=EdgeRow(ref, node, edge_kind, tenant)))
-        return out
+        return checks.missing_structure(nodes, edges, rows)
 
     def create_structure(self, items: Iterable[MissingStructure]) -> None:
         items = list(items)
@@ -223,26 +200,15 @@ class PgMaintenance:
         def read(conn: Conn) -> tuple[dict[str, str], list[tuple[Any, ...]]]:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                owner: dict[str, str] = {}
-                for mem_id, tenant, session, agent in conn.execute("SELECT id, tenant, session, agent FROM memories"):
-                    owner[mem_node(int(mem_id))] = owner[agent_node(tenant, agent)] = str(tenant)
-                    owner[session_node(tenant, session)] = str(tenant)
-                owner.update({ep_node(int(i)): str(t) for i, t in conn.execute("SELECT id, tenant FROM episodes")})
-                owner.update({str(n): str(t) for n, t in conn.execute("SELECT node_id, tenant FROM nodes")})
+                owner = checks.node_owners(conn.execute("SELECT id, tenant, session, agent FROM memories"),
+                                           conn.execute("SELECT id, tenant FROM episodes"),
+                                           conn.execute("SELECT node_id, tenant FROM nodes"))
                 edges = conn.execute('SELECT src, dst, kind, tenant FROM edges ORDER BY src COLLATE "C", '
                                      'dst COLLATE "C", kind COLLATE "C"').fetchall()
                 return owner, edges
 
         owner, edges = self._read(read, "scanning graph edges")
-        out = []
-        for src, dst, kind, tenant in edges:
-            for end in (src, dst):
-                found = owner.get(end)
-                if found != tenant:
-                    out.append(DanglingEdge(EdgeRow(str(src), str(dst), str(kind), str(tenant)), str(end),
-                                            foreign=found is not None))
-                    break
-        return out
+        return checks.dangling_edges(owner, edges)
 
     def remove_edges(self, edges: Iterable[EdgeRow]) -> int:
         keys = [(e.src, e.dst, e.kind) for e in edges]
