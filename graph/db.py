@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-SCHEMA_VERSION = 2  # 2: counts table and the indexes that serve reads without a resident graph
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memories (
@@ -123,6 +121,30 @@ UNION ALL SELECT tenant, 'day', printf('%08d', ts_us / 86400000000), count(*) FR
 DAY_US = 86_400_000_000
 
 
+def _run_script(cur: sqlite3.Cursor, script: str) -> None:
+    for statement in script.split(";"):
+        if statement.strip():
+            cur.execute(statement)
+
+
+def _v2(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """Counts and read indexes; an upgrade from 1 counts the rows and scopes legacy private keys."""
+    _run_script(cur, _SCHEMA_V2)
+    if not fresh:
+        cur.execute("DELETE FROM counts")
+        cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {COUNT_SCOPES_SQL}")
+        cur.execute(
+            "UPDATE memories SET idempotency_key = agent || char(31) || idempotency_key WHERE "
+            "visibility = 'agent' AND idempotency_key IS NOT NULL AND instr(idempotency_key, char(31)) = 0"
+        )
+
+
+# Numbered steps after the version-1 schema (_SCHEMA); a fresh store runs every step with
+# fresh=True. Append a step (and nothing else) to change the schema.
+MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2)]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
 class SchemaVersionError(Exception):
     """The store was written by a newer memory-core (its schema version is higher than ours)."""
 
@@ -197,7 +219,7 @@ class GraphDB:
         return None if row is None else int(row[0])
 
     def _migrate(self) -> None:
-        """Create a new store at the current version, or upgrade an older one in one transaction.
+        """Create a new store, or upgrade an older one step by step, in one transaction.
 
         A store written by a newer memory-core is refused: its tables may mean more than this
         version knows, and writing them could lose that."""
@@ -207,16 +229,11 @@ class GraphDB:
         if version == SCHEMA_VERSION:
             return
         with self.transaction() as cur:
-            for statement in (_SCHEMA + _SCHEMA_V2).split(";"):
-                if statement.strip():
-                    cur.execute(statement)
-            if version is not None:  # an upgrade from 1: counts from the rows, legacy keys scoped
-                cur.execute("DELETE FROM counts")
-                cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {COUNT_SCOPES_SQL}")
-                cur.execute(
-                    "UPDATE memories SET idempotency_key = agent || char(31) || idempotency_key WHERE "
-                    "visibility = 'agent' AND idempotency_key IS NOT NULL AND instr(idempotency_key, char(31)) = 0"
-                )
+            if version is None:
+                _run_script(cur, _SCHEMA)
+            for step_version, step in MIGRATIONS:
+                if (version or 1) < step_version:
+                    step(cur, version is None)
             cur.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     def _init_meta(self) -> None:
