@@ -137,7 +137,7 @@ def collect(core: MemoryCore, args: argparse.Namespace) -> tuple[list[Query], di
         _link([(t.session, t.content) for t in conv.turns])
         for qa in conv.qa:
             res = core.recall(qa.tenant, qa.question, limit=POOL)
-            rows = [(ref_to_sid.get(m.ref, ""), m.content, m.confidence) for m in res.messages]
+            rows = [(ref_to_sid.get(m.ref, ""), m.content, m.confidence or 0.0) for m in res.messages]
 
             def judge(ranked: list[str], qa: Any = qa) -> dict[str, float]:
                 board = Scoreboard()
@@ -151,7 +151,7 @@ def collect(core: MemoryCore, args: argparse.Namespace) -> tuple[list[Query], di
         for ctx in (False, True):
             res = (core.recall_with_context(madial.TENANT, p.query, p.context, limit=POOL) if ctx
                    else core.recall(madial.TENANT, p.query, limit=POOL))
-            rows = [(mad.ref_to_id[m.ref], m.content, m.confidence) for m in res.messages]
+            rows = [(mad.ref_to_id[m.ref], m.content, m.confidence or 0.0) for m in res.messages]
 
             def mjudge(ranked: list[str], p: Any = p) -> dict[str, float]:
                 board = HitBoard()
@@ -166,7 +166,7 @@ def collect(core: MemoryCore, args: argparse.Namespace) -> tuple[list[Query], di
            if m.type == "turn"])
     for cq in cod.workload.queries:
         res = core.recall(coding.TENANT, cq.text, limit=POOL)
-        rows = [(cod.ref_to_key[m.ref], m.content, m.confidence) for m in res.messages]
+        rows = [(cod.ref_to_key[m.ref], m.content, m.confidence or 0.0) for m in res.messages]
 
         def cjudge(ranked: list[str], cq: Any = cq) -> dict[str, float]:
             board = HitBoard()
