@@ -114,7 +114,9 @@ class Recaller:
             # the name index is O(query), whatever the number of agents
             reading = (read_query(query, self.graph.agent_names(filters.tenant), anchor) if query.strip()
                        else read_query(context_text or "", (), anchor))
-            pool = min(window, max(cfg.vector_pool, limit * 5))
+            # the pools (and the seeds below) do not grow with ``limit`` up to their size: min-max
+            # scaling and neighbour joins over a wider pool would reorder the best rows
+            pool = min(window, max(cfg.vector_pool, limit))
             # the lexical branch needs no embedding: it runs while the query is embedded
             # (SQLite and onnxruntime both release the GIL), hiding its cost behind the model's
             lexical = self._workers.submit(self._lexical, filters, reading, cfg)
@@ -177,7 +179,7 @@ class Recaller:
         scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k].agent for k in cands},
                             lexical_share=share, as_name=reading.as_name)
         if cfg.spread_prev or cfg.spread_next:
-            n_seeds = max(cfg.neighbour_seeds, 2 * limit)
+            n_seeds = max(cfg.neighbour_seeds, limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
             self._join_neighbours(cands, seeds, attrs, filters)
         if cfg.superseded_penalty:
