@@ -139,9 +139,17 @@ def _v2(cur: sqlite3.Cursor, fresh: bool) -> None:
         )
 
 
+def _v3(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """Versions and locks (update_memory, lock_memory): the version a row corrects, the end of a
+    superseded row's validity, the lock. Existing rows are current, unlocked first versions."""
+    cur.execute("ALTER TABLE memories ADD COLUMN supersedes_id INTEGER")
+    cur.execute("ALTER TABLE memories ADD COLUMN valid_to_us INTEGER")
+    cur.execute("ALTER TABLE memories ADD COLUMN locked INTEGER NOT NULL DEFAULT 0")
+
+
 # Numbered steps after the version-1 schema (_SCHEMA); a fresh store runs every step with
 # fresh=True. Append a step (and nothing else) to change the schema.
-MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2)]
+MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2), (3, _v3)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
