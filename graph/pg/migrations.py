@@ -196,8 +196,8 @@ def _v3(cur: Cursor[tuple[object, ...]]) -> None:
 
 
 def _v4(cur: Cursor[tuple[object, ...]]) -> None:
-    cur.execute("ALTER TABLE memories ADD COLUMN supersedes_id bigint, ADD COLUMN valid_to_us bigint, "
-                "ADD COLUMN locked boolean NOT NULL DEFAULT false")
+    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS supersedes_id bigint, ADD COLUMN IF NOT EXISTS "
+                "valid_to_us bigint, ADD COLUMN IF NOT EXISTS locked boolean NOT NULL DEFAULT false")
 
 
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
