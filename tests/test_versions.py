@@ -76,8 +76,10 @@ def test_recall_returns_only_the_newest_version_and_says_which_one_it_supersedes
 def test_include_superseded_and_deep_also_return_the_old_versions_marked_with_their_end(vcore: MemoryCore) -> None:
     old = vcore.add_memory("acme", "s1", "ann", "Payments API timeout is 30 seconds", type="fact")
     new = vcore.update_memory("acme", old.ref, content="Payments API timeout is 60 seconds")
-    for kwargs in ({"include_superseded": True}, {"deep": True}):
-        rows = {r.ref: r.to_dict() for r in vcore.recall("acme", "payments api timeout", **kwargs).messages}
+    for flag in ("include_superseded", "deep"):
+        found = vcore.recall("acme", "payments api timeout", include_superseded=flag == "include_superseded",
+                             deep=flag == "deep").messages
+        rows = {r.ref: r.to_dict() for r in found}
         assert set(rows) == {old.ref, new.added.ref}
         assert rows[old.ref]["superseded"] is True and rows[old.ref]["valid_to"] == new.added.to_dict()["timestamp"]
         assert "superseded" not in rows[new.added.ref]
