@@ -77,6 +77,7 @@ from tools.mcp_tools import (
     get_contents,
     query_recent_turns,
 )
+from tools.mcp_version_tools import lock_memory, unlock_memory, update_memory
 from tools.preview import PreviewShaper
 from tools.shared_server import new_secret
 from tools.stdio_replies import ParseErrorReplies
@@ -114,11 +115,15 @@ TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (check_memory, READ),
     (create_handoff, WRITE),
     (delete_memory, DESTRUCTIVE),
+    (update_memory, WRITE),
+    (lock_memory, WRITE),
+    (unlock_memory, WRITE),
     (recover_context, WRITE),  # it may store a fresh summary episode
     (summarize_session, WRITE),
 ]
 # A tool whose description says "same arguments as X" lists them without descriptions.
-SAME_ARGUMENTS_AS = {"recall_with_context": "recall"}
+SAME_ARGUMENTS_AS = {"recall_with_context": "recall", "update_memory": "add_memory", "lock_memory": "delete_memory",
+                     "unlock_memory": "delete_memory"}
 
 
 class MemoryMCPServer(MCPServer[ServerState]):
