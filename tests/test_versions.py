@@ -314,3 +314,11 @@ def test_a_postgresql_store_from_before_versions_is_upgraded_with_its_rows_curre
         with s.transaction() as tx:
             assert tx.supersede_memory("acme", 1, 5)
         assert (n := s.memory("acme", 1)) is not None and n.valid_to_us == 5
+
+
+def test_a_session_summary_is_built_from_current_versions_only(vcore: MemoryCore) -> None:
+    vcore.add_memory("acme", "s1", "ann", "we chose the blue logo", type="decision")
+    old = vcore.add_memory("acme", "s1", "ann", "the launch date is March 3", type="fact")
+    vcore.update_memory("acme", old.ref, content="the launch date is April 7")
+    summary = vcore.summarize_session("acme", "s1").summary
+    assert "April 7" in summary and "March 3" not in summary and "blue logo" in summary
