@@ -75,3 +75,12 @@ def test_the_operator_may_correct_a_private_memory_and_bad_input_has_its_exit_co
     assert run(path, "update", refs["fact"], "--tenant", "acme")[0] == 2  # nothing to change
     assert run(path, "update", refs["fact"], "x", "--metadata", "[1]", "--tenant", "acme")[0] == 2
     assert run(path, "lock", refs["fact"])[1]["error"]["code"] == "TENANT_REQUIRED"
+
+
+def test_show_lists_the_version_chain_of_a_corrected_memory(store: tuple[Path, dict[str, str]]) -> None:
+    path, refs = store
+    _code, new = run(path, "update", refs["fact"], "the build uses node 20", "--tenant", "acme")
+    shown = runner.invoke(app, ["show", refs["fact"], "--tenant", "acme", "--data-dir", str(path)])
+    assert shown.exit_code == 0 and "versions" in shown.stdout and new["ref"] in shown.stdout
+    code, out = run(path, "show", new["ref"], "--tenant", "acme")
+    assert code == 0 and [v["ref"] for v in out["neighbours"]["versions"]] == [refs["fact"], new["ref"]]
