@@ -78,27 +78,29 @@ class VersionService:
         agent = v.name(agent, "agent", required=False)
         if content is None and metadata is None and salience is None:
             raise InvalidInputError("Give at least one of content, metadata or salience to update.")
-        with self.writer.lock:  # the version checked is the version superseded (in this process)
-            old = self._target(tenant, ref, agent, operator)
-            if old.type == HANDOFF:
-                raise InvalidInputError("A handoff is not corrected in place; write a new handoff "
-                                        "(create_handoff), which supersedes the last one.", field="ref")
-            self._check_head(tenant, old, agent, operator)
-            if old.locked:
-                raise LockedError(f"{memory_ref(old.id)} is locked; unlock it first.", ref=memory_ref(old.id))
-            text = content
+        # Checked here, outside the writer lock (the new version is embedded meanwhile, as an add's
+        # is); the write re-checks in its graph transaction, where a version another writer
+        # superseded or locked in between refuses it (SUPERSEDED) and nothing is written.
+        old = self._target(tenant, ref, agent, operator)
+        if old.type == HANDOFF:
+            raise InvalidInputError("A handoff is not corrected in place; write a new handoff "
+                                    "(create_handoff), which supersedes the last one.", field="ref")
+        self._check_head(tenant, old, agent, operator)
+        if old.locked:
+            raise LockedError(f"{memory_ref(old.id)} is locked; unlock it first.", ref=memory_ref(old.id))
+        text = content
+        if text is None:
+            text = self.graph.contents(tenant, [old.id]).get(old.id)
             if text is None:
-                text = self.graph.contents(tenant, [old.id]).get(old.id)
-                if text is None:
-                    raise NotFoundError(f"No memory {memory_ref(old.id)} in this tenant.", ref=memory_ref(old.id))
-            # the new version is later than the old one, even when the old one carried a future timestamp
-            ts_us = max(time.time_ns() // 1000, old.ts_us + 1)
-            item: dict[str, Any] = {name: getattr(old, name) for name in _CARRIED}
-            item.update(tenant=tenant, agent=agent or old.agent, content=text, source=dict(old.source),
-                        metadata=dict(old.metadata) if metadata is None else metadata,
-                        salience=old.salience if salience is None else salience,
-                        timestamp=from_us(ts_us))
-            added = self.writer.add_many([item], edges=[[(mem_node(old.id), SUPERSEDES)]], supersedes=[old.id])[0]
+                raise NotFoundError(f"No memory {memory_ref(old.id)} in this tenant.", ref=memory_ref(old.id))
+        # the new version is later than the old one, even when the old one carried a future timestamp
+        ts_us = max(time.time_ns() // 1000, old.ts_us + 1)
+        item: dict[str, Any] = {name: getattr(old, name) for name in _CARRIED}
+        item.update(tenant=tenant, agent=agent or old.agent, content=text, source=dict(old.source),
+                    metadata=dict(old.metadata) if metadata is None else metadata,
+                    salience=old.salience if salience is None else salience,
+                    timestamp=from_us(ts_us))
+        added = self.writer.add_many([item], edges=[[(mem_node(old.id), SUPERSEDES)]], supersedes=[old.id])[0]
         return UpdateResult(added, memory_ref(old.id))
 
     def _check_head(self, tenant: str, old: MemoryNode, viewer: str | None, operator: bool) -> None:

@@ -322,3 +322,12 @@ def test_a_session_summary_is_built_from_current_versions_only(vcore: MemoryCore
     vcore.update_memory("acme", old.ref, content="the launch date is April 7")
     summary = vcore.summarize_session("acme", "s1").summary
     assert "April 7" in summary and "March 3" not in summary and "blue logo" in summary
+
+
+def test_threads_of_one_process_correcting_one_version_at_once_make_exactly_one_new_version(
+        vcore: MemoryCore) -> None:
+    old = vcore.add_memory("acme", "s1", "ann", "the on-call is Dana", type="fact")
+    outcomes = _race_updates([vcore] * 4, old.ref)
+    assert sorted(v == "SUPERSEDED" for v in outcomes.values()) == [False, True, True, True], outcomes
+    assert len(vcore.history("acme", old.ref)) == 2 and vcore.graph.count("acme") == 2
+    assert vcore.graph.journal_size() == 0 and len(vcore.vectors.all_ids("acme")) == 2  # the losers left nothing
