@@ -331,3 +331,21 @@ def test_threads_of_one_process_correcting_one_version_at_once_make_exactly_one_
     assert sorted(v == "SUPERSEDED" for v in outcomes.values()) == [False, True, True, True], outcomes
     assert len(vcore.history("acme", old.ref)) == 2 and vcore.graph.count("acme") == 2
     assert vcore.graph.journal_size() == 0 and len(vcore.vectors.all_ids("acme")) == 2  # the losers left nothing
+
+
+def test_doctor_restores_a_lost_old_version_superseded_and_linked_again(vcore: MemoryCore) -> None:
+    from memory_core.doctor import check, repair
+
+    v1 = vcore.add_memory("acme", "s1", "ann", "the cache TTL is 60s", type="fact").ref
+    v2 = vcore.update_memory("acme", v1, content="the cache TTL is 300s").added.ref
+    assert check(vcore).ok
+    with vcore.graph.transaction() as tx:  # damage: the old version's graph row is lost, its vector record stays
+        tx.erase_memory("acme", _id(v1))
+    vcore.graph.invalidate()
+    assert [(f.kind, f.ref) for f in check(vcore).findings] == [("vector_orphan", v1)]
+    report = repair(vcore)
+    assert report.ok and report.remaining == []
+    assert {r.kind for r in report.repairs} >= {"vector_orphan", "version_open"}
+    assert [r.ref for r in vcore.history("acme", v1)] == [v1, v2]
+    assert [r.ref for r in vcore.recall("acme", "cache TTL").messages] == [v2]
+    assert check(vcore).ok
