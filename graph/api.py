@@ -13,7 +13,8 @@ commits or none of it does, and the store's own caches follow the commit.
 Node ids: ``mem:<id>`` (AGENT_MEMORY), ``ep:<id>`` (EPISODE), ``agent:<tenant>/<agent>``
 (AGENT), ``session:<tenant>/<session>`` (SESSION). Edges: AUTHORED_BY and IN_SESSION from
 every memory; SUMMARIZES from an episode to its session; SUPERSEDES from a handoff to the
-one it replaces.
+one it replaces, and from a memory's new version (``update_memory``) to the version it
+corrects (the new row's ``supersedes_id`` names it; the old row's ``valid_to_us`` ends it).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ SUPERSEDES = "SUPERSEDES"
 Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenant, a page
 
 INDEXED_FIELDS = ("type", "agent", "channel")
+MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked")  # what GraphTxn.set_memory_state sets
 
 
 def agent_node(tenant: str, agent: str) -> str:
@@ -78,7 +80,15 @@ class MemoryNode:
     metadata: Mapping[str, Any]
     content_len: int
     content_hash: str
+    supersedes_id: int | None = None  # the version this one corrects (update_memory); None for handoffs
+    valid_to_us: int | None = None  # set when a newer version superseded this one: its time
+    locked: bool = False  # lock_memory: no update or delete until unlocked
     kind: str = AGENT_MEMORY
+
+    @property
+    def current(self) -> bool:
+        """Not superseded by a newer version (recall's default view)."""
+        return self.valid_to_us is None
 
     @property
     def key(self) -> Key:
@@ -194,6 +204,12 @@ class GraphTxn(Protocol):
         """The newest same-content memory of the session within the window that the writer can read."""
     def write_memory(self, row: Mapping[str, Any]) -> None: ...
     def erase_memory(self, tenant: str, mem_id: int) -> bool: ...
+    def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
+        """End a current, unlocked memory's validity at ``valid_to_us``; False (nothing written)
+        when it is missing, foreign, already superseded or locked."""
+    def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
+        """Set any of ``locked``, ``valid_to_us``, ``supersedes_id`` (locks, imports, repairs);
+        False when the tenant has no such memory."""
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None: ...
     def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None: ...
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None: ...

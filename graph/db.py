@@ -139,9 +139,19 @@ def _v2(cur: sqlite3.Cursor, fresh: bool) -> None:
         )
 
 
+def _v3(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """Versions and locks (update_memory, lock_memory): the version a row corrects, the end of a
+    superseded row's validity, the lock. Existing rows are current, unlocked first versions."""
+    present = {str(r[1]) for r in cur.execute("PRAGMA table_info(memories)")}  # a re-run step adds nothing twice
+    for column, decl in (("supersedes_id", "INTEGER"), ("valid_to_us", "INTEGER"),
+                         ("locked", "INTEGER NOT NULL DEFAULT 0")):
+        if column not in present:
+            cur.execute(f"ALTER TABLE memories ADD COLUMN {column} {decl}")
+
+
 # Numbered steps after the version-1 schema (_SCHEMA); a fresh store runs every step with
 # fresh=True. Append a step (and nothing else) to change the schema.
-MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2)]
+MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2), (3, _v3)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

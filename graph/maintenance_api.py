@@ -35,6 +35,7 @@ class StoredMemory:
             "project_id": n.project_id, "salience": n.salience, "visibility": n.visibility, "ts_us": n.ts_us,
             "metadata": dict(n.metadata), "content": self.content, "content_len": n.content_len,
             "content_hash": n.content_hash, "idempotency_key": self.idempotency_key,
+            "supersedes_id": n.supersedes_id, "valid_to_us": n.valid_to_us, "locked": n.locked,
         }
 
 

@@ -12,6 +12,7 @@ from graph.api import EpisodeNode, MemoryNode
 MEMORY_COLUMNS = (
     "id", "tenant", "session", "agent", "type", "role", "channel", "source", "source_id", "project_id",
     "salience", "visibility", "ts_us", "metadata", "content", "content_len", "content_hash", "idempotency_key",
+    "supersedes_id", "valid_to_us", "locked",
 )
 NODE_COLUMNS = tuple(c for c in MEMORY_COLUMNS if c not in ("content", "idempotency_key"))
 NODE_SELECT = ", ".join(NODE_COLUMNS)
@@ -33,6 +34,7 @@ def node_from_row(row: Mapping[str, Any] | tuple[Any, ...]) -> MemoryNode:
     values = dict(zip(NODE_COLUMNS, row, strict=True)) if isinstance(row, tuple) else {c: row[c] for c in NODE_COLUMNS}
     values["source"] = _frozen(values["source"])
     values["metadata"] = _frozen(values["metadata"])
+    values["locked"] = bool(values["locked"])
     return MemoryNode(**values)
 
 

@@ -37,7 +37,8 @@ from graph.maintenance_errors import store_errors
 CHUNK = 500  # ids per IN (...) list, below SQLite's variable limit
 
 _NODE_COLUMNS = ("id", "tenant", "session", "agent", "type", "role", "channel", "source", "source_id", "project_id",
-                 "salience", "visibility", "ts_us", "metadata", "content_len", "content_hash")
+                 "salience", "visibility", "ts_us", "metadata", "content_len", "content_hash", "supersedes_id",
+                 "valid_to_us", "locked")
 _ROW_COLUMNS = ", ".join((*_NODE_COLUMNS, "content", "idempotency_key"))
 _EPISODE_COLUMNS = ("id", "tenant", "session", "summary", "summary_source", "summary_error", "first_id", "last_id",
                     "turn_count", "last_ts_us", "handoff_id", "created_us", "updated_us")
@@ -47,6 +48,7 @@ _TENANT_TABLES = ("memories", "fts_tables", "nodes", "edges", "episodes", "journ
 def _stored(row: Sequence[Any]) -> StoredMemory:
     attrs = dict(zip(_NODE_COLUMNS, row[: len(_NODE_COLUMNS)], strict=True))
     attrs["source"], attrs["metadata"] = json.loads(attrs["source"]), json.loads(attrs["metadata"])
+    attrs["locked"] = bool(attrs["locked"])
     content, key = row[len(_NODE_COLUMNS):]
     return StoredMemory(MemoryNode(**attrs), str(content), key)
 

@@ -18,6 +18,7 @@ from graph.api import (
     AGENT,
     AUTHORED_BY,
     IN_SESSION,
+    MEMORY_STATE_FIELDS,
     SESSION,
     SUMMARIZES,
     MemoryNode,
@@ -27,7 +28,7 @@ from graph.api import (
     session_node,
 )
 from graph.db import COUNT_SCOPES_SQL, DAY_US, GraphDB
-from graph.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, node_from_row
+from graph.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, NODE_SELECT, node_from_row
 
 SEP = "\x1f"
 
@@ -117,7 +118,8 @@ class SqliteTxn:
     def write_memory(self, row: Mapping[str, Any]) -> None:
         """Insert the memory row, its AGENT/SESSION nodes, both edges, its FTS and window rows, its counts."""
         cur, tenant = self.cur, row["tenant"]
-        values = [row[c] for c in MEMORY_COLUMNS]
+        values = [row.get(c) for c in MEMORY_COLUMNS]  # the version state columns may be absent: their defaults
+        values[MEMORY_COLUMNS.index("locked")] = int(bool(row.get("locked")))
         values[MEMORY_COLUMNS.index("source")] = json.dumps(row["source"], ensure_ascii=False)
         values[MEMORY_COLUMNS.index("metadata")] = json.dumps(row["metadata"], ensure_ascii=False)
         cur.execute(
@@ -138,7 +140,7 @@ class SqliteTxn:
         cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)", (row["id"], row["content"]))
         self._write_window(tenant, row)
         self._count(tenant, count_keys(row), 1)
-        self.effects.written.append(node_from_row({c: row[c] for c in MEMORY_COLUMNS}))
+        self.effects.written.append(node_from_row({c: row.get(c) for c in MEMORY_COLUMNS}))
         self.effects.tenants.add(tenant)
         self.effects.fts_changed = True
 
@@ -161,6 +163,33 @@ class SqliteTxn:
         row = dict(zip(("content", "session", "agent", "type", "channel", "visibility", "ts_us"), found, strict=True))
         self._count(tenant, count_keys(row), -1)
         self.effects.erased.append((tenant, mem_id))
+        self.effects.tenants.add(tenant)
+        return True
+
+    def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
+        """End a current, unlocked memory's validity (the guard is in the UPDATE: no race)."""
+        self.cur.execute("UPDATE memories SET valid_to_us = ? WHERE id = ? AND tenant = ? AND valid_to_us IS NULL "
+                         "AND locked = 0", (valid_to_us, mem_id, tenant))
+        return self._state_written(tenant, mem_id)
+
+    def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
+        unknown = set(state) - set(MEMORY_STATE_FIELDS)
+        if unknown:
+            raise ValueError(f"not a memory state field: {sorted(unknown)}")
+        if not state:
+            return self.cur.execute("SELECT 1 FROM memories WHERE id = ? AND tenant = ?",
+                                    (mem_id, tenant)).fetchone() is not None
+        values = [int(bool(v)) if k == "locked" else v for k, v in state.items()]
+        sets = ", ".join(f"{k} = ?" for k in state)
+        self.cur.execute(f"UPDATE memories SET {sets} WHERE id = ? AND tenant = ?", (*values, mem_id, tenant))
+        return self._state_written(tenant, mem_id)
+
+    def _state_written(self, tenant: str, mem_id: int) -> bool:
+        """After an UPDATE of one row's state: the cache learns the new node at commit."""
+        if not self.cur.rowcount:
+            return False
+        row = self.cur.execute(f"SELECT {NODE_SELECT} FROM memories WHERE id = ?", (mem_id,)).fetchone()
+        self.effects.written.append(node_from_row(tuple(row)))
         self.effects.tenants.add(tenant)
         return True
 

@@ -20,6 +20,11 @@ Finding kinds, and what :func:`repair` does about each::
     lexical_stale     FTS row with no memory, or indexed text differs from the content
     lexical_missing   memory row absent from the FTS table    -> both: rebuild that tenant's FTS table
                       (the same kinds cover the tenant's lexical window table, rebuilt with it)
+    version_open      a memory a newer version corrects (its supersedes_id) is still current
+    version_unlinked  a newer version lacks its SUPERSEDES edge to the one it corrects
+                                                              -> both: end the old version at the newer
+                      one's time and relink it (after orphans are restored: a lost old version comes
+                      back from its vector record current and unlinked)
 
 An unacknowledged add (journal entry present) is rolled back, never restored: the caller
 saw it fail. A restore never deletes the record it restores from: it is journaled as a
@@ -40,8 +45,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from graph.api import SUPERSEDES
 from graph.maintenance_api import MissingStructure
-from memory_core.doctor_scan import Finding, StoreCounts, memory_rows, scan
+from memory_core.doctor_scan import Finding, StoreCounts, all_tenants, memory_rows, scan, version_findings
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
 from memory_core.refs import MEMORY, memory_ref, parse_ref
@@ -137,9 +143,30 @@ def repair(core: MemoryCore) -> DoctorReport:
             done.append(_rebuild_lexical(core, tenant))
         done += _restore_orphans(core, [f for f in found if f.kind == "vector_orphan"])
         done += _reembed(core, [f for f in found if f.kind in VECTOR_KINDS])
+        done += _relink_versions(core)
         core.graph.invalidate()
         counts, remaining = scan(core)
     return DoctorReport(counts, before, done, remaining, recovered_at_open=list(core.recovered))
+
+
+def _relink_versions(core: MemoryCore) -> list[Repair]:
+    """Close and relink broken version chains (read afresh: restores above may have made them)."""
+    core.graph.invalidate()
+    done: list[Repair] = []
+    for tenant in all_tenants(core):
+        fixes = version_findings(core, tenant, {r["id"]: r for r in memory_rows(core, tenant)})
+        if not fixes:
+            continue
+        rows = core.graph.memories(tenant, [new for _f, (_old, new, _end, _link) in fixes])
+        with core.graph.transaction() as tx:
+            for finding, (old, new, end, link) in fixes:
+                if end:
+                    tx.set_memory_state(tenant, old, {"valid_to_us": rows[new].ts_us})
+                if link:
+                    tx.write_edge(tenant, memory_ref(new), memory_ref(old), SUPERSEDES)
+                done.append(Repair(finding.kind, tenant, finding.ref, f"ended {memory_ref(old)} at "
+                                   f"{memory_ref(new)}'s time and linked them" if end else "relinked"))
+    return done
 
 
 def _restore_structure(core: MemoryCore) -> list[Repair]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from graph.api import SUPERSEDES
 from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.refs import EPISODE, MEMORY, memory_ref
 from memory_core.write_rows import vector_metadata
@@ -80,6 +81,7 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
         findings += _vector_findings(core, tenant, rows, vector_ids, pending)
         indexed, lexical = _lexical_findings(core, tenant, set(rows))
         findings += lexical + _window_findings(core, tenant)
+        findings += [f for f, _fix in version_findings(core, tenant, rows)]
         memory_vectors = sum(1 for ref in vector_ids if ref.startswith(MEMORY + ":"))
         counts.append(StoreCounts(tenant, len(rows), counted, memory_vectors, indexed))
     findings += [Finding("graph_missing", m.tenant, m.ref, missing_detail(m))
@@ -87,6 +89,29 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
     findings += [Finding("dangling_edge", d.edge.tenant, d.edge.src, f"{d.edge.kind} -> {d.edge.dst}: "
                          f"{dangling_reason(d)}") for d in core.maintenance.dangling_edges()]
     return counts, findings
+
+
+def version_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, Any]]
+                     ) -> list[tuple[Finding, tuple[int, int, bool, bool]]]:
+    """Broken version chains (update_memory): a row naming in ``supersedes_id`` an older row of
+    the tenant that is still current, or that lacks its SUPERSEDES edge to it. Only damage does
+    this (an old row lost and restored from its vector record comes back current and unlinked);
+    the newer row holds the link, so each comes with its fix: (old id, new id, end it, link it)."""
+    out = []
+    for row in rows.values():
+        old = rows.get(row["supersedes_id"]) if row.get("supersedes_id") is not None else None
+        if old is None:
+            continue
+        ref, old_ref = memory_ref(row["id"]), memory_ref(old["id"])
+        linked = any(e.direction == "out" and e.kind == SUPERSEDES and e.other == old_ref
+                     for e in core.graph.edges_of(tenant, ref))
+        if old["valid_to_us"] is None:
+            out.append((Finding("version_open", tenant, old_ref, f"{ref} corrects it, yet it is still current"),
+                        (old["id"], row["id"], True, not linked)))
+        elif not linked:
+            out.append((Finding("version_unlinked", tenant, ref, f"its SUPERSEDES edge to {old_ref} is missing"),
+                        (old["id"], row["id"], False, True)))
+    return out
 
 
 def missing_detail(item: MissingStructure) -> str:

@@ -192,7 +192,8 @@ class EpisodeService:
     def _shared_keys(self, tenant: str, session: str, limit: int) -> list[Key]:
         """The session's newest ``limit`` shared keys, newest first."""
         out: list[Key] = []
-        for a in self._newest(tenant, session, lambda a: visible(a, None)):
+        # current versions only: a summary never repeats what a correction replaced
+        for a in self._newest(tenant, session, lambda a: visible(a, None) and a.valid_to_us is None):
             out.append(a.key)
             if len(out) >= limit:
                 break

@@ -14,6 +14,8 @@ Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
     ├── TenantMismatchError          TENANT_MISMATCH
     ├── AgentMismatchError           AGENT_MISMATCH
     ├── NotFoundError                NOT_FOUND
+    ├── LockedError                  LOCKED
+    ├── SupersededError              SUPERSEDED
     ├── ConfigError                  CONFIG_INVALID
     ├── StoreError                   STORE_ERROR
     │   ├── StoreUnavailableError    STORE_UNAVAILABLE
@@ -83,6 +85,18 @@ class AgentMismatchError(MemoryCoreError):
 
 class NotFoundError(MemoryCoreError):
     code = "NOT_FOUND"
+
+
+class LockedError(MemoryCoreError):
+    """The memory is locked (lock_memory): no update or delete until it is unlocked."""
+
+    code = "LOCKED"
+
+
+class SupersededError(MemoryCoreError):
+    """The memory was corrected by a newer version; update the head (its ref is in ``head``)."""
+
+    code = "SUPERSEDED"
 
 
 class ConfigError(MemoryCoreError):

@@ -50,6 +50,9 @@ class MemoryRow:
     content_hash: str
     confidence: float | None = None
     match_reason: dict[str, Any] | None = None
+    supersedes: str | None = None  # the version this row corrects (update_memory)
+    valid_to: datetime | None = None  # set on a superseded version: when the newer one replaced it
+    locked: bool = False
 
     def scored(self, confidence: float, match_reason: dict[str, Any] | None) -> MemoryRow:
         return replace(self, confidence=confidence, match_reason=match_reason)
@@ -71,6 +74,13 @@ class MemoryRow:
             "metadata": self.metadata,
             "content": self.content,
         }
+        if self.supersedes is not None:
+            out["supersedes"] = self.supersedes
+        if self.valid_to is not None:
+            out["superseded"] = True
+            out["valid_to"] = iso(self.valid_to)
+        if self.locked:
+            out["locked"] = True
         if self.confidence is not None:
             out["confidence"] = round(self.confidence, 4)
         if self.match_reason is not None:

@@ -64,6 +64,9 @@ def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
         metadata=dict(attrs.metadata),
         content_len=attrs.content_len,
         content_hash=attrs.content_hash,
+        supersedes=memory_ref(attrs.supersedes_id) if attrs.supersedes_id is not None else None,
+        valid_to=from_us(attrs.valid_to_us) if attrs.valid_to_us is not None else None,
+        locked=attrs.locked,
     )
 
 

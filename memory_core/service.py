@@ -24,11 +24,11 @@ from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where th
 from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm, warm_up_in_background
 from memory_core.episodes import Episode, EpisodeService, Recovery
-from memory_core.errors import ConfigError, InvalidInputError
+from memory_core.errors import ConfigError, InvalidInputError, LockedError
 from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
 from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
+from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
 from memory_core.reads import Reader, visible
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
@@ -38,6 +38,7 @@ from memory_core.store_errors import coded_graph_errors, graph_error, os_error, 
 from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, VectorStore
+from memory_core.versions import UpdateResult, VersionService
 from memory_core.write_path import WritePath
 
 HANDOFF = "handoff"
@@ -145,6 +146,7 @@ class MemoryCore:
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
         self.writer = WritePath(graph, vectors, embedder, settings.limits)
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
+        self.versions = VersionService(graph, self.reader, self.writer)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings, summary_provider)
         self.recovered = self.writer.recover()
         self._closed = False
@@ -281,7 +283,55 @@ class MemoryCore:
             attrs = self.graph.memory(tenant, parsed.id)
             if attrs is None or not (operator or visible(attrs, viewer)):
                 return False
+            if attrs.locked:
+                raise LockedError(f"{parsed} is locked; unlock it before deleting it.", ref=str(parsed))
             return self.writer.delete(tenant, parsed.id)
+
+    # ---- versions and locks (memory_core.versions) -------------------------------------------
+    @coded_graph_errors("updating a memory")
+    def update_memory(
+        self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
+        salience: float | None = None, agent: str | None = None,
+    ) -> UpdateResult:
+        """Correct a memory: a new version (new ref) that SUPERSEDES ``ref``, which is kept with its
+        ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
+        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked."""
+        return self.versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
+                                    salience=salience)
+
+    @coded_graph_errors("updating a memory")
+    def update_memory_as_operator(
+        self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
+        salience: float | None = None, agent: str | None = None,
+    ) -> UpdateResult:
+        """The operator's update (CLI): any memory of the tenant, private or not."""
+        return self.versions.update(tenant, ref, agent=agent, operator=True, content=content, metadata=metadata,
+                                    salience=salience)
+
+    @coded_graph_errors("locking a memory")
+    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
+        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was."""
+        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False)
+
+    @coded_graph_errors("unlocking a memory")
+    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
+        """Undo :meth:`lock_memory`; False if it was not locked."""
+        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False)
+
+    @coded_graph_errors("locking a memory")
+    def set_lock_as_operator(self, tenant: str, ref: str, locked: bool) -> bool:
+        """The operator's lock or unlock (CLI): any memory of the tenant."""
+        return self.versions.set_lock(tenant, ref, locked, agent=None, operator=True)
+
+    @coded_graph_errors("reading a memory's history")
+    def history(self, tenant: str, ref: str, *, viewer: str | None = None) -> list[MemoryRow]:
+        """Every version of ``ref``'s chain the viewer can read, oldest first."""
+        return self.versions.history(tenant, ref, viewer=viewer, operator=False)
+
+    @coded_graph_errors("reading a memory's history")
+    def history_as_operator(self, tenant: str, ref: str) -> list[MemoryRow]:
+        """The operator's history (CLI): private versions included."""
+        return self.versions.history(tenant, ref, viewer=None, operator=True)
 
     # ---- reads -----------------------------------------------------------------------------
     @coded_graph_errors("reading recent turns")
@@ -305,9 +355,15 @@ class MemoryCore:
 
     @coded_graph_errors("reading a memory")
     def check_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> CheckResult:
-        """One memory with full content and its graph neighbours (author, session, adjacent)."""
+        """One memory with full content and its graph neighbours (author, session, adjacent), and
+        its version chain (``neighbours["versions"]``, oldest first) when it has one."""
         tenant = v.tenant(tenant)
-        return self.reader.check(tenant, ref, viewer)
+        result = self.reader.check(tenant, ref, viewer)
+        versions = self.versions.chain_summary(tenant, result.memory.id, viewer) if result.memory.type != "episode" \
+            else []
+        if len(versions) > 1:
+            result.neighbours["versions"] = versions
+        return result
 
     # ---- recall ----------------------------------------------------------------------------
     @coded_graph_errors("recalling")
@@ -316,18 +372,19 @@ class MemoryCore:
         type: str | None = None, session: str | None = None, agent: str | None = None, channel: str | None = None,
         source_id: str | None = None, project_id: str | None = None,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None,
+        now: datetime | str | None = None, include_superseded: bool = False,
     ) -> RecallResult:
         """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine`.
 
         limit ≤ scan window (None: ``recall.default_limit``); project_id omitted = all, '' = global
         pool, 'X' = X ∪ global, '@auto'; deep: no time decay. An empty query returns the most
-        recent memories.
+        recent memories. Only the newest version of a corrected memory is returned (its row says
+        ``supersedes``); ``include_superseded`` or ``deep`` add the older versions, marked ``valid_to``.
         """
         return self.recaller.recall(
             tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
             source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
-            preset=preset, now=now,
+            preset=preset, now=now, include_superseded=include_superseded,
         )
 
     @coded_graph_errors("recalling")
@@ -336,7 +393,7 @@ class MemoryCore:
         limit: int | None = None, type: str | None = None, session: str | None = None, agent: str | None = None,
         channel: str | None = None, source_id: str | None = None, project_id: str | None = None,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None,
+        now: datetime | str | None = None, include_superseded: bool = False,
     ) -> RecallResult:
         """Recall sharpened by the recent conversation; never returns what the context already holds."""
         if isinstance(context, str) or not isinstance(context, Sequence):
@@ -351,6 +408,7 @@ class MemoryCore:
             tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
             source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep, preset=preset,
             now=now, context_text=recent or None, held_context=[t for t in texts if normalize(t)],
+            include_superseded=include_superseded,
         )
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------

@@ -36,6 +36,7 @@ EXPORT_CHUNK = 200
 IMPORT_BATCH = 200
 DERIVED_EDGES = frozenset({AUTHORED_BY, IN_SESSION})
 MAX_REPORTED_ERRORS = 50
+STATE_FIELDS = ("supersedes", "superseded", "valid_to", "locked")
 
 
 class ExportEdge(BaseModel):
@@ -67,10 +68,18 @@ class ExportLine(BaseModel):
     idempotency_key: str | None = None
     content_hash: str
     edges: list[ExportEdge] = Field(default_factory=list)
+    # versions and locks (update_memory, lock_memory): restored once every row is in
+    supersedes: str | None = Field(default=None, pattern=r"^mem:[1-9][0-9]{0,17}$")
+    superseded: bool = False  # derived from valid_to (kept so a line reads as recall shows it)
+    valid_to: str | None = None
+    locked: bool = False
 
     def add_item(self) -> dict[str, Any]:
         """The add_memory arguments that rebuild this memory."""
-        return self.model_dump(exclude={"ref", "content_hash", "edges"})
+        return self.model_dump(exclude={"ref", "content_hash", "edges", *STATE_FIELDS})
+
+    def has_state(self) -> bool:
+        return self.supersedes is not None or self.valid_to is not None or self.locked
 
 
 @dataclass
@@ -82,6 +91,7 @@ class ImportCounts:
     skipped: int = 0
     remapped: int = 0
     edges: int = 0
+    states: int = 0  # rows whose version or lock state was (re)set
     errors: int = 0
     error_lines: list[dict[str, Any]] = field(default_factory=list)
     refs: dict[str, str] = field(default_factory=dict)  # ref in the file -> ref in the store
@@ -93,7 +103,7 @@ class ImportCounts:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in
-                ("lines", "written", "skipped", "remapped", "edges", "errors", "error_lines")}
+                ("lines", "written", "skipped", "remapped", "edges", "states", "errors", "error_lines")}
 
 
 def export_count(core: MemoryCore, tenant: str) -> int:
@@ -148,6 +158,7 @@ def import_lines(
     batch: list[ExportLine] = []
     seen: set[tuple[str, int, str]] = set()
     edges: list[tuple[str, ExportEdge]] = []
+    states: list[ExportLine] = []
     for number, text in enumerate(lines, 1):
         if progress is not None:
             progress(1)
@@ -163,12 +174,15 @@ def import_lines(
                 seen.add(identity)
                 batch.append(line)
                 edges.extend((line.ref, e) for e in line.edges if e.kind not in DERIVED_EDGES)
+                if line.has_state():
+                    states.append(line)
         if len(batch) >= IMPORT_BATCH:
             _write_batch(core, tenant, batch, counts)
             batch = []
     if batch:
         _write_batch(core, tenant, batch, counts)
     counts.edges = _restore_edges(core, tenant, edges, counts.refs)
+    counts.states = _restore_states(core, tenant, states, counts.refs)
     return counts
 
 
@@ -186,6 +200,12 @@ def _parse(core: MemoryCore, text: str, number: int, tenant: str, counts: Import
     if line.tenant != tenant:
         counts.error(number, "TENANT_MISMATCH", f"The line belongs to tenant '{line.tenant}', not '{tenant}'.")
         return None
+    if line.valid_to is not None:
+        try:
+            v.timestamp(line.valid_to)
+        except MemoryCoreError:
+            counts.error(number, "INVALID_INPUT", "'valid_to' must be an ISO-8601 timestamp with a timezone.")
+            return None
     if content_hash(line.content) != line.content_hash:
         counts.error(number, "INVALID_INPUT", "The content does not match its content_hash.")
         return None
@@ -242,3 +262,33 @@ def _restore_edges(core: MemoryCore, tenant: str, edges: list[tuple[str, ExportE
         for src, dst, kind in wanted:
             tx.write_edge(tenant, src, dst, kind)
     return len(wanted)
+
+
+def _restore_states(core: MemoryCore, tenant: str, lines: list[ExportLine], refs: dict[str, str]) -> int:
+    """Set each imported row's version chain link, validity end and lock as its line has them.
+
+    Only rows whose state differs are written (a re-import writes nothing), in one transaction
+    after every row and edge is in; an import stopped before it leaves rows current and
+    unlocked, and running it again sets them. A ``supersedes`` outside the file is dropped.
+    """
+    wanted: dict[int, dict[str, Any]] = {}
+    for line in lines:
+        if line.ref not in refs:
+            continue
+        sup = refs.get(line.supersedes) if line.supersedes is not None else None
+        wanted[parse_ref(refs[line.ref]).id] = {
+            "supersedes_id": parse_ref(sup).id if sup is not None else None,
+            "valid_to_us": to_us(v.timestamp(line.valid_to)) if line.valid_to is not None else None,
+            "locked": line.locked,
+        }
+    if not wanted:
+        return 0
+    with core.writer.lock, graph_errors("importing into a tenant"):
+        found = core.graph.memories(tenant, wanted)
+        changed = {i: state for i, state in wanted.items() if i in found and state != {
+            "supersedes_id": found[i].supersedes_id, "valid_to_us": found[i].valid_to_us, "locked": found[i].locked}}
+        if changed:
+            with core.graph.transaction() as tx:
+                for mem_id, state in changed.items():
+                    tx.set_memory_state(tenant, mem_id, state)
+    return len(changed)

@@ -34,7 +34,7 @@ from graph.api import GraphStore, GraphStoreError, GraphTxn, mem_node
 from memory_core import validation as v
 from memory_core.config import LimitSettings
 from memory_core.embedding import Embedder
-from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError
+from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, SupersededError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, AddResult, from_us, to_us
 from memory_core.refs import memory_ref
 from memory_core.store_errors import graph_error
@@ -57,6 +57,7 @@ class PreparedAdd:
     preferred_id: int | None = None  # imports keep their refs when the id is free
     restore: bool = False  # doctor: the record under preferred_id existed before; never delete it
     edges: list[tuple[str, str]] = field(default_factory=list)  # extra (target node, kind) from this memory
+    supersedes: int | None = None  # update_memory: the version this row ends (in the same transaction)
 
 
 JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
@@ -118,6 +119,7 @@ class WritePath:
         preferred_ids: Sequence[int | None] = (),
         edges: Sequence[list[tuple[str, str]]] = (),
         restore: bool = False,
+        supersedes: Sequence[int | None] = (),
     ) -> list[AddResult]:
         """Validate all, embed outside the lock, then write all-or-nothing.
 
@@ -125,6 +127,9 @@ class WritePath:
         it; a row whose id already holds the same content in its tenant is not written again.
         ``restore`` (doctor): the vector records under the preferred ids exist already; a row
         that keeps its id is journaled as a restore, so no failure or recovery deletes them.
+        ``supersedes`` (update_memory): the row is a new version of that memory; the graph
+        transaction that writes it also ends the old one's validity (SupersededError, nothing
+        written, when the old one is no longer a current, unlocked version).
         """
         if len(items) > self.limits.max_batch:
             raise InvalidInputError(f"A batch holds at most {self.limits.max_batch} memories.")
@@ -134,6 +139,9 @@ class WritePath:
             p.restore = restore and pid is not None
         for p, extra in zip(prepared, edges, strict=False):
             p.edges = list(extra)
+        for p, old in zip(prepared, supersedes, strict=False):
+            p.supersedes = old
+            p.row["supersedes_id"] = old
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
             return self._write(prepared, vectors)
@@ -266,6 +274,11 @@ class WritePath:
                 tx.write_memory(row)
                 for dst, kind in p.edges:
                     tx.write_edge(row["tenant"], mem_node(row["id"]), dst, kind)
+                if p.supersedes is not None and not tx.supersede_memory(row["tenant"], p.supersedes, row["ts_us"]):
+                    # another writer (a replica) superseded or locked it first: this version is undone
+                    raise SupersededError(f"{memory_ref(p.supersedes)} changed while it was being updated "
+                                          "(superseded or locked by another writer); read it again.",
+                                          ref=memory_ref(p.supersedes))
 
         def undo(_entries: JournalEntries) -> None:
             self._undo_vectors([p.row for p in prepared if _journal_op(p) == "add"])

@@ -47,6 +47,16 @@ def _load(store: GraphStore) -> None:
     with store.transaction() as tx:
         tx.erase_memory("acme", 7)
         assert not tx.erase_memory("globex", 8)  # a foreign id is not erased
+    with store.transaction() as tx:  # versions and locks: the guarded supersede, the state setter
+        assert tx.supersede_memory("acme", 2, 4_000)
+        assert not tx.supersede_memory("acme", 2, 5_000)  # already superseded
+        assert tx.set_memory_state("acme", 3, {"locked": True})
+        assert not tx.supersede_memory("acme", 3, 5_000)  # locked
+        assert not tx.set_memory_state("globex", 3, {"locked": True})  # foreign: nothing written
+        assert not tx.supersede_memory("globex", 4, 5_000)
+        assert tx.set_memory_state("acme", 4, {"supersedes_id": 2})
+        assert tx.set_memory_state("acme", 9, {"valid_to_us": 6_000, "locked": False})
+        assert not tx.set_memory_state("acme", 7, {"locked": True})  # erased
 
 
 @pytest.fixture

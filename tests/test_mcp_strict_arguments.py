@@ -27,6 +27,9 @@ VALID_CALLS: dict[str, dict[str, Any]] = {
     "delete_memory": {"ref": "mem:999999"},
     "recover_context": {"session": "strict"},
     "summarize_session": {"session": "strict"},
+    "update_memory": {"ref": "mem:999999", "agent": "a", "content": "strict update probe"},
+    "lock_memory": {"ref": "mem:999999"},
+    "unlock_memory": {"ref": "mem:999999"},
 }
 WRONG_VALUES: dict[str, list[Any]] = {
     "integer": ["10", True, 10.5, "1e1"],

@@ -4,8 +4,10 @@ As Chroma tests its collections: random sequences of adds (single and batch, wit
 and repeated idempotency keys, explicit and repeated timestamps), deletes (own, foreign,
 already deleted, malformed), reopens, recent-turn paging with cursors (while turns
 arrive and across a reopen) and batch reads with own, foreign and malformed refs, over
-three tenants. After every step: both stores hold exactly the model's memories per
-tenant, and no row ever crosses a tenant.
+three tenants; corrections (update_memory: chains, stale versions, foreign and private refs)
+and locks (lock/unlock, LOCKED updates and deletes). After every step: both stores hold exactly
+the model's memories per tenant, every version link, validity end and lock is the model's,
+and no row ever crosses a tenant.
 
 `make test` runs a short profile; ``MEMORY_CORE_RELIABILITY=long`` a much longer one.
 """
@@ -83,6 +85,7 @@ class ModelMemory:
     type: str
     ts_us: int
     key: str | None
+    visibility: str = "tenant"
 
     @property
     def order(self) -> tuple[int, int]:
@@ -98,6 +101,9 @@ class Model:
     keys: dict[tuple[str, str], str] = field(default_factory=dict)
     issued_ids: set[int] = field(default_factory=set)
     key_counter: int = 0
+    successor: dict[str, str] = field(default_factory=dict)  # ref -> the version that superseded it
+    supersedes: dict[str, str] = field(default_factory=dict)  # ref -> the version it corrected
+    locked: set[str] = field(default_factory=set)
 
     def expected_refs(self) -> dict[str, set[str]]:
         return {t: set(rows) for t, rows in self.live.items()}
@@ -106,11 +112,12 @@ class Model:
         rows = [m for m in self.live[tenant].values() if m.session == session and m.type == "turn"]
         return sorted(rows, key=lambda m: m.order, reverse=True)
 
-    def duplicate_of(self, tenant: str, session: str, content: str, ts_us: int) -> str | None:
+    def duplicate_of(self, tenant: str, session: str, content: str, ts_us: int, agent: str = "") -> str | None:
         h = normalized_hash(content)
         near = [
             m for m in self.live[tenant].values()
             if m.session == session and normalized_hash(m.content) == h and abs(m.ts_us - ts_us) <= DUPLICATE_WINDOW_US
+            and (m.visibility != "agent" or m.agent == agent)
         ]
         return max(near, key=lambda m: m.order).ref if near else None
 
@@ -180,10 +187,10 @@ class StoreMachine(RuleBasedStateMachine):
             ts_us = to_us(res.timestamp)
             if "timestamp" in item:
                 assert ts_us == to_us(item["timestamp"])
-            expected_dup = self.model.duplicate_of(tenant, item["session"], item["content"], ts_us)
+            expected_dup = self.model.duplicate_of(tenant, item["session"], item["content"], ts_us, item["agent"])
             assert res.duplicate_of == expected_dup, (res, expected_dup)
             mem = ModelMemory(res.ref, mem_id, tenant, item["session"], item["agent"], item["content"],
-                              item["type"], ts_us, key)
+                              item["type"], ts_us, key, item.get("visibility", "tenant"))
             self.model.issued_ids.add(mem_id)
             self.model.live[tenant][res.ref] = mem
             if key is not None:
@@ -254,9 +261,19 @@ class StoreMachine(RuleBasedStateMachine):
     def delete(self, data: st.DataObject, tenant: str, which: str) -> None:
         if which == "own" and self.model.live[tenant]:
             ref = data.draw(st.sampled_from(sorted(self.model.live[tenant])), label="own ref")
-            assert self.core.delete_memory(tenant, ref) is True
+            if ref in self.model.locked:
+                self._expect_error("LOCKED", lambda: self.core.delete_memory_as_operator(tenant, ref))
+                return
+            assert self.core.delete_memory_as_operator(tenant, ref) is True
             mem = self.model.live[tenant].pop(ref)
             self.model.deleted[tenant].add(ref)
+            # the chain keeps its other versions: an older one stays superseded, a newer one's link dangles
+            older = self.model.supersedes.pop(ref, None)
+            if older is not None and self.model.successor.get(older) == ref:
+                self.model.successor[older] = "(deleted)"
+            newer = self.model.successor.pop(ref, None)
+            if newer is not None and newer in self.model.supersedes:
+                self.model.supersedes[newer] = "(deleted)"
             if mem.key is not None:
                 del self.model.keys[(tenant, mem.key)]
         elif which == "foreign" and self._refs_of_others(tenant):
@@ -357,7 +374,8 @@ class StoreMachine(RuleBasedStateMachine):
             if deleted_pool else []
         refs: list[object] = data.draw(st.permutations([*own, *foreign, *deleted, *malformed]), label="refs")
         result = self.core.get_contents(tenant, refs)
-        want_found = [r for r in refs if isinstance(r, str) and r in self.model.live[tenant]]  # repeats answered
+        live = self.model.live[tenant]  # (private rows are read by no viewer here: missing)
+        want_found = [r for r in refs if isinstance(r, str) and r in live and live[r].visibility != "agent"]
         assert [row.ref for row in result.found if row.type != "episode"] == want_found
         assert len(result.found) + len(result.missing) == len(refs)  # every ref sent is answered once
         for row in result.found:
@@ -373,11 +391,87 @@ class StoreMachine(RuleBasedStateMachine):
     def check_memory_sees_only_own_rows(self, data: st.DataObject, tenant: str) -> None:
         if self.model.live[tenant]:
             ref = data.draw(st.sampled_from(sorted(self.model.live[tenant])))
-            assert self.core.check_memory(tenant, ref).memory.content == self.model.live[tenant][ref].content
+            mem = self.model.live[tenant][ref]
+            assert self.core.check_memory(tenant, ref, viewer=mem.agent).memory.content == mem.content
         foreign = self._refs_of_others(tenant)
         if foreign:
             ref = data.draw(st.sampled_from(foreign))
             self._expect_error("NOT_FOUND", lambda: self.core.check_memory(tenant, ref))
+
+    # ---- versions and locks ------------------------------------------------------------------
+    def _private_ok(self, mem: ModelMemory, agent: str) -> bool:
+        return mem.visibility != "agent" or mem.agent == agent
+
+    @precondition(lambda self: any(self.model.live.values()))
+    @rule(data=st.data(), content=contents, agent=st.sampled_from(AGENTS), head=st.booleans())
+    def update(self, data: st.DataObject, content: str, agent: str, head: bool) -> None:
+        """Correct a memory as ``agent``: a new version, or the refusal the model predicts."""
+        tenant = data.draw(st.sampled_from([t for t in TENANTS if self.model.live[t]]), label="tenant")
+        pool = sorted(r for r in self.model.live[tenant] if not head or r not in self.model.successor)
+        ref = data.draw(st.sampled_from(pool or sorted(self.model.live[tenant])), label="ref to update")
+        old = self.model.live[tenant][ref]
+        if not self._private_ok(old, agent):
+            self._expect_error("NOT_FOUND", lambda: self.core.update_memory(tenant, ref, content=content, agent=agent))
+            return
+        if ref in self.model.successor:
+            self._expect_error("SUPERSEDED", lambda: self.core.update_memory(tenant, ref, content=content, agent=agent))
+            return
+        if ref in self.model.locked:
+            self._expect_error("LOCKED", lambda: self.core.update_memory(tenant, ref, content=content, agent=agent))
+            return
+        res = self.core.update_memory(tenant, ref, content=content, agent=agent)
+        assert res.supersedes == ref and res.added.created
+        mem_id = int(res.added.ref.split(":", 1)[1])
+        assert all(mem_id > i for i in self.model.issued_ids), "ids must grow"
+        ts_us = to_us(res.added.timestamp)
+        assert ts_us > old.ts_us, "a new version is later than the one it corrects"
+        assert res.added.duplicate_of == self.model.duplicate_of(tenant, old.session, content, ts_us, agent)
+        self.model.issued_ids.add(mem_id)
+        self.model.live[tenant][res.added.ref] = ModelMemory(res.added.ref, mem_id, tenant, old.session, agent,
+                                                             content, old.type, ts_us, None, old.visibility)
+        self.model.successor[ref] = res.added.ref
+        self.model.supersedes[res.added.ref] = ref
+        viewer = old.agent if old.visibility == "agent" else None
+        shown = {r.ref for r in self.core.recall(tenant, "", limit=50, viewer=viewer).messages}
+        assert not shown & set(self.model.successor), "recall returned a superseded version"
+        chain = [r.ref for r in self.core.history_as_operator(tenant, res.added.ref)]
+        assert chain[-2:] == [ref, res.added.ref] and chain == self._model_chain(ref)
+
+    def _model_chain(self, ref: str) -> list[str]:
+        back = [ref]
+        while (prev := self.model.supersedes.get(back[0])) not in (None, "(deleted)"):
+            back.insert(0, str(prev))
+        while (succ := self.model.successor.get(back[-1])) not in (None, "(deleted)"):
+            back.append(str(succ))
+        return back
+
+    @precondition(lambda self: any(self.model.live.values()))
+    @rule(data=st.data(), lock=st.booleans())
+    def lock_or_unlock(self, data: st.DataObject, lock: bool) -> None:
+        tenant = data.draw(st.sampled_from([t for t in TENANTS if self.model.live[t]]), label="tenant")
+        ref = data.draw(st.sampled_from(sorted(self.model.live[tenant])), label="ref to lock")
+        mem = self.model.live[tenant][ref]
+        act = self.core.lock_memory if lock else self.core.unlock_memory
+        changed = act(tenant, ref, viewer=mem.agent)
+        assert changed == ((ref in self.model.locked) != lock)
+        (self.model.locked.add if lock else self.model.locked.discard)(ref)
+
+    @rule(data=st.data(), tenant=st.sampled_from(TENANTS), content=contents)
+    def private_memories_are_corrected_only_by_their_author(self, data: st.DataObject, tenant: str,
+                                                            content: str) -> None:
+        """alice's private note: bob (and the anonymous caller) find nothing to update or lock."""
+        self._add_items([self._item(tenant, "s1", "alice", content, "note", None, None) | {"visibility": "agent"}],
+                        batch=False)
+        ref = max(self.model.live[tenant].values(), key=lambda m: m.id).ref
+        for fn in (lambda: self.core.update_memory(tenant, ref, content="bob's edit", agent="bob"),
+                   lambda: self.core.update_memory(tenant, ref, content="nobody's edit"),
+                   lambda: self.core.lock_memory(tenant, ref, viewer="bob")):
+            self._expect_error("NOT_FOUND", fn)
+        foreign = self._refs_of_others(tenant)
+        if foreign:
+            other = data.draw(st.sampled_from(foreign), label="foreign ref")
+            self._expect_error("NOT_FOUND", lambda: self.core.update_memory(tenant, other, content="x", agent="bob"))
+            self._expect_error("NOT_FOUND", lambda: self.core.lock_memory(tenant, other))
 
     # ---- invariants ------------------------------------------------------------------------
     @invariant()
@@ -389,6 +483,16 @@ class StoreMachine(RuleBasedStateMachine):
                 attrs = self.core.graph.memory(tenant, mem.id)
                 assert attrs is not None and attrs.tenant == tenant, f"{ref} crossed tenants"
                 assert attrs.session == mem.session and attrs.ts_us == mem.ts_us
+                assert attrs.locked == (ref in self.model.locked), f"{ref}: lock state"
+                succ = self.model.successor.get(ref)
+                want_end = None if succ is None else (
+                    self.model.live[tenant][succ].ts_us if succ in self.model.live[tenant] else attrs.valid_to_us)
+                assert (attrs.valid_to_us is not None) == (succ is not None) and attrs.valid_to_us == want_end, ref
+                prev = self.model.supersedes.get(ref)
+                if prev is None:
+                    assert attrs.supersedes_id is None, ref
+                elif prev != "(deleted)":
+                    assert attrs.supersedes_id == self.model.live[tenant][prev].id, ref
                 for other in TENANTS:
                     if other != tenant:
                         assert self.core.graph.memory(other, mem.id) is None

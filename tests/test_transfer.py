@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.errors import InvalidTenantError, TenantRequiredError
+from memory_core.errors import InvalidTenantError, LockedError, SupersededError, TenantRequiredError
 from memory_core.transfer import ExportLine, export_tenant, import_lines
 from tests.conftest import open_core
 from tests.support.agreement import assert_stores_agree
@@ -157,3 +157,50 @@ def test_import_refuses_lines_of_another_tenant_and_malformed_lines_without_writ
     assert [line["content"] for line in lines_of(second, "acme")] == [good["content"]]
     with pytest.raises(TenantRequiredError):
         import_lines(second, as_jsonl([good]), "")
+
+
+def _versioned(core: MemoryCore) -> dict[str, str]:
+    """A chain of three versions (the head locked), a locked single memory, a private chain."""
+    v1 = core.add_memory("acme", "s9", "ann", "the port is 8080", type="fact").ref
+    v2 = core.update_memory("acme", v1, content="the port is 8443").added.ref
+    v3 = core.update_memory("acme", v2, content="the port is 9443", agent="bob").added.ref
+    core.lock_memory("acme", v3)
+    solo = core.add_memory("acme", "s9", "ann", "never delete this", type="decision").ref
+    core.lock_memory("acme", solo)
+    p1 = core.add_memory("acme", "s9", "ann", "my draft", type="note", visibility="agent").ref
+    p2 = core.update_memory("acme", p1, content="my better draft", agent="ann").added.ref
+    return {"v1": v1, "v2": v2, "v3": v3, "solo": solo, "p1": p1, "p2": p2}
+
+
+def test_export_and_import_carry_version_chains_their_ends_and_locks(core: MemoryCore, second: MemoryCore) -> None:
+    refs = _versioned(core)
+    lines = {line["ref"]: line for line in lines_of(core, "acme")}
+    assert lines[refs["v2"]]["supersedes"] == refs["v1"] and lines[refs["v1"]]["superseded"] is True
+    assert lines[refs["v3"]]["locked"] is True and lines[refs["v3"]]["valid_to"] is None
+    counts = import_lines(second, as_jsonl(list(lines.values())), "acme")
+    assert (counts.written, counts.states, counts.errors) == (6, 6, 0)
+    assert lines_of(second, "acme") == lines_of(core, "acme")
+    assert [r.ref for r in second.history("acme", refs["v1"])] == [refs["v1"], refs["v2"], refs["v3"]]
+    assert [r.ref for r in second.recall("acme", "port").messages] == [refs["v3"]]
+    with pytest.raises(LockedError):
+        second.update_memory("acme", refs["v3"], content="the port is 1")
+    with pytest.raises(SupersededError):
+        second.update_memory("acme", refs["v1"], content="the port is 2")
+    assert [r.ref for r in second.history("acme", refs["p2"], viewer="ann")] == [refs["p1"], refs["p2"]]
+    assert_stores_agree(second)
+
+
+def test_reimporting_versions_writes_nothing_new_even_under_new_refs(core: MemoryCore, second: MemoryCore) -> None:
+    refs = _versioned(core)
+    for i in range(3):  # occupy ids so the chain is remapped: links follow the new refs
+        second.add_memory("initech", "s", "x", f"unrelated row {i}")
+    file = as_jsonl(lines_of(core, "acme"))
+    first = import_lines(second, file, "acme")
+    assert first.remapped == 3 and first.states == 6
+    mapped = first.refs
+    chain = second.history("acme", mapped[refs["v3"]])
+    assert [r.ref for r in chain] == [mapped[refs["v1"]], mapped[refs["v2"]], mapped[refs["v3"]]]
+    again = import_lines(second, file, "acme")
+    assert (again.written, again.states, again.skipped) == (0, 0, 6)
+    again = import_lines(core, file, "acme")  # into the store it came from
+    assert (again.written, again.states) == (0, 0)

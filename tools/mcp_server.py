@@ -77,6 +77,7 @@ from tools.mcp_tools import (
     get_contents,
     query_recent_turns,
 )
+from tools.mcp_version_tools import lock_memory, unlock_memory, update_memory
 from tools.preview import PreviewShaper
 from tools.shared_server import new_secret
 from tools.stdio_replies import ParseErrorReplies
@@ -92,7 +93,8 @@ INSTRUCTIONS = (
     "Long-term memory shared by the agents of a tenant. After a context compaction, call "
     "recover_context first. Recall before acting; results are previews (expand with get_contents). "
     "Store turns, notes and decisions with add_memory; write a handoff with create_handoff before "
-    "your session ends or your context is compacted. "
+    "your session ends or your context is compacted. Correct a wrong memory with update_memory (the old "
+    "version is kept as history; recall shows the newest). "
     "Identity: a connection bound to a tenant (bearer token or server config) does not list 'tenant' and "
     "fills it; naming another fails with TENANT_MISMATCH. Without a binding every call names its tenant "
     "(TENANT_REQUIRED otherwise). Likewise a connection bound to an agent fills 'viewer' and the author "
@@ -114,11 +116,15 @@ TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (check_memory, READ),
     (create_handoff, WRITE),
     (delete_memory, DESTRUCTIVE),
+    (update_memory, WRITE),
+    (lock_memory, WRITE),
+    (unlock_memory, WRITE),
     (recover_context, WRITE),  # it may store a fresh summary episode
     (summarize_session, WRITE),
 ]
 # A tool whose description says "same arguments as X" lists them without descriptions.
-SAME_ARGUMENTS_AS = {"recall_with_context": "recall"}
+SAME_ARGUMENTS_AS = {"recall_with_context": "recall", "update_memory": "add_memory", "lock_memory": "delete_memory",
+                     "unlock_memory": "delete_memory"}
 
 
 class MemoryMCPServer(MCPServer[ServerState]):

@@ -30,7 +30,7 @@ from memory_core.config import Settings
 from tools.mcp_params import GET_CONTENTS_REFS_CAP, RECALL_LIMIT_CAP, RECENT_TURNS_LIMIT_CAP
 
 # Tools whose ``agent`` argument is the author (on the recall tools it is a filter).
-AUTHOR_TOOLS = frozenset({"add_memory", "create_handoff"})
+AUTHOR_TOOLS = frozenset({"add_memory", "create_handoff", "update_memory"})
 
 
 def surface_values(settings: Settings) -> dict[str, object]:

@@ -15,6 +15,8 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
    and its GIN index (on (tenant, tsv_win) with btree_gin, else on tsv_win).
 3. The ``counts`` table (type, agent, channel, channel sessions and UTC days per tenant, see
    :mod:`graph.pg.counts`), filled from the rows.
+4. Versions and locks (``update_memory``, ``lock_memory``): ``supersedes_id`` (the version a row
+   corrects), ``valid_to_us`` (when a newer version superseded it) and ``locked``.
 """
 
 from __future__ import annotations
@@ -193,6 +195,11 @@ def _v3(cur: Cursor[tuple[object, ...]]) -> None:
     cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {counts.SCOPED_SQL}")
 
 
+def _v4(cur: Cursor[tuple[object, ...]]) -> None:
+    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS supersedes_id bigint, ADD COLUMN IF NOT EXISTS "
+                "valid_to_us bigint, ADD COLUMN IF NOT EXISTS locked boolean NOT NULL DEFAULT false")
+
+
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
     ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
@@ -210,7 +217,7 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     return True
 
 
-MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2), (3, _v3)]
+MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2), (3, _v3), (4, _v4)]
 LATEST = MIGRATIONS[-1][0]
 
 

@@ -15,6 +15,7 @@ from graph.api import INDEXED_FIELDS, EpisodeNode, MemoryNode, RowFilter
 MEMORY_COLUMNS = (
     "id", "tenant", "session", "agent", "type", "role", "channel", "source", "source_id", "project_id",
     "salience", "visibility", "ts_us", "metadata", "content", "content_len", "content_hash", "idempotency_key",
+    "supersedes_id", "valid_to_us", "locked",
 )
 NODE_COLUMNS = tuple(c for c in MEMORY_COLUMNS if c not in ("content", "idempotency_key"))
 EPISODE_COLUMNS = (
@@ -43,6 +44,7 @@ def memory_node(row: Sequence[Any]) -> MemoryNode:
     a["source"] = _frozen_json(a["source"])
     a["metadata"] = _frozen_json(a["metadata"])
     a["id"], a["ts_us"], a["salience"] = int(a["id"]), int(a["ts_us"]), float(a["salience"])
+    a["locked"] = bool(a["locked"])
     return MemoryNode(**a)
 
 
@@ -53,6 +55,7 @@ def episode_node(row: Sequence[Any]) -> EpisodeNode:
 def memory_values(row: Mapping[str, Any]) -> list[Any]:
     """The insert values of a memory row dict (source and metadata as JSON text, key order kept)."""
     values = [row.get(c) for c in MEMORY_COLUMNS]
+    values[MEMORY_COLUMNS.index("locked")] = bool(row.get("locked"))
     for name in ("source", "metadata"):
         values[MEMORY_COLUMNS.index(name)] = json.dumps(dict(row[name]), ensure_ascii=False)
     return values

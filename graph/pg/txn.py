@@ -20,7 +20,17 @@ from typing import Any
 
 from psycopg import Connection, sql
 
-from graph.api import AGENT, AUTHORED_BY, IN_SESSION, SESSION, SUMMARIZES, agent_node, mem_node, session_node
+from graph.api import (
+    AGENT,
+    AUTHORED_BY,
+    IN_SESSION,
+    MEMORY_STATE_FIELDS,
+    SESSION,
+    SUMMARIZES,
+    agent_node,
+    mem_node,
+    session_node,
+)
 from graph.pg import counts
 from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
 
@@ -177,6 +187,30 @@ class PgTxn:
                     "session": session}
         self._scoped.subtract({(tenant, scope, key): 1 for scope, key in counts.scoped_keys(gone_row)})
         return True
+
+    def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
+        """End a current, unlocked memory's validity (the guard is in the UPDATE: two replicas
+        correcting one version at once, one of them wins)."""
+        done = self._x("UPDATE memories SET valid_to_us = %s WHERE id = %s AND tenant = %s AND valid_to_us IS NULL "
+                       "AND NOT locked RETURNING id", [valid_to_us, mem_id, tenant]).fetchone()
+        if done is not None:
+            self._tenants[tenant] += 1
+        return done is not None
+
+    def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
+        unknown = set(state) - set(MEMORY_STATE_FIELDS)
+        if unknown:
+            raise ValueError(f"not a memory state field: {sorted(unknown)}")
+        if not state:
+            return self._x("SELECT 1 FROM memories WHERE id = %s AND tenant = %s", [mem_id, tenant]).fetchone() \
+                is not None
+        sets = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in state)
+        values = [bool(v) if k == "locked" else v for k, v in state.items()]
+        done = self._x(sql.SQL("UPDATE memories SET {} WHERE id = %s AND tenant = %s RETURNING id").format(sets),
+                       [*values, mem_id, tenant]).fetchone()
+        if done is not None:
+            self._tenants[tenant] += 1
+        return done is not None
 
     # ---- nodes, edges, episodes, meta -----------------------------------------------------------
     def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:

@@ -11,7 +11,8 @@ Pipeline for one query inside one tenant:
 3. join: every candidate is re-checked against its AGENT_MEMORY node (tenant, visibility,
    filters) and ``exclude_contents``; dialogue turns (type ``turn``) link to the adjacent
    turns of their session, which join the pool under the same checks; SUPERSEDES edges mark
-   older links of a handoff chain;
+   older links of a handoff chain; a version a newer one corrected (``update_memory``) is left
+   out unless ``include_superseded`` or ``deep`` (then it ranks with the superseded penalty);
 4. scoring (:mod:`.scoring`): relative-score fusion with the lexical weight adapted to how
    much of the query the lexical branch's best rows hold; speaker, dates; for dialogue turns
    only: window BM25, neighbour spread and session support; superseded penalty;
@@ -86,7 +87,7 @@ class Recaller:
         channel: str | None = None, source_id: str | None = None, project_id: Any = UNSET,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
         context_text: str | None = None, now: datetime | str | None = None,
-        held_context: Sequence[str] = (),
+        held_context: Sequence[str] = (), include_superseded: bool = False,
     ) -> RecallResult:
         started = time.perf_counter()
         tenant = v.tenant(tenant)
@@ -103,6 +104,7 @@ class Recaller:
         filters = RecallFilters.build(
             tenant, viewer, scope, type=type, session=session, agent=agent, channel=channel,
             source_id=source_id, exclude_contents=exclude_contents, held_context=held_context,
+            include_superseded=include_superseded or deep,
         )
         result = RecallResult([], resolved_project_id=scope.resolved_project_id,
                               operating_context_warning=scope.warning)

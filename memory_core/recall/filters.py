@@ -97,6 +97,7 @@ class RecallFilters:
     project: str | None = None  # see ProjectScope
     exclude: tuple[str, ...] = ()  # exclude_contents: prefix either way (SPEC)
     held_context: tuple[str, ...] = ()  # recall_with_context's entries: see :func:`holds`
+    include_superseded: bool = False  # also versions a newer one corrected (update_memory)
 
     @classmethod
     def build(cls, tenant: str, viewer: object, scope: ProjectScope, **fields: Any) -> RecallFilters:
@@ -120,6 +121,7 @@ class RecallFilters:
             project=scope.project,
             exclude=tuple(n for n in (normalize(x) for x in exclude) if n),
             held_context=tuple(n for n in (normalize(x) for x in held) if n),
+            include_superseded=bool(fields.get("include_superseded")),
         )
 
     def admits(self, a: MemoryNode) -> bool:
@@ -127,6 +129,8 @@ class RecallFilters:
         if a.tenant != self.tenant:
             return False
         if a.visibility == "agent" and a.agent != self.viewer:
+            return False
+        if a.valid_to_us is not None and not self.include_superseded:
             return False
         if self.type and a.type != self.type:
             return False

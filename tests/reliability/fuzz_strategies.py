@@ -298,6 +298,12 @@ def tool_arguments(world: World) -> dict[str, SearchStrategy[dict[str, Any]]]:
             {"viewer": pool(world.agents), "turns": int_param(1, 100)},
         ),
         "summarize_session": ({"tenant": tenants(), "session": session}, {}),
+        "update_memory": (
+            {"tenant": tenants(), "ref": ref_param(world), "agent": agent},
+            {"content": content, "metadata": metadata_param(), "salience": salience_param()},
+        ),
+        "lock_memory": ({"tenant": tenants(), "ref": ref_param(world)}, {"viewer": pool(world.agents)}),
+        "unlock_memory": ({"tenant": tenants(), "ref": ref_param(world)}, {"viewer": pool(world.agents)}),
     }
     return {tool: _arguments(required, optional) for tool, (required, optional) in specs.items()}
 

@@ -10,9 +10,11 @@ library's export. Every content carries its tenant's marker (and its author's, w
 private): 0 markers of another tenant, or of another agent's private rows, may come back;
 no answer names another agent's private ref (idempotent replies, duplicate_of, edges,
 covers); idempotency keys of private rows are their author's own; a private row is
-deleted by its author only; and every answer is checked against a plain model. ~150 steps in CI; ≥ 2,000 with
-``MEMORY_CORE_RELIABILITY=long``. Afterwards the stores hold exactly the model's memories
-and doctor is clean.
+deleted by its author only; corrections (update_memory) and locks follow the same closure
+(another tenant's or agent's ref reads as missing; SUPERSEDED, LOCKED as the model says) and
+recall shows superseded versions only when deep; and every answer is checked against a plain
+model. ~150 steps in CI; ≥ 2,000 with ``MEMORY_CORE_RELIABILITY=long``. Afterwards the stores
+hold exactly the model's memories and doctor is clean.
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ class Mem:
     private: bool
     content: str
     live: bool = True
+    superseded: bool = False
+    locked: bool = False
 
     def visible_to(self, tenant: str, viewer: str | None) -> bool:
         return self.live and self.tenant == tenant and (not self.private or viewer == self.agent)
@@ -231,12 +235,58 @@ class IsolationMachine(RuleBasedStateMachine):
         tenant = self.tenants[t]
         ref = data.draw(st.sampled_from(sorted(self.mems)), label="ref")
         mem = self.mems[ref]
-        deleted = payload(self.call("delete_memory", tenant, viewer, ref=ref))["deleted"]
+        result = self.call("delete_memory", tenant, viewer, ref=ref)
         should = mem.visible_to(tenant, viewer)  # a private row: its author only
+        if should and mem.locked:
+            self.expect(error_code(result) == "LOCKED", f"delete of locked {ref}: {result.content[0].text[:200]}")  # type: ignore[union-attr]
+            return
+        deleted = payload(result)["deleted"]
         self.expect(deleted == should, f"delete {ref} of {mem.tenant}/{mem.agent} as {tenant}/{viewer}: {deleted}")
         if should:
             mem.live = False
             self.run.expected[tenant].discard(ref)
+
+    @rule(t=st.integers(0, 2), agent=st.sampled_from(AGENTS), data=st.data(),
+          words=st.lists(st.sampled_from(VOCAB), min_size=1, max_size=6))
+    def update_memory(self, t: int, agent: str, data: st.DataObject, words: list[str]) -> None:
+        """Correct any tenant's ref as ``agent``: a new version only where the model allows one."""
+        if not self.mems:
+            return
+        self.step()
+        tenant = self.tenants[t]
+        ref = data.draw(st.sampled_from(sorted(self.mems)), label="ref")
+        mem = self.mems[ref]
+        self.written += 1
+        # the text carries the marker the new version may show: this tenant's, and the author's if private
+        content = f"{marker(tenant, mem.agent if mem.private else None)} corrected {' '.join(words)} #{self.written}"
+        result = self.call("update_memory", tenant, ref=ref, agent=agent, content=content)
+        want = ("NOT_FOUND" if not mem.visible_to(tenant, agent) else "INVALID_INPUT" if mem.type == "handoff"
+                else "SUPERSEDED" if mem.superseded else "LOCKED" if mem.locked else None)
+        self.expect(error_code(result) == want, f"update {ref} of {mem.tenant}/{mem.agent} as {tenant}/{agent}: "
+                                                f"{result.content[0].text[:200]} (expected {want})")  # type: ignore[union-attr]
+        if want is None:
+            out = payload(result)
+            self.expect(out["supersedes"] == ref and out["ref"] not in self.mems, f"update {ref}: {out}")
+            mem.superseded = True
+            self.mems[out["ref"]] = Mem(out["ref"], tenant, mem.session, agent, mem.type, mem.channel, mem.source_id,
+                                        mem.project_id, mem.private, content)
+            self.run.expected[tenant].add(out["ref"])
+
+    @rule(t=st.integers(0, 2), viewer=st.sampled_from(VIEWERS), data=st.data(), lock=st.booleans())
+    def lock_memory(self, t: int, viewer: str | None, data: st.DataObject, lock: bool) -> None:
+        if not self.mems:
+            return
+        self.step()
+        tenant = self.tenants[t]
+        ref = data.draw(st.sampled_from(sorted(self.mems)), label="ref")
+        mem = self.mems[ref]
+        result = self.call("lock_memory" if lock else "unlock_memory", tenant, viewer, ref=ref)
+        visible = mem.visible_to(tenant, viewer)
+        self.expect(error_code(result) == (None if visible else "NOT_FOUND"),
+                    f"lock={lock} {ref} as {tenant}/{viewer}: {result.content[0].text[:200]}")  # type: ignore[union-attr]
+        if visible:
+            self.expect(payload(result)["changed"] == (mem.locked != lock), f"lock={lock} {ref}: changed is wrong")
+            mem.locked = lock
 
     # ---- reads -----------------------------------------------------------------------------
     @rule(
@@ -272,6 +322,8 @@ class IsolationMachine(RuleBasedStateMachine):
         for row in expand_rows(out):
             self.check_row(row, tenant, viewer, preview=True)
             self.check_filters(row, filters, tenant)
+            if not deep and row["ref"] in self.mems:
+                self.expect(not self.mems[row["ref"]].superseded, f"recall returned superseded {row['ref']}")
             if context is not None:
                 self.expect(row["content"] not in [c["content"] for c in context], f"{row['ref']} was in context")
 
@@ -373,7 +425,8 @@ class IsolationMachine(RuleBasedStateMachine):
         tenant = self.tenants[t]
         result = self.call("summarize_session", tenant, session=session)
         # summaries are built from shared rows only: a session of private rows has nothing to summarize
-        has_rows = any(m.visible_to(tenant, None) and m.session == session for m in self.mems.values())
+        has_rows = any(m.visible_to(tenant, None) and m.session == session and not m.superseded
+                       for m in self.mems.values())
         if has_rows:
             self.expect(error_code(result) is None, f"summarize {tenant}/{session}: {result.content[0].text[:200]}")  # type: ignore[union-attr]
         if error_code(result) is None:

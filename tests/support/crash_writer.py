@@ -86,6 +86,18 @@ def writer_thread(core: MemoryCore, log: AckLog, worker: int, seed: int) -> None
             log.write({"op": "deleted" if removed else "error", "ref": victim["ref"], "tenant": victim["tenant"],
                        "detail": "" if removed else "delete of an acknowledged memory returned False"})
             continue
+        if op < 0.10 and mine:
+            # A correction: a new version that supersedes one of its own current memories. Deletes
+            # never pick a version that has been corrected or that corrects another (so every chain
+            # verified after the kill is whole).
+            target = mine.pop(rng.randrange(len(mine)))
+            log.write({"op": "updating", "ref": target["ref"], "tenant": target["tenant"]})
+            text = f"w{worker} n{n} corrected " + " ".join(rng.choices(WORDS, k=rng.randint(1, 6)))
+            upd = core.update_memory(target["tenant"], target["ref"], content=text)
+            log.write({"op": "updated", "ref": upd.added.ref, "supersedes": target["ref"], "tenant": target["tenant"],
+                       "session": target["session"], "content": text, "key": None,
+                       "ts_us": to_us(upd.added.timestamp)})
+            continue
         if op < 0.12 and mine:
             # An agent retrying a call that (from its view) timed out: same key, same tenant.
             first = rng.choice([m for m in mine if m.get("key")] or mine)
@@ -145,7 +157,7 @@ def verify(data_dir: Path, ack_file: Path) -> dict[str, Any]:
     acks = read_acks(ack_file)
     errors = [a["detail"] for a in acks if a.get("op") == "error"]
     assert not errors, f"the writer reported errors: {errors[:3]}"
-    added = {a["ref"]: a for a in acks if a.get("op") == "add"}
+    added = {a["ref"]: a for a in acks if a.get("op") in ("add", "updated")}
     deleting = {a["ref"] for a in acks if a.get("op") == "deleting"}
     deleted = {a["ref"] for a in acks if a.get("op") == "deleted"}
     core = open_store(data_dir)
@@ -170,6 +182,7 @@ def verify(data_dir: Path, ack_file: Path) -> dict[str, Any]:
                     want = must_exist[row.ref]
                     assert row.content == want["content"], f"{row.ref}: content changed"
                     assert row.session == want["session"] and to_us(row.timestamp) == want["ts_us"]
+        versions = _check_versions(core, acks, live)
         keys = [a for a in must_exist.values() if a.get("key")]
         for a in keys[:50]:
             res = core.add_memory(a["tenant"], a["session"], "verifier", "replay", idempotency_key=a["key"])
@@ -199,10 +212,37 @@ def verify(data_dir: Path, ack_file: Path) -> dict[str, Any]:
         return {
             "acknowledged": len(added), "must_exist": len(must_exist), "deleted": len(deleted),
             "memories": sum(len(v) for v in live.values()), "recovered": len(recovered), "pages": pages,
-            "recovered_actions": sorted({r["action"] for r in recovered}),
+            "recovered_actions": sorted({r["action"] for r in recovered}), "versions": versions,
         }
     finally:
         core.close()
+
+
+def _check_versions(core: MemoryCore, acks: list[dict[str, Any]], live: dict[str, set[str]]) -> int:
+    """Each correction is all or nothing: an acknowledged one is whole (the new version links the old,
+    whose validity ends at the new one's time); one the kill interrupted left the old version current,
+    or (its graph write had committed) whole too. No memory is superseded without a successor."""
+    updated = {a["supersedes"]: a for a in acks if a.get("op") == "updated"}
+    for a in acks:
+        if a.get("op") != "updating":
+            continue
+        old = core.graph.memory(a["tenant"], int(a["ref"].split(":", 1)[1]))
+        assert old is not None, f"{a['ref']}: the version being corrected is gone"
+        if a["ref"] in updated:
+            assert old.valid_to_us == updated[a["ref"]]["ts_us"], f"{a['ref']}: acknowledged correction not whole"
+    whole = 0
+    for tenant, refs in live.items():
+        nodes = core.graph.memories(tenant, (int(r.split(":", 1)[1]) for r in refs))
+        for node in nodes.values():
+            if node.valid_to_us is not None:
+                newer = [nodes.get(i) for i in core.graph.superseders(tenant, [node.id]).get(node.id, [])]
+                succ = [n for n in newer if n is not None and n.supersedes_id == node.id]
+                assert len(succ) == 1 and succ[0].ts_us == node.valid_to_us, f"mem:{node.id} superseded by nothing"
+                whole += 1
+            if node.supersedes_id is not None:
+                prev = nodes.get(node.supersedes_id)
+                assert prev is not None and prev.valid_to_us == node.ts_us, f"mem:{node.id} corrects a current row"
+    return whole
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,9 @@ TOOLS_NOW = {
     "delete_memory",
     "recover_context",
     "summarize_session",
+    "update_memory",
+    "lock_memory",
+    "unlock_memory",
 }
 PREVIEW_CHARS = 500
 

@@ -12,12 +12,13 @@ import typer
 from typer.core import TyperGroup
 
 from memory_core.errors import MemoryCoreError
-from tools.cli import inspect, maintenance, memories, serve, token, transfer, ui
+from tools.cli import inspect, maintenance, memories, serve, token, transfer, ui, versions
 from tools.cli.common import JSON_META, exit_code, report_error
 
 EPILOG = (
     "Exit codes: 0 ok · 1 finished with problems (doctor findings, refused import lines) · "
-    "2 usage or invalid input · 3 not found · 4 store error · 5 configuration. "
+    "2 usage or invalid input · 3 not found · 4 store error · 5 configuration · "
+    "6 conflict (LOCKED, SUPERSEDED). "
     "Errors name their stable code (e.g. TENANT_REQUIRED); with --json they print "
     '{"error": {"code", "message"}} on stdout.'
 )
@@ -45,7 +46,7 @@ app = typer.Typer(
     # Plain help: Rich's help renderer (rich, markdown-it) doubled the cost of `--help`
     rich_markup_mode=None,
 )
-for group in (memories, inspect, transfer, maintenance, serve, ui, token):
+for group in (memories, versions, inspect, transfer, maintenance, serve, ui, token):
     group.register(app)
 
 

@@ -8,6 +8,7 @@ Errors map once, here (called from the app's group, see :mod:`tools.cli.app`)::
     exit 3  not found                NOT_FOUND
     exit 4  store or service error   STORE_ERROR, STORE_LOCKED, STORE_UNAVAILABLE, EMBEDDING_UNAVAILABLE, …
     exit 5  configuration            CONFIG_INVALID
+    exit 6  conflict                 LOCKED, SUPERSEDED (the memory is locked, or a newer version exists)
 
 The message names the stable code (``memory-core: NOT_FOUND: …`` on stderr); with
 ``--json`` the error is printed to stdout as ``{"error": {"code": …, "message": …}}``.
@@ -30,9 +31,11 @@ from memory_core.errors import (
     ConfigError,
     EmbeddingError,
     InvalidInputError,
+    LockedError,
     MemoryCoreError,
     NotFoundError,
     StoreError,
+    SupersededError,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +46,7 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_STORE = 4
 EXIT_CONFIG = 5
+EXIT_CONFLICT = 6
 JSON_META = "memory_core.json"
 
 
@@ -64,6 +68,8 @@ def exit_code(exc: MemoryCoreError) -> int:
         return EXIT_NOT_FOUND
     if isinstance(exc, StoreError | EmbeddingError):
         return EXIT_STORE
+    if isinstance(exc, LockedError | SupersededError):
+        return EXIT_CONFLICT
     return EXIT_USAGE
 
 

@@ -155,6 +155,9 @@ def show(
     links += [[k, neighbours[k]["ref"]] for k in ("previous", "next") if neighbours.get(k)]
     links += [[f"{e['direction']} {e['kind']}", e["node"]] for e in neighbours.get("edges", [])]
     render.table("neighbours", ["link", "node"], links)
+    if neighbours.get("versions"):  # a corrected memory: its chain, oldest first
+        render.table("versions", ["ref", "timestamp", "valid to"],
+                     [[e["ref"], e["timestamp"], e.get("valid_to", "current")] for e in neighbours["versions"]])
 
 
 def recent(

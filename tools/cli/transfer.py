@@ -47,7 +47,8 @@ def export(
     """Export one tenant as JSONL: one memory per line with every field needed to rebuild it.
 
     Lines hold ref, tenant, session, agent, type, role, channel, source, project_id, salience,
-    visibility, timestamp, metadata, content, idempotency_key, content_hash and edges. An export
+    visibility, timestamp, metadata, content, idempotency_key, content_hash and edges, and for
+    corrected or locked memories supersedes, superseded, valid_to and locked. An export
     never contains another tenant's rows; private memories are included (operator backup).
 
     Example: memory-core export --tenant acme --out acme.jsonl
@@ -103,7 +104,8 @@ def import_(
 
     Example: memory-core import acme.jsonl --tenant acme
 
-    JSON: {"lines", "written", "skipped", "remapped", "edges", "errors", "error_lines": [{line, code, message}]}
+    JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "errors",
+    "error_lines": [{line, code, message}]} (states: rows whose version or lock state was set)
     """
     from memory_core.transfer import import_lines  # loads with the command, not with --help
 

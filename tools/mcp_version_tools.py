@@ -1,0 +1,61 @@
+"""The version tools: update_memory, lock_memory, unlock_memory.
+
+Each tool resolves the tenant and the calling agent, makes one service call and shapes the
+result; the docstrings are the descriptions agents read (kept terse: tools/list is in every
+agent's context).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from tools.mcp_context import Ctx, mcp_tool, state_of
+from tools.mcp_identity import Author, Viewer, author_of, viewer_of
+from tools.mcp_params import MemoryRef, Metadata, Salience, Tenant
+
+NewContent = Annotated[str | None, Field(description="New text (omitted: kept).")]
+
+
+@mcp_tool
+async def update_memory(
+    ctx: Ctx,
+    *,
+    ref: MemoryRef,
+    content: NewContent = None,
+    metadata: Metadata = None,
+    salience: Salience = None,
+    agent: Author = None,
+    tenant: Tenant = None,
+) -> dict[str, Any]:
+    """Correct a memory: a new version (new ref) supersedes ref, which stays as history; recall shows
+    the newest. Omitted fields are kept. Returns {ref, supersedes}. SUPERSEDED: update error.head."""
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    author = author_of(state, agent)
+    result = await state.call(
+        lambda core: core.update_memory(tenant_id, ref, content=content, metadata=metadata, salience=salience,
+                                        agent=author)
+    )
+    return result.to_dict()
+
+
+@mcp_tool
+async def lock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+    """Refuse update and delete of ref (LOCKED) until unlock_memory. Returns {ref, locked, changed}."""
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
+    changed = await state.call(lambda core: core.lock_memory(tenant_id, ref, viewer=who))
+    return {"ref": ref, "locked": True, "changed": bool(changed)}
+
+
+@mcp_tool
+async def unlock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+    """Undo lock_memory. Returns {ref, locked, changed}."""
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
+    changed = await state.call(lambda core: core.unlock_memory(tenant_id, ref, viewer=who))
+    return {"ref": ref, "locked": False, "changed": bool(changed)}
