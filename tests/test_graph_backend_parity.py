@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from graph.api import SUPERSEDES, GraphStore, mem_node
+from graph.api import SUPERSEDES, GraphStore, RowFilter, mem_node
 from graph.db import DAY_US, GraphDB
 from graph.maintenance_api import GraphMaintenance
 from graph.pg import PostgresGraphStore
@@ -142,3 +142,55 @@ def test_every_maintenance_scan_answers_as_sqlite_does(stores: tuple[SqliteGraph
     expected, found = _scans(SqliteMaintenance(lite.db)), _scans(PgMaintenance(pg))
     assert {k: (v, expected[k]) for k, v in found.items() if v != expected[k]} == {}
     assert expected["dangling"] and not expected["stale"]
+
+
+def _lexical_rows() -> list[dict[str, Any]]:
+    """A big tenant once its prune threshold is 10 rows (cap 20 = 5% of 400): "zircon" in 4 rows
+    (rare), "granite" and "basalt" in the same 16 (counted, under the cap), "common" in 380 (over it);
+    one session a row, so each window is its own text."""
+    out = []
+    for i in range(1, 401):
+        words = ["zircon"] if i % 100 == 0 else ["granite", "basalt"] if i % 25 == 1 else []
+        words += ["common"] if i % 20 else []
+        out.append(row(i, f"kiln {i} " + " ".join(words), tenant="big", session=f"s{i}",
+                       ts=(DAY0 * DAY_US) + i * 1000))
+    return out
+
+
+@pytest.fixture
+def big_stores(tmp_path: Path, postgres_dsn: str) -> Iterator[tuple[SqliteGraphStore, PostgresGraphStore]]:
+    lite = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    pg = PostgresGraphStore(fresh_database(postgres_dsn), owner="parity", retry_s=2.0)
+    for store in (lite, pg):
+        with store.transaction() as tx:
+            tx.reserve_ids_through(1000)
+            for r in _lexical_rows():
+                tx.write_memory(r)
+        store.prune_min_rows = 10
+    yield lite, pg
+    lite.close()
+    pg.close()
+
+
+def _ids(store: GraphStore, terms: list[str], limit: int, own: bool = False) -> set[int]:
+    return {h.id for h in store.lexical_window(RowFilter("big"), terms, limit, own=own)}
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_in_a_big_tenant_rare_words_that_fill_the_pool_answer_alone_on_both_backends(
+        big_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
+    zircon = {100, 200, 300, 400}
+    for store in big_stores:
+        # a row with both mid words outscores a zircon row (2 x IDF 3.2 > 4.5), yet the rare rows fill the pool
+        assert _ids(store, ["zircon", "granite", "basalt"], 4, own) == zircon
+        assert _ids(store, ["granite", "zircon", "common"], 4, own) == zircon
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_in_a_big_tenant_words_under_the_cap_still_rank_when_rare_words_leave_the_pool_short(
+        big_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
+    granite = {i for i in range(1, 401) if i % 25 == 1}
+    for store in big_stores:
+        found = _ids(store, ["zircon", "granite", "basalt"], 30, own)
+        assert found == {100, 200, 300, 400} | granite  # 4 rare rows are short of 30: granite joins
+        assert _ids(store, ["zircon", "common"], 30, own) == {100, 200, 300, 400}  # over the cap: dropped

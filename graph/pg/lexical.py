@@ -38,12 +38,11 @@ COMMON_SHARE = 0.05
 
 # the lexeme as a quoted tsquery operand, built in SQL exactly as quote_lexeme() does in Python
 _QUOTED_SQL = r"('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')"
-_PROBE = r"""
-SELECT u.lexeme, (SELECT count(*) FROM (
+_COUNT = r"""(SELECT count(*) FROM (
     SELECT 1 FROM memories WHERE tenant = %s
-    AND tsv_win @@ ('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery LIMIT %s) AS x)
-FROM unnest(memcore_tsv(%s)) AS u
-"""
+    AND tsv_win @@ ('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery LIMIT %s) AS x)"""
+_PROBE = f"SELECT u.lexeme, {_COUNT} FROM unnest(memcore_tsv(%s)) AS u"  # the query's lexemes, counted
+_RECOUNT = f"SELECT u.lexeme, {_COUNT} FROM unnest(%s::text[]) AS u(lexeme)"  # lexemes as they are, counted
 
 
 def quote_lexeme(lexeme: str) -> str:
@@ -77,23 +76,43 @@ def _presence_sql(lex: list[str], idf: list[float], where: sql.Composable, order
 
 def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int, *, own: bool,
            rows: int, len_sum: int, min_rows: int = COMMON_MIN_ROWS) -> list[LexicalHit]:
-    """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text. A tenant
-    of more than ``min_rows`` rows first drops lexemes found in ``COMMON_SHARE`` of them."""
+    """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text.
+
+    In a tenant of more than max(``min_rows``, ``COMMON_SHARE`` of its rows) rows, each lexeme is
+    first counted by a LIMIT probe of ``min_rows`` rows; when the rare ones (fewer rows) alone
+    fill the pool they answer and the common ones are left out, otherwise the common ones are
+    counted up to that cap and those above it dropped (as ``graph.sqlite_lexical`` does)."""
     text = words(terms)
     if not text or limit <= 0 or rows <= 0:
         return []
     cap = max(min_rows, int(rows * COMMON_SHARE))
+    big = rows > cap
+    # the query's lexemes and, for each, a LIMIT probe of its rows in the tenant (GIN), in one trip
+    hits = {str(lexeme): int(n) for lexeme, n in conn.execute(_PROBE, [f.tenant, min_rows if big else cap, text])}
+    lex = sorted(hits)
+    if big:
+        rare = [t for t in lex if hits[t] < min_rows]
+        if rare and len(rare) < len(lex):
+            found = _scored(conn, f, rare, hits, limit, own=own, rows=rows, len_sum=len_sum)
+            if len(found) >= limit:  # the rare lexemes fill the pool: the common ones are left out
+                return found
+        common = [t for t in lex if hits[t] >= min_rows]
+        if common:
+            hits |= {str(lexeme): int(n) for lexeme, n in conn.execute(_RECOUNT, [f.tenant, cap, common])}
+        # unlike SQLite, a lone common word is dropped too: scoring it would read 5%+ of the tenant
+        lex = [t for t in lex if hits[t] < cap]
+    return _scored(conn, f, lex, hits, limit, own=own, rows=rows, len_sum=len_sum)
+
+
+def _scored(conn: Connection[Any], f: RowFilter, lexemes: list[str], hits: dict[str, int], limit: int, *,
+            own: bool, rows: int, len_sum: int) -> list[LexicalHit]:
+    """The ``limit`` best rows for ``lexemes`` (OR), each lexeme's IDF from its count in ``hits``."""
+    lex = [t for t in lexemes if hits[t] > 0]
+    if not lex:
+        return []
     where, args = filter_sql(f)
     avgdl = max(len_sum / rows, 1e-9)
     order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
-    # the query's lexemes and, for each, a LIMIT probe of its rows in the tenant (GIN), in one trip
-    hits = {str(lexeme): int(n) for lexeme, n in conn.execute(_PROBE, [f.tenant, cap, text])}
-    lex = sorted(hits)
-    if rows > cap:  # a big tenant; unlike SQLite, a lone common word is dropped too: scoring it
-        lex = [t for t in lex if hits[t] < cap]  # would read 5%+ of the tenant (seconds at 1M rows)
-    lex = [t for t in lex if hits[t] > 0]
-    if not lex:
-        return []
     idf = [max(1e-6, math.log((rows - hits[t] + 0.5) / (hits[t] + 0.5))) for t in lex]
     query = _presence_sql(lex, idf, where, order)
     found = conn.execute(query, [avgdl, " | ".join(map(quote_lexeme, lex)), *args, limit])
