@@ -85,19 +85,54 @@ class SqliteLexical:
         # a big tenant: each term's rows counted by a probe of at most min_rows rows
         counts = self._counts(table, f.tenant, terms, self.min_rows)
         rare = [t for t in terms if counts[t] < self.min_rows]
+        found: list[LexicalHit] = []
         if rare and len(rare) < len(terms):
-            hits = self._ranked(table, f, rare, limit, window, own)
-            if len(hits) >= limit:  # the rare terms fill the pool: the common ones are left out
-                return hits
+            found = self._ranked(table, f, rare, limit, window, own)
+            if len(found) >= limit:  # the rare terms fill the pool: the common ones are left out
+                return found
         # the rare terms alone do not fill the pool: the common terms are counted up to cap and
         # those in a large share of the rows are dropped
         common = self._counts(table, f.tenant, [t for t in terms if t not in rare], cap)
-        terms = [t for t in terms if t in rare or common[t] < cap]
-        return self._ranked(table, f, terms, limit, window, own) if terms else []
+        mid = sorted((t for t in terms if t not in rare and common[t] < cap), key=lambda t: common[t])
+        if not mid:
+            return self._ranked(table, f, rare, limit, window, own) if rare else []
+        return self._bounded(table, f, rare, mid, found, limit, window, own)
 
-    def _ranked(self, table: str, f: RowFilter, terms: list[str], limit: int, window: bool,
-                own: bool) -> list[LexicalHit]:
-        """The ``limit`` best rows for ``terms`` (OR), scored by FTS5's bm25()."""
+    def _bounded(self, table: str, f: RowFilter, rare: list[str], mid: list[str], found: list[LexicalHit],
+                 limit: int, window: bool, own: bool) -> list[LexicalHit]:
+        """The best rows for ``rare + mid`` without scoring every row holding a mid term (thousands).
+
+        Each source below scores its rows exactly as the whole OR would (bm25() counts only the
+        phrases a row matches, each once), so a row's best score over the sources is its score:
+        ``found``, the rows holding a rare term; for each term (rarest first) the rows holding it
+        and a later one (every row with two or more terms, FTS5 seeking the rarer doclist into the
+        others); when those leave the pool short, the newest ``limit`` rows holding any term."""
+        terms = rare + mid
+        best: dict[int, LexicalHit] = {h.id: h for h in found}
+        key = (lambda h: h.turn) if own else (lambda h: h.score)
+
+        def keep(hits: list[LexicalHit]) -> None:
+            for h in hits:
+                if h.id not in best or key(h) > key(best[h.id]):
+                    best[h.id] = h
+
+        for i, term in enumerate(terms[:-1]):
+            rest = " OR ".join(f'"{t}"' for t in terms[i + 1:])
+            keep(self._ranked(table, f, terms, limit, window, own, match=f'"{term}" AND ({rest})'))
+        if len(best) < limit:
+            where, args = sql_where(f) if f.selective else ("1", [])
+            since = self.db.conn.execute(
+                f"SELECT min(id) FROM (SELECT m.id FROM {table} JOIN memories m ON m.id = {table}.rowid "
+                f"WHERE {table} MATCH ? AND {where} ORDER BY {table}.rowid DESC LIMIT ?)",
+                [_match_any(terms), *args, limit]).fetchone()[0]
+            if since is not None:
+                keep(self._ranked(table, f, terms, limit, window, own, since=int(since)))
+        return sorted(best.values(), key=lambda h: (-key(h), h.id))[:limit]
+
+    def _ranked(self, table: str, f: RowFilter, terms: list[str], limit: int, window: bool, own: bool,
+                match: str | None = None, since: int | None = None) -> list[LexicalHit]:
+        """The ``limit`` best rows for ``terms`` (OR; or the ``match`` expression over them), scored
+        by FTS5's bm25(); with ``since``, only rows from that rowid on."""
         # two bm25() calls per matched row at most: each one costs a pass over the row's postings
         if own:  # ranked by the own-text score; the window score rides along
             ranks = f"bm25({table}, 1.0, 0.0) AS rank, bm25({table}, 1.0, 1.0)"
@@ -105,14 +140,16 @@ class SqliteLexical:
             ranks = f"bm25({table}, 1.0, 1.0) AS rank, bm25({table}, 1.0, 0.0)"
         else:
             ranks = f"bm25({table}) AS rank, 0.0"
+        rowid = f"{table}.rowid"
+        after = "" if since is None else f" AND {rowid} >= {int(since)}"
         if f.selective:
             where, args = sql_where(f)
-            sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {table}.rowid "
-                   f"WHERE {table} MATCH ? AND {where} ORDER BY rank LIMIT ?")
+            sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {rowid} "
+                   f"WHERE {table} MATCH ?{after} AND {where} ORDER BY rank LIMIT ?")
         else:  # the table holds only this tenant's rows; visibility is checked on the memory node
-            sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?"
+            sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ?{after} ORDER BY rank LIMIT ?"
             args = []
-        rows = self.db.conn.execute(sql, [_match_any(terms), *args, limit]).fetchall()
+        rows = self.db.conn.execute(sql, [match or _match_any(terms), *args, limit]).fetchall()
         if own:  # (id, own, window)
             return [LexicalHit(int(i), -float(win), max(0.0, -float(rank))) for i, rank, win in rows]
         if window:  # (id, window, own)

@@ -194,3 +194,35 @@ def test_in_a_big_tenant_words_under_the_cap_still_rank_when_rare_words_leave_th
         found = _ids(store, ["zircon", "granite", "basalt"], 30, own)
         assert found == {100, 200, 300, 400} | granite  # 4 rare rows are short of 30: granite joins
         assert _ids(store, ["zircon", "common"], 30, own) == {100, 200, 300, 400}  # over the cap: dropped
+
+
+@pytest.fixture
+def mid_stores(tmp_path: Path, postgres_dsn: str) -> Iterator[tuple[SqliteGraphStore, PostgresGraphStore]]:
+    """800 rows, prune threshold 10 (cap 40): "granite basalt" in 16 rows, "granite" alone in 16 more:
+    no rare word, both under the cap."""
+    lite = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    pg = PostgresGraphStore(fresh_database(postgres_dsn), owner="parity", retry_s=2.0)
+    for store in (lite, pg):
+        with store.transaction() as tx:
+            tx.reserve_ids_through(1000)
+            for i in range(1, 801):
+                words = "granite basalt" if i % 50 == 1 else "granite" if i % 50 == 2 else "filler"
+                tx.write_memory(row(i, f"kiln {i} {words}", tenant="big", session=f"s{i}", ts=DAY0 * DAY_US + i))
+        store.prune_min_rows = 10
+    yield lite, pg
+    lite.close()
+    pg.close()
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_without_a_rare_word_rows_holding_two_words_then_the_newest_holding_one_are_scored_as_the_whole_or(
+        mid_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
+    both = {i for i in range(1, 801) if i % 50 == 1}
+    newest = sorted(both | {i for i in range(1, 801) if i % 50 == 2})[-20:]  # the newest 20 rows holding a word
+    for store in mid_stores:
+        found = store.lexical_window(RowFilter("big"), ["granite", "basalt"], 20, own=own)
+        store.prune_min_rows = 2000  # a small tenant: the whole OR, every row holding a word scored
+        whole = {h.id: h for h in store.lexical_window(RowFilter("big"), ["granite", "basalt"], 40, own=own)}
+        store.prune_min_rows = 10
+        assert both <= {h.id for h in found} and {h.id for h in found} - both <= set(newest)
+        assert len(found) == 20 and all(h == whole[h.id] for h in found)
