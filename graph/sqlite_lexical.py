@@ -13,7 +13,9 @@ term's, so a row holding only common terms ranks under the rows holding a rare o
 holds several of them, and the cost stays proportional to the rare terms' rows. Otherwise the
 common terms are counted up to ``COMMON_SHARE`` of the rows and those above it dropped (BM25
 gives them almost no weight); when every term is that common the branch returns nothing (the
-vector branch still answers).
+vector branch still answers). The terms left under that cap are not scored on every row that
+holds one (thousands): only the rows holding a rare term or two of the terms, then the newest
+rows holding one (:meth:`SqliteLexical._bounded`), each with its whole-OR score.
 """
 
 from __future__ import annotations
