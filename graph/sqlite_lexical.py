@@ -87,17 +87,17 @@ class SqliteLexical:
         # a big tenant: each term's rows counted by a probe of at most min_rows rows
         counts = self._counts(table, f.tenant, terms, self.min_rows)
         rare = [t for t in terms if counts[t] < self.min_rows]
-        found: list[LexicalHit] = []
-        if rare and len(rare) < len(terms):
-            found = self._ranked(table, f, rare, limit, window, own)
-            if len(found) >= limit:  # the rare terms fill the pool: the common ones are left out
-                return found
+        if len(rare) == len(terms):  # every term is rare: the whole OR costs little
+            return self._ranked(table, f, terms, limit, window, own)
+        found = self._ranked(table, f, rare, limit, window, own) if rare else []
+        if len(found) >= limit:  # the rare terms fill the pool: the common ones are left out
+            return found
         # the rare terms alone do not fill the pool: the common terms are counted up to cap and
         # those in a large share of the rows are dropped
         common = self._counts(table, f.tenant, [t for t in terms if t not in rare], cap)
         mid = sorted((t for t in terms if t not in rare and common[t] < cap), key=lambda t: common[t])
-        if not mid:
-            return self._ranked(table, f, rare, limit, window, own) if rare else []
+        if not mid:  # the rare terms' rows (all of them: fewer than the pool), if any
+            return found
         return self._bounded(table, f, rare, mid, found, limit, window, own)
 
     def _bounded(self, table: str, f: RowFilter, rare: list[str], mid: list[str], found: list[LexicalHit],
