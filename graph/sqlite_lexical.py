@@ -90,25 +90,25 @@ class SqliteLexical:
         if len(rare) == len(terms):  # every term is rare: the whole OR costs little
             return self._ranked(table, f, terms, limit, window, own)
         found = self._ranked(table, f, rare, limit, window, own) if rare else []
-        if len(found) >= limit:  # the rare terms fill the pool: the common ones are left out
-            return found
-        # the rare terms alone do not fill the pool: the common terms are counted up to cap and
-        # those in a large share of the rows are dropped
+        # the common terms are counted up to cap and those in a large share of the rows dropped
         common = self._counts(table, f.tenant, [t for t in terms if t not in rare], cap)
         mid = sorted((t for t in terms if t not in rare and common[t] < cap), key=lambda t: common[t])
-        if not mid:  # the rare terms' rows (all of them: fewer than the pool), if any
+        if not mid:  # the rare terms' rows, if any
             return found
-        return self._bounded(table, f, rare, mid, found, limit, window, own)
+        # when the rare terms fill the pool, rows holding only common ones are left out; the rare
+        # rows that also hold a common one still get their whole score
+        return self._bounded(table, f, rare, mid, found, limit, window, own, rare_only=len(found) >= limit)
 
     def _bounded(self, table: str, f: RowFilter, rare: list[str], mid: list[str], found: list[LexicalHit],
-                 limit: int, window: bool, own: bool) -> list[LexicalHit]:
+                 limit: int, window: bool, own: bool, rare_only: bool = False) -> list[LexicalHit]:
         """The best rows for ``rare + mid`` without scoring every row holding a mid term (thousands).
 
         Each source below scores its rows exactly as the whole OR would (bm25() counts only the
         phrases a row matches, each once), so a row's best score over the sources is its score:
         ``found``, the rows holding a rare term; for each term (rarest first) the rows holding it
         and a later one (every row with two or more terms, FTS5 seeking the rarer doclist into the
-        others); when those leave the pool short, the newest ``limit`` rows holding any term."""
+        others); when those leave the pool short, the newest ``limit`` rows holding any term. With
+        ``rare_only`` (the rare terms' rows fill the pool) only the rows holding a rare term."""
         terms = rare + mid
         best: dict[int, LexicalHit] = {h.id: h for h in found}
         key = (lambda h: h.turn) if own else (lambda h: h.score)
@@ -118,10 +118,10 @@ class SqliteLexical:
                 if h.id not in best or key(h) > key(best[h.id]):
                     best[h.id] = h
 
-        for i, term in enumerate(terms[:-1]):
+        for i, term in enumerate(terms[:len(rare) if rare_only else -1]):
             rest = " OR ".join(f'"{t}"' for t in terms[i + 1:])
             keep(self._ranked(table, f, terms, limit, window, own, match=f'"{term}" AND ({rest})'))
-        if len(best) < limit:
+        if len(best) < limit and not rare_only:
             where, args = sql_where(f) if f.selective else ("1", [])
             since = self.db.conn.execute(
                 f"SELECT min(id) FROM (SELECT m.id FROM {table} JOIN memories m ON m.id = {table}.rowid "

@@ -146,11 +146,13 @@ def test_every_maintenance_scan_answers_as_sqlite_does(stores: tuple[SqliteGraph
 
 def _lexical_rows() -> list[dict[str, Any]]:
     """A big tenant once its prune threshold is 10 rows (cap 20 = 5% of 400): "zircon" in 4 rows
-    (rare), "granite" and "basalt" in the same 16 (counted, under the cap), "common" in 380 (over it);
+    (rare), "granite" and "basalt" in the same 16 (counted, under the cap; granite in row 300 too),
+    "common" in 380 (over it);
     one session a row, so each window is its own text."""
     out = []
     for i in range(1, 401):
         words = ["zircon"] if i % 100 == 0 else ["granite", "basalt"] if i % 25 == 1 else []
+        words += ["granite"] if i == 300 else []  # a rare row that holds a counted word too
         words += ["common"] if i % 20 else []
         out.append(row(i, f"kiln {i} " + " ".join(words), tenant="big", session=f"s{i}",
                        ts=(DAY0 * DAY_US) + i * 1000))
@@ -184,6 +186,11 @@ def test_in_a_big_tenant_rare_words_that_fill_the_pool_answer_alone_on_both_back
         # a row with both mid words outscores a zircon row (2 x IDF 3.2 > 4.5), yet the rare rows fill the pool
         assert _ids(store, ["zircon", "granite", "basalt"], 4, own) == zircon
         assert _ids(store, ["granite", "zircon", "common"], 4, own) == zircon
+        found = store.lexical_window(RowFilter("big"), ["zircon", "granite", "basalt"], 4, own=own)
+        store.prune_min_rows = 2000  # a small tenant: every row scored over every word
+        whole = {h.id: h for h in store.lexical_window(RowFilter("big"), ["zircon", "granite", "basalt"], 40, own=own)}
+        store.prune_min_rows = 10
+        assert all(h == whole[h.id] for h in found)  # row 300 keeps granite's part of its score
 
 
 @pytest.mark.parametrize("own", [False, True])

@@ -92,15 +92,17 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
     lex = sorted(hits)
     if big:
         rare = [t for t in lex if hits[t] < min_rows]
-        if rare and len(rare) < len(lex):
-            found = _scored(conn, f, rare, hits, limit, own=own, rows=rows, len_sum=len_sum)
-            if len(found) >= limit:  # the rare lexemes fill the pool: the common ones are left out
-                return found
+        found = _scored(conn, f, rare, hits, limit, own=own, rows=rows, len_sum=len_sum) if len(rare) < len(lex) else []
         common = [t for t in lex if hits[t] >= min_rows]
         if common:
             hits |= {str(lexeme): int(n) for lexeme, n in conn.execute(_RECOUNT, [f.tenant, cap, common])}
         # unlike SQLite, a lone common word is dropped too: scoring it would read 5%+ of the tenant
         mid = sorted((t for t in common if hits[t] < cap), key=lambda t: (hits[t], t))
+        if len(found) >= limit:  # the rare lexemes fill the pool: rows holding only common ones are left out
+            if not mid:
+                return found
+            rare_q = " | ".join(quote_lexeme(t) for t in rare if hits[t] > 0)  # each row scored over every lexeme
+            return _scored(conn, f, rare + mid, hits, limit, own=own, rows=rows, len_sum=len_sum, match=rare_q)
         if mid:
             return _bounded(conn, f, [t for t in rare if hits[t] > 0], mid, hits, limit, own=own, rows=rows,
                             len_sum=len_sum)
