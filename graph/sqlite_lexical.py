@@ -58,13 +58,13 @@ def sql_where(f: RowFilter) -> tuple[str, list[Any]]:
 
 
 class SqliteLexical:
-    """The searches of one store; ``version(tenant)`` moves at each of the tenant's writes."""
+    """The searches of one store; ``changes(tenant)`` counts the tenant's memory writes and erasures."""
 
-    def __init__(self, db: GraphDB, version: Callable[[str], int], min_rows: int = COMMON_MIN_ROWS) -> None:
+    def __init__(self, db: GraphDB, changes: Callable[[str], int], min_rows: int = COMMON_MIN_ROWS) -> None:
         self.db = db
-        self.version = version
+        self.changes = changes
         self.min_rows = min_rows  # tenants above max(min_rows, COMMON_SHARE of rows) count their query terms
-        self._probes: LRU[tuple[str, int, str, int], int] = LRU(PROBES_KEPT)
+        self._probes: LRU[tuple[str, str, int], tuple[int, int]] = LRU(PROBES_KEPT)
 
     def forget(self) -> None:
         self._probes.clear()
@@ -159,17 +159,28 @@ class SqliteLexical:
         return [LexicalHit(int(i), -float(rank), -float(rank)) for i, rank, _zero in rows]
 
     def _counts(self, table: str, tenant: str, terms: list[str], cap: int) -> dict[str, int]:
-        """Rows holding each term, counted up to ``cap`` by a LIMIT probe (~0.2 ms a thousand rows),
-        remembered until the tenant's next write in this process."""
-        version = self.version(tenant)
+        """Rows holding each term, counted by a LIMIT probe (~0.2 ms a thousand rows) up to a little
+        over ``cap``, each on the same side of ``cap`` as a fresh probe's.
+
+        A count is remembered with the tenant's memory changes (writes and erasures) seen by then.
+        One change moves a term's row count by 2 at most (the row's own window and the next one's),
+        so a count ``c`` taken ``n`` changes ago is reused while ``c + 2n < cap`` or ``c - 2n >= cap``
+        (the probe reads ``cap // 8`` rows past ``cap`` for the second), else counted again."""
+        changes = self.changes(tenant)
+        margin = max(16, cap // 8)
         out = {}
         for term in terms:
-            key = (table, version, term, cap)
-            found = self._probes.get(key)
-            if found is None:
-                found = int(self.db.conn.execute(
-                    f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
-                    (f'"{term}"', cap)).fetchone()[0])
-                self._probes.put(key, found)
-            out[term] = found
+            key = (table, term, cap)
+            kept = self._probes.get(key)
+            if kept is not None:
+                count, then = kept
+                drift = 2 * (changes - then)
+                if count + drift < cap or count - drift >= cap:
+                    out[term] = count
+                    continue
+            count = int(self.db.conn.execute(
+                f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+                (f'"{term}"', cap + margin)).fetchone()[0])
+            self._probes.put(key, (count, changes))
+            out[term] = count
         return out

@@ -53,7 +53,8 @@ class SqliteGraphStore(SqliteEdges):
         self.nodes: LRU[int, MemoryNode] = LRU(cache_nodes)
         self._agents: LRU[str, AgentNameIndex] = LRU(AGENT_INDEX_TENANTS)
         self._versions: dict[str, int] = {}  # tenant -> writes seen in this process (cache keys)
-        self._lexical = SqliteLexical(db, self.version)
+        self._changes: dict[str, int] = {}  # tenant -> memories written or erased in this process
+        self._lexical = SqliteLexical(db, lambda tenant: self._changes.get(tenant, 0))
         self._neighbourhoods: LRU[tuple[Any, ...], nx.MultiDiGraph] = LRU(NEIGHBOURHOODS)
 
     # ---- plumbing ----------------------------------------------------------------------------
@@ -367,10 +368,12 @@ class SqliteGraphStore(SqliteEdges):
     def _after_commit(self, txn: SqliteTxn) -> None:
         fx = txn.effects
         with self.db.lock:
-            for _tenant, mem_id in fx.erased:
+            for tenant, mem_id in fx.erased:
                 self.nodes.discard(mem_id)
+                self._changes[tenant] = self._changes.get(tenant, 0) + 1
             for node in fx.written:
                 self.nodes.put(node.id, node)
+                self._changes[node.tenant] = self._changes.get(node.tenant, 0) + 1
             for tenant, agent in fx.agents:
                 if (index := self._agents.get(tenant)) is not None:
                     index.add(agent)

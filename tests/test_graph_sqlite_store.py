@@ -204,3 +204,25 @@ def test_word_counts_kept_for_lexical_search_are_forgotten_at_the_tenants_next_w
     assert {h.id for h in expected} <= {i for i in range(1, 401) if i % 25 == 1}  # two mid words outrank zircon
     fresh.close()
     store.close()
+
+
+def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recounted_near_them(tmp_path: Path) -> None:
+    store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
+    with store.transaction() as tx:
+        tx.reserve_ids_through(1000)
+        for i in range(1, 401):  # zircon in 2 rows (rare); filler in the rest (over the cap)
+            tx.write_memory(row(i, f"kiln {i} " + ("zircon" if i % 200 == 0 else "filler"), tenant="big",
+                                session=f"s{i}", ts=1_000_000 + i))
+    probes: list[str] = []
+    store.db.conn.set_trace_callback(lambda sql: probes.append(sql) if "count(*)" in sql else None)
+    search = lambda: {h.id for h in store.lexical_window(RowFilter("big"), ["zircon", "filler"], 10)}  # noqa: E731
+    assert search() == {200, 400} and len(probes) == 3  # zircon and filler up to 10, filler up to the cap
+    with store.transaction() as tx:  # one write: zircon's 2 rows can be 4 at most, filler's 390 still over 20
+        tx.write_memory(row(401, "kiln 401 filler", tenant="big", session="s401", ts=1_000_401))
+    assert search() == {200, 400} and len(probes) == 3
+    with store.transaction() as tx:  # four more: zircon could now be 12, past the rare threshold
+        for i in range(402, 406):
+            tx.write_memory(row(i, f"kiln {i} zircon", tenant="big", session=f"s{i}", ts=1_000_000 + i))
+    assert search() == {200, 400, 402, 403, 404, 405} and len(probes) == 4  # zircon counted again (6: rare)
+    store.close()
