@@ -23,19 +23,34 @@ EPISODE_COLUMNS = (
 EPISODE_SELECT = ", ".join(EPISODE_COLUMNS)
 
 
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_SOURCE, _METADATA, _LOCKED = (NODE_COLUMNS.index(c) for c in ("source", "metadata", "locked"))
+
+
 def _frozen(value: Any) -> Mapping[str, Any]:
+    if value == "{}" or value == {}:  # most rows: one shared read-only empty mapping, no JSON parse
+        return _EMPTY
     if isinstance(value, str):
         value = json.loads(value)
     return MappingProxyType(dict(value))
 
 
 def node_from_row(row: Mapping[str, Any] | tuple[Any, ...]) -> MemoryNode:
-    """A MemoryNode from a row of NODE_COLUMNS (a tuple in that order, or a mapping with them)."""
-    values = dict(zip(NODE_COLUMNS, row, strict=True)) if isinstance(row, tuple) else {c: row[c] for c in NODE_COLUMNS}
-    values["source"] = _frozen(values["source"])
-    values["metadata"] = _frozen(values["metadata"])
-    values["locked"] = bool(values["locked"])
-    return MemoryNode(**values)
+    """A MemoryNode from a row of NODE_COLUMNS (a tuple in that order, or a mapping with them).
+    Recall builds one per candidate (~200 a query), so the tuple case is positional."""
+    if isinstance(row, tuple):
+        if len(row) != len(NODE_COLUMNS):
+            raise ValueError(f"a node row has {len(NODE_COLUMNS)} columns, not {len(row)}")
+        values = list(row)
+        values[_SOURCE] = _frozen(values[_SOURCE])
+        values[_METADATA] = _frozen(values[_METADATA])
+        values[_LOCKED] = bool(values[_LOCKED])
+        return MemoryNode(*values)
+    named = {c: row[c] for c in NODE_COLUMNS}
+    named["source"] = _frozen(named["source"])
+    named["metadata"] = _frozen(named["metadata"])
+    named["locked"] = bool(named["locked"])
+    return MemoryNode(**named)
 
 
 def episode_from_row(row: tuple[Any, ...] | Mapping[str, Any]) -> EpisodeNode:

@@ -3,18 +3,34 @@
 ``ftw_*`` holds each memory's window (its text and the previous shared memory of its
 session), ``fts_*`` its own text. Terms reach FTS5 only double-quoted: operators such as
 ``NEAR``, ``*`` or ``:`` in user text are just words. Called under the store's lock.
+
+Cost in a big tenant: FTS5 scores every row an OR matches (~4 us a row for two ``bm25()``
+calls, plus a pass over each term's whole doclist for its IDF), so a term found in 40k of 1M
+rows costs ~190 ms whatever the LIMIT. Each term is first counted by a LIMIT probe of at most
+``min_rows`` rows. When the query's rare terms (fewer rows than that) alone fill the pool,
+the pool is theirs and the common terms are left out: a common term's IDF is below every rare
+term's, so a row holding only common terms ranks under the rows holding a rare one unless it
+holds several of them, and the cost stays proportional to the rare terms' rows. Otherwise the
+common terms are counted up to ``COMMON_SHARE`` of the rows and those above it dropped (BM25
+gives them almost no weight); when every term is that common the branch returns nothing (the
+vector branch still answers). The terms left under that cap are not scored on every row that
+holds one (thousands): only the rows holding a rare term or two of the terms, then the newest
+rows holding one (:meth:`SqliteLexical._bounded`), each with its whole-OR score.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from graph.api import LexicalHit, RowFilter
 from graph.db import GraphDB
+from graph.node_cache import LRU
 
 COMMON_MIN_ROWS = 2000
 COMMON_SHARE = 0.05
+PROBES_KEPT = 4096
 
 
 def _match_any(terms: list[str]) -> str:
@@ -42,8 +58,16 @@ def sql_where(f: RowFilter) -> tuple[str, list[Any]]:
 
 
 class SqliteLexical:
-    def __init__(self, db: GraphDB) -> None:
+    """The searches of one store; ``changes(tenant)`` counts the tenant's memory writes and erasures."""
+
+    def __init__(self, db: GraphDB, changes: Callable[[str], int], min_rows: int = COMMON_MIN_ROWS) -> None:
         self.db = db
+        self.changes = changes
+        self.min_rows = min_rows  # tenants above max(min_rows, COMMON_SHARE of rows) count their query terms
+        self._probes: LRU[tuple[str, str, int], tuple[int, int]] = LRU(PROBES_KEPT)
+
+    def forget(self) -> None:
+        self._probes.clear()
 
     def window(self, f: RowFilter, terms: list[str], limit: int, tenant_rows: int, *, own: bool) -> list[LexicalHit]:
         table = self.db.window_table(self.db.conn.cursor(), f.tenant, create=False)
@@ -57,9 +81,60 @@ class SqliteLexical:
                 window: bool, own: bool = False) -> list[LexicalHit]:
         if table is None or not terms or limit <= 0:
             return []
-        terms = self._prune_common(table, terms, tenant_rows)
-        if not terms:
-            return []
+        cap = max(self.min_rows, int(tenant_rows * COMMON_SHARE))
+        if tenant_rows <= cap or len(terms) == 1:
+            return self._ranked(table, f, terms, limit, window, own)
+        # a big tenant: each term's rows counted by a probe of at most min_rows rows
+        counts = self._counts(table, f.tenant, terms, self.min_rows)
+        rare = [t for t in terms if counts[t] < self.min_rows]
+        if len(rare) == len(terms):  # every term is rare: the whole OR costs little
+            return self._ranked(table, f, terms, limit, window, own)
+        found = self._ranked(table, f, rare, limit, window, own) if rare else []
+        # the common terms are counted up to cap and those in a large share of the rows dropped
+        common = self._counts(table, f.tenant, [t for t in terms if t not in rare], cap)
+        mid = sorted((t for t in terms if t not in rare and common[t] < cap), key=lambda t: common[t])
+        if not mid:  # the rare terms' rows, if any
+            return found
+        # when the rare terms fill the pool, rows holding only common ones are left out; the rare
+        # rows that also hold a common one still get their whole score
+        return self._bounded(table, f, rare, mid, found, limit, window, own, rare_only=len(found) >= limit)
+
+    def _bounded(self, table: str, f: RowFilter, rare: list[str], mid: list[str], found: list[LexicalHit],
+                 limit: int, window: bool, own: bool, rare_only: bool = False) -> list[LexicalHit]:
+        """The best rows for ``rare + mid`` without scoring every row holding a mid term (thousands).
+
+        Each source below scores its rows exactly as the whole OR would (bm25() counts only the
+        phrases a row matches, each once), so a row's best score over the sources is its score:
+        ``found``, the rows holding a rare term; for each term (rarest first) the rows holding it
+        and a later one (every row with two or more terms, FTS5 seeking the rarer doclist into the
+        others); when those leave the pool short, the newest ``limit`` rows holding any term. With
+        ``rare_only`` (the rare terms' rows fill the pool) only the rows holding a rare term."""
+        terms = rare + mid
+        best: dict[int, LexicalHit] = {h.id: h for h in found}
+        key = (lambda h: h.turn) if own else (lambda h: h.score)
+
+        def keep(hits: list[LexicalHit]) -> None:
+            for h in hits:
+                if h.id not in best or key(h) > key(best[h.id]):
+                    best[h.id] = h
+
+        for i, term in enumerate(terms[:len(rare) if rare_only else -1]):
+            rest = " OR ".join(f'"{t}"' for t in terms[i + 1:])
+            keep(self._ranked(table, f, terms, limit, window, own, match=f'"{term}" AND ({rest})'))
+        if len(best) < limit and not rare_only:
+            where, args = sql_where(f) if f.selective else ("1", [])
+            since = self.db.conn.execute(
+                f"SELECT min(id) FROM (SELECT m.id FROM {table} JOIN memories m ON m.id = {table}.rowid "
+                f"WHERE {table} MATCH ? AND {where} ORDER BY {table}.rowid DESC LIMIT ?)",
+                [_match_any(terms), *args, limit]).fetchone()[0]
+            if since is not None:
+                keep(self._ranked(table, f, terms, limit, window, own, since=int(since)))
+        return sorted(best.values(), key=lambda h: (-key(h), h.id))[:limit]
+
+    def _ranked(self, table: str, f: RowFilter, terms: list[str], limit: int, window: bool, own: bool,
+                match: str | None = None, since: int | None = None) -> list[LexicalHit]:
+        """The ``limit`` best rows for ``terms`` (OR; or the ``match`` expression over them), scored
+        by FTS5's bm25(); with ``since``, only rows from that rowid on."""
         # two bm25() calls per matched row at most: each one costs a pass over the row's postings
         if own:  # ranked by the own-text score; the window score rides along
             ranks = f"bm25({table}, 1.0, 0.0) AS rank, bm25({table}, 1.0, 1.0)"
@@ -67,35 +142,45 @@ class SqliteLexical:
             ranks = f"bm25({table}, 1.0, 1.0) AS rank, bm25({table}, 1.0, 0.0)"
         else:
             ranks = f"bm25({table}) AS rank, 0.0"
+        rowid = f"{table}.rowid"
+        after = "" if since is None else f" AND {rowid} >= {int(since)}"
         if f.selective:
             where, args = sql_where(f)
-            sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {table}.rowid "
-                   f"WHERE {table} MATCH ? AND {where} ORDER BY rank LIMIT ?")
+            sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {rowid} "
+                   f"WHERE {table} MATCH ?{after} AND {where} ORDER BY rank LIMIT ?")
         else:  # the table holds only this tenant's rows; visibility is checked on the memory node
-            sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?"
+            sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ?{after} ORDER BY rank LIMIT ?"
             args = []
-        rows = self.db.conn.execute(sql, [_match_any(terms), *args, limit]).fetchall()
+        rows = self.db.conn.execute(sql, [match or _match_any(terms), *args, limit]).fetchall()
         if own:  # (id, own, window)
             return [LexicalHit(int(i), -float(win), max(0.0, -float(rank))) for i, rank, win in rows]
         if window:  # (id, window, own)
             return [LexicalHit(int(i), -float(rank), max(0.0, -float(turn))) for i, rank, turn in rows]
         return [LexicalHit(int(i), -float(rank), -float(rank)) for i, rank, _zero in rows]
 
-    def _prune_common(self, table: str, terms: list[str], tenant_rows: int) -> list[str]:
-        """Drop terms that occur in a large share of a big tenant's rows.
+    def _counts(self, table: str, tenant: str, terms: list[str], cap: int) -> dict[str, int]:
+        """Rows holding each term, counted by a LIMIT probe (~0.2 ms a thousand rows) up to a little
+        over ``cap``, each on the same side of ``cap`` as a fresh probe's.
 
-        BM25 gives such terms almost no weight, yet scoring their postings dominates the
-        cost (an OR with a term in 95% of 100k rows takes ~180 ms). A LIMIT probe per term
-        costs ~0.2 ms. When every term is that common the lexical branch has nothing to
-        discriminate with and is skipped (the vector branch still answers).
-        """
-        cap = max(COMMON_MIN_ROWS, int(tenant_rows * COMMON_SHARE))
-        if tenant_rows <= cap or len(terms) == 1:
-            return terms
-        counts = {}
+        A count is remembered with the tenant's memory changes (writes and erasures) seen by then.
+        One change moves a term's row count by 2 at most (the row's own window and the next one's),
+        so a count ``c`` taken ``n`` changes ago is reused while ``c + 2n < cap`` or ``c - 2n >= cap``
+        (the probe reads ``cap // 8`` rows past ``cap`` for the second), else counted again."""
+        changes = self.changes(tenant)
+        margin = max(16, cap // 8)
+        out = {}
         for term in terms:
-            counts[term] = self.db.conn.execute(
+            key = (table, term, cap)
+            kept = self._probes.get(key)
+            if kept is not None:
+                count, then = kept
+                drift = 2 * (changes - then)
+                if count + drift < cap or count - drift >= cap:
+                    out[term] = count
+                    continue
+            count = int(self.db.conn.execute(
                 f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
-                (f'"{term}"', cap),
-            ).fetchone()[0]
-        return [t for t in terms if counts[t] < cap]
+                (f'"{term}"', cap + margin)).fetchone()[0])
+            self._probes.put(key, (count, changes))
+            out[term] = count
+        return out

@@ -53,7 +53,8 @@ class SqliteGraphStore(SqliteEdges):
         self.nodes: LRU[int, MemoryNode] = LRU(cache_nodes)
         self._agents: LRU[str, AgentNameIndex] = LRU(AGENT_INDEX_TENANTS)
         self._versions: dict[str, int] = {}  # tenant -> writes seen in this process (cache keys)
-        self._lexical = SqliteLexical(db)
+        self._changes: dict[str, int] = {}  # tenant -> memories written or erased in this process
+        self._lexical = SqliteLexical(db, lambda tenant: self._changes.get(tenant, 0))
         self._neighbourhoods: LRU[tuple[Any, ...], nx.MultiDiGraph] = LRU(NEIGHBOURHOODS)
 
     # ---- plumbing ----------------------------------------------------------------------------
@@ -72,6 +73,15 @@ class SqliteGraphStore(SqliteEdges):
 
     def version(self, tenant: str) -> int:
         return self._versions.get(tenant, 0)
+
+    @property
+    def prune_min_rows(self) -> int:
+        """Query terms in fewer rows than this are rare in a big tenant (see graph.sqlite_lexical)."""
+        return self._lexical.min_rows
+
+    @prune_min_rows.setter
+    def prune_min_rows(self, rows: int) -> None:
+        self._lexical.min_rows = rows
 
     # ---- nodes -------------------------------------------------------------------------------
     def memory(self, tenant: str, mem_id: int) -> MemoryNode | None:
@@ -358,10 +368,12 @@ class SqliteGraphStore(SqliteEdges):
     def _after_commit(self, txn: SqliteTxn) -> None:
         fx = txn.effects
         with self.db.lock:
-            for _tenant, mem_id in fx.erased:
+            for tenant, mem_id in fx.erased:
                 self.nodes.discard(mem_id)
+                self._changes[tenant] = self._changes.get(tenant, 0) + 1
             for node in fx.written:
                 self.nodes.put(node.id, node)
+                self._changes[node.tenant] = self._changes.get(node.tenant, 0) + 1
             for tenant, agent in fx.agents:
                 if (index := self._agents.get(tenant)) is not None:
                     index.add(agent)
@@ -374,6 +386,7 @@ class SqliteGraphStore(SqliteEdges):
             self._agents.clear()
             self._neighbourhoods.clear()
             self._versions = {t: v + 1 for t, v in self._versions.items()}
+            self._lexical.forget()
             self.db.reload_fts_names()
 
     def close(self) -> None:

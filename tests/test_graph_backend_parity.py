@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from graph.api import SUPERSEDES, GraphStore, mem_node
+from graph.api import SUPERSEDES, GraphStore, RowFilter, mem_node
 from graph.db import DAY_US, GraphDB
 from graph.maintenance_api import GraphMaintenance
 from graph.pg import PostgresGraphStore
@@ -152,3 +152,94 @@ def test_every_maintenance_scan_answers_as_sqlite_does(stores: tuple[SqliteGraph
     expected, found = _scans(SqliteMaintenance(lite.db)), _scans(PgMaintenance(pg))
     assert {k: (v, expected[k]) for k, v in found.items() if v != expected[k]} == {}
     assert expected["dangling"] and not expected["stale"]
+
+
+def _lexical_rows() -> list[dict[str, Any]]:
+    """A big tenant once its prune threshold is 10 rows (cap 20 = 5% of 400): "zircon" in 4 rows
+    (rare), "granite" and "basalt" in the same 16 (counted, under the cap; granite in row 300 too),
+    "common" in 380 (over it);
+    one session a row, so each window is its own text."""
+    out = []
+    for i in range(1, 401):
+        words = ["zircon"] if i % 100 == 0 else ["granite", "basalt"] if i % 25 == 1 else []
+        words += ["granite"] if i == 300 else []  # a rare row that holds a counted word too
+        words += ["common"] if i % 20 else []
+        out.append(row(i, f"kiln {i} " + " ".join(words), tenant="big", session=f"s{i}",
+                       ts=(DAY0 * DAY_US) + i * 1000))
+    return out
+
+
+@pytest.fixture
+def big_stores(tmp_path: Path, postgres_dsn: str) -> Iterator[tuple[SqliteGraphStore, PostgresGraphStore]]:
+    lite = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    pg = PostgresGraphStore(fresh_database(postgres_dsn), owner="parity", retry_s=2.0)
+    for store in (lite, pg):
+        with store.transaction() as tx:
+            tx.reserve_ids_through(1000)
+            for r in _lexical_rows():
+                tx.write_memory(r)
+        store.prune_min_rows = 10
+    yield lite, pg
+    lite.close()
+    pg.close()
+
+
+def _ids(store: GraphStore, terms: list[str], limit: int, own: bool = False) -> set[int]:
+    return {h.id for h in store.lexical_window(RowFilter("big"), terms, limit, own=own)}
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_in_a_big_tenant_rare_words_that_fill_the_pool_answer_alone_on_both_backends(
+        big_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
+    zircon = {100, 200, 300, 400}
+    for store in big_stores:
+        # a row with both mid words outscores a zircon row (2 x IDF 3.2 > 4.5), yet the rare rows fill the pool
+        assert _ids(store, ["zircon", "granite", "basalt"], 4, own) == zircon
+        assert _ids(store, ["granite", "zircon", "common"], 4, own) == zircon
+        found = store.lexical_window(RowFilter("big"), ["zircon", "granite", "basalt"], 4, own=own)
+        store.prune_min_rows = 2000  # a small tenant: every row scored over every word
+        whole = {h.id: h for h in store.lexical_window(RowFilter("big"), ["zircon", "granite", "basalt"], 40, own=own)}
+        store.prune_min_rows = 10
+        assert all(h == whole[h.id] for h in found)  # row 300 keeps granite's part of its score
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_in_a_big_tenant_words_under_the_cap_still_rank_when_rare_words_leave_the_pool_short(
+        big_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
+    granite = {i for i in range(1, 401) if i % 25 == 1}
+    for store in big_stores:
+        found = _ids(store, ["zircon", "granite", "basalt"], 30, own)
+        assert found == {100, 200, 300, 400} | granite  # 4 rare rows are short of 30: granite joins
+        assert _ids(store, ["zircon", "common"], 30, own) == {100, 200, 300, 400}  # over the cap: dropped
+
+
+@pytest.fixture
+def mid_stores(tmp_path: Path, postgres_dsn: str) -> Iterator[tuple[SqliteGraphStore, PostgresGraphStore]]:
+    """800 rows, prune threshold 10 (cap 40): "granite basalt" in 16 rows, "granite" alone in 16 more:
+    no rare word, both under the cap."""
+    lite = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    pg = PostgresGraphStore(fresh_database(postgres_dsn), owner="parity", retry_s=2.0)
+    for store in (lite, pg):
+        with store.transaction() as tx:
+            tx.reserve_ids_through(1000)
+            for i in range(1, 801):
+                words = "granite basalt" if i % 50 == 1 else "granite" if i % 50 == 2 else "filler"
+                tx.write_memory(row(i, f"kiln {i} {words}", tenant="big", session=f"s{i}", ts=DAY0 * DAY_US + i))
+        store.prune_min_rows = 10
+    yield lite, pg
+    lite.close()
+    pg.close()
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_without_a_rare_word_rows_holding_two_words_then_the_newest_holding_one_are_scored_as_the_whole_or(
+        mid_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
+    both = {i for i in range(1, 801) if i % 50 == 1}
+    newest = sorted(both | {i for i in range(1, 801) if i % 50 == 2})[-20:]  # the newest 20 rows holding a word
+    for store in mid_stores:
+        found = store.lexical_window(RowFilter("big"), ["granite", "basalt"], 20, own=own)
+        store.prune_min_rows = 2000  # a small tenant: the whole OR, every row holding a word scored
+        whole = {h.id: h for h in store.lexical_window(RowFilter("big"), ["granite", "basalt"], 40, own=own)}
+        store.prune_min_rows = 10
+        assert both <= {h.id for h in found} and {h.id for h in found} - both <= set(newest)
+        assert len(found) == 20 and all(h == whole[h.id] for h in found)

@@ -16,12 +16,14 @@ from typing import Any
 
 import pytest
 
+from graph.api import RowFilter
 from graph.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
 from graph.sqlite_store import SqliteGraphStore
 from memory_core import MemoryCore
 from memory_core.config import load_settings
 from memory_core.embedding import HashEmbedder
 from memory_core.errors import ConfigError
+from tests.support.pg_graph import row
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -178,3 +180,49 @@ def test_a_graph_read_that_fails_is_a_coded_store_error_on_every_public_read(tmp
             assert err.value.code.startswith("STORE_")
     finally:
         core.close()
+
+
+def test_word_counts_kept_for_lexical_search_are_forgotten_at_the_tenants_next_write(tmp_path: Path) -> None:
+    """The store remembers each query word's probed count; a write that makes a rare word common
+    must change the answer exactly as a store that never saw the first query answers."""
+    store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
+    with store.transaction() as tx:
+        tx.reserve_ids_through(1000)
+        for i in range(1, 401):  # zircon in 4 rows (rare), granite+basalt in the same 16 (common, under the cap)
+            words = "zircon" if i % 100 == 0 else "granite basalt" if i % 25 == 1 else "filler"
+            tx.write_memory(row(i, f"kiln {i} {words}", tenant="big", session=f"s{i}", ts=1_000_000 + i))
+    terms = ["zircon", "granite", "basalt"]
+    assert {h.id for h in store.lexical_window(RowFilter("big"), terms, 4)} == {100, 200, 300, 400}
+    with store.transaction() as tx:  # zircon is now in 12 rows: common, and every word is ranked
+        for i in range(401, 409):
+            tx.write_memory(row(i, f"kiln {i} zircon", tenant="big", session=f"s{i}", ts=1_000_000 + i))
+    fresh = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    fresh.prune_min_rows = 10
+    expected = fresh.lexical_window(RowFilter("big"), terms, 4)
+    assert store.lexical_window(RowFilter("big"), terms, 4) == expected
+    assert {h.id for h in expected} <= {i for i in range(1, 401) if i % 25 == 1}  # two mid words outrank zircon
+    fresh.close()
+    store.close()
+
+
+def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recounted_near_them(tmp_path: Path) -> None:
+    store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
+    with store.transaction() as tx:
+        tx.reserve_ids_through(1000)
+        for i in range(1, 401):  # zircon in 2 rows (rare); filler in the rest (over the cap)
+            tx.write_memory(row(i, f"kiln {i} " + ("zircon" if i % 200 == 0 else "filler"), tenant="big",
+                                session=f"s{i}", ts=1_000_000 + i))
+    probes: list[str] = []
+    store.db.conn.set_trace_callback(lambda sql: probes.append(sql) if "count(*)" in sql else None)
+    search = lambda: {h.id for h in store.lexical_window(RowFilter("big"), ["zircon", "filler"], 10)}  # noqa: E731
+    assert search() == {200, 400} and len(probes) == 3  # zircon and filler up to 10, filler up to the cap
+    with store.transaction() as tx:  # one write: zircon's 2 rows can be 4 at most, filler's 390 still over 20
+        tx.write_memory(row(401, "kiln 401 filler", tenant="big", session="s401", ts=1_000_401))
+    assert search() == {200, 400} and len(probes) == 3
+    with store.transaction() as tx:  # four more: zircon could now be 12, past the rare threshold
+        for i in range(402, 406):
+            tx.write_memory(row(i, f"kiln {i} zircon", tenant="big", session=f"s{i}", ts=1_000_000 + i))
+    assert search() == {200, 400, 402, 403, 404, 405} and len(probes) == 4  # zircon counted again (6: rare)
+    store.close()

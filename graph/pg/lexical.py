@@ -38,12 +38,11 @@ COMMON_SHARE = 0.05
 
 # the lexeme as a quoted tsquery operand, built in SQL exactly as quote_lexeme() does in Python
 _QUOTED_SQL = r"('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')"
-_PROBE = r"""
-SELECT u.lexeme, (SELECT count(*) FROM (
+_COUNT = r"""(SELECT count(*) FROM (
     SELECT 1 FROM memories WHERE tenant = %s
-    AND tsv_win @@ ('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery LIMIT %s) AS x)
-FROM unnest(memcore_tsv(%s)) AS u
-"""
+    AND tsv_win @@ ('''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || '''')::tsquery LIMIT %s) AS x)"""
+_PROBE = f"SELECT u.lexeme, {_COUNT} FROM unnest(memcore_tsv(%s)) AS u"  # the query's lexemes, counted
+_RECOUNT = f"SELECT u.lexeme, {_COUNT} FROM unnest(%s::text[]) AS u(lexeme)"  # lexemes as they are, counted
 
 
 def quote_lexeme(lexeme: str) -> str:
@@ -77,26 +76,79 @@ def _presence_sql(lex: list[str], idf: list[float], where: sql.Composable, order
 
 def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int, *, own: bool,
            rows: int, len_sum: int, min_rows: int = COMMON_MIN_ROWS) -> list[LexicalHit]:
-    """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text. A tenant
-    of more than ``min_rows`` rows first drops lexemes found in ``COMMON_SHARE`` of them."""
+    """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text.
+
+    In a tenant of more than max(``min_rows``, ``COMMON_SHARE`` of its rows) rows, each lexeme is
+    first counted by a LIMIT probe of ``min_rows`` rows; when the rare ones (fewer rows) alone
+    fill the pool they answer and the common ones are left out, otherwise the common ones are
+    counted up to that cap and those above it dropped (as ``graph.sqlite_lexical`` does)."""
     text = words(terms)
     if not text or limit <= 0 or rows <= 0:
         return []
     cap = max(min_rows, int(rows * COMMON_SHARE))
-    where, args = filter_sql(f)
-    avgdl = max(len_sum / rows, 1e-9)
-    order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
+    big = rows > cap
     # the query's lexemes and, for each, a LIMIT probe of its rows in the tenant (GIN), in one trip
-    hits = {str(lexeme): int(n) for lexeme, n in conn.execute(_PROBE, [f.tenant, cap, text])}
+    hits = {str(lexeme): int(n) for lexeme, n in conn.execute(_PROBE, [f.tenant, min_rows if big else cap, text])}
     lex = sorted(hits)
-    if rows > cap:  # a big tenant; unlike SQLite, a lone common word is dropped too: scoring it
-        lex = [t for t in lex if hits[t] < cap]  # would read 5%+ of the tenant (seconds at 1M rows)
-    lex = [t for t in lex if hits[t] > 0]
+    if big:
+        rare = [t for t in lex if hits[t] < min_rows]
+        found = _scored(conn, f, rare, hits, limit, own=own, rows=rows, len_sum=len_sum) if len(rare) < len(lex) else []
+        common = [t for t in lex if hits[t] >= min_rows]
+        if common:
+            hits |= {str(lexeme): int(n) for lexeme, n in conn.execute(_RECOUNT, [f.tenant, cap, common])}
+        # unlike SQLite, a lone common word is dropped too: scoring it would read 5%+ of the tenant
+        mid = sorted((t for t in common if hits[t] < cap), key=lambda t: (hits[t], t))
+        if len(found) >= limit:  # the rare lexemes fill the pool: rows holding only common ones are left out
+            if not mid:
+                return found
+            rare_q = " | ".join(quote_lexeme(t) for t in rare if hits[t] > 0)  # each row scored over every lexeme
+            return _scored(conn, f, rare + mid, hits, limit, own=own, rows=rows, len_sum=len_sum, match=rare_q)
+        if mid:
+            return _bounded(conn, f, [t for t in rare if hits[t] > 0], mid, hits, limit, own=own, rows=rows,
+                            len_sum=len_sum)
+        lex = rare
+    return _scored(conn, f, lex, hits, limit, own=own, rows=rows, len_sum=len_sum)
+
+
+def _bounded(conn: Connection[Any], f: RowFilter, rare: list[str], mid: list[str], hits: dict[str, int],
+             limit: int, *, own: bool, rows: int, len_sum: int) -> list[LexicalHit]:
+    """The rows ``graph.sqlite_lexical`` scores when mid-frequency lexemes are left (each row's score
+    is the same formula over every lexeme, whatever matched it): rows holding a rare lexeme or two
+    of them, and when those leave the pool short, the newest ``limit`` rows holding any."""
+    lex = rare + mid
+    q = [quote_lexeme(t) for t in lex]
+    sources = [f"({q[i]} & ({' | '.join(q[i + 1:])}))" for i in range(len(q) - 1)] + q[:len(rare)]
+    found = _scored(conn, f, lex, hits, limit, own=own, rows=rows, len_sum=len_sum, match=" | ".join(sources))
+    if len(found) >= limit:
+        return found
+    where, args = filter_sql(f)
+    newest = conn.execute(sql.SQL("SELECT min(id) FROM (SELECT m.id FROM memories m WHERE m.tsv_win @@ %s::tsquery "
+                                  "AND {} ORDER BY m.id DESC LIMIT %s) AS x").format(where),
+                          [" | ".join(q), *args, limit]).fetchone()
+    if newest is None or newest[0] is None:
+        return found
+    more = _scored(conn, f, lex, hits, limit, own=own, rows=rows, len_sum=len_sum, since=int(newest[0]))
+    best = {h.id: h for h in [*found, *more]}
+    key = (lambda h: h.turn) if own else (lambda h: h.score)
+    return sorted(best.values(), key=lambda h: (-key(h), -h.score, h.id))[:limit]
+
+
+def _scored(conn: Connection[Any], f: RowFilter, lexemes: list[str], hits: dict[str, int], limit: int, *,
+            own: bool, rows: int, len_sum: int, match: str | None = None, since: int | None = None,
+            ) -> list[LexicalHit]:
+    """The ``limit`` best rows for ``lexemes`` (OR, or the tsquery ``match``; with ``since`` only ids
+    from it on), each lexeme's IDF from its count in ``hits``."""
+    lex = [t for t in lexemes if hits[t] > 0]
     if not lex:
         return []
+    where, args = filter_sql(f)
+    if since is not None:
+        where = sql.SQL("{} AND m.id >= {}").format(where, sql.Literal(since))
+    avgdl = max(len_sum / rows, 1e-9)
+    order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
     idf = [max(1e-6, math.log((rows - hits[t] + 0.5) / (hits[t] + 0.5))) for t in lex]
     query = _presence_sql(lex, idf, where, order)
-    found = conn.execute(query, [avgdl, " | ".join(map(quote_lexeme, lex)), *args, limit])
+    found = conn.execute(query, [avgdl, match or " | ".join(map(quote_lexeme, lex)), *args, limit])
     return [LexicalHit(int(i), float(win), max(0.0, float(own_score))) for i, win, own_score in found]
 
 
