@@ -62,3 +62,40 @@ def test_warm_ups_beside_the_first_calls_never_meet_a_half_imported_module(tmp_p
             assert "partially initialized" not in err and "ImportError" not in err, err[-3000:]
             report = json.loads(out.strip().splitlines()[-1])
             assert report == {"failures": [], "chroma_open": True, "model_loaded": True}, report
+
+
+CHROMA_PROBE = """
+import json, sys
+from memory_core import heavy_imports
+chromadb = heavy_imports.chromadb()
+import overrides
+from chromadb.api.rust import RustBindingsAPI
+
+class Base:
+    def method(self) -> int:
+        return 1
+
+try:
+    class Wrong(Base):
+        @overrides.override
+        def not_in_base(self) -> int:
+            return 2
+    checked = False
+except TypeError:
+    checked = True
+client = chromadb.PersistentClient(path=sys.argv[1], settings=chromadb.Settings(anonymized_telemetry=False))
+col = client.get_or_create_collection("probe", embedding_function=None)
+col.upsert(ids=["a"], embeddings=[[1.0, 0.0]], documents=["d"])
+print(json.dumps({"restored": overrides.override is sys.modules["overrides.overrides"].override,
+                  "checks_again": checked, "marked": RustBindingsAPI.heartbeat.__override__,
+                  "client_modules": all(m in sys.modules for m in heavy_imports.CHROMA_CLIENT_MODULES),
+                  "count": col.count()}))
+"""
+
+
+def test_chromadb_imports_without_override_checks_and_leaves_them_on_for_everyone_else(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
+    out = subprocess.run([sys.executable, "-c", CHROMA_PROBE, str(tmp_path / "chroma")], cwd=ROOT, text=True,
+                         env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, timeout=300, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "restored": True, "checks_again": True, "marked": True, "client_modules": True, "count": 1}
