@@ -11,9 +11,12 @@ module: ``ImportError: cannot import name ... from partially initialized module`
 
 chromadb decorates ~160 methods with the ``overrides`` package's ``@override``, which checks each
 signature against its base class by disassembling bytecode when the class is defined: a fifth of
-chromadb's import CPU, for a check its own test suite already makes. :func:`chromadb` imports it
-(and the modules its embedded client loads on first use) with a marker-only ``@override`` (the
-``__override__`` flag ``EnforceOverrides`` looks for), then restores the real one.
+chromadb's import CPU, for a check its own test suite already makes. And chromadb imports httpx,
+whose ``__init__`` imports its command-line client (``httpx.main``: click, rich, pygments) for a
+third of chromadb's import time. :func:`chromadb` imports it (and the modules its embedded client
+loads on first use) with a marker-only ``@override`` (the ``__override__`` flag ``EnforceOverrides``
+looks for) and a placeholder ``httpx._main`` whose ``main`` imports the real one when called; then
+the real ``@override`` is back and the placeholder gone (``import httpx._main`` loads the real module).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def chromadb() -> ModuleType:
     with importing():
         if "chromadb" in sys.modules and all(name in sys.modules for name in CHROMA_CLIENT_MODULES):
             return sys.modules["chromadb"]
-        with _unchecked_overrides():
+        with _unchecked_overrides(), _httpx_without_its_cli():
             module = importlib.import_module("chromadb")
             for name in CHROMA_CLIENT_MODULES:
                 importlib.import_module(name)
@@ -76,6 +79,32 @@ def _unchecked_overrides() -> Iterator[None]:
         yield
     finally:
         overrides.override, overrides.overrides = real
+
+
+@contextmanager
+def _httpx_without_its_cli() -> Iterator[None]:
+    """httpx imports inside the block without importing its command-line client."""
+    import sys
+
+    if "httpx" in sys.modules:
+        yield
+        return
+    placeholder = ModuleType("httpx._main")
+
+    def main(*args: Any, **kwargs: Any) -> Any:  # httpx's CLI entry point, imported for real when called
+        if sys.modules.get("httpx._main") is placeholder:
+            del sys.modules["httpx._main"]
+        from httpx._main import main as cli
+
+        return cli(*args, **kwargs)
+
+    placeholder.main = main  # type: ignore[attr-defined]
+    sys.modules["httpx._main"] = placeholder
+    try:
+        yield
+    finally:
+        if sys.modules.get("httpx._main") is placeholder:
+            del sys.modules["httpx._main"]
 
 
 def _marked_override(method: F | None = None, *, check_signature: bool = True,

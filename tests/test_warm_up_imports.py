@@ -86,16 +86,22 @@ except TypeError:
 client = chromadb.PersistentClient(path=sys.argv[1], settings=chromadb.Settings(anonymized_telemetry=False))
 col = client.get_or_create_collection("probe", embedding_function=None)
 col.upsert(ids=["a"], embeddings=[[1.0, 0.0]], documents=["d"])
+cli_skipped = "httpx._main" not in sys.modules and "pygments" not in sys.modules
+import httpx
+import httpx._main
 print(json.dumps({"restored": overrides.override is sys.modules["overrides.overrides"].override,
+                  "httpx_cli_skipped": cli_skipped, "httpx_cli_on_demand": httpx._main.main.name == "main",
                   "checks_again": checked, "marked": RustBindingsAPI.heartbeat.__override__,
                   "client_modules": all(m in sys.modules for m in heavy_imports.CHROMA_CLIENT_MODULES),
                   "count": col.count()}))
 """
 
 
-def test_chromadb_imports_without_override_checks_and_leaves_them_on_for_everyone_else(tmp_path: Path) -> None:
+def test_chromadb_imports_without_override_checks_or_httpx_cli_and_leaves_both_for_everyone_else(
+        tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
     out = subprocess.run([sys.executable, "-c", CHROMA_PROBE, str(tmp_path / "chroma")], cwd=ROOT, text=True,
                          env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, timeout=300, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {
-        "restored": True, "checks_again": True, "marked": True, "client_modules": True, "count": 1}
+        "restored": True, "httpx_cli_skipped": True, "httpx_cli_on_demand": True, "checks_again": True,
+        "marked": True, "client_modules": True, "count": 1}
