@@ -1,6 +1,6 @@
 """Start-up costs a user feels, side by side in one run, against the goals of issue 13.
 
-    python -m bench.startup [--memories 10000] [--repeat 3] [--json PATH]
+    python -m bench.startup [--memories 10000] [--repeat 3] [--json PATH] [--baseline DIR]
 
 - ``memory-core --help``;
 - ``memory-core stats`` / ``recent`` / ``show`` on a store of ``--memories`` memories;
@@ -13,6 +13,9 @@
 The store is loaded through the real write path with synthetic vectors under the MiniLM
 identity (so the commands open it with the default configuration); queries and the MCP
 calls embed with the real MiniLM. Medians of ``--repeat`` runs; every run is a new process.
+
+``--baseline DIR`` runs every measure for another checkout too (``git archive <commit> | tar -x -C
+DIR``), alternating with this one on the same store, so "before" and "now" share one run's load.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +58,10 @@ def cli() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-c", "from tools.cli.app import main; main()"]
 
 
-def env(**extra: str) -> dict[str, str]:
+def env(root: Path, **extra: str) -> dict[str, str]:
+    """The environment of a command running ``root``'s code (first on the path)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
-    path = os.pathsep.join(p for p in (str(ROOT), clean.get("PYTHONPATH", "")) if p)
+    path = os.pathsep.join(p for p in (str(root), clean.get("PYTHONPATH", "")) if p)
     return {**clean, "PYTHONPATH": path, "MEMORY_CORE_SERVER_SHARED_IDLE_S": "30", **extra}
 
 
@@ -73,9 +78,9 @@ def build_store(data_dir: Path, memories: int) -> None:
         core.close()
 
 
-def run_cli(*args: str) -> float:
+def run_cli(root: Path, *args: str) -> float:
     started = time.perf_counter()
-    subprocess.run([*cli(), *args], env=env(), cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run([*cli(), *args], env=env(root), cwd=root, check=True, capture_output=True, timeout=300)
     return time.perf_counter() - started
 
 
@@ -93,17 +98,17 @@ def stop_shared(data_dir: Path) -> None:
         (data_dir / ANNOUNCEMENT).unlink()
 
 
-def stdio(data_dir: Path, *extra: str) -> StdioServerParameters:
+def stdio(root: Path, data_dir: Path, *extra: str) -> StdioServerParameters:
     command = cli()
     return StdioServerParameters(command=command[0], args=[*command[1:], "serve", "--data-dir", str(data_dir), *extra],
-                                 env=env(MEMORY_CORE_TENANT="bench"), cwd=str(ROOT))
+                                 env=env(root, MEMORY_CORE_TENANT="bench"), cwd=str(root))
 
 
-async def launch(data_dir: Path, *extra: str, calls: bool = False) -> dict[str, float]:
+async def launch(root: Path, data_dir: Path, *extra: str, calls: bool = False) -> dict[str, float]:
     """Seconds from spawning the stdio server to tools/list answered (and to the first calls)."""
     out: dict[str, float] = {}
     started = time.perf_counter()
-    async with Client(stdio(data_dir, *extra)) as client:
+    async with Client(stdio(root, data_dir, *extra)) as client:
         await client.list_tools()
         out["tools/list"] = time.perf_counter() - started
         if calls:
@@ -119,12 +124,12 @@ async def launch(data_dir: Path, *extra: str, calls: bool = False) -> dict[str, 
     return out
 
 
-async def joined_launch(data_dir: Path) -> float:
+async def joined_launch(root: Path, data_dir: Path) -> float:
     """A second client joining a server that an open first client keeps running."""
-    async with Client(stdio(data_dir)) as first:
+    async with Client(stdio(root, data_dir)) as first:
         await first.list_tools()
         started = time.perf_counter()
-        async with Client(stdio(data_dir)) as second:
+        async with Client(stdio(root, data_dir)) as second:
             await second.list_tools()
             return time.perf_counter() - started
 
@@ -133,69 +138,91 @@ def median(samples: list[float]) -> float:
     return round(statistics.median(samples), 3)
 
 
-def repeat(n: int, fn: Callable[[], float]) -> list[float]:
-    return [fn() for _ in range(n)]
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--baseline", type=Path, help="another checkout to measure alongside, in the same run")
     args = parser.parse_args(argv)
+    roots = {"before": args.baseline.resolve(), "now": ROOT} if args.baseline else {"now": ROOT}
     results: dict[str, dict[str, Any]] = {}
+    n = args.repeat
 
-    def record(name: str, goal: str | None, samples: list[float]) -> None:
-        results[name] = {"median_s": median(samples), "samples_s": [round(s, 3) for s in samples],
-                         "goal_s": GOALS.get(goal) if goal else None}
+    def record(name: str, goal: str | None, samples: dict[str, list[float]]) -> None:
+        results[name] = {"goal_s": GOALS.get(goal) if goal else None, **{
+            label: {"median_s": median(runs), "samples_s": [round(s, 3) for s in runs]}
+            for label, runs in samples.items()}}
+
+    def each(fn: Callable[[Path], float]) -> dict[str, list[float]]:
+        """``n`` samples per code root, the roots alternating."""
+        samples: dict[str, list[float]] = {label: [] for label in roots}
+        for _ in range(n):
+            for label, root in roots.items():
+                samples[label].append(fn(root))
+        return samples
+
+    def launches(store: Path, *extra: str) -> dict[str, list[dict[str, float]]]:
+        out: dict[str, list[dict[str, float]]] = {label: [] for label in roots}
+        for _ in range(n):
+            for label, root in roots.items():
+                stop_shared(store)
+                out[label].append(anyio.run(partial(launch, root, store, *extra, calls=True)))
+        stop_shared(store)
+        return out
+
+    def pick(runs: dict[str, list[dict[str, float]]], key: str) -> dict[str, list[float]]:
+        return {label: [r[key] for r in rs] for label, rs in runs.items()}
 
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         store = Path(tmp) / "store"
         with stage(f"loading {args.memories} memories (synthetic vectors)"):
             build_store(store, args.memories)
         with stage("interpreter and CLI"):
-            record("python -c pass (interpreter alone)", None,
-                   repeat(args.repeat, lambda: _timed([sys.executable, "-c", "pass"])))
-            record("memory-core --help", "help", repeat(args.repeat, lambda: run_cli("--help")))
+            record("python -c pass (interpreter alone)", None, each(lambda _: _timed([sys.executable, "-c", "pass"])))
+            record("memory-core --help", "help", each(lambda root: run_cli(root, "--help")))
         with stage("read commands"):
             d = ["--data-dir", str(store), "--json"]
             record(f"memory-core stats ({args.memories})", "read command",
-                   repeat(args.repeat, lambda: run_cli("stats", "-t", "bench", *d)))
+                   each(lambda root: run_cli(root, "stats", "-t", "bench", *d)))
             record(f"memory-core recent ({args.memories})", "read command",
-                   repeat(args.repeat, lambda: run_cli("recent", "-t", "bench", "-s", "s3", *d)))
+                   each(lambda root: run_cli(root, "recent", "-t", "bench", "-s", "s3", *d)))
             record(f"memory-core show ({args.memories})", "read command",
-                   repeat(args.repeat, lambda: run_cli("show", "mem:5000", "-t", "bench", *d)))
+                   each(lambda root: run_cli(root, "show", f"mem:{max(1, args.memories // 2)}", "-t", "bench", *d)))
         with stage("stdio launches"):
-            first: list[dict[str, float]] = []
-            for _ in range(args.repeat):
-                stop_shared(store)
-                first.append(anyio.run(lambda: launch(store, calls=True)))
-            stop_shared(store)
+            first = launches(store)
             record(f"stdio launch -> tools/list, starts the shared server ({args.memories})", "tools/list",
-                   [r["tools/list"] for r in first])
-            record("  then first add_memory", "first call", [r["first add_memory"] for r in first])
-            record("  then first recall", "first call", [r["first recall"] for r in first])
-            record(f"stdio launch -> tools/list, joins the running server ({args.memories})", "tools/list",
-                   [anyio.run(lambda: joined_launch(store)) for _ in range(args.repeat)])
-            stop_shared(store)
-            exclusive = [anyio.run(lambda: launch(store, "--exclusive", calls=True)) for _ in range(args.repeat)]
+                   pick(first, "tools/list"))
+            record("  then first add_memory", "first call", pick(first, "first add_memory"))
+            record("  then first recall", "first call", pick(first, "first recall"))
+            joined: dict[str, list[float]] = {label: [] for label in roots}
+            for _ in range(n):
+                for label, root in roots.items():
+                    joined[label].append(anyio.run(joined_launch, root, store))
+                    stop_shared(store)
+            record(f"stdio launch -> tools/list, joins the running server ({args.memories})", "tools/list", joined)
+            exclusive = launches(store, "--exclusive")
             record(f"stdio launch -> tools/list, --exclusive in-process ({args.memories})", "tools/list",
-                   [r["tools/list"] for r in exclusive])
-            record("  then first add_memory (--exclusive)", "first call", [r["first add_memory"] for r in exclusive])
-            record("  then first recall (--exclusive)", "first call", [r["first recall"] for r in exclusive])
+                   pick(exclusive, "tools/list"))
+            record("  then first add_memory (--exclusive)", "first call", pick(exclusive, "first add_memory"))
+            record("  then first recall (--exclusive)", "first call", pick(exclusive, "first recall"))
         stop_shared(store)
 
-    rows = []
-    for name, r in results.items():
-        goal = r["goal_s"]
-        verdict = "" if goal is None else ("ok" if r["median_s"] <= goal else "OVER")
-        rows.append([name, f"{r['median_s']:.3f}", "" if goal is None else f"<= {goal}", verdict,
-                     " ".join(f"{s:.2f}" for s in r["samples_s"])])
-    print_table(f"Start-up (median of {args.repeat} runs, seconds; load {os.getloadavg()[0]:.1f})",
-                ["measure", "median s", "goal", "", "runs"], rows)
+    print_table(f"Start-up (median of {n} runs, seconds; load {os.getloadavg()[0]:.1f})",
+                ["measure", *(f"{label} s" for label in roots), "goal", "", "runs (" + " | ".join(roots) + ")"],
+                [_row(name, r, list(roots)) for name, r in results.items()])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return results
+
+
+def _row(name: str, result: dict[str, Any], labels: list[str]) -> list[str]:
+    goal = result["goal_s"]
+    now = result[labels[-1]]["median_s"]
+    verdict = "" if goal is None else ("ok" if now <= goal else "OVER")
+    runs = " | ".join(" ".join(f"{s:.2f}" for s in result[label]["samples_s"]) for label in labels)
+    return [name, *(f"{result[label]['median_s']:.3f}" for label in labels), "" if goal is None else f"<= {goal}",
+            verdict, runs]
 
 
 def _timed(command: list[str]) -> float:

@@ -11,11 +11,12 @@ import hashlib
 import importlib.util
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from memory_core.errors import EmbeddingError, MemoryCoreError
+from memory_core.errors import EmbeddingError
+from memory_core.heavy_imports import onnx_runtime
 
 if TYPE_CHECKING:
     import numpy as np
@@ -94,13 +95,11 @@ class MiniLMEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
-
+            ort, tokenizer_class = onnx_runtime()
             model_path, tokenizer_path = default_model_files()
             _verified(model_path, MODEL_SHA256, "embedding model")
             _verified(tokenizer_path, TOKENIZER_SHA256, "tokenizer")
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer = tokenizer_class.from_file(str(tokenizer_path))
             tokenizer.enable_truncation(max_length=self._max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # dynamic: to the batch's longest
             options = ort.SessionOptions()
@@ -111,6 +110,10 @@ class MiniLMEmbedder:
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
+
+    def import_runtime(self) -> None:
+        """Import onnxruntime and tokenizers now (the model itself loads in :meth:`warm_up`)."""
+        onnx_runtime()
 
     def warm_up(self) -> None:
         """Load the model and run one tiny batch now, so the first real call pays neither."""
@@ -188,31 +191,3 @@ def shared_minilm() -> MiniLMEmbedder:
         if _DEFAULT is None:
             _DEFAULT = MiniLMEmbedder()
         return _DEFAULT
-
-
-def warm_up_in_background(embedder: Embedder, *also: Callable[[], object]) -> list[threading.Thread]:
-    """Load a local embedding model, then run each of ``also``, on one daemon thread.
-
-    A server calls this as soon as it is up, so the first add_memory or recall does not wait
-    for onnxruntime and the model. Remote embedders are not called (a warm-up would cost a
-    request). A failure here is not reported: the first real call meets it again, coded.
-
-    numpy is imported here, before the thread starts, and the steps run one after the other:
-    two threads importing numpy-based packages at once (onnxruntime, chromadb, or a call
-    importing numpy itself) can meet numpy half-initialised (ImportError from its import cycle).
-    """
-    import numpy  # noqa: F401 - fully initialised before any other thread can import it
-
-    warm = getattr(embedder, "warm_up", None)
-    steps = [*([warm] if callable(warm) else []), *also]
-
-    def run() -> None:
-        for step in steps:
-            try:
-                step()
-            except MemoryCoreError:  # e.g. EMBEDDING_UNAVAILABLE: the first call raises it to its caller
-                continue
-
-    thread = threading.Thread(target=run, name="memory-core-warm-up", daemon=True)
-    thread.start()
-    return [thread]

@@ -22,7 +22,7 @@ from memory_core import validation as v
 from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
 from memory_core.dir_lock import DirLock, claim
-from memory_core.embedding import Embedder, HashEmbedder, shared_minilm, warm_up_in_background
+from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError, LockedError
 from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
@@ -39,6 +39,7 @@ from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, VectorStore
 from memory_core.versions import UpdateResult, VersionService
+from memory_core.warm_up import warm_up_in_background
 from memory_core.write_path import WritePath
 
 HANDOFF = "handoff"
@@ -203,7 +204,7 @@ class MemoryCore:
             raise
 
     def warm_up_in_background(self) -> list[threading.Thread]:
-        """Load the embedding model and open Chroma on a daemon thread (servers, right after start)."""
+        """Load the embedding model and open Chroma side by side on daemon threads (servers, right after start)."""
         inner = getattr(self.vectors, "inner", self.vectors)
         also = [inner.open] if isinstance(inner, LazyVectorStore) else []
         return warm_up_in_background(self.embedder, *also)

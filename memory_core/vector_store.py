@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from memory_core import heavy_imports
 from memory_core.errors import StoreError, StoreReadOnlyError, StoreUnavailableError
 from memory_core.store_errors import os_error
 
@@ -153,7 +154,7 @@ class ChromaVectorStore:
 
     @classmethod
     def persistent(cls, path: str | os.PathLike[str], prefix: str = "mc") -> ChromaVectorStore:
-        import chromadb
+        chromadb = heavy_imports.chromadb()
 
         settings = chromadb.Settings(anonymized_telemetry=False, allow_reset=False)
 
@@ -215,7 +216,7 @@ class ChromaVectorStore:
         headers: dict[str, str] | None = None,
         retries: int = 3,
     ) -> ChromaVectorStore:
-        import chromadb
+        chromadb = heavy_imports.chromadb()
 
         settings = chromadb.Settings(anonymized_telemetry=False)
 

@@ -18,6 +18,7 @@ from mcp_types import Tool
 from bench.token_economy import SURFACE_GOAL, tool_list_tokens
 from memory_core.config import Settings, load_settings
 from tools.mcp_server import build_server
+from tools.mcp_surface import inline_definitions
 
 pytestmark = pytest.mark.anyio
 
@@ -136,3 +137,26 @@ async def test_the_instructions_explain_the_tenant_binding_once(client: Client) 
     if instructions is None:
         instructions = build_server(settings_with()).instructions
     assert instructions is not None and "TENANT_MISMATCH" in instructions and "TENANT_REQUIRED" in instructions
+
+
+async def test_model_arguments_are_inlined_instead_of_referenced_through_defs(tmp_path: Path) -> None:
+    tools = await listed(settings_with(), tmp_path)
+    for tool in tools.values():
+        assert "$defs" not in tool.input_schema and all("$ref" not in node for node in walk(tool.input_schema))
+    entry = tools["recall_with_context"].input_schema["properties"]["context"]["items"]
+    assert entry["type"] == "object" and entry["required"] == ["role", "content"]
+
+
+def test_a_recursive_model_keeps_its_definitions() -> None:
+    tree = {"$defs": {"Node": {"type": "object", "properties": {"kids": {"items": {"$ref": "#/$defs/Node"}}}}},
+            "properties": {"root": {"$ref": "#/$defs/Node"}}}
+    assert inline_definitions(tree) == tree
+
+
+async def test_recall_with_context_lists_recalls_arguments_once_described(tmp_path: Path) -> None:
+    tools = await listed(settings_with(), tmp_path)
+    recall, steered = (tools[name].input_schema["properties"] for name in ("recall", "recall_with_context"))
+    for name, prop in recall.items():
+        assert name in steered
+        assert "description" not in steered[name] and "default" not in steered[name], name
+        assert steered[name].get("maximum") == prop.get("maximum") and steered[name]["type"] == prop["type"]

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from memory_core import MemoryCore
 from memory_core.config import Settings, load_settings
-from memory_core.embedding import HashEmbedder, warm_up_in_background
+from memory_core.embedding import HashEmbedder
 from memory_core.errors import EmbeddingError
 from memory_core.lazy_vectors import LazyVectorStore
+from memory_core.warm_up import warm_up_in_background
 
 
 class SlowLoadingEmbedder(HashEmbedder):

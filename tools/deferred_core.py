@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memory_core.dir_lock import DirLock, claim
 from memory_core.errors import MemoryCoreError, StoreError, StoreLockedError, StoreUnavailableError
+from memory_core.heavy_imports import importing
 from tools import shared_server
 
 if TYPE_CHECKING:
@@ -161,7 +162,8 @@ class DeferredCore:
 
 def open_stores(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
     """Open the stores (blocking); STORE_LOCKED names the announced server that holds them."""
-    from memory_core.service import MemoryCore
+    with importing():  # beside a warm-up importing onnxruntime or chromadb (memory_core.heavy_imports)
+        from memory_core.service import MemoryCore
 
     return MemoryCore.open(data_dir, settings=settings, lock=lock, announcement=shared_server.ANNOUNCEMENT)
 
@@ -169,7 +171,8 @@ def open_stores(settings: Settings, data_dir: str | Path | None, lock: DirLock |
 def open_stores_warming(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
     """The shared server's background open: the local model starts loading beside the graph, not after it."""
     if settings.embedding.provider == "minilm":
-        from memory_core.embedding import shared_minilm, warm_up_in_background
+        from memory_core.embedding import shared_minilm
+        from memory_core.warm_up import warm_up_in_background
 
         warm_up_in_background(shared_minilm())  # the store's embedder is this same instance
     return open_stores(settings, data_dir, lock)

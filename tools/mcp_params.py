@@ -23,7 +23,7 @@ CONTEXT_ENTRIES_CAP = 100
 # Described once, in the server instructions; listed (as required) only where no binding fills it.
 Tenant = Annotated[str | None, Field()]
 Session = Annotated[str, Field(description="Session id (no whitespace).")]
-Content = Annotated[str, Field(description="The text (not empty, at most $max_content chars).")]
+Content = Annotated[str, Field(description="Not empty, at most $max_content chars.")]
 MemoryRef = Annotated[str, Field(description="A ref, e.g. 'mem:42'.")]
 
 RecallQuery = Annotated[
@@ -35,14 +35,14 @@ RecallLimit = Annotated[
 ]
 TypeFilter = Annotated[
     str | None,
-    Field(description="Only this type (turn, note, handoff, ...); favours the newest."),
+    Field(description="Only this type (note, handoff, ...); favours the newest."),
 ]
 SessionFilter = Annotated[str | None, Field(description="Only this session.")]
 AgentFilter = Annotated[str | None, Field(description="Only memories written by this agent.")]
 ChannelFilter = Annotated[str | None, Field(description="Only this channel.")]
 SourceFilter = Annotated[
     str | None,
-    Field(description="Prefix of source.id, e.g. 'discord:' or 'discord:123'."),
+    Field(description="Prefix of source.id, e.g. 'discord:'."),
 ]
 ProjectFilter = Annotated[
     str | None,
@@ -55,22 +55,20 @@ ExcludeContents = Annotated[
     list[str] | None,
     Field(
         max_length=EXCLUDE_CONTENTS_CAP,
-        description=f"Texts you hold (previews work); rows they prefix, or that prefix them, are skipped. "
-        f"At most {EXCLUDE_CONTENTS_CAP}.",
+        description="Texts you hold (previews work); rows they prefix, or that prefix them, are skipped.",
     ),
 ]
 Deep = Annotated[bool, Field(description="No time decay: an exhaustive search.")]
 FullContent = Annotated[
     bool,
     Field(
-        description="Whole texts instead of previews, within $full_budget chars per response; rows past it "
-        "(least relevant first) stay previews and full_content_budget_chars is set."
+        description="Whole texts, up to $full_budget chars per response; past it the least relevant rows stay "
+        "previews and full_content_budget_chars is set."
     ),
 ]
 
 
-class ContextEntry(BaseModel):
-    """One conversation entry the caller already holds."""
+class ContextEntry(BaseModel):  # one conversation entry the caller holds (no docstring: it would be listed)
 
     role: str
     content: str
@@ -80,18 +78,11 @@ ContextEntries = Annotated[
     list[ContextEntry],
     Field(
         max_length=CONTEXT_ENTRIES_CAP,
-        description=f"Recent conversation {{role, content}}, oldest first, at most {CONTEXT_ENTRIES_CAP}.",
+        description="Recent conversation, oldest first.",
     ),
 ]
 
-Refs = Annotated[
-    list[str],
-    Field(
-        min_length=1,
-        max_length=GET_CONTENTS_REFS_CAP,
-        description=f"1 to {GET_CONTENTS_REFS_CAP} refs.",
-    ),
-]
+Refs = Annotated[list[str], Field(min_length=1, max_length=GET_CONTENTS_REFS_CAP)]
 TurnsLimit = Annotated[
     int,
     Field(
@@ -108,8 +99,7 @@ Cursor = Annotated[
 MemoryType = Annotated[
     str,
     Field(
-        description="turn (default), note, decision, error, fact, task, ...; 'handoff' = create_handoff; "
-        "'episode' is refused."
+        description="turn, note, decision, error, fact, task, ... ('handoff': use create_handoff; 'episode': refused)."
     ),
 ]
 Role = Annotated[str | None, Field(description="For turns: user, assistant, system or tool.")]
@@ -121,15 +111,15 @@ Source = Annotated[
 Project = Annotated[str | None, Field(description="Project; omit for the global pool.")]
 Salience = Annotated[
     float | None,
-    Field(ge=0.0, le=1.0, allow_inf_nan=False, description="Importance 0..1 (default 0.5)."),
+    Field(ge=0.0, le=1.0, allow_inf_nan=False, description="Importance (default 0.5)."),
 ]
 Visibility = Annotated[
     Literal["tenant", "agent"],
-    Field(description="'tenant' (default): all its agents see it; 'agent': only you."),
+    Field(description="'agent': only you see it; 'tenant': all its agents do."),
 ]
 Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit for now.")]
 IdempotencyKey = Annotated[
     str | None,
-    Field(description="A retry with the same key returns the first call's ref."),
+    Field(description="Calls with the same key store once."),
 ]
 Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object kept with it.")]

@@ -50,13 +50,11 @@ async def recall(
     deep: Deep = False,
     full_content: FullContent = False,
 ) -> dict[str, Any]:
-    """Find relevant memories (vector + lexical search, fused), best first: {messages, shared?}.
-
-    A row has ref, content, session, agent, timestamp, confidence, match_reason (signal: the
-    branch the ranking keyed on, plus per-retriever scores) and type unless
-    'turn'; fields every row shares (session, agent, signal) are given once, in shared.
-    content is a prefix of at most $preview_chars chars; cut rows add content_truncated and
-    content_len: expand with get_contents or full_content. gate_fallback=true: only weak matches.
+    """Relevant memories, best first (semantic + keyword search, fused): {messages, shared?}. Rows: ref,
+    content, session, agent, timestamp, confidence, match_reason (signal the ranking keyed on,
+    per-retriever scores), type unless 'turn'; values all rows share are given once, in shared. content
+    is at most $preview_chars chars; a cut row adds content_truncated, content_len (expand: get_contents
+    or full_content). gate_fallback=true: only weak matches.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

@@ -62,6 +62,7 @@ from tools.mcp_session_tools import recover_context, summarize_session
 from tools.mcp_surface import (
     describe,
     hide_bound_arguments,
+    inline_definitions,
     lean_schema,
     live_defaults,
     recall_cap,
@@ -98,7 +99,8 @@ INSTRUCTIONS = (
     "Identity: a connection bound to a tenant (bearer token or server config) does not list 'tenant' and "
     "fills it; naming another fails with TENANT_MISMATCH. Without a binding every call names its tenant "
     "(TENANT_REQUIRED otherwise). Likewise a connection bound to an agent fills 'viewer' and the author "
-    "'agent' (AGENT_MISMATCH for another); unbound, pass your agent id as both. "
+    "'agent' (AGENT_MISMATCH for another); unbound, pass your agent id as both ('viewer' lets a read "
+    "see your private memories). "
     "Errors read '<CODE>: <sentence>'."
 )
 
@@ -229,7 +231,8 @@ def build_server(
     for fn, hints in TOOLS:
         tool = Tool.from_function(fn, description=describe(fn, values), annotations=hints, structured_output=False)
         tool.fn_metadata = ContainerJsonOnly.model_construct(**dict(tool.fn_metadata))
-        tool.parameters = with_defaults(lean_schema(tool.parameters, values), defaults.get(tool.name, {}))
+        lean = lean_schema(inline_definitions(tool.parameters), values)
+        tool.parameters = with_defaults(lean, defaults.get(tool.name, {}))
         tools.append(tool)
     by_name = {tool.name: tool for tool in tools}
     for name, like in SAME_ARGUMENTS_AS.items():

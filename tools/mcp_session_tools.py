@@ -33,12 +33,10 @@ async def recover_context(
     viewer: Viewer = None,
     turns: RecoverTurns = None,
 ) -> dict[str, Any]:
-    """Call FIRST after a context compaction or when resuming: what was I doing?
-
-    Returns {handoff, summary, turns, next_cursor}: the latest handoff in full (or null), the
-    session's miniSummary {summary, summary_source: model|fallback, ...} (stored as an episode;
-    stale=true: a newer one is being made), the newest turns as $recover_chars-char previews, and
-    next_cursor for query_recent_turns.
+    """Call FIRST after a context compaction or when resuming: what was I doing? {handoff, summary,
+    turns, next_cursor}: the latest handoff in full (or null); the session's miniSummary {summary,
+    summary_source: model|fallback, ...; stale=true: a newer one is coming}; the newest turns as
+    $recover_chars-char previews; next_cursor for query_recent_turns.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -49,10 +47,9 @@ async def recover_context(
 
 @mcp_tool
 async def summarize_session(ctx: Ctx, *, session: Session, tenant: Tenant = None) -> dict[str, Any]:
-    """Summarize a session's shared memories in at most $summary_chars chars, stored as an episode
-    (ref 'ep:<id>'). Returns {ref, session, summary, summary_source, covers, turn_count, updated,
-    cached}. A slow or missing model gives summary_source=fallback with summary_error. No shared
-    memories: NOT_FOUND.
+    """Summarize a session's shared memories in at most $summary_chars chars, stored as an episode:
+    {ref ('ep:<id>'), summary, summary_source, covers, turn_count, ...}. A slow or missing model gives
+    summary_source=fallback with summary_error. No shared memories: NOT_FOUND.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

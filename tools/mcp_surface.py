@@ -9,6 +9,7 @@ tokens, ``python -m bench.token_economy --surface``) without losing what an agen
 - Schemas drop pydantic's ``title`` on every property and state an optional argument as its
   own type (``{"type": "string"}``, not ``anyOf [string, null]`` with ``default: null``);
   validation is the tool's pydantic model, so ``null`` is still accepted.
+- A model argument (``recall_with_context``'s context entries) is inlined, not a ``$ref`` into ``$defs``.
 - ``recall_with_context`` states recall's arguments without repeating their descriptions.
 - On a connection bound to a tenant (token or config) ``tenant`` is not in the schemas at
   all; on one bound to an agent neither is ``viewer`` nor the author ``agent`` of writes.
@@ -29,6 +30,8 @@ from pydantic import BaseModel
 from memory_core.config import Settings
 from tools.mcp_params import GET_CONTENTS_REFS_CAP, RECALL_LIMIT_CAP, RECENT_TURNS_LIMIT_CAP
 
+# What a tool with "same arguments as X" does not repeat of X's (types and bounds stay).
+SHARED_KEYWORDS = frozenset({"description", "default"})
 # Tools whose ``agent`` argument is the author (on the recall tools it is a filter).
 AUTHOR_TOOLS = frozenset({"add_memory", "create_handoff", "update_memory"})
 
@@ -81,6 +84,39 @@ def describe(fn: Callable[..., Any], values: Mapping[str, object]) -> str:
     return Template(inspect.cleandoc(fn.__doc__ or "")).substitute(values)
 
 
+class _Recursive(Exception):
+    """A model that contains itself: its ``$defs`` stay."""
+
+
+def inline_definitions(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with each local ``$ref`` replaced by its ``$defs`` entry: the tools' models are small
+    and each is used once, so the indirection costs more tokens than it saves. A recursive model
+    keeps its ``$defs``."""
+    defs = schema.get("$defs")
+    if not isinstance(defs, Mapping):
+        return dict(schema)
+
+    def resolve(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [resolve(item, seen) for item in node]
+        if not isinstance(node, Mapping):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
+            name = ref[8:]
+            if name in seen:
+                raise _Recursive(name)
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**resolve(defs[name], seen | {name}), **resolve(rest, seen)}
+        return {k: resolve(v, seen) for k, v in node.items() if k != "$defs"}
+
+    try:
+        inlined: dict[str, Any] = resolve(schema, frozenset())
+    except _Recursive:
+        return dict(schema)
+    return inlined
+
+
 def lean_schema(schema: Mapping[str, Any], values: Mapping[str, object]) -> dict[str, Any]:
     """The input schema without titles or null branches, descriptions filled from ``values``."""
     out: dict[str, Any] = {}
@@ -115,11 +151,11 @@ def _lean_property(prop: Mapping[str, Any], values: Mapping[str, object]) -> dic
 
 
 def share_descriptions(tool: dict[str, Any], like: Mapping[str, Any]) -> dict[str, Any]:
-    """``tool``'s schema without the property descriptions it shares with ``like``'s (its
+    """``tool``'s schema without the property descriptions and defaults it shares with ``like``'s (its
     description says "same arguments as ..."): the agent read them once already."""
     theirs = like.get("properties", {})
     properties = {
-        name: {k: v for k, v in prop.items() if k != "description"} if theirs.get(name) == prop else prop
+        name: {k: v for k, v in prop.items() if k not in SHARED_KEYWORDS} if theirs.get(name) == prop else prop
         for name, prop in tool.get("properties", {}).items()
     }
     return {**tool, "properties": properties}

@@ -52,10 +52,9 @@ async def add_memory(
     idempotency_key: IdempotencyKey = None,
     metadata: Metadata = None,
 ) -> dict[str, Any]:
-    """Store one memory (turn, note, decision, ...). Returns {ref, timestamp, created}.
-
-    With idempotency_key a retry returns the first ref with created=false. The same content in the
-    session shortly before is stored but reported as duplicate_of.
+    """Store one memory (turn, note, decision, ...): {ref, timestamp, created}. A retry with the same
+    idempotency_key returns the first ref, created=false; the same content just before in the session
+    is stored and reported as duplicate_of.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -82,7 +81,7 @@ async def create_handoff(
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Write a handoff (what you did, what is done, what is next) before a compaction or the end of
-    your session; recover_context returns it first. Salience 0.95. Returns {ref, timestamp, created}.
+    your session; recover_context returns it first. Salience 0.95; returns {ref, timestamp, created}.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -97,8 +96,8 @@ async def create_handoff(
 
 @mcp_tool
 async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Delete one memory permanently. Returns {ref, deleted}; false when it is not found or is another
-    agent's private memory."""
+    """Delete one memory permanently: {ref, deleted}; false when it is not found or is another agent's
+    private memory."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -108,9 +107,9 @@ async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, view
 
 @mcp_tool
 async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Expand up to $refs_cap refs to full rows. Returns {found, missing}; refs that are malformed,
-    deleted or not yours to see are missing, never an error. Each ref sent is answered once per time
-    sent, under your exact string (a found row carries requested=<it> when it differs from its ref)."""
+    """Full rows for up to $refs_cap refs: {found, missing}. Malformed, deleted or hidden refs are missing,
+    never an error. Each ref sent is answered once per time sent, under your exact string (a row adds
+    requested=<it> when that differs from its ref)."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -139,8 +138,8 @@ async def query_recent_turns(
     cursor: Cursor = None,
     viewer: Viewer = None,
 ) -> dict[str, Any]:
-    """A session's turns, newest first: {turns, next_cursor}. Pass next_cursor back for older turns
-    (null: no more); pages never skip or repeat. Contents are previews as in recall."""
+    """A session's turns, newest first, as previews: {turns, next_cursor}. Pass next_cursor back for
+    older ones (null: no more); pages never skip or repeat."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
