@@ -181,7 +181,7 @@ class MemoryCore:
         opened: list[OpenedGraph] = []
         try:
             with _coded_open_errors(root):
-                store = open_graph(settings, root)
+                store = open_graph(settings, root, locked=lock is not None)
                 opened.append(store)
                 if store.db is not None and lock is not None:
                     store.db.write_guard = lock.verify

@@ -47,6 +47,29 @@ def test_a_replica_sees_another_ones_journal_only_after_its_lease_expired(dsn: s
         b.close()
 
 
+def test_a_store_that_succeeds_a_locked_directory_acts_at_once_on_its_predecessors_entries_only(dsn: str) -> None:
+    """The data directory's lock proves its last holder is gone: entries written under that
+    directory's scope are the successor's at once, live lease or not; nobody else's are."""
+    dead = PostgresGraphStore(dsn, owner="host:11:aaaa@dir-x", lease_s=30)
+    other = PostgresGraphStore(dsn, owner="host:12:bbbb@dir-y", lease_s=30)
+    replica = PostgresGraphStore(dsn, owner="host:13:cccc", lease_s=30)
+    try:
+        for store, ref in ((dead, "mem:1"), (other, "mem:2"), (replica, "mem:3")):
+            with store.transaction() as tx:
+                tx.journal([("add", T, ref)])
+        dead.close()  # killed: its lease has 30 s to run
+        with PostgresGraphStore(dsn, owner="host:14:dddd@dir-x", succeeds="@dir-x", lease_s=30) as heir:
+            (entry,) = heir.journal()
+            assert entry.item_id == "mem:1"
+            assert heir.claim_journal([e.seq for e in PgMaintenance(heir).journal()]) == [entry.seq]
+        with PostgresGraphStore(dsn, owner="host:15:eeee", lease_s=30) as stranger:
+            assert stranger.journal() == []  # without the lock, a lease is the only proof
+    finally:
+        dead.close()
+        other.close()
+        replica.close()
+
+
 # ---- schema ------------------------------------------------------------------------------------
 
 def test_an_older_schema_is_upgraded_at_open_and_its_rows_become_searchable(dsn: str) -> None:
