@@ -24,11 +24,12 @@ CRASH_TEST_FILE = "tests/test_crash.py"
 # in the same session, and each joins the table as one row (tests run, failures, time).
 EXTERNAL_HARNESSES = {
     "tests/test_store_stateful.py": "store stateful (model check)",
+    "tests/test_doctor_crash.py": "doctor repair (killed at its steps)",
     "tests/test_disk_faults.py": "disk faults",
     "tests/test_multiprocess.py": "multi-process",
 }
 # ... of which these are parametrized over the store backends: one row per backend
-PER_BACKEND = {"tests/test_store_stateful.py"}
+PER_BACKEND = {"tests/test_store_stateful.py", "tests/test_doctor_crash.py"}
 _CRASH_TRIAL = re.compile(r"^trial (\d+): killed", re.MULTILINE)  # each line is printed twice
 _CRASH_ACKS = re.compile(r"'acknowledged': (\d+)")
 _PARAM = re.compile(r"\[([^\]]+)\]$")
