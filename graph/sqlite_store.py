@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 from graph.agent_names import AgentNameIndex
@@ -72,6 +72,10 @@ class SqliteGraphStore(SqliteEdges):
 
     def version(self, tenant: str) -> int:
         return self._versions.get(tenant, 0)
+
+    def consistent_reads(self, tenant: str) -> AbstractContextManager[None]:
+        """Nothing to share: one process owns the file, and its caches follow its own writes."""
+        return nullcontext()
 
     # ---- nodes -------------------------------------------------------------------------------
     def memory(self, tenant: str, mem_id: int) -> MemoryNode | None:

@@ -78,7 +78,7 @@ def open_graph(settings: Settings, root: Path, *, locked: bool = False) -> Opene
     scope = directory_scope(root) if locked else None
     try:
         store = PostgresGraphStore(st.postgres_dsn, owner=replica_owner(scope or ""), lease_s=st.postgres_lease_s,
-                                   pool_size=st.postgres_pool_size, succeeds=scope)
+                                   pool_size=st.postgres_pool_size, succeeds=scope, cache_nodes=st.graph_cache_nodes)
     except InvalidDSNError as exc:
         raise ConfigError(str(exc), key="storage.postgres_dsn") from exc
     return OpenedGraph(store, PgMaintenance(store), None)

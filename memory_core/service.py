@@ -324,11 +324,12 @@ class MemoryCore:
         pool, 'X' = X ∪ global, '@auto'; deep: no time decay. An empty query returns the most
         recent memories.
         """
-        return self.recaller.recall(
-            tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
-            source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
-            preset=preset, now=now,
-        )
+        with self.graph.consistent_reads(tenant):  # one version check per request on PostgreSQL
+            return self.recaller.recall(
+                tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
+                channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
+                deep=deep, preset=preset, now=now,
+            )
 
     @coded_graph_errors("recalling")
     def recall_with_context(
@@ -347,11 +348,13 @@ class MemoryCore:
                 raise InvalidInputError("Each context entry needs a string 'content'.", field="context")
             texts.append(entry["content"])
         recent = " ".join(texts[-4:])[-2000:]
-        return self.recaller.recall(
-            tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
-            source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep, preset=preset,
-            now=now, context_text=recent or None, held_context=[t for t in texts if normalize(t)],
-        )
+        with self.graph.consistent_reads(tenant):
+            return self.recaller.recall(
+                tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
+                channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
+                deep=deep, preset=preset, now=now, context_text=recent or None,
+                held_context=[t for t in texts if normalize(t)],
+            )
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
     @coded_graph_errors("writing a handoff")

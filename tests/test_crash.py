@@ -81,13 +81,22 @@ def kill_at_random(proc: subprocess.Popen[bytes], ack_file: Path, rng: random.Ra
         while acked_adds(ack_file) < target and time.monotonic() < deadline:
             assert proc.poll() is None, f"the writer died on its own: {proc.communicate()[1].decode()[-3000:]}"
             time.sleep(0.01)
-        assert time.monotonic() < deadline, "the writer made no progress"
+        assert time.monotonic() < deadline, f"the writer made no progress past {acked_adds(ack_file)} adds " \
+            f"(wanted {target}):\n{stalled_writer_stacks(proc)}"
         jitter = rng.uniform(0.0, 0.03)
         time.sleep(jitter)
         how = f"after ~{target - start_count} acknowledged adds (+{jitter * 1000:.0f} ms)"
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     return how
+
+
+def stalled_writer_stacks(proc: subprocess.Popen[bytes]) -> str:
+    """Where a stalled writer's threads are (faulthandler on SIGUSR1), then the writer is killed."""
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGKILL)
+    return proc.communicate(timeout=30)[1].decode(errors="replace")[-8000:]
 
 
 def verify(data_dir: Path, ack_file: Path, storage: dict[str, Any]) -> dict[str, object]:
@@ -99,6 +108,7 @@ def verify(data_dir: Path, ack_file: Path, storage: dict[str, Any]) -> dict[str,
     return dict(json.loads(out.decode().strip().splitlines()[-1]))
 
 
+@pytest.mark.timeout(2400 if LONG else 600)
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_sigkilled_writer_loses_no_acknowledged_add_and_leaves_no_half_written_memory(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest

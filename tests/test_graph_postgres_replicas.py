@@ -70,6 +70,66 @@ def test_a_store_that_succeeds_a_locked_directory_acts_at_once_on_its_predecesso
         replica.close()
 
 
+# ---- the node cache ----------------------------------------------------------------------------
+
+def test_a_replicas_cached_reads_answer_another_replicas_writes_at_once(dsn: str) -> None:
+    """Replica b caches nodes, contents, bounds and counts; every write through replica a (an add, a
+    delete, a memory re-added under the same id with other content) shows in b's very next read."""
+    with PostgresGraphStore(dsn, owner="a") as a, PostgresGraphStore(dsn, owner="b") as b:
+        first, second = ids(a, 2)
+        add(a, row(first, "the kiln is hot", ts=10))
+        for _ in range(2):  # the second round is answered from the cache
+            assert b.memory(T, first) is not None and b.memory(T, second) is None
+            assert b.contents(T, [first, second]) == {first: "the kiln is hot"}
+            assert b.bounds(T, "s1") == ((10, first), (10, first)) and b.non_turn_count(T) == 0
+        assert b._cache.hits > 0
+        add(a, row(second, "a note", ts=20, type_="note"))
+        assert b.memory(T, second) is not None and b.bounds(T, "s1") == ((10, first), (20, second))
+        assert b.non_turn_count(T) == 1 and b.contents(T, [second]) == {second: "a note"}
+        with a.transaction() as tx:
+            assert tx.erase_memory(T, first)
+        assert b.memory(T, first) is None and b.contents(T, [first]) == {}
+        assert b.bounds(T, "s1") == ((20, second), (20, second))
+        add(a, row(first, "the kiln is cold now", ts=30))  # the same id, other content
+        assert b.contents(T, [first]) == {first: "the kiln is cold now"}
+        assert b.memories(T, [first, second])[first].ts_us == 30
+        assert b.memory("globex", first) is None  # another tenant's id reads as missing, cached or not
+
+
+def test_one_request_on_a_replica_sees_what_another_committed_before_it_began(dsn: str) -> None:
+    """Inside consistent_reads replica b checks the tenant's version once: a's write acknowledged
+    before the request began is visible, and the request's repeated reads are cache hits."""
+    with PostgresGraphStore(dsn, owner="a") as a, PostgresGraphStore(dsn, owner="b") as b:
+        first, second = ids(a, 2)
+        add(a, row(first, "before", ts=10))
+        assert b.memory(T, first) is not None  # cached, at the version of that one add
+        add(a, row(second, "also before", ts=20))
+        queries: list[str] = []
+        real_read = b._read
+        b._read = lambda fn, what="read": queries.append(what) or real_read(fn, what)  # type: ignore[method-assign]
+        with b.consistent_reads(T):
+            assert b.contents(T, [first, second]) == {first: "before", second: "also before"}
+            assert b.memory(T, second) is not None and b.memory(T, first) is not None  # the old entry refreshed
+            asked = len(queries)
+            for _ in range(3):
+                assert b.contents(T, [first, second]) == {first: "before", second: "also before"}
+                assert b.memory(T, first) is not None
+            assert len(queries) == asked  # answered from the cache under the request's one check
+        assert b.contents(T, [first]) == {first: "before"} and len(queries) == asked + 1  # outside: checked again
+        with a.transaction() as tx:
+            assert tx.erase_memory(T, second)
+        with b.consistent_reads(T):  # the next request
+            assert b.contents(T, [first, second]) == {first: "before"}
+
+
+def test_a_store_without_a_node_cache_reads_through(dsn: str) -> None:
+    with PostgresGraphStore(dsn, owner="a") as a, PostgresGraphStore(dsn, owner="b", cache_nodes=0) as b:
+        (only,) = ids(a, 1)
+        add(a, row(only, "x", ts=5))
+        assert b.contents(T, [only]) == {only: "x"} and b.bounds(T, None) == ((5, only), (5, only))
+        assert b._cache.hits == 0 and len(b._cache) == 0
+
+
 # ---- schema ------------------------------------------------------------------------------------
 
 def test_an_older_schema_is_upgraded_at_open_and_its_rows_become_searchable(dsn: str) -> None:

@@ -30,9 +30,9 @@ from psycopg_pool import ConnectionPool
 
 from graph.api import GraphStore, GraphStoreError, GraphTxn, JournalEntry, LexicalHit, RowFilter
 from graph.pg import lexical
+from graph.pg.cached_reads import CachedReads
 from graph.pg.errors import retrying, wrap
 from graph.pg.migrations import migrate
-from graph.pg.reads import Reads
 from graph.pg.rows import scalar
 from graph.pg.txn import PgTxn
 from graph.traversal import neighbourhood
@@ -62,13 +62,13 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
         raise InvalidDSNError("storage.postgres_dsn is not a valid PostgreSQL connection string") from exc
 
 
-class PostgresGraphStore(Reads):
+class PostgresGraphStore(CachedReads):
     """The durable graph on PostgreSQL (see the module docstring); ``owner`` names this replica
     in the journal and must be unique among live replicas (e.g. ``host:pid:uuid4``)."""
 
     def __init__(self, dsn: str, *, owner: str, lease_s: float = 30.0, pool_size: int = 8,
                  retry_s: float = 5.0, connect_timeout_s: float = 5.0, cache_entries: int = 256,
-                 succeeds: str | None = None) -> None:
+                 succeeds: str | None = None, cache_nodes: int = 50_000) -> None:
         params = parse_dsn(dsn)
         params.setdefault("connect_timeout", str(max(1, int(connect_timeout_s))))
         if not owner:
@@ -88,7 +88,7 @@ class PostgresGraphStore(Reads):
         except BaseException:
             self.pool.close()
             raise
-        super().__init__()
+        super().__init__(cache_nodes)
         self.cache_entries = max(0, cache_entries)
         self.prune_min_rows = lexical.COMMON_MIN_ROWS  # tenants above it drop very common query words
         self._cache_lock = threading.Lock()
@@ -131,6 +131,7 @@ class PostgresGraphStore(Reads):
             raise wrap(exc, "write") from exc
         finally:
             self.pool.putconn(conn)
+            self.wrote()
 
     def _live_connection(self) -> psycopg.Connection[Any]:
         """A pooled connection that answered an empty query: one the server dropped (a restart,
@@ -253,10 +254,11 @@ class PostgresGraphStore(Reads):
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def invalidate(self) -> None:
-        """Drop the caches (agent names, subgraphs); both also follow the tenant's version."""
+        """Drop the caches (agent names, subgraphs, nodes); all also follow the tenant's version."""
         with self._cache_lock:
             self._agent_cache.clear()
             self._hoods.clear()
+            self._cache.clear()
 
     def close(self) -> None:
         """Stop the heartbeat and close the pool (idempotent)."""

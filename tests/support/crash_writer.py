@@ -16,9 +16,11 @@ promise, then prints a JSON summary; it exits non-zero with the reason on any fa
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import random
+import signal
 import sys
 import threading
 import traceback
@@ -121,6 +123,7 @@ def writer_thread(core: MemoryCore, log: AckLog, worker: int, seed: int) -> None
 
 
 def run_writer(data_dir: Path, ack_file: Path, seed: int, storage: dict[str, Any] | None = None) -> None:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a writer that stalls shows where (to stderr)
     core = open_store(data_dir, storage)
     log = AckLog(ack_file)
     log.write({"op": "opened", "pid": os.getpid(), "recovered": len(core.recovered)})
