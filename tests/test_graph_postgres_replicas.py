@@ -82,8 +82,12 @@ def test_a_replicas_cached_reads_answer_another_replicas_writes_at_once(dsn: str
             assert b.memory(T, first) is not None and b.memory(T, second) is None
             assert b.contents(T, [first, second]) == {first: "the kiln is hot"}
             assert b.bounds(T, "s1") == ((10, first), (10, first)) and b.non_turn_count(T) == 0
+        node = b.memory(T, first)
+        assert node is not None and b.adjacent_many(T, [node]) == {first: (None, None)}
+        assert b.adjacent_many(T, [node]) == {first: (None, None)}
         assert b._cache.hits > 0
         add(a, row(second, "a note", ts=20, type_="note"))
+        assert b.adjacent_many(T, [node]) == {first: (None, (20, second))}
         assert b.memory(T, second) is not None and b.bounds(T, "s1") == ((10, first), (20, second))
         assert b.non_turn_count(T) == 1 and b.contents(T, [second]) == {second: "a note"}
         with a.transaction() as tx:

@@ -36,6 +36,14 @@ from graph.pg.reads import Reads
 
 VERSION_SQL = "SELECT version FROM tenant_state WHERE tenant = %s"
 _ABSENT = object()  # a cached "no such row in this tenant"
+# each memory's neighbours in its session by (ts_us, id): (id, previous ts/id, next ts/id)
+ADJACENT_SQL = (
+    "SELECT m.id, p.ts_us, p.id, n.ts_us, n.id FROM memories m "
+    "LEFT JOIN LATERAL (SELECT ts_us, id FROM memories x WHERE x.tenant = m.tenant AND x.session = m.session "
+    "AND (x.ts_us, x.id) < (m.ts_us, m.id) ORDER BY x.ts_us DESC, x.id DESC LIMIT 1) p ON true "
+    "LEFT JOIN LATERAL (SELECT ts_us, id FROM memories x WHERE x.tenant = m.tenant AND x.session = m.session "
+    "AND (x.ts_us, x.id) > (m.ts_us, m.id) ORDER BY x.ts_us, x.id LIMIT 1) n ON true "
+    "WHERE m.id = ANY(%s::bigint[]) AND m.tenant = %s")
 
 
 class CachedReads(Reads):
@@ -149,6 +157,9 @@ class CachedReads(Reads):
         return self._ids(tenant, "content", ids,
                          "SELECT id, content FROM memories WHERE id = ANY(%s::bigint[]) AND tenant = %s")
 
+    def adjacent_many(self, tenant: str, nodes: Iterable[MemoryNode]) -> dict[int, tuple[Key | None, Key | None]]:
+        return self._ids(tenant, "adjacent", [n.id for n in nodes if n.tenant == tenant], ADJACENT_SQL)
+
     def non_turn_count(self, tenant: str) -> int:
         def fetch(conn: Connection[Any]) -> dict[Hashable, Any]:
             row = conn.execute("SELECT non_turn FROM tenant_state WHERE tenant = %s", [tenant]).fetchone()
@@ -177,7 +188,13 @@ def _node(row: tuple[Any, ...]) -> MemoryNode:
     return memory_node(row[1:])
 
 
+def _adjacent(row: tuple[Any, ...]) -> tuple[Key | None, Key | None]:
+    return (None if row[1] is None else (int(row[1]), int(row[2])),
+            None if row[3] is None else (int(row[3]), int(row[4])))
+
+
 _CONVERT: dict[str, Callable[[tuple[Any, ...]], Any]] = {
     "node": _node,
     "content": lambda r: str(r[1]),
+    "adjacent": _adjacent,
 }
