@@ -54,8 +54,8 @@ bench-locomo: $(STAMP)
 
 reliability: $(STAMP)
 	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider \
-		tests/test_crash.py tests/test_store_stateful.py tests/test_disk_faults.py tests/test_multiprocess.py \
-		tests/reliability
+		tests/test_crash.py tests/test_doctor_crash.py tests/test_store_stateful.py tests/test_disk_faults.py \
+		tests/test_multiprocess.py tests/reliability
 
 clean:
 	rm -rf $(VENV) .memory-core

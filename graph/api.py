@@ -301,6 +301,10 @@ class GraphStore(Protocol):
     def transaction(self) -> AbstractContextManager[GraphTxn]: ...
     def version(self, tenant: str) -> int:
         """A number that changes whenever the tenant's graph changes (cache keys)."""
+    def consistent_reads(self, tenant: str) -> AbstractContextManager[None]:
+        """One request's reads of ``tenant`` (this thread, inside the block): everything committed
+        before the block began, on any replica, is visible, and the reads may share one check of
+        the tenant's version; a write through this store inside the block is visible after it."""
     def invalidate(self) -> None:
         """Drop every cache (after a repair rewrote rows underneath)."""
     def close(self) -> None: ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 from graph.agent_names import AgentNameIndex
@@ -82,6 +82,10 @@ class SqliteGraphStore(SqliteEdges):
     @prune_min_rows.setter
     def prune_min_rows(self, rows: int) -> None:
         self._lexical.min_rows = rows
+
+    def consistent_reads(self, tenant: str) -> AbstractContextManager[None]:
+        """Nothing to share: one process owns the file, and its caches follow its own writes."""
+        return nullcontext()
 
     # ---- nodes -------------------------------------------------------------------------------
     def memory(self, tenant: str, mem_id: int) -> MemoryNode | None:

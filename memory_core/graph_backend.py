@@ -9,6 +9,7 @@ tenants at once and no directory lock is taken. psycopg is imported only for tha
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import uuid
@@ -37,12 +38,22 @@ def is_replicated(settings: Settings) -> bool:
     return settings.storage.graph == "postgres" and settings.storage.chroma == "http"
 
 
-def replica_owner() -> str:
-    """This process's name in the shared journal: host, pid and a random part (pids are reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+def replica_owner(scope: str = "") -> str:
+    """This process's name in the shared journal: host, pid and a random part (pids are reused),
+    then ``scope`` (see :func:`directory_scope`) when it holds a data directory's lock."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}{scope}"
 
 
-def open_graph(settings: Settings, root: Path) -> OpenedGraph:
+def directory_scope(root: Path) -> str:
+    """The journal-owner suffix of every process that held the lock of ``root`` on this host."""
+    digest = hashlib.sha256(f"{socket.gethostname()}\0{root}".encode()).hexdigest()[:16]
+    return f"@dir-{digest}"
+
+
+def open_graph(settings: Settings, root: Path, *, locked: bool = False) -> OpenedGraph:
+    """The graph store of ``settings``. ``locked``: this process holds ``root``'s lock, so on
+    PostgreSQL the journal entries of the directory's previous holders are recovered at once
+    (the lock proves that process is gone; a replica without a lock waits for the lease)."""
     st = settings.storage
     if st.graph == "sqlite":
         from graph.sqlite_maintenance import SqliteMaintenance
@@ -64,9 +75,10 @@ def open_graph(settings: Settings, root: Path) -> OpenedGraph:
     except ImportError as exc:  # the optional extra is not installed
         raise ConfigError("storage.graph = 'postgres' needs the postgres extra (pip install 'memory-core[postgres]').",
                           key="storage.graph") from exc
+    scope = directory_scope(root) if locked else None
     try:
-        store = PostgresGraphStore(st.postgres_dsn, owner=replica_owner(), lease_s=st.postgres_lease_s,
-                                   pool_size=st.postgres_pool_size)
+        store = PostgresGraphStore(st.postgres_dsn, owner=replica_owner(scope or ""), lease_s=st.postgres_lease_s,
+                                   pool_size=st.postgres_pool_size, succeeds=scope, cache_nodes=st.graph_cache_nodes)
     except InvalidDSNError as exc:
         raise ConfigError(str(exc), key="storage.postgres_dsn") from exc
     return OpenedGraph(store, PgMaintenance(store), None)

@@ -184,7 +184,7 @@ class MemoryCore:
         opened: list[OpenedGraph] = []
         try:
             with _coded_open_errors(root):
-                store = open_graph(settings, root)
+                store = open_graph(settings, root, locked=lock is not None)
                 opened.append(store)
                 if store.db is not None and lock is not None:
                     store.db.write_guard = lock.verify
@@ -382,11 +382,12 @@ class MemoryCore:
         recent memories. Only the newest version of a corrected memory is returned (its row says
         ``supersedes``); ``include_superseded`` or ``deep`` add the older versions, marked ``valid_to``.
         """
-        return self.recaller.recall(
-            tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
-            source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
-            preset=preset, now=now, include_superseded=include_superseded,
-        )
+        with self.graph.consistent_reads(tenant):  # one version check per request on PostgreSQL
+            return self.recaller.recall(
+                tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
+                channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
+                deep=deep, preset=preset, now=now, include_superseded=include_superseded,
+            )
 
     @coded_graph_errors("recalling")
     def recall_with_context(
@@ -405,12 +406,13 @@ class MemoryCore:
                 raise InvalidInputError("Each context entry needs a string 'content'.", field="context")
             texts.append(entry["content"])
         recent = " ".join(texts[-4:])[-2000:]
-        return self.recaller.recall(
-            tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent, channel=channel,
-            source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep, preset=preset,
-            now=now, context_text=recent or None, held_context=[t for t in texts if normalize(t)],
-            include_superseded=include_superseded,
-        )
+        with self.graph.consistent_reads(tenant):
+            return self.recaller.recall(
+                tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
+                channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
+                deep=deep, preset=preset, now=now, context_text=recent or None,
+                held_context=[t for t in texts if normalize(t)], include_superseded=include_superseded,
+            )
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
     @coded_graph_errors("writing a handoff")

@@ -10,6 +10,11 @@ EVERY step, a fresh copy of the damaged store is repaired in a subprocess that e
 memory that existed in either store before the repair must still exist in one of them (or,
 for the unrebuildable record, in doctor's quarantine file); a second repair must then leave
 doctor clean, with each restorable memory present exactly once.
+
+The same damage, kills and assertions run over SQLite and over PostgreSQL (with embedded
+Chroma, so a copy of the data directory plus a copy of the database, ``CREATE DATABASE ...
+TEMPLATE``, is a copy of the store). ``make test`` kills the PostgreSQL repair at every third
+step (and the last); ``MEMORY_CORE_RELIABILITY=long`` at every step.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,13 +37,71 @@ from memory_core import MemoryCore
 from memory_core.doctor import check, repair
 from tests.support.agreement import assert_stores_agree
 from tests.support.repair_crash import CRASH_EXIT, open_store
+from tests.support.store_checks import LONG
 
+BACKENDS = ("sqlite", "postgres")
+STRIDE = {"sqlite": 1, "postgres": 1 if LONG else 3}  # which steps a kill tries: every STRIDE-th (and the last)
 ROOT = Path(__file__).resolve().parent.parent
 GHOST = {"session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
          "visibility": "tenant", "salience": 0.6, "project_id": "", "kind": "memory"}
 UNREBUILDABLE = "half a record"
 
 Memory = tuple[str, str]  # (tenant, content)
+
+
+@dataclass(frozen=True)
+class Store:
+    """A damaged store that can be copied: its data directory and, on PostgreSQL, its database."""
+
+    backend: str
+    data_dir: Path
+    admin_dsn: str = ""
+    dbname: str = ""
+
+    @property
+    def storage(self) -> dict[str, Any]:
+        if self.backend == "sqlite":
+            return {}
+        from tests.support.postgres import with_dbname
+
+        return {"graph": "postgres", "postgres_dsn": with_dbname(self.admin_dsn, self.dbname)}
+
+    def copy(self, data_dir: Path) -> Store:
+        shutil.copytree(self.data_dir, data_dir)
+        if self.backend == "sqlite":
+            return Store(self.backend, data_dir)
+        from psycopg.conninfo import conninfo_to_dict
+
+        from tests.support.postgres import fresh_database
+
+        copied = conninfo_to_dict(fresh_database(self.admin_dsn, template=self.dbname))["dbname"]
+        return Store(self.backend, data_dir, self.admin_dsn, str(copied))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.data_dir)
+        if self.backend != "sqlite":
+            import psycopg
+            from psycopg import sql
+
+            with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(self.dbname)))
+
+    @contextmanager
+    def opened(self) -> Iterator[MemoryCore]:
+        with open_store(self.data_dir, self.storage) as core:
+            yield core
+
+
+def delete_rows(core: MemoryCore, ids: list[int]) -> None:
+    """Rows gone from the graph store behind the service's back (a bad restore, a hand edit)."""
+    if core.db is not None:
+        with core.db.transaction() as cur:
+            cur.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
+        return
+    import psycopg
+
+    with psycopg.connect(core.settings.storage.postgres_dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM memories WHERE id = ANY(%s)", [ids])
 
 
 def damage(core: MemoryCore) -> None:
@@ -46,8 +113,7 @@ def damage(core: MemoryCore) -> None:
             refs[tenant, text] = core.add_memory(tenant, "s1", "alice", f"{tenant}: {text}").ref
     episode = core.summarize_session("acme", "s1")
     only_copies = [refs["acme", "planting apple trees"], refs["globex", "harvest plans for plums"]]
-    with core.db.transaction() as cur:  # the Chroma record becomes the only copy of these two
-        cur.executemany("DELETE FROM memories WHERE id = ?", [(int(r.split(":")[1]),) for r in only_copies])
+    delete_rows(core, [int(r.split(":")[1]) for r in only_copies])  # the Chroma record becomes the only copy
     embed = core.embedder.embed
     core.vectors.upsert("acme", ["mem:500"], embed(["the ghost remembers the orchard"]),
                         ["the ghost remembers the orchard"], [{**GHOST, "tenant": "acme"}])
@@ -63,9 +129,9 @@ def damage(core: MemoryCore) -> None:
 
 
 def memories(core: MemoryCore) -> Counter[Memory]:
-    """Every memory either store holds: SQLite rows, plus Chroma records that have no row."""
-    with core.db.lock:
-        rows = core.db.conn.execute("SELECT id, tenant, content FROM memories").fetchall()
+    """Every memory either store holds: graph rows, plus Chroma records that have no row."""
+    rows = [(m.node.id, m.node.tenant, m.content) for tenant in core.maintenance.tenants_present()
+            for m in core.maintenance.memory_rows(tenant)]
     held = Counter((str(t), str(c)) for _i, t, c in rows)
     ids = {(str(t), f"mem:{i}") for i, t, _c in rows}
     for tenant in core.vectors.tenants():
@@ -80,16 +146,26 @@ def quarantined(data_dir: Path) -> set[Memory]:
             for r in map(json.loads, path.read_text().splitlines())}
 
 
-def run_repair(data_dir: Path, crash_at: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tests.support.repair_crash", str(data_dir), str(crash_at)],
+def run_repair(store: Store, crash_at: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tests.support.repair_crash", str(store.data_dir), str(crash_at),
+                           json.dumps(store.storage)],
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                           timeout=300, check=False)
 
 
-@pytest.fixture(scope="module")
-def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[Memory]]:
-    template = tmp_path_factory.mktemp("damaged") / "data"
-    with open_store(template) as core:
+@pytest.fixture(scope="module", params=BACKENDS)
+def damaged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, set[Memory]]:
+    data_dir = tmp_path_factory.mktemp("damaged") / "data"
+    if request.param == "sqlite":
+        template = Store("sqlite", data_dir)
+    else:
+        from psycopg.conninfo import conninfo_to_dict
+
+        from tests.support.postgres import fresh_database
+
+        admin = request.getfixturevalue("postgres_dsn")
+        template = Store("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))
+    with template.opened() as core:
         damage(core)
         before = set(memories(core))
         assert {f.kind for f in check(core).findings} >= {"vector_orphan", "vector_missing", "vector_stale",
@@ -97,14 +173,14 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[Memory]
     return template, before
 
 
-def test_a_repair_run_to_completion_restores_every_memory(damaged: tuple[Path, set[Memory]], tmp_path: Path) -> None:
+def test_a_repair_run_to_completion_restores_every_memory(damaged: tuple[Store, set[Memory]], tmp_path: Path) -> None:
     template, before = damaged
-    data_dir = tmp_path / "data"
-    shutil.copytree(template, data_dir)
-    done = run_repair(data_dir, 0)
+    store = template.copy(tmp_path / "data")
+    data_dir = store.data_dir
+    done = run_repair(store, 0)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1])["ok"] is True
-    with open_store(data_dir) as core:
+    with store.opened() as core:
         assert check(core).ok
         held = memories(core)
         assert {m: n for m, n in held.items() if n != 1} == {}
@@ -113,22 +189,23 @@ def test_a_repair_run_to_completion_restores_every_memory(damaged: tuple[Path, s
         assert_stores_agree(core)
 
 
-def test_a_repair_killed_at_any_step_loses_no_memory(damaged: tuple[Path, set[Memory]], tmp_path: Path) -> None:
+def test_a_repair_killed_at_any_step_loses_no_memory(damaged: tuple[Store, set[Memory]], tmp_path: Path) -> None:
     template, before = damaged
-    dry = tmp_path / "dry"
-    shutil.copytree(template, dry)
+    dry = template.copy(tmp_path / "dry")
     out = run_repair(dry, 0)
+    dry.remove()
     assert out.returncode == 0, out.stderr[-3000:]
     steps = int(json.loads(out.stdout.strip().splitlines()[-1])["steps"])
     assert steps >= 10, "the repair should write in many steps"
     failures = []
-    for crash_at in range(1, steps + 1):
-        data_dir = tmp_path / f"trial-{crash_at}"
-        shutil.copytree(template, data_dir)
-        trial = run_repair(data_dir, crash_at)
+    stride = STRIDE[template.backend]
+    for crash_at in sorted({*range(1, steps + 1, stride), steps}):
+        store = template.copy(tmp_path / f"trial-{crash_at}")
+        data_dir = store.data_dir
+        trial = run_repair(store, crash_at)
         assert trial.returncode == CRASH_EXIT, f"step {crash_at}: {trial.stderr[-3000:]}"
         where = json.loads(trial.stdout.strip().splitlines()[-1])["step"]
-        with open_store(data_dir) as core:  # recovery at open runs here
+        with store.opened() as core:  # recovery at open runs here
             kept = set(memories(core)) | quarantined(data_dir)
             lost = before - kept
             if lost:
@@ -142,5 +219,5 @@ def test_a_repair_killed_at_any_step_loses_no_memory(damaged: tuple[Path, set[Me
             if set(held) | {("globex", UNREBUILDABLE)} != before | {("globex", UNREBUILDABLE)}:
                 failures.append(f"killed at step {crash_at} ({where}): after the next repair the store holds "
                                 f"{sorted(set(held) ^ before)} differently")
-        shutil.rmtree(data_dir)
+        store.remove()
     assert not failures, "\n".join(failures)

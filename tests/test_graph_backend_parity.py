@@ -111,6 +111,28 @@ def test_every_read_of_the_seam_answers_as_sqlite_does(stores: tuple[SqliteGraph
     assert {k: (v, expected[k]) for k, v in found.items() if v != expected[k]} == {}
 
 
+@pytest.mark.parametrize("tenant", ["acme", "nobody"])
+def test_reads_inside_one_request_answer_as_sqlite_does_twice_over_and_after_a_write_in_it(
+    stores: tuple[SqliteGraphStore, PostgresGraphStore], tenant: str
+) -> None:
+    """consistent_reads: the same answers inside the block (the second round from shared checks
+    and the node cache on PostgreSQL), and the store's own write inside it is seen at once."""
+    lite, pg = stores
+    for s in (lite, pg):
+        with s.consistent_reads(tenant):
+            assert _reads(s, tenant) == _reads(lite, tenant)
+            assert _reads(s, tenant) == _reads(lite, tenant)
+    for s in (lite, pg):
+        with s.consistent_reads(tenant):
+            assert s.memory(tenant, 99) is None and s.bounds(tenant, "new") is None
+            with s.transaction() as tx:
+                tx.write_memory(row(99, "written inside the request", tenant=tenant, session="new", ts=7))
+            found = s.memory(tenant, 99)
+            assert found is not None and found.session == "new"
+            assert s.contents(tenant, [99]) == {99: "written inside the request"}
+            assert s.bounds(tenant, "new") == ((7, 99), (7, 99))
+
+
 def _shape(g: nx.MultiDiGraph) -> tuple[Any, ...]:
     return (sorted(g.nodes(data="depth")), sorted(g.edges(keys=True)), g.graph["truncated"])
 

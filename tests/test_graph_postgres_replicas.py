@@ -47,6 +47,93 @@ def test_a_replica_sees_another_ones_journal_only_after_its_lease_expired(dsn: s
         b.close()
 
 
+def test_a_store_that_succeeds_a_locked_directory_acts_at_once_on_its_predecessors_entries_only(dsn: str) -> None:
+    """The data directory's lock proves its last holder is gone: entries written under that
+    directory's scope are the successor's at once, live lease or not; nobody else's are."""
+    dead = PostgresGraphStore(dsn, owner="host:11:aaaa@dir-x", lease_s=30)
+    other = PostgresGraphStore(dsn, owner="host:12:bbbb@dir-y", lease_s=30)
+    replica = PostgresGraphStore(dsn, owner="host:13:cccc", lease_s=30)
+    try:
+        for store, ref in ((dead, "mem:1"), (other, "mem:2"), (replica, "mem:3")):
+            with store.transaction() as tx:
+                tx.journal([("add", T, ref)])
+        dead.close()  # killed: its lease has 30 s to run
+        with PostgresGraphStore(dsn, owner="host:14:dddd@dir-x", succeeds="@dir-x", lease_s=30) as heir:
+            (entry,) = heir.journal()
+            assert entry.item_id == "mem:1"
+            assert heir.claim_journal([e.seq for e in PgMaintenance(heir).journal()]) == [entry.seq]
+        with PostgresGraphStore(dsn, owner="host:15:eeee", lease_s=30) as stranger:
+            assert stranger.journal() == []  # without the lock, a lease is the only proof
+    finally:
+        dead.close()
+        other.close()
+        replica.close()
+
+
+# ---- the node cache ----------------------------------------------------------------------------
+
+def test_a_replicas_cached_reads_answer_another_replicas_writes_at_once(dsn: str) -> None:
+    """Replica b caches nodes, contents, bounds and counts; every write through replica a (an add, a
+    delete, a memory re-added under the same id with other content) shows in b's very next read."""
+    with PostgresGraphStore(dsn, owner="a") as a, PostgresGraphStore(dsn, owner="b") as b:
+        first, second = ids(a, 2)
+        add(a, row(first, "the kiln is hot", ts=10))
+        for _ in range(2):  # the second round is answered from the cache
+            assert b.memory(T, first) is not None and b.memory(T, second) is None
+            assert b.contents(T, [first, second]) == {first: "the kiln is hot"}
+            assert b.bounds(T, "s1") == ((10, first), (10, first)) and b.non_turn_count(T) == 0
+        node = b.memory(T, first)
+        assert node is not None and b.adjacent_many(T, [node]) == {first: (None, None)}
+        assert b.adjacent_many(T, [node]) == {first: (None, None)}
+        assert b._cache.hits > 0
+        add(a, row(second, "a note", ts=20, type_="note"))
+        assert b.adjacent_many(T, [node]) == {first: (None, (20, second))}
+        assert b.memory(T, second) is not None and b.bounds(T, "s1") == ((10, first), (20, second))
+        assert b.non_turn_count(T) == 1 and b.contents(T, [second]) == {second: "a note"}
+        with a.transaction() as tx:
+            assert tx.erase_memory(T, first)
+        assert b.memory(T, first) is None and b.contents(T, [first]) == {}
+        assert b.bounds(T, "s1") == ((20, second), (20, second))
+        add(a, row(first, "the kiln is cold now", ts=30))  # the same id, other content
+        assert b.contents(T, [first]) == {first: "the kiln is cold now"}
+        assert b.memories(T, [first, second])[first].ts_us == 30
+        assert b.memory("globex", first) is None  # another tenant's id reads as missing, cached or not
+
+
+def test_one_request_on_a_replica_sees_what_another_committed_before_it_began(dsn: str) -> None:
+    """Inside consistent_reads replica b checks the tenant's version once: a's write acknowledged
+    before the request began is visible, and the request's repeated reads are cache hits."""
+    with PostgresGraphStore(dsn, owner="a") as a, PostgresGraphStore(dsn, owner="b") as b:
+        first, second = ids(a, 2)
+        add(a, row(first, "before", ts=10))
+        assert b.memory(T, first) is not None  # cached, at the version of that one add
+        add(a, row(second, "also before", ts=20))
+        queries: list[str] = []
+        real_read = b._read
+        b._read = lambda fn, what="read": queries.append(what) or real_read(fn, what)  # type: ignore[method-assign]
+        with b.consistent_reads(T):
+            assert b.contents(T, [first, second]) == {first: "before", second: "also before"}
+            assert b.memory(T, second) is not None and b.memory(T, first) is not None  # the old entry refreshed
+            asked = len(queries)
+            for _ in range(3):
+                assert b.contents(T, [first, second]) == {first: "before", second: "also before"}
+                assert b.memory(T, first) is not None
+            assert len(queries) == asked  # answered from the cache under the request's one check
+        assert b.contents(T, [first]) == {first: "before"} and len(queries) == asked + 1  # outside: checked again
+        with a.transaction() as tx:
+            assert tx.erase_memory(T, second)
+        with b.consistent_reads(T):  # the next request
+            assert b.contents(T, [first, second]) == {first: "before"}
+
+
+def test_a_store_without_a_node_cache_reads_through(dsn: str) -> None:
+    with PostgresGraphStore(dsn, owner="a") as a, PostgresGraphStore(dsn, owner="b", cache_nodes=0) as b:
+        (only,) = ids(a, 1)
+        add(a, row(only, "x", ts=5))
+        assert b.contents(T, [only]) == {only: "x"} and b.bounds(T, None) == ((5, only), (5, only))
+        assert b._cache.hits == 0 and len(b._cache) == 0
+
+
 # ---- schema ------------------------------------------------------------------------------------
 
 def test_an_older_schema_is_upgraded_at_open_and_its_rows_become_searchable(dsn: str) -> None:

@@ -72,3 +72,18 @@ def test_two_replicas_racing_on_one_idempotency_key_both_answer_with_the_one_row
         assert results["a"] == results["b"], f"trial {trial}: two rows for one key {results}"
     assert a.graph.count("acme") == 25 and b.graph.count("acme") == 25
     assert len(a.get_contents("acme", [f"mem:{i}" for i in a.graph.memory_ids("acme")]).found) == 25
+
+
+def test_an_open_over_postgres_with_embedded_chroma_recovers_what_the_last_holder_of_the_directory_left(
+    tmp_path: Path, dsn: str
+) -> None:
+    """The directory's lock says the previous process is gone: its in-flight add is rolled back at
+    open, as on SQLite, without waiting for that process's lease (30 s by default) to run out."""
+    first = _open(tmp_path / "data", postgres_dsn=dsn)
+    first.add_memory("acme", "s", "ann", "acknowledged")
+    with first.graph.transaction() as tx:  # an add that was in flight when the process died
+        tx.journal([("add", "acme", "mem:999")])
+    first.close()  # the lock is released as by a kill; the entry keeps its live lease
+    with _open(tmp_path / "data", postgres_dsn=dsn) as second:
+        assert [(r["ref"], r["action"]) for r in second.recovered] == [("mem:999", "rolled back unacknowledged add")]
+        assert second.maintenance.journal() == []

@@ -5,7 +5,10 @@
 the *heartbeat* thread, which renews this owner's journal leases every ``lease_s / 3`` seconds
 until :meth:`close`. :meth:`journal` lists what this replica may act on: its own entries and
 those whose owner's lease has expired (that replica is gone); :meth:`claim_journal` takes such
-entries over atomically before recovery acts on them.
+entries over atomically before recovery acts on them. ``succeeds`` (an owner suffix) names the
+processes this one replaced: a process that holds a data directory's lock (PostgreSQL with
+embedded Chroma) knows the last holder is gone, so entries written under that directory's
+suffix are its own at once, whatever their lease says.
 
 Reads retry transient failures (connection lost, server restarting) for up to ``retry_s``
 seconds; :meth:`run` does the same for a whole write transaction. :meth:`transaction` retries
@@ -27,9 +30,9 @@ from psycopg_pool import ConnectionPool
 
 from graph.api import GraphStore, GraphStoreError, GraphTxn, JournalEntry, LexicalHit, RowFilter
 from graph.pg import lexical
+from graph.pg.cached_reads import CachedReads
 from graph.pg.errors import retrying, wrap
 from graph.pg.migrations import migrate
-from graph.pg.reads import Reads
 from graph.pg.rows import scalar
 from graph.pg.txn import PgTxn
 from graph.traversal import neighbourhood
@@ -59,17 +62,21 @@ def parse_dsn(dsn: str) -> dict[str, Any]:
         raise InvalidDSNError("storage.postgres_dsn is not a valid PostgreSQL connection string") from exc
 
 
-class PostgresGraphStore(Reads):
+class PostgresGraphStore(CachedReads):
     """The durable graph on PostgreSQL (see the module docstring); ``owner`` names this replica
     in the journal and must be unique among live replicas (e.g. ``host:pid:uuid4``)."""
 
     def __init__(self, dsn: str, *, owner: str, lease_s: float = 30.0, pool_size: int = 8,
-                 retry_s: float = 5.0, connect_timeout_s: float = 5.0, cache_entries: int = 256) -> None:
+                 retry_s: float = 5.0, connect_timeout_s: float = 5.0, cache_entries: int = 256,
+                 succeeds: str | None = None, cache_nodes: int = 50_000) -> None:
         params = parse_dsn(dsn)
         params.setdefault("connect_timeout", str(max(1, int(connect_timeout_s))))
         if not owner:
             raise ValueError("owner must name this replica (e.g. host:pid:uuid)")
+        if succeeds is not None and (not succeeds or not owner.endswith(succeeds)):
+            raise ValueError("succeeds must be a non-empty suffix of owner (the locked directory's scope)")
         self.owner, self.lease_s, self.retry_s = owner, float(lease_s), float(retry_s)
+        self.succeeds = succeeds
         self.pool = ConnectionPool(kwargs={**params, "autocommit": True}, min_size=1, max_size=max(1, pool_size),
                                    timeout=retry_s, open=False, name=f"memcore-{owner}")
         try:
@@ -81,7 +88,7 @@ class PostgresGraphStore(Reads):
         except BaseException:
             self.pool.close()
             raise
-        super().__init__()
+        super().__init__(cache_nodes)
         self.cache_entries = max(0, cache_entries)
         self.prune_min_rows = lexical.COMMON_MIN_ROWS  # tenants above it drop very common query words
         self._cache_lock = threading.Lock()
@@ -124,6 +131,7 @@ class PostgresGraphStore(Reads):
             raise wrap(exc, "write") from exc
         finally:
             self.pool.putconn(conn)
+            self.wrote()
 
     def _live_connection(self) -> psycopg.Connection[Any]:
         """A pooled connection that answered an empty query: one the server dropped (a restart,
@@ -161,26 +169,40 @@ class PostgresGraphStore(Reads):
             except GraphStoreError:  # the next beat tries again; an expired lease only lets others recover
                 continue
 
+    def _actionable(self) -> tuple[str, list[Any]]:
+        """The SQL condition (and its parameters) for entries this store may act on: its own,
+        those whose lease expired, and those of the processes it succeeds (see ``succeeds``)."""
+        if self.succeeds is None:
+            return "(owner = %s OR lease_until < clock_timestamp())", [self.owner]
+        return ("(owner = %s OR lease_until < clock_timestamp() OR right(owner, char_length(%s)) = %s)",
+                [self.owner, self.succeeds, self.succeeds])
+
     def journal(self, limit: int | None = None) -> list[JournalEntry]:
-        """Entries this replica may act on: its own, and those of owners whose lease expired."""
+        """Entries this replica may act on: its own, those of owners whose lease expired, and
+        those of the processes it succeeds."""
+        condition, params = self._actionable()
+
         def read(conn: psycopg.Connection[Any]) -> list[JournalEntry]:
             rows = conn.execute(
                 "SELECT seq, op, tenant, item_id, created_us, owner, "
                 "(extract(epoch FROM lease_until) * 1000000)::bigint FROM journal "
-                "WHERE owner = %s OR lease_until < clock_timestamp() ORDER BY seq LIMIT %s",
-                [self.owner, limit]).fetchall()
+                f"WHERE {condition} ORDER BY seq LIMIT %s",
+                [*params, limit]).fetchall()
             return [LeasedJournalEntry(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5], int(r[6])) for r in rows]
         return self._with_conn(read, "journal read")
 
     def claim_journal(self, seqs: Iterable[int]) -> list[int]:
         """Take over entries before recovering them: each of ``seqs`` that is this replica's or whose
-        lease expired becomes this replica's, leased anew, in one statement, so two replicas
-        recovering at once never both act on one entry. Returns the seqs claimed."""
+        lease expired (or whose owner this store succeeds) becomes this replica's, leased anew, in
+        one statement, so two replicas recovering at once never both act on one entry. Returns the
+        seqs claimed."""
+        condition, params = self._actionable()
+
         def claim(conn: psycopg.Connection[Any]) -> list[int]:
             rows = conn.execute(
                 "UPDATE journal SET owner = %s, lease_until = clock_timestamp() + make_interval(secs => %s) "
-                "WHERE seq = ANY(%s::bigint[]) AND (owner = %s OR lease_until < clock_timestamp()) RETURNING seq",
-                [self.owner, self.lease_s, list(seqs), self.owner]).fetchall()
+                f"WHERE seq = ANY(%s::bigint[]) AND {condition} RETURNING seq",
+                [self.owner, self.lease_s, list(seqs), *params]).fetchall()
             return sorted(int(r[0]) for r in rows)
         return self._with_conn(claim, "journal claim")
 
@@ -232,10 +254,11 @@ class PostgresGraphStore(Reads):
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def invalidate(self) -> None:
-        """Drop the caches (agent names, subgraphs); both also follow the tenant's version."""
+        """Drop the caches (agent names, subgraphs, nodes); all also follow the tenant's version."""
         with self._cache_lock:
             self._agent_cache.clear()
             self._hoods.clear()
+            self._cache.clear()
 
     def close(self) -> None:
         """Stop the heartbeat and close the pool (idempotent)."""

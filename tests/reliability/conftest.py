@@ -24,11 +24,15 @@ CRASH_TEST_FILE = "tests/test_crash.py"
 # in the same session, and each joins the table as one row (tests run, failures, time).
 EXTERNAL_HARNESSES = {
     "tests/test_store_stateful.py": "store stateful (model check)",
+    "tests/test_doctor_crash.py": "doctor repair (killed at its steps)",
     "tests/test_disk_faults.py": "disk faults",
     "tests/test_multiprocess.py": "multi-process",
 }
+# ... of which these are parametrized over the store backends: one row per backend
+PER_BACKEND = {"tests/test_store_stateful.py", "tests/test_doctor_crash.py"}
 _CRASH_TRIAL = re.compile(r"^trial (\d+): killed", re.MULTILINE)  # each line is printed twice
 _CRASH_ACKS = re.compile(r"'acknowledged': (\d+)")
+_PARAM = re.compile(r"\[([^\]]+)\]$")
 
 
 @pytest.fixture(scope="session")
@@ -63,14 +67,30 @@ def _test_reports(terminalreporter: pytest.TerminalReporter) -> list[pytest.Test
     return [r for r in reports if r.when == "call" or (r.when == "setup" and r.outcome != "passed")]
 
 
+def backend_of(nodeid: str) -> str | None:
+    """The backend a parametrized test ran over (``test_x[postgres]`` -> ``postgres``), if any."""
+    match = _PARAM.search(nodeid)
+    return match.group(1) if match else None
+
+
+def harness_name(name: str, nodeid: str) -> str:
+    """A row per backend for the harnesses in PER_BACKEND: ``name (..., backend)``."""
+    backend = backend_of(nodeid) if nodeid.split("::", 1)[0] in PER_BACKEND else None
+    if backend is None:
+        return name
+    return f"{name[:-1]}, {backend})" if name.endswith(")") else f"{name} ({backend})"
+
+
 def _record_crash_run(report: pytest.TestReport) -> None:
-    """The crash harness (another helper's module) joins the table from its report: its trials,
-    the acknowledged writes its last check verified (as steps), and its verdict (it asserts
-    0 lost and 0 half-written)."""
+    """The crash harness (another helper's module) joins the table from its report, one row per
+    backend: its trials, the acknowledged writes its last check verified (as steps), and its
+    verdict (it asserts 0 lost and 0 half-written)."""
     module = sys.modules.get("tests.test_crash") or sys.modules.get("test_crash")
-    row = RESULTS.row("crash (SIGKILL writer)", report.nodeid)
+    backend = backend_of(report.nodeid) or "sqlite"
+    row = RESULTS.row(f"crash (SIGKILL writer, {backend})", report.nodeid)
     kills = len(set(_CRASH_TRIAL.findall(report.capstdout)))
-    row.trials = int(getattr(module, "TRIALS", 0)) or kills
+    trials = getattr(module, "TRIALS", {})
+    row.trials = int(trials.get(backend, 0) if isinstance(trials, dict) else trials) or kills
     row.steps = max((int(n) for n in _CRASH_ACKS.findall(report.capstdout)), default=0)
     if report.outcome != "passed":
         row.errors += 1
@@ -87,7 +107,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if path == CRASH_TEST_FILE:
             _record_crash_run(report)
         elif path in EXTERNAL_HARNESSES:
-            row = RESULTS.row(EXTERNAL_HARNESSES[path], report.nodeid)
+            row = RESULTS.row(harness_name(EXTERNAL_HARNESSES[path], report.nodeid), report.nodeid)
             row.examples += 1
             row.errors += report.outcome == "failed"
             row.notes = f"{row.examples} tests (counts inside each are the module's own)"

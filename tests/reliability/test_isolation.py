@@ -14,7 +14,8 @@ deleted by its author only; corrections (update_memory) and locks follow the sam
 (another tenant's or agent's ref reads as missing; SUPERSEDED, LOCKED as the model says) and
 recall shows superseded versions only when deep; and every answer is checked against a plain
 model. ~150 steps in CI; ≥ 2,000 with ``MEMORY_CORE_RELIABILITY=long``. Afterwards the stores
-hold exactly the model's memories and doctor is clean.
+hold exactly the model's memories and doctor is clean. The same run goes over SQLite + embedded
+Chroma and over PostgreSQL + ``chroma run`` (a replica's stores).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +63,7 @@ VOCAB = ("orion", "vault", "deploy", "billing", "invoice", "queue", "retry", "sc
 # Hypothesis picks each example's length (up to the step count); batches run until the target is met.
 TARGET_STEPS, EXAMPLES_PER_BATCH, STEPS_PER_EXAMPLE = (2000, 20, 50) if LONG else (150, 5, 30)
 MAX_BATCHES = 50
+BACKENDS = ("sqlite", "postgres")
 
 
 @dataclass
@@ -471,16 +474,26 @@ class IsolationMachine(RuleBasedStateMachine):
                         f"export line {line['ref']} differs")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
-    with in_process_server(tmp_path_factory.mktemp("isolation") / "data") as srv:
+@pytest.fixture(scope="module", params=BACKENDS)
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    """The server over SQLite + embedded Chroma, or over PostgreSQL + `chroma run` (a replica's stores)."""
+    storage: dict[str, Any] = {}
+    if request.param == "postgres":
+        from tests.support.postgres import fresh_database
+
+        host, port = request.getfixturevalue("chroma_server")
+        storage = {"graph": "postgres", "postgres_dsn": fresh_database(request.getfixturevalue("postgres_dsn")),
+                   "chroma": "http", "chroma_host": host, "chroma_port": port,
+                   "collection_prefix": "iso" + secrets.token_hex(4)}
+    with in_process_server(tmp_path_factory.mktemp("isolation") / "data", storage=storage) as srv:
         yield srv
 
 
 def test_no_row_of_one_tenant_ever_reaches_another_on_any_read_path(
-    server: InProcessServer, results_row: Callable[[str], HarnessResult]
+    server: InProcessServer, results_row: Callable[[str], HarnessResult], request: pytest.FixtureRequest
 ) -> None:
-    row = results_row("isolation (3 tenants, stateful)")
+    backend = request.node.callspec.params["server"]
+    row = results_row(f"isolation (3 tenants, stateful, {backend})")
     run = Run(server, row, {}, itertools.count())
     IsolationMachine.run = run
     batch = settings(max_examples=EXAMPLES_PER_BATCH, stateful_step_count=STEPS_PER_EXAMPLE, deadline=None,

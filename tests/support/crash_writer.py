@@ -1,7 +1,8 @@
 """The two halves of the crash test, each run as its own process.
 
 ``python -m tests.support.crash_writer <data_dir> <ack_file>`` opens the store (embedded
-Chroma, the deterministic embedder) and adds memories from a few threads for ever:
+Chroma and SQLite, or the ``--storage`` JSON's settings: PostgreSQL, a Chroma server; always
+the deterministic embedder) and adds memories from a few threads for ever:
 single adds, batch adds, retries with an idempotency key, explicit (shared) timestamps,
 and now and then a delete of one of its own memories. After a call returns it appends
 the outcome to the ack file and fsyncs, so every line there is a promise the store made.
@@ -15,9 +16,11 @@ promise, then prints a JSON summary; it exits non-zero with the reason on any fa
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import random
+import signal
 import sys
 import threading
 import traceback
@@ -39,9 +42,10 @@ BASE = datetime(2025, 6, 1, tzinfo=UTC)
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
 
 
-def open_store(data_dir: Path) -> MemoryCore:
-    """The configuration both halves use: embedded Chroma, hash embedder, no env or config file."""
-    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
+def open_store(data_dir: Path, storage: dict[str, Any] | None = None) -> MemoryCore:
+    """The configuration both halves use: ``storage`` (default: embedded Chroma and SQLite), the
+    hash embedder, no env or config file."""
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, "storage": storage or {}})
     return MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder())
 
 
@@ -130,8 +134,9 @@ def writer_thread(core: MemoryCore, log: AckLog, worker: int, seed: int) -> None
             mine.append(record)
 
 
-def run_writer(data_dir: Path, ack_file: Path, seed: int) -> None:
-    core = open_store(data_dir)
+def run_writer(data_dir: Path, ack_file: Path, seed: int, storage: dict[str, Any] | None = None) -> None:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # a writer that stalls shows where (to stderr)
+    core = open_store(data_dir, storage)
     log = AckLog(ack_file)
     log.write({"op": "opened", "pid": os.getpid(), "recovered": len(core.recovered)})
     failures: list[str] = []
@@ -153,14 +158,14 @@ def run_writer(data_dir: Path, ack_file: Path, seed: int) -> None:
 
 
 # ---- verification (a fresh process) ----------------------------------------------------------
-def verify(data_dir: Path, ack_file: Path) -> dict[str, Any]:
+def verify(data_dir: Path, ack_file: Path, storage: dict[str, Any] | None = None) -> dict[str, Any]:
     acks = read_acks(ack_file)
     errors = [a["detail"] for a in acks if a.get("op") == "error"]
     assert not errors, f"the writer reported errors: {errors[:3]}"
     added = {a["ref"]: a for a in acks if a.get("op") in ("add", "updated")}
     deleting = {a["ref"] for a in acks if a.get("op") == "deleting"}
     deleted = {a["ref"] for a in acks if a.get("op") == "deleted"}
-    core = open_store(data_dir)
+    core = open_store(data_dir, storage)
     try:
         recovered = core.recovered
         views = assert_stores_agree(core)  # same ids everywhere, FTS complete, journal empty
@@ -251,16 +256,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("ack_file", type=Path)
     parser.add_argument("--verify", action="store_true", help="reopen, check every acknowledged write, exit")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--storage", type=json.loads, default={}, help="storage settings as JSON")
     args = parser.parse_args(argv)
     if args.verify:
         try:
-            summary = verify(args.data_dir, args.ack_file)
+            summary = verify(args.data_dir, args.ack_file, args.storage)
         except AssertionError as exc:
             print(f"VERIFY FAILED: {exc}", file=sys.stderr)
             sys.exit(2)
         print(json.dumps(summary))
         return
-    run_writer(args.data_dir, args.ack_file, args.seed)
+    run_writer(args.data_dir, args.ack_file, args.seed, args.storage)
 
 
 if __name__ == "__main__":

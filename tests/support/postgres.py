@@ -119,10 +119,10 @@ def fresh_database(admin_dsn: str, template: str = "template1") -> str:
                 if attempt == 49:
                     raise
                 time.sleep(0.1)
-    return _with_dbname(admin_dsn, name)
+    return with_dbname(admin_dsn, name)
 
 
-def _with_dbname(dsn: str, dbname: str) -> str:
+def with_dbname(dsn: str, dbname: str) -> str:
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     params = conninfo_to_dict(dsn)

@@ -1,9 +1,10 @@
 """``doctor --repair`` killed at a chosen step, for tests/test_doctor_crash.py.
 
-``python -m tests.support.repair_crash <data_dir> <crash_at>`` opens the store (embedded
-Chroma, the deterministic embedder) and runs :func:`memory_core.doctor.repair`, counting
-every step at the store boundaries while the repair runs: just before and just after
-each vector-store write (upsert, delete) and each SQLite write transaction. At step
+``python -m tests.support.repair_crash <data_dir> <crash_at> [<storage JSON>]`` opens the store
+(embedded Chroma, the deterministic embedder; SQLite, or the graph the storage settings name:
+PostgreSQL) and runs :func:`memory_core.doctor.repair`, counting every step at the store
+boundaries while the repair runs: just before and just after each vector-store write (upsert,
+delete) and each graph write transaction (SQLite's or PostgreSQL's). At step
 ``crash_at`` the process ends with ``os._exit`` — no cleanup, no flush, as after SIGKILL.
 When the repair finishes first, it prints ``{"steps": <how many there were>}``; run with
 ``crash_at = 0`` that is the dry run that tells the test how many steps to try.
@@ -65,8 +66,8 @@ class CrashingVectorStore(ChromaVectorStore):
         self.steps.step(f"after delete {list(ids)}")
 
 
-def open_store(data_dir: Path, steps: Steps | None = None) -> MemoryCore:
-    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
+def open_store(data_dir: Path, storage: dict[str, Any] | None = None, steps: Steps | None = None) -> MemoryCore:
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, "storage": storage or {}})
     if steps is None:
         return MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder())
     import chromadb
@@ -78,7 +79,21 @@ def open_store(data_dir: Path, steps: Steps | None = None) -> MemoryCore:
     return MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder(), vector_store=vectors)
 
 
-def count_transactions(steps: Steps) -> None:
+def count_transactions(steps: Steps, graph: str) -> None:
+    if graph == "postgres":
+        from graph.pg.store import PostgresGraphStore
+
+        real_pg = PostgresGraphStore.transaction
+
+        @contextmanager
+        def counted_pg(self: PostgresGraphStore) -> Iterator[Any]:
+            steps.step("before a PostgreSQL transaction")
+            with real_pg(self) as tx:
+                yield tx
+            steps.step("after a PostgreSQL commit")
+
+        PostgresGraphStore.transaction = counted_pg  # type: ignore[method-assign]
+        return
     real = GraphDB.transaction
 
     @contextmanager
@@ -93,9 +108,10 @@ def count_transactions(steps: Steps) -> None:
 
 def main() -> None:
     data_dir, crash_at = Path(sys.argv[1]), int(sys.argv[2])
+    storage: dict[str, Any] = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
     steps = Steps(crash_at)
-    count_transactions(steps)
-    core = open_store(data_dir, steps)
+    count_transactions(steps, str(storage.get("graph", "sqlite")))
+    core = open_store(data_dir, storage, steps)
     steps.armed = True  # recovery at open is not part of the repair
     report = repair(core)
     steps.armed = False
