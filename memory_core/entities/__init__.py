@@ -1,0 +1,1 @@
+"""What memories are about: entities, their extraction and their graph."""
