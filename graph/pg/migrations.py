@@ -15,6 +15,7 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
    and its GIN index (on (tenant, tsv_win) with btree_gin, else on tsv_win).
 3. The ``counts`` table (type, agent, channel, channel sessions and UTC days per tenant, see
    :mod:`graph.pg.counts`), filled from the rows.
+5. Entities: ENTITY rows, their aliases, MENTIONS and RELATED (see :mod:`graph.pg.entities`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from psycopg import Cursor, sql
 
 from graph.api import GraphStoreError
 from graph.pg import counts
+from graph.pg.entities import SCHEMA_V5
 
 MIGRATION_LOCK = 0x6D656D636F7265  # pg_advisory_xact_lock key: "memcore"
 
@@ -193,6 +195,10 @@ def _v3(cur: Cursor[tuple[object, ...]]) -> None:
     cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {counts.SCOPED_SQL}")
 
 
+def _v5(cur: Cursor[tuple[object, ...]]) -> None:
+    cur.execute(SCHEMA_V5)
+
+
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
     ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
@@ -210,7 +216,7 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     return True
 
 
-MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2), (3, _v3)]
+MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2), (3, _v3), (5, _v5)]
 LATEST = MIGRATIONS[-1][0]
 
 

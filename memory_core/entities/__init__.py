@@ -1,1 +1,1 @@
-"""What memories are about: entities, their extraction and their graph."""
+"""Entities: what memories are about (declared by writers, extracted from text, merged by operators)."""
