@@ -44,6 +44,10 @@ def test_sentence_initial_stop_words_months_and_weekdays_are_not_names() -> None
     assert [n for n, k in found(text) if k == "name"] == ["Anna"]
 
 
+def test_contractions_and_sentence_initial_gerunds_are_not_names() -> None:
+    assert found("They’ve left. It'll rain. Researching it helped. Visited Rome.") == [("Rome", "name")]
+
+
 def test_a_possessive_is_not_part_of_the_name() -> None:
     assert found("Melanie's kids love painting.") == [("Melanie", "name")]
 

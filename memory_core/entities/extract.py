@@ -77,6 +77,7 @@ _DATE = re.compile(
     r"|(\d{1,2})(?:st|nd|rd|th)?\s(?:of\s)?([A-Za-z]{3,9})\.?,?\s(\d{4})"
     r"|([A-Za-z]{3,9})\.?\s(\d{1,2})(?:st|nd|rd|th)?,?\s(\d{4})"
     r"|([A-Za-z]{3,9})\.?,?\s(\d{4}))(?![\w-])")
+_CONTRACTIONS = ("n't", "'ve", "'ll", "'d", "'re", "'m", "n’t", "’ve", "’ll", "’d", "’re", "’m")
 # capitalised words that are not names anywhere (they end a phrase)
 _NEVER = frozenset("i i'm i've i'd i'll ok okay".split())
 # words capitalised only because a sentence starts with them: dropped there (mid-sentence, "New York" keeps "New")
@@ -238,7 +239,11 @@ def _phrase_word(text: str, word: str, start: int, sentence_start: bool, phrase:
     if folded in _NEVER or folded in _WEEKDAYS or folded in _MONTH_NAMES:
         _close(text, phrase, out)
         return
-    if sentence_start and not phrase and (folded in _STOP or folded in _MONTHS):
+    if folded.endswith(_CONTRACTIONS):  # "They've", "It'll": never a name
+        _close(text, phrase, out)
+        return
+    if sentence_start and not phrase and (folded in _STOP or folded in _MONTHS
+                                          or (len(folded) > 5 and folded.endswith(("ing", "ed")))):
         _close(text, phrase, out)
         return
     phrase.append((w, start, start + len(w)))

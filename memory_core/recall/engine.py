@@ -38,6 +38,7 @@ from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
 from memory_core.recall import scoring
+from memory_core.recall.entity_branch import EntityBranch, EntityHits
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.lexical import WORD, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
@@ -75,6 +76,7 @@ class Recaller:
         self.vectors = vectors
         self.embedder = embedder
         self.settings = settings
+        self.entities = EntityBranch(graph)
         self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall-lexical")
 
     def close(self) -> None:
@@ -118,6 +120,7 @@ class Recaller:
             # the lexical branch needs no embedding: it runs while the query is embedded
             # (SQLite and onnxruntime both release the GIL), hiding its cost behind the model's
             lexical = self._workers.submit(self._lexical, filters, reading, cfg)
+            named = self._workers.submit(self.entities.find, filters, reading, cfg)
             hits: list[VectorHit] = []
             try:
                 if cfg.w_vector > 0 or cfg.fusion == "rrf":
@@ -129,8 +132,8 @@ class Recaller:
                     except StoreError as exc:  # a hung, down or failing Chroma: answer from the lexical side
                         result.diagnostics["vector_search"] = f"unavailable: {exc.message}"
             finally:
-                found = lexical.result()
-            self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found)
+                found, entity_hits = lexical.result(), named.result()
+            self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found, entity_hits)
         result.diagnostics["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return result
 
@@ -153,9 +156,10 @@ class Recaller:
     # ---- ranked recall -------------------------------------------------------------------
     def _ranked(
         self, result: RecallResult, filters: RecallFilters, reading: QueryReading, limit: int, cfg: RecallConfig,
-        deep: bool, hits: list[VectorHit], vector_full: bool, lexical: Lexical,
+        deep: bool, hits: list[VectorHit], vector_full: bool, lexical: Lexical, entity_hits: EntityHits,
     ) -> None:
         cands = self._candidates(hits, lexical)
+        EntityBranch.join(cands, entity_hits)
         attrs = self._admitted(filters, cands)
         # contents are read for exclude_contents (every row) or for the word coverage of the
         # best own-text BM25 rows (the query's quality is a maximum: weaker rows cannot set it)
@@ -176,6 +180,8 @@ class Recaller:
         result.diagnostics["lexical_share"] = round(share, 3)
         scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k].agent for k in cands},
                             lexical_share=share, as_name=reading.as_name)
+        EntityBranch.score(cands, cfg)
+        result.diagnostics["entity_hop_joined"] = self.entities.join_hops(cands, attrs, filters, cfg)
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, 2 * limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
@@ -209,7 +215,8 @@ class Recaller:
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
                                                             -attrs[item[1].id].ts_us, item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
-        refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by) if k is not None}
+        refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by, c.entity_via)
+                if k is not None}
         result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
                            for conf, c in top if c.id in rows]
 
