@@ -23,6 +23,8 @@ from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
 from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm, warm_up_in_background
+from memory_core.entities.related import RelatedResult
+from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityService, MergedEntity
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError
@@ -401,3 +403,11 @@ class MemoryCore:
     def merge_entities(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
         """Fold entity ``merge`` (a ref or name) into ``keep``: aliases, mentions, relations move."""
         return self.entity_service.merge(tenant, keep, merge, viewer=viewer)
+
+    @coded_graph_errors("walking the entity graph")
+    def related(self, tenant: str, entity_or_ref: str, *, depth: int = 2, limit: int = 20,
+                viewer: str | None = None) -> RelatedResult:
+        """Memories and entities around an entity (name, alias or ``ent:`` ref) or a memory (``mem:``),
+        best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100)."""
+        viewer = v.name(viewer, "viewer", required=False)
+        return related_walk(self.graph, self.reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)

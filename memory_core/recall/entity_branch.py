@@ -4,8 +4,10 @@ Two steps, both inside the tenant and seen by the viewer (every row joins under 
 filter checks as any candidate):
 
 1. **query entities** (:meth:`EntityBranch.find`, run beside the lexical branch while the
-   query is embedded): the query's extracted entities and its 1..3-word runs of content words
-   (so "payments api" and "caroline" match written lower-case) are looked up by name in the
+   query is embedded): the query's extracted entities and its runs of 2..3 content words or
+   single words with a digit or punctuation (so "payments api" and "ledger-svc" match written
+   lower-case; one plain lower-case word is not: a capitalised sentence start elsewhere made
+   "Research" an entity, and "research" in a query must not pull those) are looked up by name in the
    tenant's entity table — at most ``MAX_LOOKUPS`` lookups, O(query) whatever the number of
    entities. Agents the query names are skipped: the speaker signal has them, and the rows
    that *mention* a speaker are mostly the other side of the dialogue. Each matched entity
@@ -81,8 +83,8 @@ def query_names(query: str, skip: frozenset[str]) -> list[str]:
             if len(run) < n or not run[0] or not run[-1]:
                 break
             first, last = run[0].casefold(), run[-1].casefold()
-            if first in STOPWORDS or last in STOPWORDS or (n == 1 and len(first) < 3):
-                continue
+            if first in STOPWORDS or last in STOPWORDS or (n == 1 and (len(first) < 3 or first.isalpha())):
+                continue  # one plain word is looked up only as the extractor reads it (a capitalised name)
             key = normalise_name(" ".join(run))
             if key not in skip:
                 out.setdefault(key, " ".join(run))
