@@ -190,6 +190,8 @@ class EntityBranch:
         names = self._names(tenant, viewer, {e for _b, _s, e in lent.values()})
         joined = 0
         for mem_id, (bonus, seed_id, e) in lent.items():
+            if mem_id in cands and not cfg.entity_hop_rerank:
+                continue
             if mem_id not in cands:
                 if mem_id not in admitted:
                     continue

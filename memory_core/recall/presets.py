@@ -61,6 +61,7 @@ class RecallConfig:
     entity_seeds: int = 10
     entity_pool: int = 50  # memories per entity (newest first)
     entity_hop_df: float = 0.02  # a hop entity is mentioned by at most this share of the tenant's memories
+    entity_hop_rerank: bool = True  # the hop also lifts rows already in the pool (False: it only adds rows)
     # a memory another one SUPERSEDES (an older handoff of the chain) loses this share
     superseded_penalty: float = 0.3
     # confidence = (1 - w_recency - w_salience) * relevance + w_recency * recency + w_salience * salience
