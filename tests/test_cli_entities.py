@@ -25,7 +25,8 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "data"
     with MemoryCore.open(path, settings=load_settings()) as core:
         core.add_memory("acme", "s1", "ann", "the gateway timed out", entities=[
-            {"name": "Payments API", "kind": "service", "aliases": ["payments-api"]}, {"name": "Alice", "kind": "person"}])
+            {"name": "Payments API", "kind": "service", "aliases": ["payments-api"]},
+            {"name": "Alice", "kind": "person"}])
         core.add_memory("acme", "s1", "bob", "she restarted it", entities=[{"name": "payments svc"}, {"name": "alice"}])
         core.add_memory("acme", "s1", "ann", "private", visibility="agent", entities=[{"name": "Falcon"}])
         core.add_memory("globex", "g1", "zed", "x", entities=[{"name": "Globex Only"}])
