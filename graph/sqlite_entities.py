@@ -245,14 +245,18 @@ class SqliteEntityWrites:
         return True
 
     def restore_entity(self, tenant: str, record: EntityRecord) -> bool:
-        if self.cur.execute("SELECT 1 FROM entities WHERE id = ?", (record.id,)).fetchone():
+        owner = self.cur.execute("SELECT tenant FROM entities WHERE id = ?", (record.id,)).fetchone()
+        if owner is not None and owner[0] != tenant:
             return False
-        self.cur.execute("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (?, ?, ?, ?, ?)",
-                         (record.id, tenant, record.name, record.kind, record.created_us))
-        for alias in record.aliases:
+        if owner is None:
+            self.cur.execute("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (?, ?, ?, ?, ?)",
+                             (record.id, tenant, record.name, record.kind, record.created_us))
+        elif record.kind:
+            self.fill_kind(tenant, record.id, record.kind)
+        for alias in (record.name, *record.aliases):
             self.add_alias(tenant, record.id, entity_norm(alias), alias)
         self._touched(tenant)
-        return True
+        return owner is None
 
     def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
         writer = self._writer(tenant, mem_id)

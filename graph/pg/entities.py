@@ -231,11 +231,15 @@ class PgEntityWrites:
                           "ON CONFLICT DO NOTHING RETURNING id",
                           [record.id, tenant, record.name, record.kind, record.created_us]).fetchone()
         if created is None:
-            return False
-        for alias in record.aliases:
+            owner = self._x("SELECT tenant FROM entities WHERE id = %s", [record.id]).fetchone()
+            if owner is None or owner[0] != tenant:
+                return False
+            if record.kind:
+                self.fill_kind(tenant, record.id, record.kind)
+        for alias in (record.name, *record.aliases):
             self.add_alias(tenant, record.id, entity_norm(alias), alias)
         self.touch(tenant)
-        return True
+        return created is not None
 
     def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
         writer = self._writer(tenant, mem_id)
