@@ -297,6 +297,9 @@ class GraphTxn(Protocol):
         """Import: MENTIONS from a stored memory to stored entities; returns how many were new."""
     def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
         """Import: RELATED edges between stored entities, declared by stored memories; new ones counted."""
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        """Doctor: delete these (memory id, entity id) MENTIONS and these RELATED rows; how many existed."""
 
 
 class GraphStore(Protocol):

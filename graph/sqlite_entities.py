@@ -281,6 +281,18 @@ class SqliteEntityWrites:
             self._touched(tenant)
         return written
 
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        gone = 0
+        for mem_id, entity_id in mentions:
+            gone += self.cur.execute("DELETE FROM mentions WHERE mem_id = ? AND entity_id = ? AND tenant = ?",
+                                     (mem_id, entity_id, tenant)).rowcount
+        for r in relations:
+            gone += self.cur.execute("DELETE FROM relations WHERE src = ? AND dst = ? AND label = ? AND mem_id = ? "
+                                     "AND tenant = ?", (r.src, r.dst, r.label, r.mem_id, tenant)).rowcount
+        self._touched(tenant)
+        return gone
+
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
         self.cur.execute("DELETE FROM mentions WHERE mem_id = ?", (mem_id,))

@@ -267,6 +267,18 @@ class PgEntityWrites:
             self.touch(tenant)
         return written
 
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        gone = 0
+        for mem_id, entity_id in mentions:
+            gone += len(self._x("DELETE FROM mentions WHERE mem_id = %s AND entity_id = %s AND tenant = %s "
+                                "RETURNING 1", [mem_id, entity_id, tenant]).fetchall())
+        for r in relations:
+            gone += len(self._x("DELETE FROM relations WHERE src = %s AND dst = %s AND label = %s AND mem_id = %s "
+                                "AND tenant = %s RETURNING 1", [r.src, r.dst, r.label, r.mem_id, tenant]).fetchall())
+        self.touch(tenant)
+        return gone
+
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
         self._x("DELETE FROM mentions WHERE mem_id = %s", [mem_id])
