@@ -290,12 +290,16 @@ class GraphTxn(Protocol):
         """Move ``merge``'s aliases, mentions and relations onto ``keep`` and remove ``merge``
         (False when either is not the tenant's, or they are the same entity)."""
     def restore_entity(self, tenant: str, record: EntityRecord) -> bool:
-        """Import: write the entity with its id and aliases unless that id exists (False then);
-        an alias another entity already holds stays with it."""
+        """Import: write the entity with its id and aliases; True when it is new. When the tenant
+        has that id already, only the record's aliases nobody holds are added (and its kind if it
+        has none); another tenant's id is left alone. An alias another entity holds stays with it."""
     def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
         """Import: MENTIONS from a stored memory to stored entities; returns how many were new."""
     def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
         """Import: RELATED edges between stored entities, declared by stored memories; new ones counted."""
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        """Doctor: delete these (memory id, entity id) MENTIONS and these RELATED rows; how many existed."""
 
 
 class GraphStore(Protocol):

@@ -245,14 +245,18 @@ class SqliteEntityWrites:
         return True
 
     def restore_entity(self, tenant: str, record: EntityRecord) -> bool:
-        if self.cur.execute("SELECT 1 FROM entities WHERE id = ?", (record.id,)).fetchone():
+        owner = self.cur.execute("SELECT tenant FROM entities WHERE id = ?", (record.id,)).fetchone()
+        if owner is not None and owner[0] != tenant:
             return False
-        self.cur.execute("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (?, ?, ?, ?, ?)",
-                         (record.id, tenant, record.name, record.kind, record.created_us))
-        for alias in record.aliases:
+        if owner is None:
+            self.cur.execute("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (?, ?, ?, ?, ?)",
+                             (record.id, tenant, record.name, record.kind, record.created_us))
+        elif record.kind:
+            self.fill_kind(tenant, record.id, record.kind)
+        for alias in (record.name, *record.aliases):
             self.add_alias(tenant, record.id, entity_norm(alias), alias)
         self._touched(tenant)
-        return True
+        return owner is None
 
     def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
         writer = self._writer(tenant, mem_id)
@@ -276,6 +280,18 @@ class SqliteEntityWrites:
         if written:
             self._touched(tenant)
         return written
+
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        gone = 0
+        for mem_id, entity_id in mentions:
+            gone += self.cur.execute("DELETE FROM mentions WHERE mem_id = ? AND entity_id = ? AND tenant = ?",
+                                     (mem_id, entity_id, tenant)).rowcount
+        for r in relations:
+            gone += self.cur.execute("DELETE FROM relations WHERE src = ? AND dst = ? AND label = ? AND mem_id = ? "
+                                     "AND tenant = ?", (r.src, r.dst, r.label, r.mem_id, tenant)).rowcount
+        self._touched(tenant)
+        return gone
 
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""

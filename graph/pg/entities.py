@@ -231,11 +231,15 @@ class PgEntityWrites:
                           "ON CONFLICT DO NOTHING RETURNING id",
                           [record.id, tenant, record.name, record.kind, record.created_us]).fetchone()
         if created is None:
-            return False
-        for alias in record.aliases:
+            owner = self._x("SELECT tenant FROM entities WHERE id = %s", [record.id]).fetchone()
+            if owner is None or owner[0] != tenant:
+                return False
+            if record.kind:
+                self.fill_kind(tenant, record.id, record.kind)
+        for alias in (record.name, *record.aliases):
             self.add_alias(tenant, record.id, entity_norm(alias), alias)
         self.touch(tenant)
-        return True
+        return created is not None
 
     def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
         writer = self._writer(tenant, mem_id)
@@ -262,6 +266,18 @@ class PgEntityWrites:
         if written:
             self.touch(tenant)
         return written
+
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        gone = 0
+        for mem_id, entity_id in mentions:
+            gone += len(self._x("DELETE FROM mentions WHERE mem_id = %s AND entity_id = %s AND tenant = %s "
+                                "RETURNING 1", [mem_id, entity_id, tenant]).fetchall())
+        for r in relations:
+            gone += len(self._x("DELETE FROM relations WHERE src = %s AND dst = %s AND label = %s AND mem_id = %s "
+                                "AND tenant = %s RETURNING 1", [r.src, r.dst, r.label, r.mem_id, tenant]).fetchall())
+        self.touch(tenant)
+        return gone
 
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
