@@ -48,6 +48,10 @@ def test_contractions_and_sentence_initial_gerunds_are_not_names() -> None:
     assert found("They’ve left. It'll rain. Researching it helped. Visited Rome.") == [("Rome", "name")]
 
 
+def test_code_literals_are_not_names_even_mid_sentence() -> None:
+    assert found("it returned None where True or False was expected, not Null") == []
+
+
 def test_a_possessive_is_not_part_of_the_name() -> None:
     assert found("Melanie's kids love painting.") == [("Melanie", "name")]
 

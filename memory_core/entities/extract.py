@@ -79,7 +79,7 @@ _DATE = re.compile(
     r"|([A-Za-z]{3,9})\.?,?\s(\d{4}))(?![\w-])")
 _CONTRACTIONS = ("n't", "'ve", "'ll", "'d", "'re", "'m", "n’t", "’ve", "’ll", "’d", "’re", "’m")
 # capitalised words that are not names anywhere (they end a phrase)
-_NEVER = frozenset("i i'm i've i'd i'll ok okay".split())
+_NEVER = frozenset("i i'm i've i'd i'll ok okay none true false null nan".split())  # ... or literals of code
 # words capitalised only because a sentence starts with them: dropped there (mid-sentence, "New York" keeps "New")
 _STOP = frozenset("""
 a an the this that these those there here it its it's i i'm i've i'd i'll me my mine we we're we've our ours
