@@ -10,6 +10,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.recall.entity_branch import MAX_LOOKUPS, query_names, weight
 from tests.conftest import open_core
 
 
@@ -123,3 +124,23 @@ def test_related_of_an_unknown_name_or_a_missing_memory_is_not_found(core: Memor
             core.related("acme", start)
     with pytest.raises(InvalidInputError):
         core.related("acme", "   ")
+
+
+def test_the_query_looks_up_its_names_identifiers_and_phrases_but_not_single_plain_words() -> None:
+    names = query_names("what did Caroline say about the payments api and ERR_CONN_RESET in research?",
+                        skip=frozenset())
+    assert "Caroline" in names and "ERR_CONN_RESET" in names and "payments api" in names
+    assert "research" not in names and "payments" not in names
+
+
+def test_agents_the_query_names_are_left_to_the_speaker_signal() -> None:
+    assert "Caroline" not in query_names("what did Caroline research?", skip=frozenset({"caroline"}))
+
+
+def test_lookups_per_query_are_capped_whatever_its_length() -> None:
+    assert len(query_names(" ".join(f"Name{i} Other{i}" for i in range(500)), skip=frozenset())) == MAX_LOOKUPS
+
+
+def test_an_entity_every_memory_mentions_weighs_nothing_and_a_unique_one_everything() -> None:
+    assert weight(1000, 1000) == 0.0 and weight(1, 1000) == 1.0
+    assert 0.0 < weight(40, 600) < weight(5, 600) < 1.0

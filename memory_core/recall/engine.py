@@ -7,14 +7,16 @@ Pipeline for one query inside one tenant:
 2. candidates: Chroma (cosine), the tenant's window FTS5 table (BM25 over a memory and the
    one before it; in tenants holding other kinds of memory also ranked by the memory's own
    text) and keyword phrases, each with the filters pushed down so filtering happens before
-   any top-N cut;
+   any top-N cut; and the entity branch (:mod:`.entity_branch`): memories that mention the
+   entities the query names;
 3. join: every candidate is re-checked against its AGENT_MEMORY node (tenant, visibility,
    filters) and ``exclude_contents``; dialogue turns (type ``turn``) link to the adjacent
    turns of their session, which join the pool under the same checks; SUPERSEDES edges mark
    older links of a handoff chain;
 4. scoring (:mod:`.scoring`): relative-score fusion with the lexical weight adapted to how
    much of the query the lexical branch's best rows hold; speaker, dates; for dialogue turns
-   only: window BM25, neighbour spread and session support; superseded penalty;
+   only: window BM25, neighbour spread and session support; superseded penalty; the entity
+   branch's share, and one hop: the best rows lend to memories sharing a rare entity;
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
    asks whether the query matched at all (its best row) and falls back to lexical matches
    rather than return nothing; rows then need only a minimal relevance.

@@ -11,9 +11,11 @@ filter checks as any candidate):
    tenant's entity table — at most ``MAX_LOOKUPS`` lookups, O(query) whatever the number of
    entities. Agents the query names are skipped: the speaker signal has them, and the rows
    that *mention* a speaker are mostly the other side of the dialogue. Each matched entity
-   pulls in the (newest ``entity_pool``) memories that mention it; a row's raw score is the
-   share of the query's entity weight it holds, weights by inverse document frequency
-   ``log(N / df) / log(N)`` so an entity half the tenant mentions counts for little.
+   pulls in the (newest ``entity_pool``) memories that mention it; a row's raw score is the mean,
+   over the query's entities, of ``weight²`` for those it mentions, with the weight the inverse
+   document frequency ``log(N / df) / log(N)``: an entity one memory in a hundred mentions counts
+   about a quarter as much as a unique one, one the whole tenant mentions not at all (squared:
+   a nickname the dialogue uses every few turns, "Mel", must not lift all of them).
 2. **one hop** (:meth:`EntityBranch.join_hops`, after the base scores): the best
    ``entity_seeds`` rows of the pool (whatever retriever found them, the entity branch
    included) lend ``entity_hop`` × their base × the shared entity's weight to memories that
@@ -107,8 +109,8 @@ class EntityBranch:
         self.graph = graph
 
     def find(self, filters: RecallFilters, reading: QueryReading, cfg: RecallConfig) -> EntityHits:
-        """Step 1: the memories that mention the entities the query names (raw score = the share of
-        the query's entity weight each holds)."""
+        """Step 1: the memories that mention the entities the query names (raw score = the mean over
+        the query's entities of weight² for those the memory mentions: a common entity lends little)."""
         hits = EntityHits()
         if cfg.w_entity <= 0 or not reading.text.strip():
             return hits
@@ -121,15 +123,14 @@ class EntityBranch:
             node = g.entity_by_name(tenant, name, viewer)
             if node is not None and node.id not in found and node.mentions:
                 found[node.id] = (node, weight(node.mentions, total))
-        weight_sum = sum(w for _n, w in found.values())
-        if not found or weight_sum <= 0:
+        if not found:
             return hits
         hits.matched = [n.name for n, _w in found.values()]
         mentions = g.entity_mentions(tenant, list(found), viewer, cfg.entity_pool)
         for ent_id, mem_ids in mentions.items():
             node, w = found[ent_id]
             for mem_id in mem_ids:
-                hits.scores[mem_id] = hits.scores.get(mem_id, 0.0) + w / weight_sum
+                hits.scores[mem_id] = hits.scores.get(mem_id, 0.0) + w * w / len(found)
                 hits.names.setdefault(mem_id, []).append(node.name)
         return hits
 

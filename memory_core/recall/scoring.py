@@ -51,7 +51,7 @@ class Candidate:
     neighbour_of: int | None = None  # joined the pool only as an adjacent memory of this one
     speaker: str | None = None
     superseded_by: int | None = None
-    entity_raw: float = 0.0  # share of the query's entity weight the row mentions (entity branch)
+    entity_raw: float = 0.0  # mean weight² of the query's entities the row mentions (entity branch)
     entity: float = 0.0  # what the entity branch added to base (query entities and one hop)
     entities: tuple[str, ...] = ()  # the entities that carried it
     entity_via: int | None = None  # the pool row it shares a rare entity with (one hop)
