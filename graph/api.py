@@ -366,6 +366,10 @@ class GraphStore(Protocol):
         """The entity when the viewer can see a memory that mentions it."""
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
         """The entity a name or alias resolves to (see :func:`entity_norm`), if the viewer sees it."""
+    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
+        """The entity each name or alias resolves to, keyed by the name as given (names that resolve
+        to none are absent). Ids only, no viewer and no mention count (one indexed read for all the
+        names; recall's entity branch): whatever is read about an entity next takes the viewer."""
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
         """The entities the viewer sees, most mentioned first (then by name)."""

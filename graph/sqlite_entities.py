@@ -90,6 +90,19 @@ class SqliteEntityReads:
                           (tenant, entity_norm(name)))
         return self.entity(tenant, int(found[0][0]), viewer) if found else None
 
+    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
+        by_norm: dict[str, list[str]] = {}
+        for name in names:
+            by_norm.setdefault(entity_norm(name), []).append(name)
+        norms = list(by_norm)
+        out: dict[str, int] = {}
+        for start in range(0, len(norms), 500):
+            chunk = norms[start:start + 500]
+            for norm, entity_id in self._all(f"SELECT norm, entity_id FROM entity_aliases WHERE tenant = ? AND norm "
+                                             f"IN ({_marks(len(chunk))})", [tenant, *chunk]):
+                out.update((name, int(entity_id)) for name in by_norm[str(norm)])
+        return out
+
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
         where, args = "e.tenant = ?", [_viewer(viewer), tenant]

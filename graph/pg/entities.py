@@ -81,6 +81,17 @@ class PgEntityReads:
                         [tenant, entity_norm(name)])
         return self.entity(tenant, int(found[0][0]), viewer) if found else None
 
+    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
+        by_norm: dict[str, list[str]] = {}
+        for name in names:
+            by_norm.setdefault(entity_norm(name), []).append(name)
+        out: dict[str, int] = {}
+        if by_norm:
+            for norm, entity_id in self._q("SELECT norm, entity_id FROM entity_aliases WHERE tenant = %s AND "
+                                           "norm = ANY(%s)", [tenant, list(by_norm)]):
+                out.update((name, int(entity_id)) for name in by_norm[str(norm)])
+        return out
+
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
         rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, count(*) AS n FROM entities e "

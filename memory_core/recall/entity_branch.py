@@ -8,8 +8,8 @@ filter checks as any candidate):
    single words with a digit or punctuation (so "payments api" and "ledger-svc" match written
    lower-case; one plain lower-case word is not: a capitalised sentence start elsewhere made
    "Research" an entity, and "research" in a query must not pull those) are looked up by name in the
-   tenant's entity table — at most ``MAX_LOOKUPS`` lookups, O(query) whatever the number of
-   entities. Agents the query names are skipped: the speaker signal has them, and the rows
+   tenant's alias table — at most ``MAX_LOOKUPS`` names in one indexed read, O(query) whatever
+   the number of entities. Agents the query names are skipped: the speaker signal has them, and the rows
    that *mention* a speaker are mostly the other side of the dialogue. Each matched entity
    pulls in the (newest ``entity_pool``) memories that mention it; a row's raw score is the mean,
    over the query's entities, of ``weight²`` for those it mentions, with the weight the inverse
@@ -18,8 +18,9 @@ filter checks as any candidate):
    a nickname the dialogue uses every few turns, "Mel", must not lift all of them).
 2. **one hop** (:meth:`EntityBranch.join_hops`, after the base scores): the best
    ``entity_seeds`` rows of the pool (whatever retriever found them, the entity branch
-   included) lend ``entity_hop`` × their base × the shared entity's weight to memories that
-   share a *rare* entity with them (mentioned by at most ``entity_hop_df`` of the tenant, and
+   included) lift the memories that share a *rare* entity with them to at least ``entity_hop``
+   × their base × the entity's weight (a floor: a row that scores higher on its own keeps its
+   score, so the hop reorders no well-matched rows) (mentioned by at most ``entity_hop_df`` of the tenant, and
    at most ``entity_pool`` memories) — entity → memory → entity → memory. On LoCoMo dev two
    evidence turns of one question share such an entity 85 times as often as two random turns
    of the conversation (``bench.entity_overlap``).
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -44,6 +45,10 @@ from memory_core.recall.query import STOPWORDS, QueryReading
 from memory_core.recall.scoring import Candidate
 
 MAX_LOOKUPS = 24  # name lookups per query
+# an entity weighing less (mentioned by more than N^0.6 of N memories: 46 of 600, 1,000 of 100k) pulls
+# nothing in: its share would be under a sixth of a unique entity's, and reading its rows costs O(mentions)
+MIN_WEIGHT = 0.4
+HOP_ENTITIES_PER_SEED = 8  # a seed's entities the hop reads (one indexed read each)
 MAX_RUN = 3  # words in a looked-up run of the query
 _TOKEN = re.compile(r"[\w'’.@/-]+")
 
@@ -51,7 +56,7 @@ _TOKEN = re.compile(r"[\w'’.@/-]+")
 class EntityReads(Protocol):
     """What the branch reads of the graph store (the entity part of :class:`GraphStore`)."""
 
-    def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None: ...
+    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]: ...
     def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
                         limit: int | None = None) -> dict[int, list[int]]: ...
     def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]: ...
@@ -116,22 +121,35 @@ class EntityBranch:
             return hits
         g, tenant, viewer = self.graph, filters.tenant, filters.viewer
         skip = frozenset(name.casefold() for name in reading.named)
-        found: dict[int, tuple[EntityNode, float]] = {}
         total = max(1, g.count(tenant))
-        for name in query_names(reading.text, skip):
-            hits.lookups += 1
-            node = g.entity_by_name(tenant, name, viewer)
-            if node is not None and node.id not in found and node.mentions:
-                found[node.id] = (node, weight(node.mentions, total))
+        names = query_names(reading.text, skip)
+        hits.lookups = len(names)
+        ids = list(dict.fromkeys(g.entity_ids(tenant, names).values()))  # one indexed read for all names
+        if not ids:
+            return hits
+        # an entity's visible mentions, newest first, read up to one past the rarity cap: a hub entity
+        # costs cap + 1 index entries, never all of its mentions
+        cap = int(total ** (1.0 - MIN_WEIGHT))
+        read = g.entity_mentions(tenant, ids, viewer, cap + 1)
+        found: dict[int, tuple[EntityNode, float]] = {}
+        mentions: dict[int, list[int]] = {}
+        for ent_id, mem_ids in read.items():
+            w = weight(len(mem_ids), total)
+            if len(mem_ids) <= cap and w >= MIN_WEIGHT and (node := g.entity(tenant, ent_id, viewer)) is not None:
+                found[ent_id] = (node, w)
+                mentions[ent_id] = mem_ids[:cfg.entity_pool]
         if not found:
             return hits
         hits.matched = [n.name for n, _w in found.values()]
-        mentions = g.entity_mentions(tenant, list(found), viewer, cfg.entity_pool)
         for ent_id, mem_ids in mentions.items():
             node, w = found[ent_id]
             for mem_id in mem_ids:
                 hits.scores[mem_id] = hits.scores.get(mem_id, 0.0) + w * w / len(found)
                 hits.names.setdefault(mem_id, []).append(node.name)
+        if len(hits.scores) > cfg.entity_pool:  # the pool grows by at most entity_pool rows
+            kept = sorted(hits.scores, key=lambda m: -hits.scores[m])[:cfg.entity_pool]
+            hits.scores = {m: hits.scores[m] for m in kept}
+            hits.names = {m: hits.names[m] for m in kept}
         return hits
 
     @staticmethod
@@ -155,8 +173,9 @@ class EntityBranch:
 
     def join_hops(self, cands: dict[int, Candidate], attrs: dict[int, MemoryNode], filters: RecallFilters,
                   cfg: RecallConfig) -> int:
-        """Step 2: memories sharing a rare entity with the best rows lend them ``entity_hop`` of their
-        base; absent ones join the pool under the filter checks. Returns how many joined."""
+        """Step 2: memories sharing a rare entity with the best rows are lifted to ``entity_hop`` × the
+        seed's base × the entity's weight when lower; absent ones join the pool under the filter
+        checks. Returns how many joined."""
         if cfg.entity_hop <= 0 or cfg.entity_seeds <= 0 or not cands:
             return 0
         g, tenant, viewer = self.graph, filters.tenant, filters.viewer
@@ -167,6 +186,7 @@ class EntityBranch:
         total = max(1, g.count(tenant))
         cap = max(2, int(cfg.entity_hop_df * total))
         of_seed = g.memory_entities(tenant, [c.id for c in seeds])
+        of_seed = {m: ents[:HOP_ENTITIES_PER_SEED] for m, ents in of_seed.items()}
         ent_ids = {e for c in seeds for e in of_seed.get(c.id, ())}
         if not ent_ids:
             return 0
@@ -188,21 +208,21 @@ class EntityBranch:
         if filters.excludes and admitted:
             contents = g.contents(tenant, list(admitted))
             admitted = {m for m in admitted if m in contents and not filters.excluded(contents[m])}
-        names = self._names(tenant, viewer, {e for _b, _s, e in lent.values()})
+        # a floor, not a sum: a linked row is lifted to entity_hop × its seed's base × the entity's
+        # weight when it scores lower on its own; rows that match the query better keep their order
+        lifted = {m: v for m, v in lent.items() if (m in cands and cands[m].base < v[0]) or m in admitted}
+        names = self._names(tenant, viewer, {e for _b, _s, e in lifted.values()})
         joined = 0
-        for mem_id, (bonus, seed_id, e) in lent.items():
-            if mem_id in cands and not cfg.entity_hop_rerank:
-                continue
+        for mem_id, (bonus, seed_id, e) in lifted.items():
             if mem_id not in cands:
-                if mem_id not in admitted:
-                    continue
                 attrs[mem_id] = nodes[mem_id]
                 cands[mem_id] = Candidate(mem_id, dialogue=nodes[mem_id].type == "turn")
                 joined += 1
             c = cands[mem_id]
-            c.entity += bonus
-            c.base += bonus
-            c.graph += bonus
+            lift = bonus - c.base
+            c.entity += lift
+            c.base += lift
+            c.graph += lift
             c.entity_via = seed_id
             if (name := names.get(e)) is not None and name not in c.entities:
                 c.entities = (*c.entities, name)

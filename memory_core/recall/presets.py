@@ -54,14 +54,14 @@ class RecallConfig:
     w_session: float = 0.3
     session_top: int = 3
     session_scaled: bool = False  # the bonus times the row's share of the best base
-    # entities (:mod:`.entity_branch`): rows mentioning what the query names gain w_entity × their share
-    # of its entity weight; the best entity_seeds rows lend entity_hop × base to rows sharing a rare entity
+    # entities (:mod:`.entity_branch`): rows mentioning what the query names gain w_entity × the mean
+    # weight² of its entities they mention; the best entity_seeds rows lift memories sharing a rare entity
+    # with them to at least entity_hop × their base × the entity's weight
     w_entity: float = 0.3
-    entity_hop: float = 0.2
+    entity_hop: float = 0.25
     entity_seeds: int = 10
     entity_pool: int = 50  # memories per entity (newest first)
     entity_hop_df: float = 0.02  # a hop entity is mentioned by at most this share of the tenant's memories
-    entity_hop_rerank: bool = True  # the hop also lifts rows already in the pool (False: it only adds rows)
     # a memory another one SUPERSEDES (an older handoff of the chain) loses this share
     superseded_penalty: float = 0.3
     # confidence = (1 - w_recency - w_salience) * relevance + w_recency * recency + w_salience * salience
