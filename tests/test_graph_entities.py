@@ -4,6 +4,8 @@ leave nothing dangling, and both backends answer every entity read alike."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +149,41 @@ def test_postgres_answers_every_entity_read_as_sqlite_does(tmp_path: Path, postg
     finally:
         lite.close()
         pg.close()
+
+
+def test_two_replicas_naming_one_new_entity_at_once_create_it_once(postgres_dsn: str) -> None:
+    from graph.pg import PostgresGraphStore
+    from tests.support.postgres import fresh_database
+
+    dsn = fresh_database(postgres_dsn)
+    first, second = (PostgresGraphStore(dsn, owner=o, retry_s=2.0) for o in ("r1", "r2"))
+    linked, started = threading.Event(), threading.Event()
+    found: dict[str, list[int]] = {}
+
+    def replica(store: Any, name: str, lead: bool) -> None:
+        with store.transaction() as tx:
+            mem_id = tx.allocate_ids(1)[0]
+            tx.write_memory(row(mem_id, name, session=name.replace(" ", "-")))  # no shared session lock
+            if not lead:
+                linked.wait(10)
+                started.set()
+            found[name] = tx.link_entities("acme", mem_id, [EntitySpec("Alice", "person", (name,))], [], 1)
+            if lead:
+                linked.set()
+                started.wait(10)
+                time.sleep(0.3)  # the other replica's alias insert now waits for this commit
+
+    threads = [threading.Thread(target=replica, args=(first, "from r1", True)),
+               threading.Thread(target=replica, args=(second, "from r2", False))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert found["from r1"] == found["from r2"]
+        (alice,) = first.entity_records("acme")
+        assert alice.aliases == ("Alice", "from r1", "from r2")
+        assert len(first.all_mentions("acme")) == 2
+    finally:
+        first.close()
+        second.close()
