@@ -4,6 +4,7 @@ leave nothing dangling, and both backends answer every entity read alike."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -187,3 +188,27 @@ def test_two_replicas_naming_one_new_entity_at_once_create_it_once(postgres_dsn:
     finally:
         first.close()
         second.close()
+
+
+def test_a_store_written_before_entities_gains_their_tables_at_open(tmp_path: Path, postgres_dsn: str) -> None:
+    import psycopg
+
+    from graph.pg import PostgresGraphStore
+    from tests.support.postgres import fresh_database
+
+    lite_path = tmp_path / "graph.sqlite3"
+    GraphDB(lite_path).close()
+    with sqlite3.connect(lite_path) as conn:  # as version 2 left it
+        for table in ("entities", "entity_aliases", "mentions", "relations"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    dsn = fresh_database(postgres_dsn)
+    PostgresGraphStore(dsn, owner="old", retry_s=2.0).close()
+    with psycopg.connect(dsn, autocommit=True) as pg_conn:  # as version 3 left it
+        pg_conn.execute("DROP TABLE entities, entity_aliases, mentions, relations")
+        pg_conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    for store in (SqliteGraphStore(GraphDB(lite_path)), PostgresGraphStore(dsn, owner="new", retry_s=2.0)):
+        try:
+            assert _add(store, "a", [EntitySpec("Alice")])[1] and store.entities("acme", None)[0].name == "Alice"
+        finally:
+            store.close()
