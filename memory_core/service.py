@@ -26,6 +26,7 @@ from memory_core.embedding import Embedder, HashEmbedder, shared_minilm, warm_up
 from memory_core.entities.related import RelatedResult
 from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityService, MergedEntity
+from memory_core.entities.worker import build_entity_worker
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError
 from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
@@ -150,6 +151,7 @@ class MemoryCore:
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings, summary_provider)
         self.entity_service = EntityService(graph, self.writer.lock)
+        self.entity_worker = build_entity_worker(settings.model_provider, graph, self.writer)
         self.recovered = self.writer.recover()
         self._closed = False
 
@@ -214,6 +216,8 @@ class MemoryCore:
         if self._closed:
             return
         self._closed = True
+        if self.entity_worker is not None:
+            self.entity_worker.close()
         self.episodes.close()
         self.recaller.close()
         self.vectors.close()

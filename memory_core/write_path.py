@@ -75,6 +75,7 @@ class WritePath:
         self.embedder = embedder
         self.limits = limits
         self.lock = threading.RLock()
+        self.on_written: Callable[[list[dict[str, Any]]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
 
     # ---- validation ------------------------------------------------------------------------
@@ -147,7 +148,10 @@ class WritePath:
             p.edges = list(extra)
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
-            return self._write(prepared, vectors)
+            results = self._write(prepared, vectors)
+        if extract and self.on_written is not None:
+            self.on_written([p.row for p, r in zip(prepared, results, strict=True) if r.created])
+        return results
 
     def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]], attempt: int = 0) -> list[AddResult]:
         results: list[AddResult | None] = [None] * len(prepared)

@@ -141,3 +141,11 @@ def test_deleting_a_memory_removes_its_mentions_and_the_unmentioned_entity_is_no
     assert core.graph.all_relations("acme") == []
     assert core.add_memory("acme", "s1", "ann", "c", entities=[{"name": "alice"}]).created
     assert _names(core)["Alice"][2] == 1
+
+
+def test_a_handoff_and_a_mixed_tenant_batch_link_their_declared_entities(core: MemoryCore) -> None:
+    core.create_handoff("acme", "s1", "ann", "handing over", entities=[{"name": "Release 2.1", "kind": "release"}])
+    core.add_memories([{"tenant": t, "session": "s1", "agent": "ann", "content": f"batch {t}",
+                        "entities": [{"name": "Release 2.1"}]} for t in ("acme", "globex")])
+    assert _names(core) == {"Release 2.1": ("release", ("Release 2.1",), 2)}
+    assert _names(core, "globex") == {"Release 2.1": (None, ("Release 2.1",), 1)}

@@ -4,6 +4,9 @@ leave nothing dangling, and both backends answer every entity read alike."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +150,65 @@ def test_postgres_answers_every_entity_read_as_sqlite_does(tmp_path: Path, postg
     finally:
         lite.close()
         pg.close()
+
+
+def test_two_replicas_naming_one_new_entity_at_once_create_it_once(postgres_dsn: str) -> None:
+    from graph.pg import PostgresGraphStore
+    from tests.support.postgres import fresh_database
+
+    dsn = fresh_database(postgres_dsn)
+    first, second = (PostgresGraphStore(dsn, owner=o, retry_s=2.0) for o in ("r1", "r2"))
+    linked, started = threading.Event(), threading.Event()
+    found: dict[str, list[int]] = {}
+
+    def replica(store: Any, name: str, lead: bool) -> None:
+        with store.transaction() as tx:
+            mem_id = tx.allocate_ids(1)[0]
+            tx.write_memory(row(mem_id, name, session=name.replace(" ", "-")))  # no shared session lock
+            if not lead:
+                linked.wait(10)
+                started.set()
+            found[name] = tx.link_entities("acme", mem_id, [EntitySpec("Alice", "person", (name,))], [], 1)
+            if lead:
+                linked.set()
+                started.wait(10)
+                time.sleep(0.3)  # the other replica's alias insert now waits for this commit
+
+    threads = [threading.Thread(target=replica, args=(first, "from r1", True)),
+               threading.Thread(target=replica, args=(second, "from r2", False))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert found["from r1"] == found["from r2"]
+        (alice,) = first.entity_records("acme")
+        assert alice.aliases == ("Alice", "from r1", "from r2")
+        assert len(first.all_mentions("acme")) == 2
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_store_written_before_entities_gains_their_tables_at_open(tmp_path: Path, postgres_dsn: str) -> None:
+    import psycopg
+
+    from graph.pg import PostgresGraphStore
+    from tests.support.postgres import fresh_database
+
+    lite_path = tmp_path / "graph.sqlite3"
+    GraphDB(lite_path).close()
+    with sqlite3.connect(lite_path) as conn:  # as version 2 left it
+        for table in ("entities", "entity_aliases", "mentions", "relations"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    dsn = fresh_database(postgres_dsn)
+    PostgresGraphStore(dsn, owner="old", retry_s=2.0).close()
+    with psycopg.connect(dsn, autocommit=True) as pg_conn:  # as version 3 left it
+        pg_conn.execute("DROP TABLE entities, entity_aliases, mentions, relations")
+        pg_conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    for store in (SqliteGraphStore(GraphDB(lite_path)), PostgresGraphStore(dsn, owner="new", retry_s=2.0)):
+        try:
+            assert _add(store, "a", [EntitySpec("Alice")])[1] and store.entities("acme", None)[0].name == "Alice"
+        finally:
+            store.close()

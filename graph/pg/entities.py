@@ -18,26 +18,26 @@ from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, Rela
 from graph.entity_link import Writer, link
 
 SCHEMA_V5 = """
-CREATE TABLE entities (
+CREATE TABLE IF NOT EXISTS entities (
     id bigint PRIMARY KEY, tenant text NOT NULL, name text NOT NULL, kind text, created_us bigint NOT NULL
 );
-CREATE INDEX entities_tenant ON entities (tenant, id);
-CREATE TABLE entity_aliases (
+CREATE INDEX IF NOT EXISTS entities_tenant ON entities (tenant, id);
+CREATE TABLE IF NOT EXISTS entity_aliases (
     tenant text NOT NULL, norm text NOT NULL, entity_id bigint NOT NULL, alias text NOT NULL, pos integer NOT NULL,
     PRIMARY KEY (tenant, norm)
 );
-CREATE INDEX entity_aliases_entity ON entity_aliases (entity_id, pos);
-CREATE TABLE mentions (
+CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases (entity_id, pos);
+CREATE TABLE IF NOT EXISTS mentions (
     mem_id bigint NOT NULL, entity_id bigint NOT NULL, tenant text NOT NULL, ts_us bigint NOT NULL,
     shared boolean NOT NULL, agent text NOT NULL, PRIMARY KEY (mem_id, entity_id)
 );
-CREATE INDEX mentions_entity ON mentions (entity_id, ts_us, mem_id);
-CREATE TABLE relations (
+CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, ts_us, mem_id);
+CREATE TABLE IF NOT EXISTS relations (
     src bigint NOT NULL, dst bigint NOT NULL, label text NOT NULL, mem_id bigint NOT NULL, tenant text NOT NULL,
     shared boolean NOT NULL, agent text NOT NULL, PRIMARY KEY (src, dst, label, mem_id)
 );
-CREATE INDEX relations_dst ON relations (dst);
-CREATE INDEX relations_mem ON relations (mem_id);
+CREATE INDEX IF NOT EXISTS relations_dst ON relations (dst);
+CREATE INDEX IF NOT EXISTS relations_mem ON relations (mem_id);
 """
 
 _VISIBLE = "(shared OR agent = %s)"
