@@ -15,7 +15,7 @@ from tools.preview import PreviewShaper
 RELATED_LIMIT_CAP = 50
 RELATED_LIMIT_DEFAULT = 10
 
-EntityOrRef = Annotated[str, Field(description="A name, alias, 'ent:N' or 'mem:N'.")]
+EntityOrRef = Annotated[str, Field()]
 Depth = Annotated[int, Field(ge=1, le=MAX_DEPTH)]
 RelatedLimit = Annotated[int, Field(ge=1, le=RELATED_LIMIT_CAP)]
 
@@ -30,8 +30,8 @@ async def related(
     limit: RelatedLimit = RELATED_LIMIT_DEFAULT,
     viewer: Viewer = None,
 ) -> dict[str, Any]:
-    """Memories and entities linked to an entity or memory through shared entities, best first:
-    {start, items}; an item has score, depth, via (MENTIONS, MENTIONED_BY, RELATED:<label>) and path."""
+    """Memories and entities linked to an entity (name, alias, ent:N) or a memory (mem:N) through
+    the entities memories mention, best first, with score, depth, via and path."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
