@@ -60,3 +60,10 @@ def test_related_of_an_unknown_entity_exits_not_found_and_a_bad_depth_is_usage(d
     assert _json(data_dir, "related", "payments-api", "--tenant", "acme", "--depth", "9",
                  code=2)["error"]["code"] == "INVALID_INPUT"
     assert _json(data_dir, "related", "payments-api", code=2)["error"]["code"] == "TENANT_REQUIRED"
+
+
+def test_the_cli_states_the_librarys_depth_and_limit_caps() -> None:
+    from memory_core.entities import related as lib
+    from tools.cli import related as cli
+
+    assert (cli.MAX_DEPTH, cli.MAX_LIMIT) == (lib.MAX_DEPTH, lib.MAX_LIMIT)

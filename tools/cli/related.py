@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memory_core.entities.related import MAX_DEPTH, MAX_LIMIT, RelatedItem, entity_dict
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, ViewerOpt, tenant_of
 
+if TYPE_CHECKING:  # `memory-core --help` loads no store, graph or pydantic module
+    from memory_core.entities.related import RelatedItem
+
+MAX_DEPTH = 3  # memory_core.entities.related.MAX_DEPTH / MAX_LIMIT (tests/test_cli_related.py holds them equal)
+MAX_LIMIT = 100
+
 
 def _item(item: RelatedItem) -> dict[str, Any]:
+    from memory_core.entities.related import entity_dict
+
     out: dict[str, Any] = {"ref": item.ref, "kind": item.kind, "score": item.score, "depth": item.depth,
                            "path": [step.to_dict() for step in item.path]}
     if item.memory is not None:
