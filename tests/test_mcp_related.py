@@ -71,3 +71,10 @@ async def test_the_related_description_stays_short(stdio_client: Client) -> None
     tool = next(t for t in (await stdio_client.list_tools()).tools if t.name == "related")
     assert len(cl100k().encode(tool.description or "")) <= 90
     assert set(tool.input_schema["properties"]) == {"entity", "tenant", "depth", "limit", "viewer"}
+
+
+async def test_recall_over_mcp_names_the_entity_branch_in_match_reason(stdio_client: Client,
+                                                                       written: dict[str, str]) -> None:
+    out = await Caller(stdio_client, "acme").ok("recall", query="why was ledger-svc down?", limit=10)
+    row = next(m for m in out["messages"] if m["ref"] == written["first"])
+    assert row["match_reason"]["entities"] == ["ledger-svc"] and row["match_reason"]["entity"] > 0
