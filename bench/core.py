@@ -4,7 +4,9 @@
 
 Everything is measured side by side in one run on this machine:
 1. add_memory (one row a call) and add_memories (batches of 32) against a raw Chroma
-   ``collection.add`` of the same texts with the same real MiniLM embedder, as ratios;
+   ``collection.add`` of the same texts with the same real MiniLM embedder, as ratios; then the
+   same with texts that name people, services, handles, paths and error codes (the entity
+   extractor finds them) and two declared entities and a relation on every add;
 2. query_recent_turns page latency (limit 20, first page and a page from the middle)
    for sessions of 1k, 10k and 100k turns, loaded through the real write path with
    synthetic vectors (the real model costs ~12 ms a row);
@@ -40,17 +42,37 @@ def raw_chroma_rate(texts: list[str], batch: int, path: Path) -> float:
     return len(texts) / (time.perf_counter() - start)
 
 
-def core_rate(texts: list[str], batch: int, path: Path) -> float:
+PEOPLE = ("Alice Moreau", "Bob Tanaka", "Carol Diaz", "Dmitri Volkov", "Erin Walsh")
+
+
+def entity_text(i: int) -> str:
+    """A turn that names things the way project memories do (capitalised names, a handle, a path,
+    an error code, a service id, a date)."""
+    return (f"{sentence(i, 10)} {PEOPLE[i % 5]} says Payments Gateway {i % 17} failed with ERR_CONN_RESET; "
+            f"see src/payments/client_{i % 9}.py, ping @ops-{i % 3} about payments-api-{i % 11} "
+            f"by 2026-03-{i % 28 + 1:02d}.")
+
+
+def declared(i: int) -> dict[str, Any]:
+    """Two declared entities and a relation between them."""
+    person, project = PEOPLE[i % 5], f"Project {i % 40}"
+    return {"entities": [{"name": person, "kind": "person"},
+                         {"name": project, "kind": "project", "aliases": [f"p{i % 40}"]}],
+            "relations": [{"from": person, "to": project, "label": "works on"}]}
+
+
+def core_rate(texts: list[str], batch: int, path: Path, *, entities: bool = False) -> float:
     core = open_bench_core(path, shared_minilm())
+    extra = [declared(i) if entities else {} for i in range(len(texts))]
     try:
         start = time.perf_counter()
         if batch == 1:
-            for t in texts:
-                core.add_memory("bench", "s", "agent", t)
+            for t, more in zip(texts, extra, strict=True):
+                core.add_memory("bench", "s", "agent", t, **more)
         else:
             for i in range(0, len(texts), batch):
-                core.add_memories([{"tenant": "bench", "session": "s", "agent": "agent", "content": t}
-                                   for t in texts[i : i + batch]])
+                core.add_memories([{"tenant": "bench", "session": "s", "agent": "agent", "content": t, **more}
+                                   for t, more in zip(texts[i : i + batch], extra[i : i + batch], strict=True)])
         return len(texts) / (time.perf_counter() - start)
     finally:
         core.close()
@@ -59,14 +81,18 @@ def core_rate(texts: list[str], batch: int, path: Path) -> float:
 def throughput(rows: int, root: Path) -> dict[str, Any]:
     shared_minilm().embed(["warm up the model"])
     out: dict[str, Any] = {}
-    for batch in (1, 32):
-        raw, ours = [], []
-        for rnd in range(2):  # interleaved rounds: noise hits both sides alike
-            texts = [sentence(rnd * 100_000 + batch * 1000 + i) for i in range(rows)]
-            raw.append(raw_chroma_rate(texts, batch, root / f"raw-{batch}-{rnd}"))
-            ours.append(core_rate(texts, batch, root / f"core-{batch}-{rnd}"))
-        out[f"batch_{batch}"] = {"raw_rows_per_s": round(max(raw), 1), "core_rows_per_s": round(max(ours), 1),
-                                 "ratio": round(max(ours) / max(raw), 3)}
+    for named in (False, True):
+        for batch in (1, 32):
+            raw, ours = [], []
+            for rnd in range(2):  # interleaved rounds: noise hits both sides alike
+                seed = rnd * 100_000 + batch * 1000
+                texts = [(entity_text if named else sentence)(seed + i) for i in range(rows)]
+                tag = f"{batch}-{rnd}-{int(named)}"
+                raw.append(raw_chroma_rate(texts, batch, root / f"raw-{tag}"))
+                ours.append(core_rate(texts, batch, root / f"core-{tag}", entities=named))
+            out[f"batch_{batch}" + ("_entities" if named else "")] = {
+                "raw_rows_per_s": round(max(raw), 1), "core_rows_per_s": round(max(ours), 1),
+                "ratio": round(max(ours) / max(raw), 3)}
     return out
 
 
@@ -116,6 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200, help="rows per throughput round (real embedder)")
     parser.add_argument("--sizes", default="1000,10000,100000", help="session sizes for paging")
+    parser.add_argument("--throughput-only", action="store_true", help="skip paging and cold open")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -125,20 +152,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with stage(f"write throughput, {args.rows} rows x 2 rounds, real MiniLM embedder"):
             results["throughput"] = throughput(args.rows, root)
         results["paging"] = {}
-        for n in sizes:
+        for n in [] if args.throughput_only else sizes:
             with stage(f"load a {n}-turn session through add_memories (synthetic vectors)"):
                 load_session(root / f"s{n}", n)
             results["paging"][n] = paging(root / f"s{n}", n)
-        with stage(f"cold open of the {sizes[-1]}-memory directory in a fresh process"):
-            results["cold_open_s"] = round(cold_open(root / f"s{sizes[-1]}"), 2)
-            results["cold_open_memories"] = sizes[-1]
+        if not args.throughput_only:
+            with stage(f"cold open of the {sizes[-1]}-memory directory in a fresh process"):
+                results["cold_open_s"] = round(cold_open(root / f"s{sizes[-1]}"), 2)
+                results["cold_open_memories"] = sizes[-1]
     tp = results["throughput"]
     print_table("Write throughput vs raw Chroma add (same texts, same MiniLM embedder)",
                 ["path", "raw rows/s", "memory-core rows/s", "ratio", "goal"],
                 [["single add", tp["batch_1"]["raw_rows_per_s"], tp["batch_1"]["core_rows_per_s"],
                   tp["batch_1"]["ratio"], ">= 0.5"],
                  ["batch of 32", tp["batch_32"]["raw_rows_per_s"], tp["batch_32"]["core_rows_per_s"],
-                  tp["batch_32"]["ratio"], ">= 0.8"]])
+                  tp["batch_32"]["ratio"], ">= 0.8"],
+                 ["single add, named entities", tp["batch_1_entities"]["raw_rows_per_s"],
+                  tp["batch_1_entities"]["core_rows_per_s"], tp["batch_1_entities"]["ratio"], ">= 0.5"],
+                 ["batch of 32, named entities", tp["batch_32_entities"]["raw_rows_per_s"],
+                  tp["batch_32_entities"]["core_rows_per_s"], tp["batch_32_entities"]["ratio"], ">= 0.8"]])
+    if args.throughput_only:
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+        return results
     pg = results["paging"]
     base = pg[sizes[0]]["first_page"]["p50_ms"]
     print_table("query_recent_turns, limit 20 (rows loaded with synthetic vectors)",

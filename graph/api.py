@@ -11,14 +11,23 @@ Writes happen inside ``with store.transaction() as tx:`` (:class:`GraphTxn`): al
 commits or none of it does, and the store's own caches follow the commit.
 
 Node ids: ``mem:<id>`` (AGENT_MEMORY), ``ep:<id>`` (EPISODE), ``agent:<tenant>/<agent>``
-(AGENT), ``session:<tenant>/<session>`` (SESSION). Edges: AUTHORED_BY and IN_SESSION from
-every memory; SUMMARIZES from an episode to its session; SUPERSEDES from a handoff to the
-one it replaces, and from a memory's new version (``update_memory``) to the version it
-corrects (the new row's ``supersedes_id`` names it; the old row's ``valid_to_us`` ends it).
+(AGENT), ``session:<tenant>/<session>`` (SESSION), ``ent:<id>`` (ENTITY). Edges: AUTHORED_BY and
+IN_SESSION from every memory; SUMMARIZES from an episode to its session; SUPERSEDES from a
+handoff to the one it replaces, and from a memory's new version (``update_memory``) to the
+version it corrects (the new row's ``supersedes_id`` names it; the old row's ``valid_to_us``
+ends it); MENTIONS from a memory to an entity; RELATED (with a label) from an entity to
+another, declared by a memory.
+
+Entities live in their own tables (not the generic node/edge rows): their names and aliases
+resolve by :func:`entity_norm` (NFC, case-folded, whitespace collapsed), one entity per
+normalised alias per tenant. Each MENTIONS and RELATED row carries the visibility of the
+memory that wrote it, so an entity (or relation) seen only in an agent's private memories is
+visible only to that agent: entity reads take the ``viewer``.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -37,6 +46,9 @@ AUTHORED_BY = "AUTHORED_BY"
 IN_SESSION = "IN_SESSION"
 SUMMARIZES = "SUMMARIZES"
 SUPERSEDES = "SUPERSEDES"
+ENTITY = "ENTITY"
+MENTIONS = "MENTIONS"
+RELATED = "RELATED"
 
 Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenant, a page
 
@@ -58,6 +70,15 @@ def mem_node(mem_id: int) -> str:
 
 def ep_node(ep_id: int) -> str:
     return f"ep:{ep_id}"
+
+
+def ent_node(entity_id: int) -> str:
+    return f"ent:{entity_id}"
+
+
+def entity_norm(name: str) -> str:
+    """The key an entity name or alias resolves by: NFC, case-folded, inner whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFC", name).casefold().split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +134,63 @@ class EpisodeNode:
     created_us: int
     updated_us: int
     kind: str = EPISODE
+
+
+@dataclass(frozen=True, slots=True)
+class EntitySpec:
+    """An entity as a writer declares it (validated by the service; ``aliases`` exclude ``name``)."""
+
+    name: str
+    kind: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RelationSpec:
+    """A RELATED edge as declared: both ends are entity names or aliases (resolved like names)."""
+
+    src: str
+    dst: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntityNode:
+    """An ENTITY node: its display name, kind, every alias (the name included, as first written)
+    and how many memories visible to the read's viewer mention it."""
+
+    id: int
+    tenant: str
+    name: str
+    kind: str | None
+    aliases: tuple[str, ...]
+    created_us: int
+    mentions: int
+
+    @property
+    def ref(self) -> str:
+        return ent_node(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRelation:
+    """One RELATED edge ``src -[label]-> dst`` and the memory that declared it."""
+
+    src: int
+    dst: int
+    label: str
+    mem_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRecord:
+    """Everything stored about one entity, for export/import (not viewer-filtered)."""
+
+    id: int
+    name: str
+    kind: str | None
+    aliases: tuple[str, ...]
+    created_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +296,28 @@ class GraphTxn(Protocol):
     def rebuild_counts(self) -> None:
         """Recount every tenant's rows (doctor's repair of counts that disagree with them)."""
 
+    # ---- entities (the memory row must be written first in the same transaction) ------------
+    def link_entities(self, tenant: str, mem_id: int, entities: Sequence[EntitySpec],
+                      relations: Sequence[RelationSpec], now_us: int) -> list[int]:
+        """Resolve each declared entity (and each relation end) by its normalised name or an
+        alias, creating the ones not known yet; add new aliases (an alias another entity holds
+        is left to it); write MENTIONS from the memory to each and its RELATED edges. Returns
+        the entity ids the memory mentions, in declaration order, without repeats."""
+    def merge_entities(self, tenant: str, keep: int, merge: int) -> bool:
+        """Move ``merge``'s aliases, mentions and relations onto ``keep`` and remove ``merge``
+        (False when either is not the tenant's, or they are the same entity)."""
+    def restore_entity(self, tenant: str, record: EntityRecord) -> bool:
+        """Import: write the entity with its id and aliases; True when it is new. When the tenant
+        has that id already, only the record's aliases nobody holds are added (and its kind if it
+        has none); another tenant's id is left alone. An alias another entity holds stays with it."""
+    def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
+        """Import: MENTIONS from a stored memory to stored entities; returns how many were new."""
+    def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
+        """Import: RELATED edges between stored entities, declared by stored memories; new ones counted."""
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        """Doctor: delete these (memory id, entity id) MENTIONS and these RELATED rows; how many existed."""
+
 
 class GraphStore(Protocol):
     """The durable graph, read by tenant and written in transactions."""
@@ -277,6 +377,34 @@ class GraphStore(Protocol):
                       hub_degree: int, children: int = 8) -> nx.MultiDiGraph:
         """The k-hop subgraph around ``node`` (see :mod:`graph.traversal`), with node
         attributes; cached and evicted by the store (read it, never change it)."""
+
+    # ---- entities (viewer: an agent sees shared mentions and its own private ones) ----------
+    def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
+        """The entity when the viewer can see a memory that mentions it."""
+    def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
+        """The entity a name or alias resolves to (see :func:`entity_norm`), if the viewer sees it."""
+    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
+        """The entity each name or alias resolves to, keyed by the name as given (names that resolve
+        to none are absent). Ids only, no viewer and no mention count (one indexed read for all the
+        names; recall's entity branch): whatever is read about an entity next takes the viewer."""
+    def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
+                 kind: str | None = None) -> list[EntityNode]:
+        """The entities the viewer sees, most mentioned first (then by name)."""
+    def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
+                        limit: int | None = None) -> dict[int, list[int]]:
+        """For each entity, the ids of the memories the viewer sees that mention it, newest first
+        (at most ``limit`` each)."""
+    def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]:
+        """For each of the tenant's memories, the entities it mentions (whoever reads the memory
+        may see them; the caller checks the memory's visibility)."""
+    def entity_relations(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> list[EntityRelation]:
+        """RELATED edges with either end among ``entity_ids`` declared by memories the viewer sees."""
+    def entity_records(self, tenant: str) -> list[EntityRecord]:
+        """Every entity of the tenant, by id (export; not viewer-filtered)."""
+    def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
+        """Every (memory id, entity id) MENTIONS row of the tenant (export, doctor)."""
+    def all_relations(self, tenant: str) -> list[EntityRelation]:
+        """Every RELATED row of the tenant (export, doctor)."""
 
     # ---- tenants and agents -------------------------------------------------------------------
     def tenants(self) -> list[str]: ...

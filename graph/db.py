@@ -147,11 +147,16 @@ def _v3(cur: sqlite3.Cursor, fresh: bool) -> None:
                          ("locked", "INTEGER NOT NULL DEFAULT 0")):
         if column not in present:
             cur.execute(f"ALTER TABLE memories ADD COLUMN {column} {decl}")
+def _v4(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """Entities: ENTITY rows, their aliases, MENTIONS and RELATED (see graph.sqlite_entities)."""
+    from graph.sqlite_entities import SCHEMA_V4
+
+    _run_script(cur, SCHEMA_V4)
 
 
 # Numbered steps after the version-1 schema (_SCHEMA); a fresh store runs every step with
 # fresh=True. Append a step (and nothing else) to change the schema.
-MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2), (3, _v3)]
+MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2), (3, _v3), (4, _v4)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
@@ -289,7 +294,7 @@ class GraphDB:
 
     def id_in_use(self, cur: sqlite3.Cursor, item_id: int) -> bool:
         """True when a memory, an episode or a pending journal entry holds this id."""
-        for table in ("memories", "episodes"):
+        for table in ("memories", "episodes", "entities"):
             if cur.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item_id,)).fetchone():
                 return True
         refs = (f"mem:{item_id}", f"ep:{item_id}")

@@ -55,6 +55,8 @@ class SqliteEdges:
             row = conn.execute("SELECT tenant FROM memories WHERE id = ?", (int(rest),)).fetchone()
         elif kind == "ep" and rest.isdigit():
             row = conn.execute("SELECT tenant FROM episodes WHERE id = ?", (int(rest),)).fetchone()
+        elif kind == "ent" and rest.isdigit():
+            row = conn.execute("SELECT tenant FROM entities WHERE id = ?", (int(rest),)).fetchone()
         else:
             row = conn.execute("SELECT tenant FROM nodes WHERE node_id = ?", (node,)).fetchone()
         return None if row is None else str(row[0])

@@ -32,6 +32,7 @@ from graph.db import GraphDB
 from graph.node_cache import LRU
 from graph.rows import EPISODE_SELECT, NODE_SELECT, episode_from_row, node_from_row
 from graph.sqlite_edges import ADJACENT_SQL, SqliteEdges, order_index
+from graph.sqlite_entities import SqliteEntityReads
 from graph.sqlite_errors import sqlite_errors
 from graph.sqlite_lexical import SqliteLexical
 from graph.sqlite_txn import SEP, SqliteTxn
@@ -47,7 +48,7 @@ _CHUNK = 500
 _PAGE_STEP = 64
 
 
-class SqliteGraphStore(SqliteEdges):
+class SqliteGraphStore(SqliteEdges, SqliteEntityReads):
     def __init__(self, db: GraphDB, *, cache_nodes: int = DEFAULT_CACHE_NODES) -> None:
         self.db = db
         self.nodes: LRU[int, MemoryNode] = LRU(cache_nodes)

@@ -29,6 +29,7 @@ from graph.api import (
 )
 from graph.db import COUNT_SCOPES_SQL, DAY_US, GraphDB
 from graph.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, NODE_SELECT, node_from_row
+from graph.sqlite_entities import SqliteEntityWrites
 
 SEP = "\x1f"
 
@@ -64,7 +65,7 @@ class Effects:
     fts_changed: bool = False
 
 
-class SqliteTxn:
+class SqliteTxn(SqliteEntityWrites):
     def __init__(self, db: GraphDB, cur: sqlite3.Cursor) -> None:
         self.db = db
         self.cur = cur
@@ -73,6 +74,9 @@ class SqliteTxn:
     # ---- ids ---------------------------------------------------------------------------------
     def allocate_ids(self, n: int) -> list[int]:
         return self.db.allocate_ids(self.cur, n)
+
+    def _touched(self, tenant: str) -> None:
+        self.effects.tenants.add(tenant)
 
     def reserve_ids_through(self, item_id: int) -> None:
         self.db.reserve_ids_through(self.cur, item_id)
@@ -145,7 +149,8 @@ class SqliteTxn:
         self.effects.fts_changed = True
 
     def erase_memory(self, tenant: str, mem_id: int) -> bool:
-        """Delete the memory row, its edges, FTS and window rows and counts; AGENT/SESSION nodes stay."""
+        """Delete the memory row, its edges (MENTIONS and the RELATED it declared too), FTS and window
+        rows and counts; AGENT/SESSION nodes and ENTITY rows stay."""
         cur = self.cur
         found = cur.execute(
             "SELECT content, session, agent, type, channel, visibility, ts_us FROM memories "
@@ -159,6 +164,7 @@ class SqliteTxn:
         self._erase_window(tenant, mem_id, found[1], (found[6], mem_id))
         node = mem_node(mem_id)
         cur.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (node, node))
+        self.erase_entity_rows(mem_id)
         cur.execute("DELETE FROM memories WHERE id = ?", (mem_id,))
         row = dict(zip(("content", "session", "agent", "type", "channel", "visibility", "ts_us"), found, strict=True))
         self._count(tenant, count_keys(row), -1)

@@ -150,6 +150,9 @@ class ModelProviderSettings(_Section):
     max_input_chars: int = Field(12_000, ge=100)
     max_summary_chars: int = Field(280, ge=20)
     total_timeout_s: float = Field(30.0, gt=0)
+    # also ask the model for each added memory's entities and relations, on a background worker
+    # (never blocking or failing an add); the deterministic extractor runs either way
+    extract_entities: bool = False
 
 
 class Settings(_Section):

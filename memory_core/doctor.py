@@ -12,6 +12,7 @@ Finding kinds, and what :func:`repair` does about each::
     graph_missing     a memory's AGENT/SESSION node or AUTHORED_BY/IN_SESSION edge is gone
                                                               -> recreate it from the memory row
     dangling_edge     an edge whose end is gone or foreign    -> delete the edge
+                      (MENTIONS/RELATED rows too; an entity nothing mentions stays, unseen)
     vector_orphan     Chroma record with no memory row        -> restore the memory from the record's
                       document + metadata when they hold tenant, session, agent, type and ts_us;
                       otherwise save the record to <data_dir>/doctor/quarantine-*.jsonl, then delete it
@@ -48,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from graph.api import SUPERSEDES
 from graph.maintenance_api import MissingStructure
 from memory_core.doctor_scan import Finding, StoreCounts, all_tenants, memory_rows, scan, version_findings
+from memory_core.entities import doctor as entity_doctor
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
 from memory_core.refs import MEMORY, memory_ref, parse_ref
@@ -185,8 +187,13 @@ def _recreated(item: MissingStructure) -> str:
 def _delete_dangling_edges(core: MemoryCore) -> list[Repair]:
     dangling = core.maintenance.dangling_edges()
     core.maintenance.remove_edges(d.edge for d in dangling)
-    return [Repair("dangling_edge", d.edge.tenant, d.edge.src, f"deleted {d.edge.kind} edge to {d.edge.dst}")
+    done = [Repair("dangling_edge", d.edge.tenant, d.edge.src, f"deleted {d.edge.kind} edge to {d.edge.dst}")
             for d in dangling]
+    for tenant in all_tenants(core):  # MENTIONS/RELATED rows whose memory or entity is gone
+        found = entity_doctor.dangling(core.graph, tenant, core.graph.memory_ids(tenant))
+        entity_doctor.remove(core.graph, found)
+        done += [Repair("dangling_edge", tenant, ref, f"deleted {what}") for ref, what in found.lines()]
+    return done
 
 
 def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:

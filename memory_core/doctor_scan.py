@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph.api import SUPERSEDES
 from graph.maintenance_api import DanglingEdge, MissingStructure
+from memory_core.entities import doctor as entity_doctor
 from memory_core.refs import EPISODE, MEMORY, memory_ref
 from memory_core.write_rows import vector_metadata
 
@@ -82,6 +83,8 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
         indexed, lexical = _lexical_findings(core, tenant, set(rows))
         findings += lexical + _window_findings(core, tenant)
         findings += [f for f, _fix in version_findings(core, tenant, rows)]
+        findings += [Finding("dangling_edge", tenant, ref, f"{what}: the memory or entity is gone")
+                     for ref, what in entity_doctor.dangling(core.graph, tenant, rows).lines()]
         memory_vectors = sum(1 for ref in vector_ids if ref.startswith(MEMORY + ":"))
         counts.append(StoreCounts(tenant, len(rows), counted, memory_vectors, indexed))
     findings += [Finding("graph_missing", m.tenant, m.ref, missing_detail(m))

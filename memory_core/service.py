@@ -16,13 +16,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from graph.api import GraphStore, GraphStoreError
+from graph.api import EntityNode, GraphStore, GraphStoreError
 from graph.db import SchemaVersionError
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
 from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
+from memory_core.entities.related import RelatedResult
+from memory_core.entities.related import related as related_walk
+from memory_core.entities.service import EntityService, MergedEntity
+from memory_core.entities.worker import build_entity_worker
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError, LockedError
 from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
@@ -149,6 +153,8 @@ class MemoryCore:
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.versions = VersionService(graph, self.reader, self.writer)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings, summary_provider)
+        self.entity_service = EntityService(graph, self.writer.lock)
+        self.entity_worker = build_entity_worker(settings.model_provider, graph, self.writer)
         self.recovered = self.writer.recover()
         self._closed = False
 
@@ -213,6 +219,8 @@ class MemoryCore:
         if self._closed:
             return
         self._closed = True
+        if self.entity_worker is not None:
+            self.entity_worker.close()
         self.episodes.close()
         self.recaller.close()
         self.vectors.close()
@@ -233,8 +241,13 @@ class MemoryCore:
         channel: str | None = None, source: Mapping[str, Any] | None = None, project_id: str | None = None,
         salience: float | None = None, visibility: str = "tenant", timestamp: datetime | str | None = None,
         idempotency_key: str | None = None, metadata: Mapping[str, Any] | None = None,
+        entities: Sequence[Mapping[str, Any]] | None = None, relations: Sequence[Mapping[str, Any]] | None = None,
     ) -> AddResult:
         """Store one memory in Chroma and the graph; see :mod:`memory_core.write_path`.
+
+        ``entities`` (``{name, kind?, aliases?}``, at most 32) and ``relations`` (``{from, to, label}``
+        between them, at most 32) are linked in the same graph transaction, with what the
+        deterministic extractor finds in the text (see :mod:`memory_core.entities.declared`).
 
         None means "not given": salience defaults by type, timestamp to now, source and
         metadata to ``{}``, project_id to the global pool. ``type="handoff"`` is exactly
@@ -246,12 +259,12 @@ class MemoryCore:
             return self.create_handoff(
                 tenant, session, agent, content, role=role, channel=channel, source=source, project_id=project_id,
                 salience=salience, visibility=visibility, timestamp=timestamp, idempotency_key=idempotency_key,
-                metadata=metadata,
+                metadata=metadata, entities=entities, relations=relations,
             )
         item = {"tenant": tenant, "session": session, "agent": agent, "content": content, "type": type,
                 "role": role, "channel": channel, "source": source, "project_id": project_id, "salience": salience,
                 "visibility": visibility, "timestamp": timestamp, "idempotency_key": idempotency_key,
-                "metadata": metadata}  # fmt: skip
+                "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
         return self.writer.add_many([item])[0]
 
     @coded_graph_errors("writing memories")
@@ -421,11 +434,12 @@ class MemoryCore:
         idempotency_key: str | None = None, visibility: str = "tenant", salience: float | None = None,
         timestamp: datetime | str | None = None, role: str | None = None, channel: str | None = None,
         source: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
+        entities: Sequence[Mapping[str, Any]] | None = None, relations: Sequence[Mapping[str, Any]] | None = None,
     ) -> AddResult:
         """A handoff (salience 0.95 unless given) that SUPERSEDES the session's previous handoff."""
         given = {"project_id": project_id, "idempotency_key": idempotency_key, "visibility": visibility,
                  "salience": salience, "timestamp": timestamp, "role": role, "channel": channel, "source": source,
-                 "metadata": metadata}  # fmt: skip
+                 "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
         return self.episodes.create_handoff(
             tenant, session, agent, content, **{k: v for k, v in given.items() if v is not None}
         )
@@ -442,3 +456,23 @@ class MemoryCore:
     ) -> Recovery:
         """After a compaction: latest handoff, session summary, newest turns and a cursor."""
         return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars)
+
+    # ---- entities --------------------------------------------------------------------------
+    @coded_graph_errors("reading entities")
+    def list_entities(self, tenant: str, *, viewer: str | None = None, kind: str | None = None,
+                      limit: int | None = None) -> list[EntityNode]:
+        """The tenant's entities the viewer sees (names, kinds, aliases, mention counts), most mentioned first."""
+        return self.entity_service.list(tenant, viewer, kind=kind, limit=limit)
+
+    @coded_graph_errors("merging entities")
+    def merge_entities(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
+        """Fold entity ``merge`` (a ref or name) into ``keep``: aliases, mentions, relations move."""
+        return self.entity_service.merge(tenant, keep, merge, viewer=viewer)
+
+    @coded_graph_errors("walking the entity graph")
+    def related(self, tenant: str, entity_or_ref: str, *, depth: int = 2, limit: int = 20,
+                viewer: str | None = None) -> RelatedResult:
+        """Memories and entities around an entity (name, alias or ``ent:`` ref) or a memory (``mem:``),
+        best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100)."""
+        viewer = v.name(viewer, "viewer", required=False)
+        return related_walk(self.graph, self.reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)

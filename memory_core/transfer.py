@@ -8,7 +8,8 @@ An import writes into one named tenant and refuses lines of any other. It is ide
 a line whose memory is already there (same session, timestamp and content hash) is
 skipped, and rows keep their refs when the id is free, so re-importing a file writes
 nothing new. Edges between memories beyond the derived ones (AUTHORED_BY, IN_SESSION,
-which every add writes) are restored once every row is in.
+which every add writes) are restored once every row is in, and so are the entities each line
+carries (see :mod:`memory_core.entities.transfer`; imports do not run the extractor).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from graph.api import AUTHORED_BY, IN_SESSION
 from memory_core import validation as v
+from memory_core.entities import transfer as entity_transfer
+from memory_core.entities.transfer import EntityExporter, ExportEntity, ExportRelation
 from memory_core.errors import MemoryCoreError
 from memory_core.models import to_us
 from memory_core.reads import row_from_attrs
@@ -68,6 +71,8 @@ class ExportLine(BaseModel):
     idempotency_key: str | None = None
     content_hash: str
     edges: list[ExportEdge] = Field(default_factory=list)
+    entities: list[ExportEntity] = Field(default_factory=list)  # the entities it mentions
+    relations: list[ExportRelation] = Field(default_factory=list)  # the RELATED edges it declared
     # versions and locks (update_memory, lock_memory): restored once every row is in
     supersedes: str | None = Field(default=None, pattern=r"^mem:[1-9][0-9]{0,17}$")
     superseded: bool = False  # derived from valid_to (kept so a line reads as recall shows it)
@@ -75,8 +80,8 @@ class ExportLine(BaseModel):
     locked: bool = False
 
     def add_item(self) -> dict[str, Any]:
-        """The add_memory arguments that rebuild this memory."""
-        return self.model_dump(exclude={"ref", "content_hash", "edges", *STATE_FIELDS})
+        """The add_memory arguments that rebuild this memory (its state and entities are restored after)."""
+        return self.model_dump(exclude={"ref", "content_hash", "edges", "entities", "relations", *STATE_FIELDS})
 
     def has_state(self) -> bool:
         return self.supersedes is not None or self.valid_to is not None or self.locked
@@ -92,6 +97,9 @@ class ImportCounts:
     remapped: int = 0
     edges: int = 0
     states: int = 0  # rows whose version or lock state was (re)set
+    entities: int = 0
+    mentions: int = 0
+    relations: int = 0
     errors: int = 0
     error_lines: list[dict[str, Any]] = field(default_factory=list)
     refs: dict[str, str] = field(default_factory=dict)  # ref in the file -> ref in the store
@@ -103,7 +111,8 @@ class ImportCounts:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in
-                ("lines", "written", "skipped", "remapped", "edges", "states", "errors", "error_lines")}
+                ("lines", "written", "skipped", "remapped", "edges", "states", "entities", "mentions", "relations",
+                 "errors", "error_lines")}
 
 
 def export_count(core: MemoryCore, tenant: str) -> int:
@@ -116,15 +125,18 @@ def export_tenant(core: MemoryCore, tenant: str) -> Iterator[dict[str, Any]]:
     tenant = v.tenant(tenant)
     keys = list(core.graph.iter_newest(tenant, None))
     keys.reverse()
+    with graph_errors("exporting a tenant"):
+        entities = EntityExporter.of(core.graph, tenant)
     for start in range(0, len(keys), EXPORT_CHUNK):
         chunk = [mem_id for _ts, mem_id in keys[start : start + EXPORT_CHUNK]]
         with graph_errors("exporting a tenant"):
-            lines = _export_chunk(core, tenant, chunk)
+            lines = _export_chunk(core, tenant, chunk, entities)
         yield from lines
 
 
-def _export_chunk(core: MemoryCore, tenant: str, ids: list[int]) -> list[dict[str, Any]]:
+def _export_chunk(core: MemoryCore, tenant: str, ids: list[int], entities: EntityExporter) -> list[dict[str, Any]]:
     graph = core.graph
+    about = entities.fields(graph, tenant, ids)
     found = graph.memories(tenant, ids)
     attrs = {i: found[i] for i in ids if i in found}
     contents = graph.contents(tenant, attrs)
@@ -137,8 +149,9 @@ def _export_chunk(core: MemoryCore, tenant: str, ids: list[int]) -> list[dict[st
         edges = [ExportEdge(kind=e.kind, node=e.other) for e in graph.edges_of(tenant, memory_ref(mem_id))
                  if e.direction == "out"]
         key = public_idempotency_key(keys.get(mem_id))
-        line = ExportLine(**row, idempotency_key=key, content_hash=a.content_hash, edges=edges)
-        out.append(line.model_dump(mode="json"))
+        line = ExportLine(**row, idempotency_key=key, content_hash=a.content_hash, edges=edges,
+                          **about.get(mem_id, {}))
+        out.append(line.model_dump(mode="json", by_alias=True))
     return out
 
 
@@ -159,6 +172,7 @@ def import_lines(
     seen: set[tuple[str, int, str]] = set()
     edges: list[tuple[str, ExportEdge]] = []
     states: list[ExportLine] = []
+    about: list[tuple[str, list[ExportEntity], list[ExportRelation]]] = []
     for number, text in enumerate(lines, 1):
         if progress is not None:
             progress(1)
@@ -176,6 +190,8 @@ def import_lines(
                 edges.extend((line.ref, e) for e in line.edges if e.kind not in DERIVED_EDGES)
                 if line.has_state():
                     states.append(line)
+                if line.entities or line.relations:
+                    about.append((line.ref, line.entities, line.relations))
         if len(batch) >= IMPORT_BATCH:
             _write_batch(core, tenant, batch, counts)
             batch = []
@@ -183,6 +199,9 @@ def import_lines(
         _write_batch(core, tenant, batch, counts)
     counts.edges = _restore_edges(core, tenant, edges, counts.refs)
     counts.states = _restore_states(core, tenant, states, counts.refs)
+    with graph_errors("importing entities"):
+        restored = entity_transfer.restore(core, tenant, about, counts.refs)
+    counts.entities, counts.mentions, counts.relations = restored.entities, restored.mentions, restored.relations
     return counts
 
 
@@ -210,7 +229,9 @@ def _parse(core: MemoryCore, text: str, number: int, tenant: str, counts: Import
         counts.error(number, "INVALID_INPUT", "The content does not match its content_hash.")
         return None
     try:
-        core.writer.prepare(line.add_item())
+        core.writer.prepare(line.add_item(), extract=False)
+        for entity in line.entities:
+            entity.check()
     except MemoryCoreError as exc:
         counts.error(number, exc.code, exc.message)
         return None
@@ -237,7 +258,7 @@ def _write_batch(core: MemoryCore, tenant: str, batch: list[ExportLine], counts:
     if not todo:
         return
     results = core.writer.add_many(
-        [line.add_item() for line in todo], preferred_ids=[parse_ref(line.ref).id for line in todo]
+        [line.add_item() for line in todo], preferred_ids=[parse_ref(line.ref).id for line in todo], extract=False
     )
     for line, result in zip(todo, results, strict=True):
         counts.refs[line.ref] = result.ref

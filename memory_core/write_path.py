@@ -30,10 +30,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph.api import GraphStore, GraphStoreError, GraphTxn, mem_node
+from graph.api import EntitySpec, GraphStore, GraphStoreError, GraphTxn, RelationSpec, mem_node
 from memory_core import validation as v
 from memory_core.config import LimitSettings
 from memory_core.embedding import Embedder
+from memory_core.entities import declared
+from memory_core.entities.extract import extract_entities
 from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, SupersededError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, AddResult, from_us, to_us
 from memory_core.refs import memory_ref
@@ -46,7 +48,7 @@ CLEANUP_INTERVAL_S = 2.0
 CONFLICT_RETRIES = 2  # an idempotency key another replica committed first: the add is answered again
 ADD_FIELDS = frozenset({
     "tenant", "session", "agent", "content", "type", "role", "channel", "source", "project_id",
-    "salience", "visibility", "timestamp", "idempotency_key", "metadata",
+    "salience", "visibility", "timestamp", "idempotency_key", "metadata", "entities", "relations",
 })
 
 
@@ -58,6 +60,8 @@ class PreparedAdd:
     restore: bool = False  # doctor: the record under preferred_id existed before; never delete it
     edges: list[tuple[str, str]] = field(default_factory=list)  # extra (target node, kind) from this memory
     supersedes: int | None = None  # update_memory: the version this row ends (in the same transaction)
+    entities: list[EntitySpec] = field(default_factory=list)  # declared, then extracted (MENTIONS)
+    relations: list[RelationSpec] = field(default_factory=list)
 
 
 JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
@@ -72,11 +76,13 @@ class WritePath:
         self.embedder = embedder
         self.limits = limits
         self.lock = threading.RLock()
+        self.on_written: Callable[[list[dict[str, Any]]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
 
     # ---- validation ------------------------------------------------------------------------
-    def prepare(self, item: dict[str, Any]) -> PreparedAdd:
-        """Validate one add's arguments into a storable row (no id yet). Raises before any write."""
+    def prepare(self, item: dict[str, Any], *, extract: bool = True) -> PreparedAdd:
+        """Validate one add's arguments into a storable row (no id yet). Raises before any write.
+        ``extract``: add the entities the deterministic extractor finds in the text to the declared ones."""
         unknown = set(item) - ADD_FIELDS
         if unknown:
             raise InvalidInputError(f"Unknown add_memory fields: {', '.join(sorted(unknown))}.")
@@ -109,7 +115,11 @@ class WritePath:
         key = scoped_idempotency_key(
             v.idempotency_key(item.get("idempotency_key")), str(row["visibility"]), str(row["agent"]))
         row["idempotency_key"] = key
-        return PreparedAdd(row, key)
+        entities = declared.entities(item.get("entities"))
+        relations = declared.relations(item.get("relations"), entities)
+        if extract:
+            entities = declared.with_extracted(entities, extract_entities(text))
+        return PreparedAdd(row, key, entities=entities, relations=relations)
 
     # ---- adds ------------------------------------------------------------------------------
     def add_many(
@@ -120,6 +130,7 @@ class WritePath:
         edges: Sequence[list[tuple[str, str]]] = (),
         restore: bool = False,
         supersedes: Sequence[int | None] = (),
+        extract: bool = True,
     ) -> list[AddResult]:
         """Validate all, embed outside the lock, then write all-or-nothing.
 
@@ -130,10 +141,11 @@ class WritePath:
         ``supersedes`` (update_memory): the row is a new version of that memory; the graph
         transaction that writes it also ends the old one's validity (SupersededError, nothing
         written, when the old one is no longer a current, unlocked version).
+        ``extract`` False (imports carry their entities): only declared entities are linked.
         """
         if len(items) > self.limits.max_batch:
             raise InvalidInputError(f"A batch holds at most {self.limits.max_batch} memories.")
-        prepared = [self.prepare(item) for item in items]
+        prepared = [self.prepare(item, extract=extract) for item in items]
         for p, pid in zip(prepared, preferred_ids, strict=False):
             p.preferred_id = pid
             p.restore = restore and pid is not None
@@ -144,7 +156,10 @@ class WritePath:
             p.row["supersedes_id"] = old
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
-            return self._write(prepared, vectors)
+            results = self._write(prepared, vectors)
+        if extract and self.on_written is not None:
+            self.on_written([p.row for p, r in zip(prepared, results, strict=True) if r.created])
+        return results
 
     def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]], attempt: int = 0) -> list[AddResult]:
         results: list[AddResult | None] = [None] * len(prepared)
@@ -267,6 +282,7 @@ class WritePath:
                 )
 
         def finish(tx: GraphTxn) -> None:
+            now_us = time.time_ns() // 1000
             for p in prepared:
                 row = p.row
                 dup = tx.duplicate_of(row, window_us) if window_us else None
@@ -279,6 +295,8 @@ class WritePath:
                     raise SupersededError(f"{memory_ref(p.supersedes)} changed while it was being updated "
                                           "(superseded or locked by another writer); read it again.",
                                           ref=memory_ref(p.supersedes))
+                if p.entities or p.relations:
+                    tx.link_entities(row["tenant"], row["id"], p.entities, p.relations, now_us)
 
         def undo(_entries: JournalEntries) -> None:
             self._undo_vectors([p.row for p in prepared if _journal_op(p) == "add"])

@@ -23,6 +23,7 @@ VALID_CALLS: dict[str, dict[str, Any]] = {
     "get_contents": {"refs": ["mem:1"]},
     "query_recent_turns": {"session": "strict"},
     "check_memory": {"ref": "mem:1"},
+    "related": {"entity": "strict"},
     "create_handoff": {"session": "strict", "agent": "a", "content": "strict handoff probe"},
     "delete_memory": {"ref": "mem:999999"},
     "recover_context": {"session": "strict"},

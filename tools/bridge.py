@@ -44,7 +44,8 @@ MAX_CONCURRENT = 16
 SAFE_METHODS = frozenset({"initialize", "ping", "tools/list", "resources/list", "prompts/list",
                           "resources/templates/list", "completion/complete", "logging/setLevel"})
 # Tools that only read: a call of one is resent too.
-READ_ONLY_TOOLS = frozenset({"recall", "recall_with_context", "get_contents", "query_recent_turns", "check_memory"})
+READ_ONLY_TOOLS = frozenset({"recall", "recall_with_context", "get_contents", "query_recent_turns", "check_memory",
+                             "related"})
 Message = dict[str, Any]
 Locate = Callable[[], Announcement]
 

@@ -123,3 +123,15 @@ IdempotencyKey = Annotated[
     Field(description="Calls with the same key store once."),
 ]
 Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object kept with it.")]
+ENTITIES_CAP = 32
+Entities = Annotated[
+    list[dict[str, object]] | None,
+    Field(max_length=ENTITIES_CAP,
+          description=f"What it is about: [{{name, kind?, aliases?}}], at most {ENTITIES_CAP}; names and aliases "
+          "resolve case- and space-insensitively to one entity per tenant. Names in the text are found too."),
+]
+Relations = Annotated[
+    list[dict[str, object]] | None,
+    Field(max_length=ENTITIES_CAP,
+          description=f"[{{from, to, label}}] between entities declared here, at most {ENTITIES_CAP}."),
+]

@@ -58,6 +58,7 @@ from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
 from tools.listen import listen, url_host
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
+from tools.mcp_related_tool import related
 from tools.mcp_session_tools import recover_context, summarize_session
 from tools.mcp_surface import (
     describe,
@@ -116,6 +117,7 @@ TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (get_contents, READ),
     (query_recent_turns, READ),
     (check_memory, READ),
+    (related, READ),
     (create_handoff, WRITE),
     (delete_memory, DESTRUCTIVE),
     (update_memory, WRITE),

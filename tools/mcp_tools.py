@@ -16,12 +16,14 @@ from tools.mcp_params import (
     Channel,
     Content,
     Cursor,
+    Entities,
     IdempotencyKey,
     MemoryRef,
     MemoryType,
     Metadata,
     Project,
     Refs,
+    Relations,
     Role,
     Salience,
     Session,
@@ -51,6 +53,8 @@ async def add_memory(
     timestamp: Timestamp = None,
     idempotency_key: IdempotencyKey = None,
     metadata: Metadata = None,
+    entities: Entities = None,
+    relations: Relations = None,
 ) -> dict[str, Any]:
     """Store one memory (turn, note, decision, ...): {ref, timestamp, created}. A retry with the same
     idempotency_key returns the first ref, created=false; the same content just before in the session
@@ -63,7 +67,7 @@ async def add_memory(
         lambda core: core.add_memory(
             tenant_id, session, author, content, type=type, role=role, channel=channel, source=source,
             project_id=project_id, salience=salience, visibility=visibility, timestamp=timestamp,
-            idempotency_key=idempotency_key, metadata=metadata,
+            idempotency_key=idempotency_key, metadata=metadata, entities=entities, relations=relations,
         )
     )
     return state.shaper.added(result)

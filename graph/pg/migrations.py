@@ -17,6 +17,7 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
    :mod:`graph.pg.counts`), filled from the rows.
 4. Versions and locks (``update_memory``, ``lock_memory``): ``supersedes_id`` (the version a row
    corrects), ``valid_to_us`` (when a newer version superseded it) and ``locked``.
+5. Entities: ENTITY rows, their aliases, MENTIONS and RELATED (see :mod:`graph.pg.entities`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from psycopg import Cursor, sql
 
 from graph.api import GraphStoreError
 from graph.pg import counts
+from graph.pg.entities import SCHEMA_V5
 
 MIGRATION_LOCK = 0x6D656D636F7265  # pg_advisory_xact_lock key: "memcore"
 
@@ -198,6 +200,8 @@ def _v3(cur: Cursor[tuple[object, ...]]) -> None:
 def _v4(cur: Cursor[tuple[object, ...]]) -> None:
     cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS supersedes_id bigint, ADD COLUMN IF NOT EXISTS "
                 "valid_to_us bigint, ADD COLUMN IF NOT EXISTS locked boolean NOT NULL DEFAULT false")
+def _v5(cur: Cursor[tuple[object, ...]]) -> None:
+    cur.execute(SCHEMA_V5)
 
 
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
@@ -217,7 +221,9 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     return True
 
 
-MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [(1, _v1), (2, _v2), (3, _v3), (4, _v4)]
+MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [
+    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5),
+]
 LATEST = MIGRATIONS[-1][0]
 
 

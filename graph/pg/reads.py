@@ -22,6 +22,7 @@ from graph.api import (
     SessionStats,
 )
 from graph.pg.counts import SEP
+from graph.pg.entities import PgEntityReads
 from graph.pg.rows import EPISODE_SELECT, NODE_SELECT, check_field, episode_node, like_prefix, memory_node
 
 T = TypeVar("T")
@@ -32,7 +33,7 @@ _ORDER_INDEX = {  # (session given, turns only) -> the WHERE prefix
 }
 
 
-class Reads:
+class Reads(PgEntityReads):
     _read: Callable[..., Any]
 
     def __init__(self) -> None:
@@ -261,4 +262,6 @@ def owner_sql(node: str) -> str:
     an episode or a row of ``nodes``), NULL when it does not exist."""
     return (f"(CASE WHEN {node} ~ '^mem:[0-9]{{1,18}}$' THEN (SELECT tenant FROM memories WHERE id = "
             f"substr({node}, 5)::bigint) WHEN {node} ~ '^ep:[0-9]{{1,18}}$' THEN (SELECT tenant FROM episodes "
-            f"WHERE id = substr({node}, 4)::bigint) ELSE (SELECT tenant FROM nodes WHERE node_id = {node}) END)")
+            f"WHERE id = substr({node}, 4)::bigint) WHEN {node} ~ '^ent:[0-9]{{1,18}}$' THEN (SELECT tenant FROM "
+            f"entities "
+            f"WHERE id = substr({node}, 5)::bigint) ELSE (SELECT tenant FROM nodes WHERE node_id = {node}) END)")

@@ -32,6 +32,7 @@ from graph.api import (
     session_node,
 )
 from graph.pg import counts
+from graph.pg.entities import PgEntityWrites
 from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
 
 # one round trip: the row with its window (the previous shared memory of the session) and the
@@ -63,7 +64,7 @@ def _shared(row: tuple[Any, ...] | None) -> str:
     return str(row[1]) if row is not None and row[2] == "tenant" else ""
 
 
-class PgTxn:
+class PgTxn(PgEntityWrites):
     """Writes of one transaction on one pooled connection; :meth:`finish` runs before COMMIT."""
 
     def __init__(self, conn: Connection[tuple[Any, ...]], owner: str, lease_s: float) -> None:
@@ -91,8 +92,9 @@ class PgTxn:
 
     def id_in_use(self, item_id: int) -> bool:
         row = self._x("SELECT EXISTS (SELECT 1 FROM memories WHERE id = %s) OR EXISTS (SELECT 1 FROM episodes "
-                      "WHERE id = %s) OR EXISTS (SELECT 1 FROM journal WHERE item_id IN (%s, %s))",
-                      [item_id, item_id, f"mem:{item_id}", f"ep:{item_id}"]).fetchone()
+                      "WHERE id = %s) OR EXISTS (SELECT 1 FROM entities WHERE id = %s) OR EXISTS (SELECT 1 FROM "
+                      "journal WHERE item_id IN (%s, %s))",
+                      [item_id, item_id, item_id, f"mem:{item_id}", f"ep:{item_id}"]).fetchone()
         return bool(row[0])
 
     def journal(self, entries: Iterable[tuple[str, str, str]]) -> None:
@@ -177,6 +179,7 @@ class PgTxn:
             self._repoint(tenant, int(nxt[0]), _shared(self._neighbour(tenant, session, key, after=False)))
         node = mem_node(mem_id)
         self._x("DELETE FROM edges WHERE src = %s OR dst = %s", [node, node])
+        self.erase_entity_rows(mem_id)
         turn = type_ == "turn"
         self._count(tenant, memories=-1, non_turn=0 if turn else -1, lex_len_sum=-int(lex_len))
         self._session[(tenant, session, "memories")] -= 1

@@ -7,7 +7,8 @@ Pipeline for one query inside one tenant:
 2. candidates: Chroma (cosine), the tenant's window FTS5 table (BM25 over a memory and the
    one before it; in tenants holding other kinds of memory also ranked by the memory's own
    text) and keyword phrases, each with the filters pushed down so filtering happens before
-   any top-N cut;
+   any top-N cut; and the entity branch (:mod:`.entity_branch`): memories that mention the
+   entities the query names;
 3. join: every candidate is re-checked against its AGENT_MEMORY node (tenant, visibility,
    filters) and ``exclude_contents``; dialogue turns (type ``turn``) link to the adjacent
    turns of their session, which join the pool under the same checks; SUPERSEDES edges mark
@@ -15,7 +16,8 @@ Pipeline for one query inside one tenant:
    out unless ``include_superseded`` or ``deep`` (then it ranks with the superseded penalty);
 4. scoring (:mod:`.scoring`): relative-score fusion with the lexical weight adapted to how
    much of the query the lexical branch's best rows hold; speaker, dates; for dialogue turns
-   only: window BM25, neighbour spread and session support; superseded penalty;
+   only: window BM25, neighbour spread and session support; superseded penalty; the entity
+   branch's share, and one hop: the best rows lend to memories sharing a rare entity;
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
    asks whether the query matched at all (its best row) and falls back to lexical matches
    rather than return nothing; rows then need only a minimal relevance.
@@ -39,6 +41,7 @@ from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
 from memory_core.recall import scoring
+from memory_core.recall.entity_branch import EntityBranch, EntityHits
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.lexical import WORD, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
@@ -76,6 +79,7 @@ class Recaller:
         self.vectors = vectors
         self.embedder = embedder
         self.settings = settings
+        self.entities = EntityBranch(graph)
         self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall-lexical")
 
     def close(self) -> None:
@@ -122,6 +126,7 @@ class Recaller:
             # the lexical branch needs no embedding: it runs while the query is embedded
             # (SQLite and onnxruntime both release the GIL), hiding its cost behind the model's
             lexical = self._workers.submit(self._lexical, filters, reading, cfg)
+            named = self._workers.submit(self.entities.find, filters, reading, cfg)
             hits: list[VectorHit] = []
             try:
                 if cfg.w_vector > 0 or cfg.fusion == "rrf":
@@ -133,8 +138,8 @@ class Recaller:
                     except StoreError as exc:  # a hung, down or failing Chroma: answer from the lexical side
                         result.diagnostics["vector_search"] = f"unavailable: {exc.message}"
             finally:
-                found = lexical.result()
-            self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found)
+                found, entity_hits = lexical.result(), named.result()
+            self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found, entity_hits)
         result.diagnostics["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return result
 
@@ -157,9 +162,10 @@ class Recaller:
     # ---- ranked recall -------------------------------------------------------------------
     def _ranked(
         self, result: RecallResult, filters: RecallFilters, reading: QueryReading, limit: int, cfg: RecallConfig,
-        deep: bool, hits: list[VectorHit], vector_full: bool, lexical: Lexical,
+        deep: bool, hits: list[VectorHit], vector_full: bool, lexical: Lexical, entity_hits: EntityHits,
     ) -> None:
         cands = self._candidates(hits, lexical)
+        EntityBranch.join(cands, entity_hits)
         attrs = self._admitted(filters, cands)
         # contents are read for exclude_contents (every row) or for the word coverage of the
         # best own-text BM25 rows (the query's quality is a maximum: weaker rows cannot set it)
@@ -180,6 +186,8 @@ class Recaller:
         result.diagnostics["lexical_share"] = round(share, 3)
         scoring.base_scores(cands, cfg, vector_full, reading.named, {k: attrs[k].agent for k in cands},
                             lexical_share=share, as_name=reading.as_name)
+        EntityBranch.score(cands, cfg)
+        result.diagnostics["entity_hop_joined"] = self.entities.join_hops(cands, attrs, filters, cfg)
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
@@ -213,7 +221,8 @@ class Recaller:
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
                                                             -attrs[item[1].id].ts_us, item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
-        refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by) if k is not None}
+        refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by, c.entity_via)
+                if k is not None}
         result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
                            for conf, c in top if c.id in rows]
 

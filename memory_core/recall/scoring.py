@@ -51,6 +51,10 @@ class Candidate:
     neighbour_of: int | None = None  # joined the pool only as an adjacent memory of this one
     speaker: str | None = None
     superseded_by: int | None = None
+    entity_raw: float = 0.0  # mean weight² of the query's entities the row mentions (entity branch)
+    entity: float = 0.0  # what the entity branch added to base (query entities and one hop)
+    entities: tuple[str, ...] = ()  # the entities that carried it
+    entity_via: int | None = None  # the pool row it shares a rare entity with (one hop)
     base: float = 0.0
     graph: float = 0.0  # what the graph signals added (speaker, spread, time, session)
     time: float = 0.0
@@ -250,6 +254,11 @@ def reason(conf: float, c: Candidate, rrf_k: int, refs: dict[int, str]) -> dict[
         out["speaker"] = c.speaker
     if c.time:
         out["time"] = round(c.time, 3)
+    if c.entity:
+        out["entity"] = round(c.entity, 4)
+        out["entities"] = list(c.entities)
+    if c.entity_via is not None and c.entity_via in refs:
+        out["entity_via"] = refs[c.entity_via]
     if c.neighbour_of is not None and c.neighbour_of in refs:
         out["neighbour_of"] = refs[c.neighbour_of]
     if c.superseded_by is not None and c.superseded_by in refs:

@@ -22,6 +22,7 @@ TOOLS_NOW = {
     "get_contents",
     "query_recent_turns",
     "check_memory",
+    "related",
     "create_handoff",
     "delete_memory",
     "recover_context",

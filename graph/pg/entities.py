@@ -1,0 +1,296 @@
+"""Entities on PostgreSQL: the store's reads (:class:`PgEntityReads`) and the write transaction's
+rows (:class:`PgEntityWrites`), over the tables of migration step 5; semantics follow
+:mod:`graph.sqlite_entities` method by method.
+
+Two replicas naming one new entity at once: the alias row's primary key decides (the second
+INSERT waits for the first to commit, finds the name taken and uses that entity; its own
+fresh entity is dropped before it commits), see :func:`graph.entity_link.link`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from psycopg import sql
+
+from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_norm
+from graph.entity_link import Writer, link
+
+SCHEMA_V5 = """
+CREATE TABLE IF NOT EXISTS entities (
+    id bigint PRIMARY KEY, tenant text NOT NULL, name text NOT NULL, kind text, created_us bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entities_tenant ON entities (tenant, id);
+CREATE TABLE IF NOT EXISTS entity_aliases (
+    tenant text NOT NULL, norm text NOT NULL, entity_id bigint NOT NULL, alias text NOT NULL, pos integer NOT NULL,
+    PRIMARY KEY (tenant, norm)
+);
+CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases (entity_id, pos);
+CREATE TABLE IF NOT EXISTS mentions (
+    mem_id bigint NOT NULL, entity_id bigint NOT NULL, tenant text NOT NULL, ts_us bigint NOT NULL,
+    shared boolean NOT NULL, agent text NOT NULL, PRIMARY KEY (mem_id, entity_id)
+);
+CREATE INDEX IF NOT EXISTS mentions_entity ON mentions (entity_id, ts_us, mem_id);
+CREATE TABLE IF NOT EXISTS relations (
+    src bigint NOT NULL, dst bigint NOT NULL, label text NOT NULL, mem_id bigint NOT NULL, tenant text NOT NULL,
+    shared boolean NOT NULL, agent text NOT NULL, PRIMARY KEY (src, dst, label, mem_id)
+);
+CREATE INDEX IF NOT EXISTS relations_dst ON relations (dst);
+CREATE INDEX IF NOT EXISTS relations_mem ON relations (mem_id);
+"""
+
+_VISIBLE = "(shared OR agent = %s)"
+
+
+def _viewer(viewer: str | None) -> str:
+    return "\x01" if viewer is None else viewer  # no agent is named \x01 (PostgreSQL text holds no NUL)
+
+
+def _ids(ids: Iterable[int]) -> list[int]:
+    return list(dict.fromkeys(int(i) for i in ids))
+
+
+class PgEntityReads:
+    """Entity reads (``_q`` comes from :class:`graph.pg.reads.Reads`)."""
+
+    def _q(self, query: str | sql.Composable, args: list[Any], what: str = "read") -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _aliases(self, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        out: dict[int, list[str]] = {}
+        for entity_id, alias in self._q("SELECT entity_id, alias FROM entity_aliases WHERE entity_id = "
+                                        "ANY(%s::bigint[]) ORDER BY entity_id, pos", [list(ids)]):
+            out.setdefault(int(entity_id), []).append(str(alias))
+        return {k: tuple(v) for k, v in out.items()}
+
+    def _nodes(self, tenant: str, rows: list[tuple[Any, ...]]) -> list[EntityNode]:
+        aliases = self._aliases([int(r[0]) for r in rows])
+        return [EntityNode(int(i), tenant, str(name), kind, aliases.get(int(i), ()), int(created), int(n))
+                for i, name, kind, created, n in rows]
+
+    def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
+        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, (SELECT count(*) FROM mentions m WHERE "
+                       f"m.entity_id = e.id AND {_VISIBLE}) FROM entities e WHERE e.id = %s AND e.tenant = %s",
+                       [_viewer(viewer), entity_id, tenant])
+        rows = [r for r in rows if int(r[4]) > 0]
+        return self._nodes(tenant, rows)[0] if rows else None
+
+    def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
+        found = self._q("SELECT entity_id FROM entity_aliases WHERE tenant = %s AND norm = %s",
+                        [tenant, entity_norm(name)])
+        return self.entity(tenant, int(found[0][0]), viewer) if found else None
+
+    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
+        by_norm: dict[str, list[str]] = {}
+        for name in names:
+            by_norm.setdefault(entity_norm(name), []).append(name)
+        out: dict[str, int] = {}
+        if by_norm:
+            for norm, entity_id in self._q("SELECT norm, entity_id FROM entity_aliases WHERE tenant = %s AND "
+                                           "norm = ANY(%s)", [tenant, list(by_norm)]):
+                out.update((name, int(entity_id)) for name in by_norm[str(norm)])
+        return out
+
+    def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
+                 kind: str | None = None) -> list[EntityNode]:
+        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, count(*) AS n FROM entities e "
+                       f"JOIN mentions m ON m.entity_id = e.id AND {_VISIBLE} WHERE e.tenant = %s "
+                       f"AND (%s::text IS NULL OR e.kind = %s) GROUP BY e.id "
+                       f"ORDER BY n DESC, e.name COLLATE \"C\", e.id LIMIT %s",
+                       [_viewer(viewer), tenant, kind, kind, limit])
+        return self._nodes(tenant, rows)
+
+    def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
+                        limit: int | None = None) -> dict[int, list[int]]:
+        rows = self._q(f"SELECT w.e, x.mem_id FROM unnest(%s::bigint[]) w(e), LATERAL (SELECT mem_id FROM mentions "
+                       f"WHERE entity_id = w.e AND tenant = %s AND {_VISIBLE} ORDER BY ts_us DESC, mem_id DESC "
+                       f"LIMIT %s) x", [_ids(entity_ids), tenant, _viewer(viewer), limit])
+        out: dict[int, list[int]] = {}
+        for entity_id, mem_id in rows:
+            out.setdefault(int(entity_id), []).append(int(mem_id))
+        return out
+
+    def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for mem_id, entity_id in self._q("SELECT mem_id, entity_id FROM mentions WHERE mem_id = ANY(%s::bigint[]) "
+                                         "AND tenant = %s ORDER BY mem_id, entity_id", [_ids(mem_ids), tenant]):
+            out.setdefault(int(mem_id), []).append(int(entity_id))
+        return out
+
+    def entity_relations(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> list[EntityRelation]:
+        wanted = _ids(entity_ids)
+        rows = self._q(f"SELECT src, dst, label, mem_id FROM relations WHERE (src = ANY(%s::bigint[]) OR "
+                       f"dst = ANY(%s::bigint[])) AND tenant = %s AND {_VISIBLE} "
+                       f"ORDER BY src, dst, label COLLATE \"C\", mem_id", [wanted, wanted, tenant, _viewer(viewer)])
+        return [EntityRelation(int(s), int(d), str(lb), int(m)) for s, d, lb, m in rows]
+
+    def entity_records(self, tenant: str) -> list[EntityRecord]:
+        rows = self._q("SELECT id, name, kind, created_us FROM entities WHERE tenant = %s ORDER BY id", [tenant])
+        aliases = self._aliases([int(r[0]) for r in rows])
+        return [EntityRecord(int(i), str(n), k, aliases.get(int(i), ()), int(c)) for i, n, k, c in rows]
+
+    def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
+        return [(int(m), int(e)) for m, e in self._q(
+            "SELECT mem_id, entity_id FROM mentions WHERE tenant = %s ORDER BY mem_id, entity_id", [tenant])]
+
+    def all_relations(self, tenant: str) -> list[EntityRelation]:
+        return [EntityRelation(int(s), int(d), str(lb), int(m)) for s, d, lb, m in self._q(
+            "SELECT src, dst, label, mem_id FROM relations WHERE tenant = %s "
+            "ORDER BY src, dst, label COLLATE \"C\", mem_id", [tenant])]
+
+
+class PgEntityWrites:
+    """The entity rows of one write transaction (``_x``, ``allocate_ids``, ``touch`` come from PgTxn)."""
+
+    def _x(self, query: str | sql.Composable, args: Iterable[Any] = ()) -> Any:
+        raise NotImplementedError
+
+    def allocate_ids(self, n: int) -> list[int]:
+        raise NotImplementedError
+
+    def touch(self, tenant: str) -> None:
+        raise NotImplementedError
+
+    # ---- graph.entity_link.EntityRows ----------------------------------------------------------
+    def lookup_norms(self, tenant: str, norms: Sequence[str]) -> dict[str, int]:
+        rows = self._x("SELECT norm, entity_id FROM entity_aliases WHERE tenant = %s AND norm = ANY(%s::text[])",
+                       [tenant, list(norms)]).fetchall()
+        return {str(n): int(e) for n, e in rows}
+
+    def create_entity(self, tenant: str, name: str, kind: str | None, now_us: int) -> int:
+        entity_id = self.allocate_ids(1)[0]
+        self._x("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (%s, %s, %s, %s, %s)",
+                [entity_id, tenant, name, kind, now_us])
+        return entity_id
+
+    def add_alias(self, tenant: str, entity_id: int, norm: str, alias: str) -> int:
+        found = self._x("INSERT INTO entity_aliases (tenant, norm, entity_id, alias, pos) VALUES (%s, %s, %s, %s, "
+                        "(SELECT coalesce(max(pos), -1) + 1 FROM entity_aliases WHERE entity_id = %s)) "
+                        "ON CONFLICT DO NOTHING RETURNING entity_id",
+                        [tenant, norm, entity_id, alias, entity_id]).fetchone()
+        if found is None:
+            found = self._x("SELECT entity_id FROM entity_aliases WHERE tenant = %s AND norm = %s",
+                            [tenant, norm]).fetchone()
+        return int(found[0])
+
+    def drop_entity(self, tenant: str, entity_id: int) -> None:
+        self._x("DELETE FROM entities WHERE id = %s AND tenant = %s", [entity_id, tenant])
+
+    def fill_kind(self, tenant: str, entity_id: int, kind: str) -> None:
+        self._x("UPDATE entities SET kind = %s WHERE id = %s AND tenant = %s AND kind IS NULL",
+                [kind, entity_id, tenant])
+
+    def write_mentions(self, tenant: str, writer: Writer, entity_ids: Sequence[int]) -> None:
+        self._x("INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, e, %s, %s, %s, %s "
+                "FROM unnest(%s::bigint[]) e ON CONFLICT DO NOTHING",
+                [writer.mem_id, tenant, writer.ts_us, writer.shared, writer.agent, list(entity_ids)])
+
+    def write_relations(self, tenant: str, writer: Writer, rows: Sequence[tuple[int, int, str]]) -> None:
+        if rows:
+            self._x("INSERT INTO relations (src, dst, label, mem_id, tenant, shared, agent) SELECT s, d, lb, %s, %s, "
+                    "%s, %s FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) r(s, d, lb) ON CONFLICT DO NOTHING",
+                    [writer.mem_id, tenant, writer.shared, writer.agent, [r[0] for r in rows], [r[1] for r in rows],
+                     [r[2] for r in rows]])
+
+    # ---- graph.api.GraphTxn ------------------------------------------------------------------
+    def _writer(self, tenant: str, mem_id: int) -> Writer | None:
+        found = self._x("SELECT ts_us, visibility, agent FROM memories WHERE id = %s AND tenant = %s",
+                        [mem_id, tenant]).fetchone()
+        return None if found is None else Writer(mem_id, int(found[0]), found[1] == "tenant", str(found[2]))
+
+    def link_entities(self, tenant: str, mem_id: int, entities: Sequence[EntitySpec],
+                      relations: Sequence[RelationSpec], now_us: int) -> list[int]:
+        writer = self._writer(tenant, mem_id)
+        if writer is None or not (entities or relations):
+            return []
+        self.touch(tenant)
+        return link(self, tenant, writer, entities, relations, now_us)
+
+    def _owned(self, tenant: str, ids: Sequence[int]) -> bool:
+        row = self._x("SELECT count(*) FROM entities WHERE tenant = %s AND id = ANY(%s::bigint[])",
+                      [tenant, list(ids)]).fetchone()
+        return int(row[0]) == len(set(ids))
+
+    def merge_entities(self, tenant: str, keep: int, merge: int) -> bool:
+        if keep == merge:
+            return False
+        # both rows locked in id order: two merges of the same pair cannot interleave
+        locked = self._x("SELECT id FROM entities WHERE tenant = %s AND id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE",
+                         [tenant, [keep, merge]]).fetchall()
+        if len(locked) != 2:
+            return False
+        self._x("UPDATE entity_aliases SET entity_id = %s, pos = pos + 1 + (SELECT coalesce(max(pos), -1) FROM "
+                "entity_aliases WHERE entity_id = %s) WHERE entity_id = %s", [keep, keep, merge])
+        self._x("INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT mem_id, %s, tenant, "
+                "ts_us, shared, agent FROM mentions WHERE entity_id = %s ON CONFLICT DO NOTHING", [keep, merge])
+        self._x("DELETE FROM mentions WHERE entity_id = %s", [merge])
+        self._x("INSERT INTO relations (src, dst, label, mem_id, tenant, shared, agent) SELECT CASE src WHEN %s THEN "
+                "%s ELSE src END, CASE dst WHEN %s THEN %s ELSE dst END, label, mem_id, tenant, shared, agent FROM "
+                "relations WHERE (src = %s OR dst = %s) AND tenant = %s ON CONFLICT DO NOTHING",
+                [merge, keep, merge, keep, merge, merge, tenant])
+        self._x("DELETE FROM relations WHERE (src = %s OR dst = %s OR (src = %s AND dst = %s)) AND tenant = %s",
+                [merge, merge, keep, keep, tenant])
+        self._x("UPDATE entities SET kind = (SELECT kind FROM entities WHERE id = %s) WHERE id = %s AND kind IS NULL",
+                [merge, keep])
+        self._x("DELETE FROM entities WHERE id = %s", [merge])
+        self.touch(tenant)
+        return True
+
+    def restore_entity(self, tenant: str, record: EntityRecord) -> bool:
+        created = self._x("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (%s, %s, %s, %s, %s) "
+                          "ON CONFLICT DO NOTHING RETURNING id",
+                          [record.id, tenant, record.name, record.kind, record.created_us]).fetchone()
+        if created is None:
+            owner = self._x("SELECT tenant FROM entities WHERE id = %s", [record.id]).fetchone()
+            if owner is None or owner[0] != tenant:
+                return False
+            if record.kind:
+                self.fill_kind(tenant, record.id, record.kind)
+        for alias in (record.name, *record.aliases):
+            self.add_alias(tenant, record.id, entity_norm(alias), alias)
+        self.touch(tenant)
+        return created is not None
+
+    def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
+        writer = self._writer(tenant, mem_id)
+        wanted = _ids(entity_ids)
+        if writer is None or not wanted:
+            return 0
+        rows = self._x("INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, id, tenant, "
+                       "%s, %s, %s FROM entities WHERE id = ANY(%s::bigint[]) AND tenant = %s ON CONFLICT DO NOTHING "
+                       "RETURNING 1", [mem_id, writer.ts_us, writer.shared, writer.agent, wanted, tenant]).fetchall()
+        if rows:
+            self.touch(tenant)
+        return len(rows)
+
+    def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
+        written = 0
+        for rel in relations:
+            writer = self._writer(tenant, rel.mem_id)
+            if writer is None or rel.src == rel.dst or not self._owned(tenant, [rel.src, rel.dst]):
+                continue
+            written += len(self._x(
+                "INSERT INTO relations (src, dst, label, mem_id, tenant, shared, agent) VALUES (%s, %s, %s, %s, %s, "
+                "%s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                [rel.src, rel.dst, rel.label, rel.mem_id, tenant, writer.shared, writer.agent]).fetchall())
+        if written:
+            self.touch(tenant)
+        return written
+
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        gone = 0
+        for mem_id, entity_id in mentions:
+            gone += len(self._x("DELETE FROM mentions WHERE mem_id = %s AND entity_id = %s AND tenant = %s "
+                                "RETURNING 1", [mem_id, entity_id, tenant]).fetchall())
+        for r in relations:
+            gone += len(self._x("DELETE FROM relations WHERE src = %s AND dst = %s AND label = %s AND mem_id = %s "
+                                "AND tenant = %s RETURNING 1", [r.src, r.dst, r.label, r.mem_id, tenant]).fetchall())
+        self.touch(tenant)
+        return gone
+
+    def erase_entity_rows(self, mem_id: int) -> None:
+        """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
+        self._x("DELETE FROM mentions WHERE mem_id = %s", [mem_id])
+        self._x("DELETE FROM relations WHERE mem_id = %s", [mem_id])
