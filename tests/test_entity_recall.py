@@ -101,6 +101,17 @@ def test_related_from_a_memory_ref_and_a_declared_relation(core: MemoryCore) -> 
     assert hop.path[-1].via == "RELATED:runs on"
 
 
+def test_related_lists_the_current_version_of_a_corrected_memory_and_walks_only_through_current_ones(
+        core: MemoryCore) -> None:
+    old = core.add_memory("acme", "s1", "ann", "ledger-svc went down: Kestrel Proxy and Zorbit Cache.").ref
+    new = core.update_memory("acme", old, content="The ledger-svc outage was caused by Kestrel Proxy.", agent="ann")
+    out = core.related("acme", "Kestrel Proxy", depth=2, limit=20)
+    refs = {i.ref for i in out.items}
+    assert new.added.ref in refs and old not in refs
+    assert "Zorbit Cache" not in {i.entity.name for i in out.items if i.entity is not None}
+    assert all(old not in [s.ref for s in i.path] for i in out.items)
+
+
 def test_related_hides_what_only_another_agents_private_memory_mentions(core: MemoryCore) -> None:
     core.add_memory("acme", "s1", "bob", "Kestrel Proxy creds rotate monthly", visibility="agent")
     with pytest.raises(NotFoundError):

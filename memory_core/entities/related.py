@@ -10,6 +10,8 @@ path found to it. A path's score is the product of its steps:
 - entity -RELATED- entity: ``RELATED_STEP`` (a declared relation is a strong link).
 
 An entity expands to its newest ``FANOUT`` memories; at most ``MAX_NODES`` nodes are reached.
+The walk never steps onto an older version of a corrected memory (``update_memory``): the
+current version carries what is still true, as in recall.
 Results: memories (as rows, for previews) and entities, best score first, then fewer hops.
 """
 
@@ -40,6 +42,7 @@ class RelatedReads(Protocol):
     """What the walk reads of the graph store."""
 
     def memory(self, tenant: str, mem_id: int) -> MemoryNode | None: ...
+    def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]: ...
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None: ...
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None: ...
     def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
@@ -137,6 +140,7 @@ class _Walk:
         self.entities: dict[int, EntityNode] = {}
         self.reached: dict[tuple[str, int], _Reached] = {}
         self.truncated = False
+        self.current: dict[int, bool] = {}  # memory id -> not superseded by a newer version
 
     def resolve(self, start: object) -> tuple[str, int]:
         if not isinstance(start, str) or not start.strip():
@@ -187,9 +191,12 @@ class _Walk:
                 for mem_id, ent_ids in self.graph.memory_entities(self.tenant, mems).items():
                     steps += [(("mem", mem_id), ("ent", e), "MENTIONS", 0.0) for e in ent_ids]
             self._load([to[1] for _f, to, _v, _w in steps if to[0] == "ent"])
+            self._load_current([to[1] for _f, to, _v, _w in steps if to[0] == "mem"])
             for frm, to, via, factor in steps:
                 if to[0] == "ent" and to[1] not in self.entities:
                     continue  # not visible to the viewer
+                if to[0] == "mem" and not self.current.get(to[1], False):
+                    continue  # an older version (update_memory): the current one carries the facts
                 if via == "MENTIONS":
                     factor = self._weight(to[1])
                 score = self.reached[frm].score * factor
@@ -210,6 +217,12 @@ class _Walk:
         for e in dict.fromkeys(ids):
             if e not in self.entities and (node := self.graph.entity(self.tenant, e, self.viewer)) is not None:
                 self.entities[e] = node
+
+    def _load_current(self, ids: list[int]) -> None:
+        todo = [m for m in dict.fromkeys(ids) if m not in self.current]
+        if todo:
+            nodes = self.graph.memories(self.tenant, todo)
+            self.current.update({m: m in nodes and nodes[m].valid_to_us is None for m in todo})
 
     def _weight(self, ent_id: int) -> float:
         node = self.entities.get(ent_id)
