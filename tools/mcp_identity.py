@@ -20,7 +20,7 @@ Author = Annotated[
         description="Your agent id (the author)."
     ),
 ]
-Viewer = Annotated[str | None, Field(description="Your agent id.")]  # the server instructions say what it shows
+Viewer = Annotated[str | None, Field()]  # the server instructions say what it shows
 
 
 def author_of(state: ServerState, agent: str | None) -> str:

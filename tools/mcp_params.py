@@ -22,9 +22,9 @@ CONTEXT_ENTRIES_CAP = 100
 
 # Described once, in the server instructions; listed (as required) only where no binding fills it.
 Tenant = Annotated[str | None, Field()]
-Session = Annotated[str, Field(description="Session id (no whitespace).")]
+Session = Annotated[str, Field()]  # the pattern is checked by the service (INVALID_INPUT names it)
 Content = Annotated[str, Field(description="Not empty, at most $max_content chars.")]
-MemoryRef = Annotated[str, Field(description="A ref, e.g. 'mem:42'.")]
+MemoryRef = Annotated[str, Field()]  # 'mem:42': every response shows refs
 
 RecallQuery = Annotated[
     str, Field(description="What to look for; empty: the most recent memories.")
@@ -55,15 +55,15 @@ ExcludeContents = Annotated[
     list[str] | None,
     Field(
         max_length=EXCLUDE_CONTENTS_CAP,
-        description="Texts you hold (previews work); rows they prefix, or that prefix them, are skipped.",
+        description="Texts you already hold (previews work): rows they match are skipped.",
     ),
 ]
 Deep = Annotated[bool, Field(description="No time decay: an exhaustive search.")]
 FullContent = Annotated[
     bool,
     Field(
-        description="Whole texts, up to $full_budget chars per response; past it the least relevant rows stay "
-        "previews and full_content_budget_chars is set."
+        description="Whole texts, up to $full_budget chars a response (past it the least relevant rows stay "
+        "previews)."
     ),
 ]
 
@@ -88,7 +88,6 @@ TurnsLimit = Annotated[
     Field(
         ge=1,
         le=RECENT_TURNS_LIMIT_CAP,
-        description=f"Turns per page (default {RECENT_TURNS_LIMIT_DEFAULT}, at most {RECENT_TURNS_LIMIT_CAP}).",
     ),
 ]
 Cursor = Annotated[
@@ -99,7 +98,7 @@ Cursor = Annotated[
 MemoryType = Annotated[
     str,
     Field(
-        description="turn, note, decision, error, fact, task, ... ('handoff': use create_handoff; 'episode': refused)."
+        description="turn, note, decision, error, fact, task, ... (handoff: as create_handoff)."
     ),
 ]
 Role = Annotated[str | None, Field(description="For turns: user, assistant, system or tool.")]
@@ -127,11 +126,10 @@ ENTITIES_CAP = 32
 Entities = Annotated[
     list[dict[str, object]] | None,
     Field(max_length=ENTITIES_CAP,
-          description=f"What it is about: [{{name, kind?, aliases?}}], at most {ENTITIES_CAP}; names and aliases "
-          "resolve case- and space-insensitively to one entity per tenant. Names in the text are found too."),
+          description="[{name, kind?, aliases?}] it is about (names in content are found too)."),
 ]
 Relations = Annotated[
     list[dict[str, object]] | None,
     Field(max_length=ENTITIES_CAP,
-          description=f"[{{from, to, label}}] between entities declared here, at most {ENTITIES_CAP}."),
+          description="[{from, to, label}] between declared entities."),
 ]

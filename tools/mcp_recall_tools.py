@@ -50,11 +50,11 @@ async def recall(
     deep: Deep = False,
     full_content: FullContent = False,
 ) -> dict[str, Any]:
-    """Relevant memories, best first (semantic + keyword search, fused): {messages, shared?}. Rows: ref,
-    content, session, agent, timestamp, confidence, match_reason (signal the ranking keyed on,
-    per-retriever scores), type unless 'turn'; values all rows share are given once, in shared. content
-    is at most $preview_chars chars; a cut row adds content_truncated, content_len (expand: get_contents
-    or full_content). gate_fallback=true: only weak matches.
+    """Relevant memories, best first (semantic, keyword and entity search, fused): {messages, shared?}.
+    Row: ref, content (at most $preview_chars chars; a cut one adds content_truncated, content_len:
+    expand with get_contents or full_content), session, agent, timestamp, confidence, match_reason
+    (the signal ranking keyed on, per-branch scores), type unless 'turn'; values every row shares go
+    once in shared. gate_fallback=true: only weak matches.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

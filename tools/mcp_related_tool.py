@@ -31,7 +31,7 @@ async def related(
     viewer: Viewer = None,
 ) -> dict[str, Any]:
     """Memories and entities linked to an entity (name, alias, ent:N) or a memory (mem:N) through
-    the entities memories mention, best first, with score, depth, via and path."""
+    mentions and relations, best first, with their paths."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)

@@ -19,7 +19,7 @@ RecoverTurns = Annotated[
     Field(
         ge=1,
         le=RECENT_TURNS_LIMIT_CAP,
-        description=f"Newest turns (default $recover_turns, at most {RECENT_TURNS_LIMIT_CAP}; fewer past a budget).",
+        description="Newest turns (fewer past a budget).",
     ),
 ]
 
@@ -33,10 +33,10 @@ async def recover_context(
     viewer: Viewer = None,
     turns: RecoverTurns = None,
 ) -> dict[str, Any]:
-    """Call FIRST after a context compaction or when resuming: what was I doing? {handoff, summary,
-    turns, next_cursor}: the latest handoff in full (or null); the session's miniSummary {summary,
-    summary_source: model|fallback, ...; stale=true: a newer one is coming}; the newest turns as
-    $recover_chars-char previews; next_cursor for query_recent_turns.
+    """Call FIRST after a context compaction or when resuming: {handoff, summary, turns, next_cursor}:
+    the latest handoff in full (or null); the session's miniSummary (summary_source model|fallback;
+    stale=true: a newer one is coming); the newest turns as $recover_chars-char previews; next_cursor
+    for query_recent_turns.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -48,8 +48,8 @@ async def recover_context(
 @mcp_tool
 async def summarize_session(ctx: Ctx, *, session: Session, tenant: Tenant = None) -> dict[str, Any]:
     """Summarize a session's shared memories in at most $summary_chars chars, stored as an episode:
-    {ref ('ep:<id>'), summary, summary_source, covers, turn_count, ...}. A slow or missing model gives
-    summary_source=fallback with summary_error. No shared memories: NOT_FOUND.
+    {ref, summary, summary_source, covers, turn_count, ...}; a slow or missing model: summary_source=
+    fallback, summary_error. No shared memories: NOT_FOUND.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

@@ -57,8 +57,8 @@ async def add_memory(
     relations: Relations = None,
 ) -> dict[str, Any]:
     """Store one memory (turn, note, decision, ...): {ref, timestamp, created}. A retry with the same
-    idempotency_key returns the first ref, created=false; the same content just before in the session
-    is stored and reported as duplicate_of.
+    idempotency_key returns the first ref, created=false; the same content just before in the session:
+    duplicate_of.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -84,8 +84,8 @@ async def create_handoff(
     project_id: Project = None,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    """Write a handoff (what you did, what is done, what is next) before a compaction or the end of
-    your session; recover_context returns it first. Salience 0.95; returns {ref, timestamp, created}.
+    """Write a handoff (done, in progress, next) before a compaction or the end of your session;
+    recover_context returns it first. Salience 0.95: {ref, timestamp, created}.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -111,9 +111,8 @@ async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, view
 
 @mcp_tool
 async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Full rows for up to $refs_cap refs: {found, missing}. Malformed, deleted or hidden refs are missing,
-    never an error. Each ref sent is answered once per time sent, under your exact string (a row adds
-    requested=<it> when that differs from its ref)."""
+    """Full rows for up to $refs_cap refs: {found, missing}; each ref sent is answered under your exact
+    string (requested=<it> when it differs from the row's ref). Malformed, deleted or hidden: missing."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -124,7 +123,7 @@ async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: V
 @mcp_tool
 async def check_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
     """One memory in full with its graph neighbours: {memory, neighbours: {author, session, previous,
-    next, edges}} (previous/next are previews). Unknown ref: NOT_FOUND."""
+    next, edges, versions}} (previous/next as previews). Unknown ref: NOT_FOUND."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -142,8 +141,8 @@ async def query_recent_turns(
     cursor: Cursor = None,
     viewer: Viewer = None,
 ) -> dict[str, Any]:
-    """A session's turns, newest first, as previews: {turns, next_cursor}. Pass next_cursor back for
-    older ones (null: no more); pages never skip or repeat."""
+    """A session's turns, newest first, as previews: {turns, next_cursor}; pass next_cursor back for
+    older ones (null: no more)."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)

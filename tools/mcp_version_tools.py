@@ -29,8 +29,8 @@ async def update_memory(
     agent: Author = None,
     tenant: Tenant = None,
 ) -> dict[str, Any]:
-    """Correct a memory: a new version (new ref) supersedes ref, which stays as history; recall shows
-    the newest. Omitted fields are kept. Returns {ref, supersedes}. SUPERSEDED: update error.head."""
+    """Correct a memory with a new version (new ref; omitted fields kept): {ref, supersedes}. ref stays
+    as history; recall shows the newest. SUPERSEDED: update error.head instead."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
