@@ -84,3 +84,15 @@ def test_an_export_and_import_keep_a_private_alias_private(core: MemoryCore, tmp
         assert _seen(target, "ann") == {"Kestrel": ("Kestrel", "ann-kestrel", "K")}
     finally:
         target.close()
+
+
+def test_check_memory_lists_the_memorys_entities_as_the_viewer_sees_them(core: MemoryCore) -> None:
+    core.add_memory("acme", "s1", "ann", "n", visibility="agent",
+                    entities=[{"name": "Osprey", "kind": "project", "aliases": ["ann-osprey"]}])
+    ref = core.add_memory("acme", "s1", "bob", "Osprey ships", entities=[{"name": "osprey", "aliases": ["OS"]}]).ref
+    osprey = core.graph.entity_by_name("acme", "OS", "bob")
+    assert osprey is not None
+    as_bob = core.check_memory("acme", ref, viewer="bob").neighbours["entities"]
+    assert as_bob == [{"ref": osprey.ref, "name": "Osprey", "kind": "project", "aliases": ["Osprey", "OS"]}]
+    as_ann = core.check_memory("acme", ref, viewer="ann").neighbours["entities"]
+    assert as_ann[0]["aliases"] == ["Osprey", "ann-osprey", "OS"]
