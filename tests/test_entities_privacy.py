@@ -96,3 +96,14 @@ def test_check_memory_lists_the_memorys_entities_as_the_viewer_sees_them(core: M
     assert as_bob == [{"ref": osprey.ref, "name": "Osprey", "kind": "project", "aliases": ["Osprey", "OS"]}]
     as_ann = core.check_memory("acme", ref, viewer="ann").neighbours["entities"]
     assert as_ann[0]["aliases"] == ["Osprey", "ann-osprey", "OS"]
+
+
+def test_the_default_entity_listing_is_bounded_and_keeps_the_most_mentioned(core: MemoryCore) -> None:
+    from memory_core.entities.service import DEFAULT_LIST
+
+    items = [{"tenant": "acme", "session": "s1", "agent": "ann", "content": f"n{i}",
+              "entities": [{"name": f"thing {i}"}, {"name": "Common"}]} for i in range(DEFAULT_LIST + 5)]
+    core.add_memories(items)
+    listed = core.list_entities("acme")
+    assert len(listed) == DEFAULT_LIST and listed[0].name == "Common" and listed[0].mentions == DEFAULT_LIST + 5
+    assert len(core.list_entities("acme", limit=1000)) == DEFAULT_LIST + 6

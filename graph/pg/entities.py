@@ -44,6 +44,7 @@ SCHEMA_V6 = """
 CREATE TABLE IF NOT EXISTS alias_seen (
     tenant text NOT NULL, norm text NOT NULL, viewer text NOT NULL, PRIMARY KEY (tenant, norm, viewer)
 );
+CREATE INDEX IF NOT EXISTS mentions_listing ON mentions (tenant, entity_id, shared, agent);
 INSERT INTO alias_seen (tenant, norm, viewer)
     SELECT DISTINCT a.tenant, a.norm, CASE WHEN m.shared THEN '' ELSE m.agent END
     FROM entity_aliases a JOIN mentions m ON m.entity_id = a.entity_id ON CONFLICT DO NOTHING;
@@ -95,11 +96,11 @@ class PgEntityReads:
 
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
-        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, count(*) AS n FROM entities e "
-                       f"JOIN mentions m ON m.entity_id = e.id AND {_VISIBLE} WHERE e.tenant = %s "
-                       f"AND (%s::text IS NULL OR e.kind = %s) GROUP BY e.id "
-                       f"ORDER BY n DESC, e.name COLLATE \"C\", e.id LIMIT %s",
-                       [_viewer(viewer), tenant, kind, kind, limit])
+        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, c.n FROM (SELECT entity_id, count(*) AS n "
+                       f"FROM mentions WHERE tenant = %s AND {_VISIBLE} GROUP BY entity_id) c "
+                       f"JOIN entities e ON e.id = c.entity_id AND (%s::text IS NULL OR e.kind = %s) "
+                       f"ORDER BY c.n DESC, e.name COLLATE \"C\", e.id LIMIT %s",
+                       [tenant, _viewer(viewer), kind, kind, limit])
         return self._nodes(tenant, rows, viewer)
 
     def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,

@@ -20,6 +20,7 @@ from memory_core.store_errors import coded_graph_errors
 
 ENTITY_REF = re.compile(r"^ent:([0-9]{1,18})$")
 LIST_CAP = 1000
+DEFAULT_LIST = 100  # a listing without a limit: the most mentioned, never every entity of the tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,14 +60,14 @@ class EntityService:
 
     def list(self, tenant: str, viewer: str | None, *, kind: str | None = None,
              limit: int | None = None) -> list[EntityNode]:
-        """The entities the viewer sees, most mentioned first."""
+        """The entities the viewer sees, most mentioned first (``DEFAULT_LIST`` without a limit)."""
         tenant = v.tenant(tenant)
         viewer = v.name(viewer, "viewer", required=False)
         if kind is not None and not KIND_PATTERN.match(kind):
             raise InvalidInputError(f"'kind' must match {KIND_PATTERN.pattern}.", field="kind")
         if limit is not None and not 1 <= limit <= LIST_CAP:
             raise InvalidInputError(f"'limit' must be 1..{LIST_CAP}.", field="limit")
-        return self.graph.entities(tenant, viewer, kind=kind, limit=limit)
+        return self.graph.entities(tenant, viewer, kind=kind, limit=DEFAULT_LIST if limit is None else limit)
 
     def merge(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
         """Fold ``merge`` into ``keep``: its aliases, mentions and relations move, its ref is gone."""
