@@ -390,8 +390,9 @@ class GraphStore(Protocol):
         may see them; the caller checks the memory's visibility)."""
     def entity_relations(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> list[EntityRelation]:
         """RELATED edges with either end among ``entity_ids`` declared by memories the viewer sees."""
-    def entity_records(self, tenant: str) -> list[EntityRecord]:
-        """Every entity of the tenant, by id (export; not viewer-filtered)."""
+    def entity_records(self, tenant: str, ids: Iterable[int] | None = None) -> list[EntityRecord]:
+        """Every entity of the tenant (or those among ``ids``), by id (export, the operator's
+        inspector; not viewer-filtered)."""
     def alias_views(self, tenant: str) -> dict[str, frozenset[str]]:
         """Export: for each normalised alias, who may read it: ``''`` (a shared memory declared it)
         and/or the agents whose private memories did."""

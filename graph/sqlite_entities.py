@@ -149,8 +149,13 @@ class SqliteEntityReads:
                 seen[EntityRelation(int(row[0]), int(row[1]), str(row[2]), int(row[3]))] = None
         return list(seen)
 
-    def entity_records(self, tenant: str) -> list[EntityRecord]:
-        rows = self._all("SELECT id, name, kind, created_us FROM entities WHERE tenant = ? ORDER BY id", (tenant,))
+    def entity_records(self, tenant: str, ids: Iterable[int] | None = None) -> list[EntityRecord]:
+        if ids is None:
+            rows = self._all("SELECT id, name, kind, created_us FROM entities WHERE tenant = ? ORDER BY id", (tenant,))
+        else:
+            rows = sorted(r for chunk in _chunks(ids) for r in self._all(
+                f"SELECT id, name, kind, created_us FROM entities WHERE tenant = ? AND id IN ({_marks(len(chunk))})",
+                [tenant, *chunk]))
         aliases = self._aliases([int(r[0]) for r in rows], None, everyone=True)
         return [EntityRecord(int(i), str(n), k, aliases.get(int(i), ()), int(c)) for i, n, k, c in rows]
 

@@ -105,6 +105,7 @@ def _entity_reads(s: GraphStore, t: str) -> dict[str, Any]:
     viewers = (None, "ann", "bob", "cat")
     return {
         "entities": [s.entities(t, v) for v in viewers], "records": s.entity_records(t),
+        "some_records": s.entity_records(t, [*ids[:2], 999_999]),
         "entity": [s.entity(t, i, v) for i in ids for v in viewers],
         "by_name": [s.entity_by_name(t, n, v) for n in ("kestrel", "ANN-KESTREL", "falco", "bob-hawk", "x")
                     for v in viewers],

@@ -127,8 +127,9 @@ class PgEntityReads:
                        f"ORDER BY src, dst, label COLLATE \"C\", mem_id", [wanted, wanted, tenant, _viewer(viewer)])
         return [EntityRelation(int(s), int(d), str(lb), int(m)) for s, d, lb, m in rows]
 
-    def entity_records(self, tenant: str) -> list[EntityRecord]:
-        rows = self._q("SELECT id, name, kind, created_us FROM entities WHERE tenant = %s ORDER BY id", [tenant])
+    def entity_records(self, tenant: str, ids: Iterable[int] | None = None) -> list[EntityRecord]:
+        rows = self._q("SELECT id, name, kind, created_us FROM entities WHERE tenant = %s AND (%s::bigint[] IS NULL "
+                       "OR id = ANY(%s::bigint[])) ORDER BY id", [tenant, *([None if ids is None else _ids(ids)] * 2)])
         aliases = self._aliases([int(r[0]) for r in rows], None, everyone=True)
         return [EntityRecord(int(i), str(n), k, aliases.get(int(i), ()), int(c)) for i, n, k, c in rows]
 

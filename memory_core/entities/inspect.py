@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph.api import GraphStore
+from graph.api import GraphStore, ent_node
 
 AGENT_CAP = 200
 MENTION_CAP = 50
@@ -39,7 +39,8 @@ def operator_entity(graph: GraphStore, tenant: str, entity_id: int, *, with_ment
 
 
 def operator_memory_entities(graph: GraphStore, tenant: str, mem_id: int) -> list[EntityView]:
-    """The entities one memory mentions, every alias shown (no mention lists)."""
+    """The entities one memory mentions with every alias (one read; no mention lists)."""
     ids = graph.memory_entities(tenant, [mem_id]).get(mem_id, [])[:64]
-    views = [operator_entity(graph, tenant, i, with_mentions=False) for i in ids]
-    return [view for view in views if view is not None]
+    records = {r.id: r for r in graph.entity_records(tenant, ids)}
+    return [EntityView(ent_node(r.id), r.aliases[0] if r.aliases else r.name, r.kind, list(r.aliases), [])
+            for r in (records.get(i) for i in ids) if r is not None]
