@@ -153,9 +153,9 @@ class SqliteEntityReads:
         if ids is None:
             rows = self._all("SELECT id, name, kind, created_us FROM entities WHERE tenant = ? ORDER BY id", (tenant,))
         else:
-            rows = sorted(r for chunk in _chunks(ids) for r in self._all(
+            rows = sorted((tuple(r) for chunk in _chunks(ids) for r in self._all(
                 f"SELECT id, name, kind, created_us FROM entities WHERE tenant = ? AND id IN ({_marks(len(chunk))})",
-                [tenant, *chunk]))
+                [tenant, *chunk])), key=lambda r: int(r[0]))
         aliases = self._aliases([int(r[0]) for r in rows], None, everyone=True)
         return [EntityRecord(int(i), str(n), k, aliases.get(int(i), ()), int(c)) for i, n, k, c in rows]
 
