@@ -156,8 +156,9 @@ class RelationSpec:
 
 @dataclass(frozen=True, slots=True)
 class EntityNode:
-    """An ENTITY node: its display name, kind, every alias (the name included, as first written)
-    and how many memories visible to the read's viewer mention it."""
+    """An ENTITY node as the read's viewer sees it: its display name, kind, the aliases the viewer
+    may read (the name first; an alias only an agent's private memories declared is that agent's
+    alone) and how many memories visible to the viewer mention it."""
 
     id: int
     tenant: str
@@ -170,6 +171,14 @@ class EntityNode:
     @property
     def ref(self) -> str:
         return ent_node(self.id)
+
+
+def entity_node(entity_id: int, tenant: str, kind: str | None, visible_aliases: tuple[str, ...], created_us: int,
+                mentions: int) -> EntityNode:
+    """An entity as one viewer sees it: only the aliases it may read (in order), the first of them
+    its display name (the ref when it may read none, e.g. a store restored without alias views)."""
+    name = visible_aliases[0] if visible_aliases else ent_node(entity_id)
+    return EntityNode(entity_id, tenant, name, kind, visible_aliases, created_us, mentions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +323,9 @@ class GraphTxn(Protocol):
         """Import: MENTIONS from a stored memory to stored entities; returns how many were new."""
     def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
         """Import: RELATED edges between stored entities, declared by stored memories; new ones counted."""
+    def restore_alias_views(self, tenant: str, mem_id: int, names: Sequence[str]) -> None:
+        """Import: these names were declared by this stored memory, so whoever may read it may read
+        them (see :meth:`GraphStore.alias_views`)."""
     def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
                            relations: Sequence[EntityRelation]) -> int:
         """Doctor: delete these (memory id, entity id) MENTIONS and these RELATED rows; how many existed."""
@@ -399,8 +411,12 @@ class GraphStore(Protocol):
         may see them; the caller checks the memory's visibility)."""
     def entity_relations(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> list[EntityRelation]:
         """RELATED edges with either end among ``entity_ids`` declared by memories the viewer sees."""
-    def entity_records(self, tenant: str) -> list[EntityRecord]:
-        """Every entity of the tenant, by id (export; not viewer-filtered)."""
+    def entity_records(self, tenant: str, ids: Iterable[int] | None = None) -> list[EntityRecord]:
+        """Every entity of the tenant (or those among ``ids``), by id (export, the operator's
+        inspector; not viewer-filtered)."""
+    def alias_views(self, tenant: str) -> dict[str, frozenset[str]]:
+        """Export: for each normalised alias, who may read it: ``''`` (a shared memory declared it)
+        and/or the agents whose private memories did."""
     def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
         """Every (memory id, entity id) MENTIONS row of the tenant (export, doctor)."""
     def all_relations(self, tenant: str) -> list[EntityRelation]:

@@ -154,9 +154,16 @@ def _v4(cur: sqlite3.Cursor, fresh: bool) -> None:
     _run_script(cur, SCHEMA_V4)
 
 
+def _v6(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """Alias views: which viewers may read each entity name (see graph.sqlite_entities)."""
+    from graph.sqlite_entities import SCHEMA_V6
+
+    _run_script(cur, SCHEMA_V6)
+
+
 # Numbered steps after the version-1 schema (_SCHEMA); a fresh store runs every step with
 # fresh=True. Append a step (and nothing else) to change the schema.
-MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2), (3, _v3), (4, _v4)]
+MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2), (3, _v3), (4, _v4), (6, _v6)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -37,8 +37,22 @@ class EntityRows(Protocol):
         """Remove an entity created in this transaction that lost its name to a concurrent writer."""
     def fill_kind(self, tenant: str, entity_id: int, kind: str) -> None:
         """Set the kind when the entity has none yet (the first kind declared wins)."""
+    def see_aliases(self, tenant: str, viewer: str, norms: Sequence[str]) -> None:
+        """Record that these names were declared by a memory ``viewer`` may read (see :func:`seen_by`)."""
     def write_mentions(self, tenant: str, writer: Writer, entity_ids: Sequence[int]) -> None: ...
     def write_relations(self, tenant: str, writer: Writer, rows: Sequence[tuple[int, int, str]]) -> None: ...
+
+
+SHARED_VIEW = ""  # an alias_seen row for '' : a shared memory declared the name, every agent may see it
+
+
+def seen_by(writer: Writer) -> str:
+    """Who may see the names this memory declares: everyone ('') or only its author.
+
+    Resolution ignores this (a private alias still joins its entity when anyone writes it); reads
+    show a viewer only the names and aliases some memory it may read declared.
+    """
+    return SHARED_VIEW if writer.shared else writer.agent
 
 
 def display_name(name: str) -> str:
@@ -78,6 +92,7 @@ def link(rows: EntityRows, tenant: str, writer: Writer, entities: Sequence[Entit
         src, dst = resolve([rel.src], None), resolve([rel.dst], None)
         if src != dst:
             related[(src, dst, rel.label)] = None
+    rows.see_aliases(tenant, seen_by(writer), list(dict.fromkeys(wanted)))
     ids = list(mentioned)
     rows.write_mentions(tenant, writer, ids)
     rows.write_relations(tenant, writer, list(related))

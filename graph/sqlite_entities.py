@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_norm
-from graph.entity_link import Writer, link
+from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_node, entity_norm
+from graph.entity_link import Writer, link, seen_by
 
 _CHUNK = 400
 _VISIBLE = "(shared = 1 OR agent = ?)"
@@ -42,6 +42,20 @@ CREATE INDEX IF NOT EXISTS relations_mem ON relations (mem_id)
 """
 
 
+SCHEMA_V6 = """
+CREATE TABLE IF NOT EXISTS alias_seen (
+    tenant TEXT NOT NULL, norm TEXT NOT NULL, viewer TEXT NOT NULL, PRIMARY KEY (tenant, norm, viewer)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS mentions_listing ON mentions (tenant, entity_id, shared, agent);
+INSERT OR IGNORE INTO alias_seen (tenant, norm, viewer)
+    SELECT DISTINCT a.tenant, a.norm, CASE WHEN m.shared THEN '' ELSE m.agent END
+    FROM entity_aliases a JOIN mentions m ON m.entity_id = a.entity_id
+"""
+# Which names a viewer may read: one row per (alias, '' or the private author) that declared it.
+# A store from before step 6 gets the old rule for its aliases (seen by whoever sees a mention).
+_SEEN = "EXISTS (SELECT 1 FROM alias_seen s WHERE s.tenant = a.tenant AND s.norm = a.norm AND s.viewer IN ('', ?))"
+
+
 def _marks(n: int) -> str:
     return ",".join("?" * n)
 
@@ -65,29 +79,32 @@ class SqliteEntityReads:
     def _all(self, sql: str, args: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
 
-    def _aliases(self, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    def _aliases(self, ids: Sequence[int], viewer: str | None, *, everyone: bool = False) -> dict[int, tuple[str, ...]]:
+        """Each entity's aliases in order: all of them (``everyone``) or those the viewer may read."""
         out: dict[int, list[str]] = {}
+        seen, extra = ("", []) if everyone else (f" AND {_SEEN}", [_viewer(viewer)])
         for chunk in _chunks(ids):
-            for entity_id, alias in self._all(f"SELECT entity_id, alias FROM entity_aliases WHERE entity_id IN "
-                                              f"({_marks(len(chunk))}) ORDER BY entity_id, pos", chunk):
+            for entity_id, alias in self._all(f"SELECT a.entity_id, a.alias FROM entity_aliases a WHERE a.entity_id "
+                                              f"IN ({_marks(len(chunk))}){seen} ORDER BY a.entity_id, a.pos",
+                                              [*chunk, *extra]):
                 out.setdefault(int(entity_id), []).append(str(alias))
         return {k: tuple(v) for k, v in out.items()}
 
-    def _nodes(self, tenant: str, rows: list[Any]) -> list[EntityNode]:
-        aliases = self._aliases([int(r[0]) for r in rows])
-        return [EntityNode(int(i), tenant, str(name), kind, aliases.get(int(i), ()), int(created), int(n))
-                for i, name, kind, created, n in rows]
+    def _nodes(self, tenant: str, rows: list[Any], viewer: str | None) -> list[EntityNode]:
+        aliases = self._aliases([int(r[0]) for r in rows], viewer)
+        return [entity_node(int(i), tenant, kind, aliases.get(int(i), ()), int(created), int(n))
+                for i, _name, kind, created, n in rows]
 
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
         rows = self._all(f"SELECT e.id, e.name, e.kind, e.created_us, (SELECT count(*) FROM mentions m WHERE "
                          f"m.entity_id = e.id AND {_VISIBLE}) FROM entities e WHERE e.id = ? AND e.tenant = ?",
                          (_viewer(viewer), entity_id, tenant))
         rows = [r for r in rows if int(r[4]) > 0]
-        return self._nodes(tenant, rows)[0] if rows else None
+        return self._nodes(tenant, rows, viewer)[0] if rows else None
 
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
-        found = self._all("SELECT entity_id FROM entity_aliases WHERE tenant = ? AND norm = ?",
-                          (tenant, entity_norm(name)))
+        found = self._all(f"SELECT a.entity_id FROM entity_aliases a WHERE a.tenant = ? AND a.norm = ? AND {_SEEN}",
+                          (tenant, entity_norm(name), _viewer(viewer)))
         return self.entity(tenant, int(found[0][0]), viewer) if found else None
 
     def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
@@ -105,15 +122,15 @@ class SqliteEntityReads:
 
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
-        where, args = "e.tenant = ?", [_viewer(viewer), tenant]
-        if kind is not None:
-            where += " AND e.kind = ?"
-            args.append(kind)
-        rows = self._all(f"SELECT e.id, e.name, e.kind, e.created_us, count(*) AS n FROM entities e "
-                         f"JOIN mentions m ON m.entity_id = e.id AND {_VISIBLE} WHERE {where} "
-                         f"GROUP BY e.id ORDER BY n DESC, e.name, e.id LIMIT ?",
-                         [*args, -1 if limit is None else limit])
-        return self._nodes(tenant, rows)
+        # counted off the covering index (tenant, entity_id, shared, agent): no row or entity join per mention
+        kind_sql = " AND e.kind = ?" if kind is not None else ""
+        rows = self._all(f"SELECT e.id, e.name, e.kind, e.created_us, c.n FROM (SELECT entity_id, count(*) AS n "
+                         f"FROM mentions INDEXED BY mentions_listing WHERE tenant = ? AND {_VISIBLE} "
+                         f"GROUP BY entity_id) c JOIN entities e ON e.id = c.entity_id{kind_sql} "
+                         f"ORDER BY c.n DESC, e.name, e.id LIMIT ?",
+                         [tenant, _viewer(viewer), *([kind] if kind is not None else []),
+                          -1 if limit is None else limit])
+        return self._nodes(tenant, rows, viewer)
 
     def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
                         limit: int | None = None) -> dict[int, list[int]]:
@@ -145,10 +162,21 @@ class SqliteEntityReads:
                 seen[EntityRelation(int(row[0]), int(row[1]), str(row[2]), int(row[3]))] = None
         return list(seen)
 
-    def entity_records(self, tenant: str) -> list[EntityRecord]:
-        rows = self._all("SELECT id, name, kind, created_us FROM entities WHERE tenant = ? ORDER BY id", (tenant,))
-        aliases = self._aliases([int(r[0]) for r in rows])
+    def entity_records(self, tenant: str, ids: Iterable[int] | None = None) -> list[EntityRecord]:
+        if ids is None:
+            rows = self._all("SELECT id, name, kind, created_us FROM entities WHERE tenant = ? ORDER BY id", (tenant,))
+        else:
+            rows = sorted((tuple(r) for chunk in _chunks(ids) for r in self._all(
+                f"SELECT id, name, kind, created_us FROM entities WHERE tenant = ? AND id IN ({_marks(len(chunk))})",
+                [tenant, *chunk])), key=lambda r: int(r[0]))
+        aliases = self._aliases([int(r[0]) for r in rows], None, everyone=True)
         return [EntityRecord(int(i), str(n), k, aliases.get(int(i), ()), int(c)) for i, n, k, c in rows]
+
+    def alias_views(self, tenant: str) -> dict[str, frozenset[str]]:
+        out: dict[str, set[str]] = {}
+        for norm, viewer in self._all("SELECT norm, viewer FROM alias_seen WHERE tenant = ?", (tenant,)):
+            out.setdefault(str(norm), set()).add(str(viewer))
+        return {k: frozenset(v) for k, v in out.items()}
 
     def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
         return [(int(m), int(e)) for m, e in self._all(
@@ -202,6 +230,10 @@ class SqliteEntityWrites:
     def fill_kind(self, tenant: str, entity_id: int, kind: str) -> None:
         self.cur.execute("UPDATE entities SET kind = ? WHERE id = ? AND tenant = ? AND kind IS NULL",
                          (kind, entity_id, tenant))
+
+    def see_aliases(self, tenant: str, viewer: str, norms: Sequence[str]) -> None:
+        self.cur.executemany("INSERT OR IGNORE INTO alias_seen (tenant, norm, viewer) VALUES (?, ?, ?)",
+                             [(tenant, n, viewer) for n in norms])
 
     def write_mentions(self, tenant: str, writer: Writer, entity_ids: Sequence[int]) -> None:
         self.cur.executemany("INSERT OR IGNORE INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) "
@@ -280,6 +312,11 @@ class SqliteEntityWrites:
         self.write_mentions(tenant, writer, wanted)
         self._touched(tenant)
         return self.cur.connection.total_changes - before
+
+    def restore_alias_views(self, tenant: str, mem_id: int, names: Sequence[str]) -> None:
+        writer = self._writer(tenant, mem_id)
+        if writer is not None and names:
+            self.see_aliases(tenant, seen_by(writer), list(dict.fromkeys(entity_norm(n) for n in names)))
 
     def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
         written = 0

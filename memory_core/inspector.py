@@ -24,6 +24,8 @@ from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, GraphStoreError, Key, m
 from graph.traversal import node_attrs
 from memory_core import validation as v
 from memory_core.admin import Operator, SessionSummary
+from memory_core.entities.inspect import EntityView, operator_entity, operator_memory_entities
+from memory_core.entities.service import ENTITY_REF
 from memory_core.episodes import SUMMARY_WINDOW, handoff_content
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import CheckResult, MemoryRow, from_us, iso
@@ -92,6 +94,13 @@ class SummaryPeek:
 class MemoryDetail:
     check: CheckResult
     chain: list[MemoryRow]  # the SUPERSEDES chain through this memory, newest first
+    entities: list[EntityView] = field(default_factory=list)  # every alias: the operator sees all
+
+
+@dataclass(frozen=True)
+class EntityDetail:
+    entity: EntityView
+    mentions: list[MemoryRow]  # newest first
 
 
 @dataclass
@@ -237,9 +246,22 @@ class Inspector:
             viewer = attrs.agent if attrs.visibility == "agent" else None  # the operator sees it as its author
         check = self.core.check_memory(tenant, str(parsed), viewer=viewer)
         chain: list[MemoryRow] = []
+        entities: list[EntityView] = []
         if parsed.kind != EPISODE_KIND:
             chain = self.rows(tenant, self._chain(tenant, parsed.id))
-        return MemoryDetail(check, chain if len(chain) > 1 else [])
+            entities = operator_memory_entities(self.graph, tenant, parsed.id)
+        return MemoryDetail(check, chain if len(chain) > 1 else [], entities)
+
+    def entity(self, tenant: str, ref: str) -> EntityDetail:
+        """An entity with every name and alias and the memories that mention it (newest first)."""
+        tenant = v.tenant(tenant)
+        found = ENTITY_REF.match(ref.strip()) if isinstance(ref, str) else None
+        if found is None:
+            raise InvalidInputError("An entity is named by its ref (ent:<id>).", field="ref")
+        view = operator_entity(self.graph, tenant, int(found.group(1)))
+        if view is None:
+            raise NotFoundError(f"No entity {ref} in this tenant.", ref=ref[:200])
+        return EntityDetail(view, self.rows(tenant, view.mentions))
 
     def _chain(self, tenant: str, mem_id: int) -> list[int]:
         """Newer handoffs (in-edges) then this one then older ones (out-edges), newest first."""
@@ -283,6 +305,14 @@ class Inspector:
         out = Neighbourhood(root, truncated=bool(g.graph.get("truncated")))
         out.nodes = self._describe(tenant, dict(g.nodes(data=True)))
         out.edges = [{"source": s, "target": t, "kind": k} for s, t, k in sorted(g.edges(keys=True))]
+        if root.startswith("mem:"):  # the root memory's entities, one hop out (click through to their page)
+            room = max(0, GRAPH_NODE_BUDGET - len(out.nodes))
+            found = operator_memory_entities(self.graph, tenant, parse_ref(root).id)
+            out.truncated = out.truncated or len(found) > room
+            for e in found[:room]:
+                out.nodes.append({"id": e.ref, "kind": "ENTITY", "depth": 1, "label": e.name[:LABEL_CHARS],
+                                  "type": e.kind})
+                out.edges.append({"source": root, "target": e.ref, "kind": "MENTIONS"})
         return out
 
     def session_names(self, tenant: str, limit: int = 100) -> list[str]:
@@ -318,5 +348,6 @@ class Inspector:
                                             "at": _iso(e.created_us)} for e in entries]
 
 
-__all__ = ["Inspector", "MemoryDetail", "Neighbourhood", "SessionsPage", "SummaryPeek", "TenantOverview",
+__all__ = ["EntityDetail", "Inspector", "MemoryDetail", "Neighbourhood", "SessionsPage", "SummaryPeek",
+           "TenantOverview",
            "TenantsView", "TimelinePage"]

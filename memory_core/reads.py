@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from graph.api import EpisodeNode, GraphStore, Key, MemoryNode, agent_node, session_node
+from memory_core.entities.service import memory_entity_list
 from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
 from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
 from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
@@ -180,6 +181,7 @@ class Reader:
             "previous": adjacent["previous"],
             "next": adjacent["next"],
             "edges": self._visible_edges(tenant, str(ref), viewer),
+            "entities": memory_entity_list(self.graph, tenant, ref.id, viewer),
         }
         return CheckResult(row, neighbours)
 

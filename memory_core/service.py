@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from graph.api import EntityNode, GraphStore, GraphStoreError
+from graph.api import GraphStore, GraphStoreError
 from graph.db import SchemaVersionError
 from memory_core import validation as v
 from memory_core.config import Settings, load_settings
@@ -25,7 +25,7 @@ from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
 from memory_core.entities.related import RelatedResult
 from memory_core.entities.related import related as related_walk
-from memory_core.entities.service import EntityService, MergedEntity
+from memory_core.entities.service import EntityMethods, EntityService
 from memory_core.entities.worker import build_entity_worker
 from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError, LockedError
@@ -124,7 +124,7 @@ def _coded_open_errors(root: Path) -> Iterator[None]:
         raise os_error(exc, f"opening the store in {root}") from exc
 
 
-class MemoryCore:
+class MemoryCore(EntityMethods):
     """Long-term memory for agents: AGENT_MEMORY nodes in a graph, records in Chroma."""
 
     def __init__(
@@ -457,18 +457,7 @@ class MemoryCore:
         """After a compaction: latest handoff, session summary, newest turns and a cursor."""
         return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars)
 
-    # ---- entities --------------------------------------------------------------------------
-    @coded_graph_errors("reading entities")
-    def list_entities(self, tenant: str, *, viewer: str | None = None, kind: str | None = None,
-                      limit: int | None = None) -> list[EntityNode]:
-        """The tenant's entities the viewer sees (names, kinds, aliases, mention counts), most mentioned first."""
-        return self.entity_service.list(tenant, viewer, kind=kind, limit=limit)
-
-    @coded_graph_errors("merging entities")
-    def merge_entities(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
-        """Fold entity ``merge`` (a ref or name) into ``keep``: aliases, mentions, relations move."""
-        return self.entity_service.merge(tenant, keep, merge, viewer=viewer)
-
+    # ---- entities (listing and merging: EntityMethods) ---------------------------------------
     @coded_graph_errors("walking the entity graph")
     def related(self, tenant: str, entity_or_ref: str, *, depth: int = 2, limit: int = 20,
                 viewer: str | None = None) -> RelatedResult:

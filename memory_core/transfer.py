@@ -136,8 +136,8 @@ def export_tenant(core: MemoryCore, tenant: str) -> Iterator[dict[str, Any]]:
 
 def _export_chunk(core: MemoryCore, tenant: str, ids: list[int], entities: EntityExporter) -> list[dict[str, Any]]:
     graph = core.graph
-    about = entities.fields(graph, tenant, ids)
     found = graph.memories(tenant, ids)
+    about = entities.fields(graph, tenant, ids, found)
     attrs = {i: found[i] for i in ids if i in found}
     contents = graph.contents(tenant, attrs)
     keys = core.maintenance.idempotency_keys(tenant, attrs)

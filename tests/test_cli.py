@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -309,3 +310,11 @@ def test_serve_on_a_port_in_use_fails_with_a_configuration_error(data_dir: Path)
         result = run(data_dir, "serve", "--http", "--host", "127.0.0.1", "--port", str(port), "--json")
     assert result.exit_code == 5
     assert json.loads(result.stdout)["error"]["code"] == "CONFIG_INVALID" and str(port) in result.stdout
+
+
+def test_show_lists_the_entities_a_memory_mentions(data_dir: Path) -> None:
+    added = run_json(data_dir, "add", "-t", "acme", "-s", "s9", "-a", "dave", "We asked Payments API for a refund.")
+    shown = run_json(data_dir, "show", added["ref"], "-t", "acme")
+    assert "Payments API" in [e["name"] for e in shown["neighbours"]["entities"]]
+    human = run(data_dir, "show", added["ref"], "-t", "acme")
+    assert human.exit_code == 0 and re.search(r"mentions\s+.*ent:\d+ Payments API", human.stdout)

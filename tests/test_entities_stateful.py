@@ -5,8 +5,9 @@ single and batch), merges by name as each viewer, deletes and reopens.
 Invariants against a plain model, after every step: each model entity is exactly one stored
 entity whatever alias names it; every tenant's entities, kinds and relations match; what each
 viewer lists (names and mention counts) is what the memories it can read mention (agent
-closure); no entity, mention or relation crosses a tenant. The extractor is switched off here
-(declarations only, so the model is exact); it has tests of its own.
+closure), and the names and aliases it sees are exactly those such memories declared; no
+entity, mention or relation crosses a tenant. The extractor is switched off here (declarations only,
+so the model is exact); it has tests of its own.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class EntityModel:
     kinds: dict[str, dict[int, str | None]] = field(default_factory=lambda: {t: {} for t in TENANTS})
     mentions: dict[str, set[int]] = field(default_factory=dict)  # memory ref -> model entities
     relations: set[tuple[str, int, int, str, str]] = field(default_factory=set)  # (tenant, src, dst, label, ref)
+    seen: dict[str, dict[str, set[str]]] = field(default_factory=lambda: {t: {} for t in TENANTS})  # norm -> readers
     counter: int = 0
 
     def find(self, tenant: str, norm: str) -> int | None:
@@ -134,6 +136,9 @@ class EntityMachine(RuleBasedStateMachine):
         assert res.created
         self.live[tenant][res.ref] = agent if private else None
         ids = {self.entities.declare(tenant, [d["name"], *d.get("aliases", [])], d.get("kind")) for d in declared}
+        for d in declared:  # '' : every agent may read the name; an agent: only its private memories declared it
+            for name in (d["name"], *d.get("aliases", [])):
+                self.entities.seen[tenant].setdefault(entity_norm(name), set()).add(agent if private else "")
         self.entities.mentions[res.ref] = ids
         for rel in relations:
             src = self.entities.find(tenant, entity_norm(rel["from"]))
@@ -161,7 +166,10 @@ class EntityMachine(RuleBasedStateMachine):
           gone=st.sampled_from(NAMES + ALIASES), viewer=st.sampled_from(VIEWERS), how=st.integers(0, 3))
     def merge_entities(self, tenant: str, keep: str, gone: str, viewer: str | None, how: int) -> None:
         k, g = (self.entities.find(tenant, entity_norm(x)) for x in (keep, gone))
-        if k is None or g is None or not self._visible(tenant, k, viewer) or not self._visible(tenant, g, viewer):
+        readers = {"", viewer} if viewer else {""}
+        named = all(self.entities.seen[tenant].get(entity_norm(x), set()) & readers for x in (keep, gone))
+        if k is None or g is None or not named or not self._visible(tenant, k, viewer) \
+                or not self._visible(tenant, g, viewer):  # a name the viewer may not read names nothing
             expected = "NOT_FOUND"
         elif k == g:
             expected = "INVALID_INPUT"
@@ -197,8 +205,16 @@ class EntityMachine(RuleBasedStateMachine):
                 for ref in readable:
                     for e in model.mentions.get(ref, ()):
                         counts[to_store[e]] = counts.get(to_store[e], 0) + 1
-                listed = {e.id: e.mentions for e in self.core.list_entities(tenant, viewer=viewer)}
+                nodes = self.core.list_entities(tenant, viewer=viewer)
+                listed = {e.id: e.mentions for e in nodes}
                 assert listed == counts, (tenant, viewer)
+                readers = {"", viewer} if viewer else {""}
+                from_store = {v: k for k, v in to_store.items()}
+                for node in nodes:  # only names some memory the viewer may read declared, the first one its name
+                    wanted = {n for n in model.norms[tenant][from_store[node.id]]
+                              if model.seen[tenant].get(n, set()) & readers}
+                    assert {entity_norm(a) for a in node.aliases} == wanted, "a private alias is shown"
+                    assert node.aliases and node.name == node.aliases[0]
                 for mems in graph.entity_mentions(tenant, listed, viewer).values():
                     assert {f"mem:{m}" for m in mems} <= readable, "a viewer reads another's private mention"
             for other in TENANTS:

@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from graph.api import SUPERSEDES, GraphStore, RowFilter, mem_node
+from graph.api import SUPERSEDES, EntitySpec, GraphStore, RelationSpec, RowFilter, mem_node
 from graph.db import DAY_US, GraphDB
 from graph.maintenance_api import GraphMaintenance
 from graph.pg import PostgresGraphStore
@@ -44,6 +44,12 @@ def _load(store: GraphStore) -> None:
         tx.write_episode({"id": 50, "tenant": "acme", "session": "s1", "summary": "sum", "summary_source": "llm",
                           "summary_error": None, "first_id": 1, "last_id": 17, "turn_count": 9, "last_ts_us": 9,
                           "handoff_id": None, "created_us": 1, "updated_us": 2})
+    with store.transaction() as tx:  # 5: ann's private row, 15: bob's, 3 and 4: shared
+        tx.link_entities("acme", 5, [EntitySpec("Kestrel", "project", ("ann-kestrel", "KS"))], [], 9)
+        tx.link_entities("acme", 3, [EntitySpec("ks", None, ("Falco",)), EntitySpec("Hawk")],
+                         [RelationSpec("Hawk", "Falco", "hunts")], 9)
+        tx.link_entities("acme", 15, [EntitySpec("Hawk", None, ("bob-hawk",))], [], 9)
+        tx.link_entities("acme", 4, [EntitySpec("Hawk"), EntitySpec("Wren")], [], 9)
     with store.transaction() as tx:
         tx.erase_memory("acme", 7)
         assert not tx.erase_memory("globex", 8)  # a foreign id is not erased
@@ -100,6 +106,22 @@ def _reads(s: GraphStore, t: str) -> dict[str, Any]:
                                                                    "agent:acme/ann", "session:acme/s1", "ep:50")],
         "superseders": s.superseders(t, range(0, 20)), "tenants": s.tenants(), "agents": s.agents(t),
         "agent_names": s.agent_names(t).names,
+        **_entity_reads(s, t),
+    }
+
+
+def _entity_reads(s: GraphStore, t: str) -> dict[str, Any]:
+    ids = [r.id for r in s.entity_records(t)]
+    viewers = (None, "ann", "bob", "cat")
+    return {
+        "entities": [s.entities(t, v) for v in viewers], "records": s.entity_records(t),
+        "some_records": s.entity_records(t, [*ids[:2], 999_999]),
+        "entity": [s.entity(t, i, v) for i in ids for v in viewers],
+        "by_name": [s.entity_by_name(t, n, v) for n in ("kestrel", "ANN-KESTREL", "falco", "bob-hawk", "x")
+                    for v in viewers],
+        "mentions": [s.entity_mentions(t, ids, v) for v in viewers], "memory_entities": s.memory_entities(t, range(20)),
+        "relations": [s.entity_relations(t, ids, v) for v in viewers], "alias_views": s.alias_views(t),
+        "all_mentions": s.all_mentions(t), "all_relations": s.all_relations(t),
     }
 
 
@@ -265,3 +287,12 @@ def test_without_a_rare_word_rows_holding_two_words_then_the_newest_holding_one_
         store.prune_min_rows = 10
         assert both <= {h.id for h in found} and {h.id for h in found} - both <= set(newest)
         assert len(found) == 20 and all(h == whole[h.id] for h in found)
+def test_both_backends_show_each_viewer_only_the_entity_names_it_may_read(
+        stores: tuple[SqliteGraphStore, PostgresGraphStore]) -> None:
+    for s in stores:
+        seen = {v: {(e.name, e.aliases) for e in s.entities("acme", v)} for v in ("ann", "bob", "cat")}
+        assert seen["cat"] == {("KS", ("KS", "Falco")), ("Hawk", ("Hawk",)), ("Wren", ("Wren",))}
+        assert seen["ann"] == {("Kestrel", ("Kestrel", "ann-kestrel", "KS", "Falco")), ("Hawk", ("Hawk",)),
+                               ("Wren", ("Wren",))}
+        assert seen["bob"] == {("KS", ("KS", "Falco")), ("Hawk", ("Hawk", "bob-hawk")), ("Wren", ("Wren",))}
+        assert s.entity_by_name("acme", "ann-kestrel", "bob") is None

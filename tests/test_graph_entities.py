@@ -212,3 +212,36 @@ def test_a_store_written_before_entities_gains_their_tables_at_open(tmp_path: Pa
             assert _add(store, "a", [EntitySpec("Alice")])[1] and store.entities("acme", None)[0].name == "Alice"
         finally:
             store.close()
+
+
+def test_a_store_from_before_alias_views_shows_each_alias_to_whoever_sees_a_mention(tmp_path: Path,
+                                                                                  postgres_dsn: str) -> None:
+    import psycopg
+
+    from graph.pg import PostgresGraphStore
+    from tests.support.postgres import fresh_database
+
+    lite_path = tmp_path / "graph.sqlite3"
+    lite = SqliteGraphStore(GraphDB(lite_path))
+    _add(lite, "a", [EntitySpec("Alice", None, ("al",))])
+    _add(lite, "b", [EntitySpec("Bob", None, ("bobby",))], visibility="agent", agent="ann")
+    lite.close()
+    with sqlite3.connect(lite_path) as conn:  # as version 4 left it
+        conn.execute("DROP TABLE alias_seen")
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    dsn = fresh_database(postgres_dsn)
+    pg = PostgresGraphStore(dsn, owner="old", retry_s=2.0)
+    _add(pg, "a", [EntitySpec("Alice", None, ("al",))])
+    _add(pg, "b", [EntitySpec("Bob", None, ("bobby",))], visibility="agent", agent="ann")
+    pg.close()
+    with psycopg.connect(dsn, autocommit=True) as pg_conn:  # as version 5 left it
+        pg_conn.execute("DROP TABLE alias_seen")
+        pg_conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    for store in (SqliteGraphStore(GraphDB(lite_path)), PostgresGraphStore(dsn, owner="new", retry_s=2.0)):
+        try:
+            assert [(e.name, e.aliases) for e in store.entities("acme", None)] == [("Alice", ("Alice", "al"))]
+            assert {e.name: e.aliases for e in store.entities("acme", "ann")} == {
+                "Alice": ("Alice", "al"), "Bob": ("Bob", "bobby")}
+            assert store.entity_by_name("acme", "bobby", "bob") is None
+        finally:
+            store.close()

@@ -27,6 +27,8 @@ async def test_add_memory_over_mcp_declares_entities_and_refuses_malformed_ones(
                                         {"name": "Alice"}],
                               relations=[{"from": "alice", "to": "PAYMENTS-API", "label": "owns"}])
         assert added["created"] is True
+        checked = await acme.ok("check_memory", ref=added["ref"])
+        assert sorted(e["name"] for e in checked["neighbours"]["entities"]) == ["Alice", "Payments API"]
         bad = await acme.call("add_memory", session="s1", agent="ann", content="x",
                               entities=[{"name": "Alice"}], relations=[{"from": "Alice", "to": "Bob", "label": "k"}])
         assert error_code(bad) == "INVALID_INPUT" and "relations[0].to" in bad.content[0].text  # type: ignore[union-attr]

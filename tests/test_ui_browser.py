@@ -90,6 +90,15 @@ def test_an_operator_inspects_the_store_in_a_real_browser(tmp_path: Path) -> Non
         page.click_and_wait("#graph-open", "document.querySelector('#memory-ref') !== null")
         assert text(page, "#memory-ref") == refs.second_handoff
         assert "Handoff two" in text(page, "#memory-content")
+        assert "Staging Key" in text(page, "#entities")
+
+        # its entity in the graph (a diamond): click through to the entity's page and its mentions
+        page.wait_for("document.querySelector('#graph svg g.node.ENTITY') !== null")
+        page.click_and_wait("#graph svg g.node.ENTITY rect", "document.querySelector('#entity-name') !== null")
+        assert text(page, "#entity-name") == "Staging Key"
+        assert refs.second_handoff in text(page, "#mentions")
+        page.goto(f"{url}memory?t=acme&ref={refs.second_handoff}")
+        page.wait_for("document.querySelector('#memory-ref') !== null")
 
         # the HTML memory's own page: its text verbatim, inert
         page.goto(f"{url}memory?t=acme&ref={refs.hostile}")

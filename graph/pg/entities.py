@@ -14,8 +14,8 @@ from typing import Any
 
 from psycopg import sql
 
-from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_norm
-from graph.entity_link import Writer, link
+from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_node, entity_norm
+from graph.entity_link import Writer, link, seen_by
 
 SCHEMA_V5 = """
 CREATE TABLE IF NOT EXISTS entities (
@@ -40,7 +40,19 @@ CREATE INDEX IF NOT EXISTS relations_dst ON relations (dst);
 CREATE INDEX IF NOT EXISTS relations_mem ON relations (mem_id);
 """
 
+SCHEMA_V6 = """
+CREATE TABLE IF NOT EXISTS alias_seen (
+    tenant text NOT NULL, norm text NOT NULL, viewer text NOT NULL, PRIMARY KEY (tenant, norm, viewer)
+);
+CREATE INDEX IF NOT EXISTS mentions_listing ON mentions (tenant, entity_id, shared, agent);
+INSERT INTO alias_seen (tenant, norm, viewer)
+    SELECT DISTINCT a.tenant, a.norm, CASE WHEN m.shared THEN '' ELSE m.agent END
+    FROM entity_aliases a JOIN mentions m ON m.entity_id = a.entity_id ON CONFLICT DO NOTHING;
+"""
+
 _VISIBLE = "(shared OR agent = %s)"
+_SEEN = ("EXISTS (SELECT 1 FROM alias_seen s WHERE s.tenant = a.tenant AND s.norm = a.norm "
+         "AND s.viewer IN ('', %s))")
 
 
 def _viewer(viewer: str | None) -> str:
@@ -57,28 +69,29 @@ class PgEntityReads:
     def _q(self, query: str | sql.Composable, args: list[Any], what: str = "read") -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
-    def _aliases(self, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    def _aliases(self, ids: Sequence[int], viewer: str | None, *, everyone: bool = False) -> dict[int, tuple[str, ...]]:
         out: dict[int, list[str]] = {}
-        for entity_id, alias in self._q("SELECT entity_id, alias FROM entity_aliases WHERE entity_id = "
-                                        "ANY(%s::bigint[]) ORDER BY entity_id, pos", [list(ids)]):
+        seen, extra = ("", []) if everyone else (f" AND {_SEEN}", [_viewer(viewer)])
+        for entity_id, alias in self._q(f"SELECT a.entity_id, a.alias FROM entity_aliases a WHERE a.entity_id = "
+                                        f"ANY(%s::bigint[]){seen} ORDER BY a.entity_id, a.pos", [list(ids), *extra]):
             out.setdefault(int(entity_id), []).append(str(alias))
         return {k: tuple(v) for k, v in out.items()}
 
-    def _nodes(self, tenant: str, rows: list[tuple[Any, ...]]) -> list[EntityNode]:
-        aliases = self._aliases([int(r[0]) for r in rows])
-        return [EntityNode(int(i), tenant, str(name), kind, aliases.get(int(i), ()), int(created), int(n))
-                for i, name, kind, created, n in rows]
+    def _nodes(self, tenant: str, rows: list[tuple[Any, ...]], viewer: str | None) -> list[EntityNode]:
+        aliases = self._aliases([int(r[0]) for r in rows], viewer)
+        return [entity_node(int(i), tenant, kind, aliases.get(int(i), ()), int(created), int(n))
+                for i, _name, kind, created, n in rows]
 
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
         rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, (SELECT count(*) FROM mentions m WHERE "
                        f"m.entity_id = e.id AND {_VISIBLE}) FROM entities e WHERE e.id = %s AND e.tenant = %s",
                        [_viewer(viewer), entity_id, tenant])
         rows = [r for r in rows if int(r[4]) > 0]
-        return self._nodes(tenant, rows)[0] if rows else None
+        return self._nodes(tenant, rows, viewer)[0] if rows else None
 
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
-        found = self._q("SELECT entity_id FROM entity_aliases WHERE tenant = %s AND norm = %s",
-                        [tenant, entity_norm(name)])
+        found = self._q(f"SELECT a.entity_id FROM entity_aliases a WHERE a.tenant = %s AND a.norm = %s AND {_SEEN}",
+                        [tenant, entity_norm(name), _viewer(viewer)])
         return self.entity(tenant, int(found[0][0]), viewer) if found else None
 
     def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
@@ -94,12 +107,12 @@ class PgEntityReads:
 
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
-        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, count(*) AS n FROM entities e "
-                       f"JOIN mentions m ON m.entity_id = e.id AND {_VISIBLE} WHERE e.tenant = %s "
-                       f"AND (%s::text IS NULL OR e.kind = %s) GROUP BY e.id "
-                       f"ORDER BY n DESC, e.name COLLATE \"C\", e.id LIMIT %s",
-                       [_viewer(viewer), tenant, kind, kind, limit])
-        return self._nodes(tenant, rows)
+        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, c.n FROM (SELECT entity_id, count(*) AS n "
+                       f"FROM mentions WHERE tenant = %s AND {_VISIBLE} GROUP BY entity_id) c "
+                       f"JOIN entities e ON e.id = c.entity_id AND (%s::text IS NULL OR e.kind = %s) "
+                       f"ORDER BY c.n DESC, e.name COLLATE \"C\", e.id LIMIT %s",
+                       [tenant, _viewer(viewer), kind, kind, limit])
+        return self._nodes(tenant, rows, viewer)
 
     def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
                         limit: int | None = None) -> dict[int, list[int]]:
@@ -125,10 +138,17 @@ class PgEntityReads:
                        f"ORDER BY src, dst, label COLLATE \"C\", mem_id", [wanted, wanted, tenant, _viewer(viewer)])
         return [EntityRelation(int(s), int(d), str(lb), int(m)) for s, d, lb, m in rows]
 
-    def entity_records(self, tenant: str) -> list[EntityRecord]:
-        rows = self._q("SELECT id, name, kind, created_us FROM entities WHERE tenant = %s ORDER BY id", [tenant])
-        aliases = self._aliases([int(r[0]) for r in rows])
+    def entity_records(self, tenant: str, ids: Iterable[int] | None = None) -> list[EntityRecord]:
+        rows = self._q("SELECT id, name, kind, created_us FROM entities WHERE tenant = %s AND (%s::bigint[] IS NULL "
+                       "OR id = ANY(%s::bigint[])) ORDER BY id", [tenant, *([None if ids is None else _ids(ids)] * 2)])
+        aliases = self._aliases([int(r[0]) for r in rows], None, everyone=True)
         return [EntityRecord(int(i), str(n), k, aliases.get(int(i), ()), int(c)) for i, n, k, c in rows]
+
+    def alias_views(self, tenant: str) -> dict[str, frozenset[str]]:
+        out: dict[str, set[str]] = {}
+        for norm, viewer in self._q("SELECT norm, viewer FROM alias_seen WHERE tenant = %s", [tenant]):
+            out.setdefault(str(norm), set()).add(str(viewer))
+        return {k: frozenset(v) for k, v in out.items()}
 
     def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
         return [(int(m), int(e)) for m, e in self._q(
@@ -180,6 +200,10 @@ class PgEntityWrites:
     def fill_kind(self, tenant: str, entity_id: int, kind: str) -> None:
         self._x("UPDATE entities SET kind = %s WHERE id = %s AND tenant = %s AND kind IS NULL",
                 [kind, entity_id, tenant])
+
+    def see_aliases(self, tenant: str, viewer: str, norms: Sequence[str]) -> None:
+        self._x("INSERT INTO alias_seen (tenant, norm, viewer) SELECT %s, n, %s FROM unnest(%s::text[]) n "
+                "ON CONFLICT DO NOTHING", [tenant, viewer, list(norms)])
 
     def write_mentions(self, tenant: str, writer: Writer, entity_ids: Sequence[int]) -> None:
         self._x("INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, e, %s, %s, %s, %s "
@@ -263,6 +287,11 @@ class PgEntityWrites:
         if rows:
             self.touch(tenant)
         return len(rows)
+
+    def restore_alias_views(self, tenant: str, mem_id: int, names: Sequence[str]) -> None:
+        writer = self._writer(tenant, mem_id)
+        if writer is not None and names:
+            self.see_aliases(tenant, seen_by(writer), list(dict.fromkeys(entity_norm(n) for n in names)))
 
     def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
         written = 0

@@ -29,7 +29,7 @@ from psycopg import Cursor, sql
 
 from graph.api import GraphStoreError
 from graph.pg import counts
-from graph.pg.entities import SCHEMA_V5
+from graph.pg.entities import SCHEMA_V5, SCHEMA_V6
 
 MIGRATION_LOCK = 0x6D656D636F7265  # pg_advisory_xact_lock key: "memcore"
 
@@ -204,6 +204,10 @@ def _v5(cur: Cursor[tuple[object, ...]]) -> None:
     cur.execute(SCHEMA_V5)
 
 
+def _v6(cur: Cursor[tuple[object, ...]]) -> None:
+    cur.execute(SCHEMA_V6)
+
+
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
     ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
@@ -222,7 +226,7 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
 
 
 MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [
-    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5),
+    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -16,9 +16,11 @@ from graph.api import EntityNode, EntityRecord, GraphStore
 from memory_core import validation as v
 from memory_core.entities.declared import KIND_PATTERN
 from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.store_errors import coded_graph_errors
 
 ENTITY_REF = re.compile(r"^ent:([0-9]{1,18})$")
 LIST_CAP = 1000
+DEFAULT_LIST = 100  # a listing without a limit: the most mentioned, never every entity of the tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,17 @@ class MergedEntity:
 
     kept: EntityRecord
     merged_ref: str
+
+
+MEMORY_ENTITY_CAP = 64  # a memory declares at most 32; the extractor adds a few more
+
+
+def memory_entity_list(graph: GraphStore, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, object]]:
+    """The entities one memory mentions, as the viewer (who may read the memory) sees them: only
+    names and aliases some memory it may read declared (see :mod:`graph.api`)."""
+    ids = graph.memory_entities(tenant, [mem_id]).get(mem_id, [])[:MEMORY_ENTITY_CAP]
+    nodes = [graph.entity(tenant, i, viewer) for i in ids]
+    return [{"ref": n.ref, "name": n.name, "kind": n.kind, "aliases": list(n.aliases)} for n in nodes if n is not None]
 
 
 class EntityService:
@@ -47,14 +60,14 @@ class EntityService:
 
     def list(self, tenant: str, viewer: str | None, *, kind: str | None = None,
              limit: int | None = None) -> list[EntityNode]:
-        """The entities the viewer sees, most mentioned first."""
+        """The entities the viewer sees, most mentioned first (``DEFAULT_LIST`` without a limit)."""
         tenant = v.tenant(tenant)
         viewer = v.name(viewer, "viewer", required=False)
         if kind is not None and not KIND_PATTERN.match(kind):
             raise InvalidInputError(f"'kind' must match {KIND_PATTERN.pattern}.", field="kind")
         if limit is not None and not 1 <= limit <= LIST_CAP:
             raise InvalidInputError(f"'limit' must be 1..{LIST_CAP}.", field="limit")
-        return self.graph.entities(tenant, viewer, kind=kind, limit=limit)
+        return self.graph.entities(tenant, viewer, kind=kind, limit=DEFAULT_LIST if limit is None else limit)
 
     def merge(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
         """Fold ``merge`` into ``keep``: its aliases, mentions and relations move, its ref is gone."""
@@ -70,3 +83,20 @@ class EntityService:
                                         entity=gone.ref)
         record = next(r for r in self.graph.entity_records(tenant) if r.id == kept.id)
         return MergedEntity(record, gone.ref)
+
+
+class EntityMethods:
+    """MemoryCore's entity methods (mixed in; ``entity_service`` is set by MemoryCore.__init__)."""
+
+    entity_service: EntityService
+
+    @coded_graph_errors("reading entities")
+    def list_entities(self, tenant: str, *, viewer: str | None = None, kind: str | None = None,
+                      limit: int | None = None) -> list[EntityNode]:
+        """The tenant's entities the viewer sees (names, kinds, aliases, mention counts), most mentioned first."""
+        return self.entity_service.list(tenant, viewer, kind=kind, limit=limit)
+
+    @coded_graph_errors("merging entities")
+    def merge_entities(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
+        """Fold entity ``merge`` (a ref or name) into ``keep``: aliases, mentions, relations move."""
+        return self.entity_service.merge(tenant, keep, merge, viewer=viewer)

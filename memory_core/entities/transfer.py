@@ -10,13 +10,14 @@ not written again, so a re-import writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.api import EntityRecord, EntityRelation, GraphStore, entity_norm
+from graph.api import EntityRecord, EntityRelation, GraphStore, MemoryNode, entity_norm
+from graph.entity_link import SHARED_VIEW
 from memory_core.entities import declared
 from memory_core.refs import parse_ref
 
@@ -52,20 +53,30 @@ class EntityExporter:
 
     records: dict[int, EntityRecord]
     relations: dict[int, list[EntityRelation]]
+    views: dict[str, frozenset[str]]
 
     @classmethod
     def of(cls, graph: GraphStore, tenant: str) -> EntityExporter:
         by_mem: dict[int, list[EntityRelation]] = {}
         for rel in graph.all_relations(tenant):
             by_mem.setdefault(rel.mem_id, []).append(rel)
-        return cls({r.id: r for r in graph.entity_records(tenant)}, by_mem)
+        return cls({r.id: r for r in graph.entity_records(tenant)}, by_mem, graph.alias_views(tenant))
 
-    def fields(self, graph: GraphStore, tenant: str, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    def _entity(self, record: EntityRecord, memory: MemoryNode | None) -> ExportEntity:
+        """The entity as the line's memory's readers may see it: a shared line carries no alias only
+        private memories declared (so an import keeps them private); first visible name first."""
+        readers = {SHARED_VIEW} if memory is None or memory.visibility == "tenant" else {SHARED_VIEW, memory.agent}
+        names = [a for a in record.aliases if self.views.get(entity_norm(a), frozenset()) & readers]
+        names = names or [record.name]
+        return ExportEntity(ref=f"ent:{record.id}", name=names[0], kind=record.kind, aliases=names,
+                            created_us=record.created_us)
+
+    def fields(self, graph: GraphStore, tenant: str, ids: Sequence[int],
+               memories: Mapping[int, MemoryNode]) -> dict[int, dict[str, Any]]:
         """The ``entities`` and ``relations`` fields of each memory line."""
         out: dict[int, dict[str, Any]] = {}
         for mem_id, entity_ids in graph.memory_entities(tenant, ids).items():
-            out[mem_id] = {"entities": [ExportEntity(ref=f"ent:{r.id}", name=r.name, kind=r.kind,
-                                                     aliases=list(r.aliases), created_us=r.created_us)
+            out[mem_id] = {"entities": [self._entity(r, memories.get(mem_id))
                                         for r in (self.records.get(i) for i in entity_ids) if r is not None]}
         for mem_id in ids:
             rels = self.relations.get(mem_id)
@@ -114,6 +125,7 @@ def restore(core: MemoryCore, tenant: str, items: Sequence[tuple[str, list[Expor
                     continue
                 mem_id = parse_ref(refs[ref]).id
                 counts.mentions += tx.restore_mentions(tenant, mem_id, [mapped[e.ref] for e in ents])
+                tx.restore_alias_views(tenant, mem_id, [n for e in ents for n in (e.name, *e.aliases)])
                 counts.relations += tx.restore_relations(tenant, [
                     EntityRelation(mapped[r.src], mapped[r.dst], r.label, mem_id) for r in rels
                     if r.src in mapped and r.dst in mapped])

@@ -59,7 +59,8 @@ def populate(core: MemoryCore) -> Refs:
     first = core.create_handoff("acme", "s1", "planner", "Handoff one: rotate the staging key next.",
                                 timestamp=(START + timedelta(minutes=TURNS + 1)).isoformat()).ref
     second = core.create_handoff("acme", "s1", "planner", "Handoff two: the staging key is rotated; deploy next.",
-                                 timestamp=(START + timedelta(minutes=TURNS + 2)).isoformat()).ref
+                                 timestamp=(START + timedelta(minutes=TURNS + 2)).isoformat(),
+                                 entities=[{"name": "Staging Key", "kind": "secret"}]).ref
     private = core.add_memory("acme", "s2", "coder", "A private scratch thought about billing.", type="note",
                               visibility="agent", timestamp=(START + timedelta(days=1)).isoformat()).ref
     other = core.add_memory("globex", "g1", "bot", "Globex secret roadmap.", type="note",

@@ -22,7 +22,7 @@ def entities(
     tenant: TenantOpt = None,
     viewer: ViewerOpt = None,
     kind: Annotated[str | None, typer.Option(help="Only entities of this kind (person, service, ...).")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most this many (1-1000).")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most this many (1-1000; default 100).")] = None,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,

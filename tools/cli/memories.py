@@ -136,7 +136,8 @@ def show(
 
     Example: memory-core show mem:42 --tenant acme
 
-    JSON: {"memory": row, "neighbours": {author, session, previous, next, edges}}
+    JSON: {"memory": row, "neighbours": {author, session, previous, next, edges, entities}} (entities:
+    [{ref, name, kind, aliases}] as the viewer sees them)
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
@@ -154,6 +155,7 @@ def show(
     links = [["author", neighbours["author"]["node"]], ["session", neighbours["session"]["node"]]]
     links += [[k, neighbours[k]["ref"]] for k in ("previous", "next") if neighbours.get(k)]
     links += [[f"{e['direction']} {e['kind']}", e["node"]] for e in neighbours.get("edges", [])]
+    links += [["mentions", f"{e['ref']} {e['name']}"] for e in neighbours.get("entities", [])]
     render.table("neighbours", ["link", "node"], links)
     if neighbours.get("versions"):  # a corrected memory: its chain, oldest first
         render.table("versions", ["ref", "timestamp", "valid to"],

@@ -136,6 +136,7 @@ def build_ui_app(core: MemoryCore) -> Starlette:
             Route("/tenant", pages.tenant),
             Route("/session", pages.session),
             Route("/memory", pages.memory),
+            Route("/entity", pages.entity),
             Route("/search", pages.search),
             Route("/health", pages.health),
             Route("/api/graph", pages.graph_json),

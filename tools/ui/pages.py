@@ -106,6 +106,13 @@ def memory(request: Request) -> HTMLResponse:
                                        depth=min(3, max(1, _int(request, "depth", 1)))))
 
 
+def entity(request: Request) -> HTMLResponse:
+    st = state(request)
+    name = str(_text(request, "t", required=True))
+    detail = st.inspector.entity(name, str(_text(request, "ref", required=True)))
+    return page("entity.html", context(request, tenant=name, nav="sessions", detail=detail, e=detail.entity))
+
+
 def search(request: Request) -> HTMLResponse:
     st = state(request)
     name = str(_text(request, "t", required=True))

@@ -22,6 +22,10 @@
     return box.dataset.page + "?" + new URLSearchParams({ t: box.dataset.tenant, ref: ref }).toString();
   }
 
+  function entityUrl(ref) {
+    return box.dataset.entityPage + "?" + new URLSearchParams({ t: box.dataset.tenant, ref: ref }).toString();
+  }
+
   function isMemory(n) { return n.kind === "AGENT_MEMORY" || n.kind === "EPISODE"; }
 
   function layout(nodes, edges, root) {
@@ -80,7 +84,9 @@
     for (const n of data.nodes) {
       const g = el("g", { class: "node " + n.kind + (n.type ? " type-" + n.type : "") + (n.id === data.root ? " root" : ""),
         transform: `translate(${n.x.toFixed(1)},${n.y.toFixed(1)})`, "data-id": n.id, tabindex: isMemory(n) ? 0 : -1 }, svg);
+      const entity = n.kind === "ENTITY";
       if (isMemory(n)) el("circle", { r: n.id === data.root ? 11 : 8 }, g);
+      else if (entity) el("rect", { x: -7, y: -7, width: 14, height: 14, transform: "rotate(45)" }, g);
       else el("rect", { x: -8, y: -8, width: 16, height: 16 }, g);
       const label = el("text", { x: 12, y: 4 }, g);
       label.textContent = (isMemory(n) ? n.id + " " : "") + (n.label || "").slice(0, 30);
@@ -89,6 +95,11 @@
         g.addEventListener("click", () => load(n.id));
         g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") load(n.id); });
         g.addEventListener("dblclick", () => { window.location.href = pageUrl(n.id); });
+      } else if (entity) {
+        g.setAttribute("tabindex", "0");
+        const go = () => { window.location.href = entityUrl(n.id); };
+        g.addEventListener("click", go);
+        g.addEventListener("keydown", (ev) => { if (ev.key === "Enter") go(); });
       }
     }
     const rootNode = data.nodes.find((n) => n.id === data.root);
