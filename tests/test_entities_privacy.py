@@ -101,7 +101,7 @@ def test_check_memory_lists_the_memorys_entities_as_the_viewer_sees_them(core: M
 def test_the_default_entity_listing_is_bounded_and_keeps_the_most_mentioned(core: MemoryCore) -> None:
     from memory_core.entities.service import DEFAULT_LIST
 
-    items = [{"tenant": "acme", "session": "s1", "agent": "ann", "content": f"n{i}",
+    items = [{"tenant": "acme", "session": "s1", "agent": "ann", "content": f"plain note number {i}",
               "entities": [{"name": f"thing {i}"}, {"name": "Common"}]} for i in range(DEFAULT_LIST + 5)]
     core.add_memories(items)
     listed = core.list_entities("acme")
