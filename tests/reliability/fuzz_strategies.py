@@ -303,6 +303,12 @@ def tool_arguments(world: World) -> dict[str, SearchStrategy[dict[str, Any]]]:
             {"content": content, "metadata": metadata_param(), "salience": salience_param()},
         ),
         "lock_memory": ({"tenant": tenants(), "ref": ref_param(world)}, {"viewer": pool(world.agents)}),
+        "related": (
+            {"tenant": tenants(),
+             "entity": Param(st.one_of(_pick(world.own_refs), st.sampled_from(["Alice", "alice", "ent:1", "discord"])),
+                             st.one_of(refs(world), hostile_text))},
+            {"depth": int_param(1, 3), "limit": int_param(1, 50), "viewer": pool(world.agents)},
+        ),
         "unlock_memory": ({"tenant": tenants(), "ref": ref_param(world)}, {"viewer": pool(world.agents)}),
     }
     return {tool: _arguments(required, optional) for tool, (required, optional) in specs.items()}
