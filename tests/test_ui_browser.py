@@ -93,8 +93,13 @@ def test_an_operator_inspects_the_store_in_a_real_browser(tmp_path: Path) -> Non
         assert "Staging Key" in text(page, "#entities")
 
         # its entity in the graph (a diamond): click through to the entity's page and its mentions
+        # (the extractor also finds names in the text, e.g. "Handoff": pick the declared one by its label)
         page.wait_for("document.querySelector('#graph svg g.node.ENTITY') !== null")
-        page.click_and_wait("#graph svg g.node.ENTITY rect", "document.querySelector('#entity-name') !== null")
+        entity = page.eval("[...document.querySelectorAll('#graph svg g.node.ENTITY')]"
+                           ".find(g => g.querySelector('text').textContent === 'Staging Key')?.dataset.id")
+        assert entity, "the declared entity is drawn in the graph view"
+        page.click_and_wait(f"#graph svg g.node[data-id='{entity}'] rect",
+                            "document.querySelector('#entity-name') !== null")
         assert text(page, "#entity-name") == "Staging Key"
         assert refs.second_handoff in text(page, "#mentions")
         page.goto(f"{url}memory?t=acme&ref={refs.second_handoff}")
