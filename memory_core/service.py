@@ -23,8 +23,6 @@ from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
 from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
-from memory_core.entities.related import RelatedResult
-from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityMethods, EntityService
 from memory_core.entities.worker import build_entity_worker
 from memory_core.episodes import Episode, EpisodeService, Recovery
@@ -32,7 +30,7 @@ from memory_core.errors import ConfigError, InvalidInputError, LockedError
 from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
 from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
+from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 from memory_core.reads import Reader, visible
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
@@ -42,7 +40,8 @@ from memory_core.store_errors import coded_graph_errors, graph_error, os_error, 
 from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
 from memory_core.vector_store import ChromaVectorStore, VectorStore
-from memory_core.versions import UpdateResult, VersionService
+from memory_core.version_methods import VersionMethods
+from memory_core.versions import VersionService
 from memory_core.warm_up import warm_up_in_background
 from memory_core.write_path import WritePath
 
@@ -124,7 +123,7 @@ def _coded_open_errors(root: Path) -> Iterator[None]:
         raise os_error(exc, f"opening the store in {root}") from exc
 
 
-class MemoryCore(EntityMethods):
+class MemoryCore(EntityMethods, VersionMethods):
     """Long-term memory for agents: AGENT_MEMORY nodes in a graph, records in Chroma."""
 
     def __init__(
@@ -301,52 +300,6 @@ class MemoryCore(EntityMethods):
                 raise LockedError(f"{parsed} is locked; unlock it before deleting it.", ref=str(parsed))
             return self.writer.delete(tenant, parsed.id)
 
-    # ---- versions and locks (memory_core.versions) -------------------------------------------
-    @coded_graph_errors("updating a memory")
-    def update_memory(
-        self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
-        salience: float | None = None, agent: str | None = None,
-    ) -> UpdateResult:
-        """Correct a memory: a new version (new ref) that SUPERSEDES ``ref``, which is kept with its
-        ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
-        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked."""
-        return self.versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
-                                    salience=salience)
-
-    @coded_graph_errors("updating a memory")
-    def update_memory_as_operator(
-        self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
-        salience: float | None = None, agent: str | None = None,
-    ) -> UpdateResult:
-        """The operator's update (CLI): any memory of the tenant, private or not."""
-        return self.versions.update(tenant, ref, agent=agent, operator=True, content=content, metadata=metadata,
-                                    salience=salience)
-
-    @coded_graph_errors("locking a memory")
-    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
-        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was."""
-        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False)
-
-    @coded_graph_errors("unlocking a memory")
-    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
-        """Undo :meth:`lock_memory`; False if it was not locked."""
-        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False)
-
-    @coded_graph_errors("locking a memory")
-    def set_lock_as_operator(self, tenant: str, ref: str, locked: bool) -> bool:
-        """The operator's lock or unlock (CLI): any memory of the tenant."""
-        return self.versions.set_lock(tenant, ref, locked, agent=None, operator=True)
-
-    @coded_graph_errors("reading a memory's history")
-    def history(self, tenant: str, ref: str, *, viewer: str | None = None) -> list[MemoryRow]:
-        """Every version of ``ref``'s chain the viewer can read, oldest first."""
-        return self.versions.history(tenant, ref, viewer=viewer, operator=False)
-
-    @coded_graph_errors("reading a memory's history")
-    def history_as_operator(self, tenant: str, ref: str) -> list[MemoryRow]:
-        """The operator's history (CLI): private versions included."""
-        return self.versions.history(tenant, ref, viewer=None, operator=True)
-
     # ---- reads -----------------------------------------------------------------------------
     @coded_graph_errors("reading recent turns")
     def query_recent_turns(
@@ -456,12 +409,3 @@ class MemoryCore(EntityMethods):
     ) -> Recovery:
         """After a compaction: latest handoff, session summary, newest turns and a cursor."""
         return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars)
-
-    # ---- entities (listing and merging: EntityMethods) ---------------------------------------
-    @coded_graph_errors("walking the entity graph")
-    def related(self, tenant: str, entity_or_ref: str, *, depth: int = 2, limit: int = 20,
-                viewer: str | None = None) -> RelatedResult:
-        """Memories and entities around an entity (name, alias or ``ent:`` ref) or a memory (``mem:``),
-        best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100)."""
-        viewer = v.name(viewer, "viewer", required=False)
-        return related_walk(self.graph, self.reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)
