@@ -1,0 +1,82 @@
+"""The entity values of the graph store's seam (re-exported by :mod:`graph.api`): what an ENTITY
+node, a declaration and a RELATED edge look like, and the key names resolve by."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+
+def ent_node(entity_id: int) -> str:
+    return f"ent:{entity_id}"
+
+
+def entity_norm(name: str) -> str:
+    """The key an entity name or alias resolves by: NFC, case-folded, inner whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFC", name).casefold().split())
+
+
+@dataclass(frozen=True, slots=True)
+class EntitySpec:
+    """An entity as a writer declares it (validated by the service; ``aliases`` exclude ``name``)."""
+
+    name: str
+    kind: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RelationSpec:
+    """A RELATED edge as declared: both ends are entity names or aliases (resolved like names)."""
+
+    src: str
+    dst: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntityNode:
+    """An ENTITY node as the read's viewer sees it: its display name, kind, the aliases the viewer
+    may read (the name first; an alias only an agent's private memories declared is that agent's
+    alone) and how many memories visible to the viewer mention it."""
+
+    id: int
+    tenant: str
+    name: str
+    kind: str | None
+    aliases: tuple[str, ...]
+    created_us: int
+    mentions: int
+
+    @property
+    def ref(self) -> str:
+        return ent_node(self.id)
+
+
+def entity_node(entity_id: int, tenant: str, kind: str | None, visible_aliases: tuple[str, ...], created_us: int,
+                mentions: int) -> EntityNode:
+    """An entity as one viewer sees it: only the aliases it may read (in order), the first of them
+    its display name (the ref when it may read none, e.g. a store restored without alias views)."""
+    name = visible_aliases[0] if visible_aliases else ent_node(entity_id)
+    return EntityNode(entity_id, tenant, name, kind, visible_aliases, created_us, mentions)
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRelation:
+    """One RELATED edge ``src -[label]-> dst`` and the memory that declared it."""
+
+    src: int
+    dst: int
+    label: str
+    mem_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRecord:
+    """Everything stored about one entity, for export/import (not viewer-filtered)."""
+
+    id: int
+    name: str
+    kind: str | None
+    aliases: tuple[str, ...]
+    created_us: int
