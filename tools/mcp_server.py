@@ -20,6 +20,7 @@ Run it with the CLI (one argument parser): ``memory-core serve [--data-dir DIR] 
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -131,6 +132,9 @@ SAME_ARGUMENTS_AS = {"recall_with_context": "recall", "update_memory": "add_memo
                      "unlock_memory": "delete_memory"}
 
 
+log = logging.getLogger(__name__)
+
+
 class MemoryMCPServer(MCPServer[ServerState]):
     """``MCPServer`` whose SDK-raised tool errors also carry a stable code and one sentence."""
 
@@ -141,8 +145,10 @@ class MemoryMCPServer(MCPServer[ServerState]):
             return error_result("UNKNOWN_TOOL", f"There is no tool named {name[:80]!r}.")
         try:
             return await super().call_tool(name, arguments, context)
-        except UnexpectedToolError:
-            # The SDK has the traceback; the caller gets a sentence, never a stack trace.
+        except UnexpectedToolError as exc:
+            # The operator gets the traceback in the server log; the caller a sentence, never a stack trace.
+            cause = exc.__cause__ or exc
+            log.error("tool %s failed unexpectedly", name, exc_info=(type(cause), cause, cause.__traceback__))
             return error_result("INTERNAL_ERROR", f"{name} failed unexpectedly; the server log has the details.")
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
