@@ -83,22 +83,43 @@ def _scoped(tenant: str, where: dict[str, Any] | None) -> dict[str, Any] | None:
     return where or None
 
 
+BUSY_STATUSES = frozenset({429, 502, 503, 504})  # a remote Chroma (or a proxy before it) asking to retry
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it was raised from or during (a few levels)."""
+    out: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(out) < 5:
+        out.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return out
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The status of the error response a remote Chroma answered, if that is what ``exc`` is.
+
+    For an error type it does not know, chromadb's HttpClient raises a bare ``Exception`` with
+    the response's text, raised while handling httpx's ``HTTPStatusError``: the chain tells."""
+    import httpx
+
+    for seen in _chain(exc):
+        if isinstance(seen, httpx.HTTPStatusError):
+            return seen.response.status_code
+    return None
+
+
 def _is_transient(exc: BaseException) -> bool:
-    """Connection-level failures of a remote Chroma; never validation errors.
+    """Connection-level failures of a remote Chroma, or its "busy, retry" answers; never validation errors.
 
     chromadb sometimes re-raises them as another type (its HttpClient turns an
     ``httpx.ConnectError`` into a ``ValueError``), so the exception chain is searched too.
     """
     import httpx
 
-    seen: BaseException | None = exc
-    for _ in range(5):
-        if seen is None:
-            return False
-        if isinstance(seen, httpx.TransportError | ConnectionError | TimeoutError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    if any(isinstance(seen, httpx.TransportError | ConnectionError | TimeoutError) for seen in _chain(exc)):
+        return True
+    return _http_status(exc) in BUSY_STATUSES
 
 
 def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
@@ -124,6 +145,8 @@ def _translate_errors(fn: Callable[[], T], *, remote: bool, retries: int) -> T:
             raise os_error(exc, "writing the vector store") from exc
         if isinstance(exc, ChromaError):  # disk full, I/O errors, files it cannot open
             raise StoreError(f"The vector store failed ({type(exc).__name__}: {str(exc)[:200]}).") from exc
+        if (status := _http_status(exc)) is not None:  # an error answer chromadb has no type for
+            raise StoreError(f"The Chroma server answered HTTP {status} ({str(exc)[:200]}).") from exc
         raise
 
 
