@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from graph.sqlite_readers import ReaderPool
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memories (
@@ -212,6 +214,7 @@ class GraphDB:
         self.write_guard: Callable[[], None] | None = None
         self._fts_known: dict[str, str] = {}
         self._windows_known: set[str] = set()
+        self.readers = ReaderPool(self.path)  # recall's parallel reads (graph.sqlite_readers)
         self._conn = sqlite3.connect(
             str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
         )
@@ -314,12 +317,14 @@ class GraphDB:
             (item_id + 1,),
         )
 
-    def fts_table(self, cur: sqlite3.Cursor, tenant: str, *, create: bool) -> str | None:
+    def fts_table(self, cur: sqlite3.Cursor | None, tenant: str, *, create: bool) -> str | None:
         """The tenant's own FTS5 table (external content over ``memories``): BM25 statistics
         and matches never mix tenants."""
         name = self._fts_known.get(tenant)
         if name is not None or not create:
             return name
+        if cur is None:
+            raise ValueError("creating a tenant's FTS table needs the writer's cursor")
         name = fts_table_name(tenant)
         cur.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5("
@@ -330,7 +335,7 @@ class GraphDB:
         self.window_table(cur, tenant, create=True)
         return name
 
-    def window_table(self, cur: sqlite3.Cursor, tenant: str, *, create: bool) -> str | None:
+    def window_table(self, cur: sqlite3.Cursor | None, tenant: str, *, create: bool) -> str | None:
         """The tenant's lexical window table ``(content, prev)``: an FTS5 table that keeps its
         own copy of the text, so a row is deleted or re-pointed by rowid alone."""
         name = window_table_name(tenant)
@@ -338,6 +343,8 @@ class GraphDB:
             return name
         if not create:
             return None
+        if cur is None:
+            raise ValueError("creating a tenant's window table needs the writer's cursor")
         cur.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {name} USING fts5(content, prev, tokenize='{FTS_TOKENIZE}')")
         self._windows_known.add(tenant)
         return name
@@ -369,6 +376,7 @@ class GraphDB:
                     self.rebuild_window(cur, tenant)
 
     def reload_fts_names(self) -> None:
+        self.readers.reset()
         with self.lock:
             self._fts_known = {
                 row["tenant"]: row["name"] for row in self._conn.execute("SELECT tenant, name FROM fts_tables")
@@ -378,5 +386,6 @@ class GraphDB:
             self._windows_known = {t for t in self._fts_known if window_table_name(t) in present}
 
     def close(self) -> None:
+        self.readers.close()
         with self.lock:
             self._conn.close()

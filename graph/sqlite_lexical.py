@@ -21,6 +21,7 @@ rows holding one (:meth:`SqliteLexical._bounded`), each with its whole-OR score.
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -69,18 +70,39 @@ class SqliteLexical:
     def forget(self) -> None:
         self._probes.clear()
 
-    def window(self, f: RowFilter, terms: list[str], limit: int, tenant_rows: int, *, own: bool) -> list[LexicalHit]:
-        table = self.db.window_table(self.db.conn.cursor(), f.tenant, create=False)
-        return self._search(table, f, terms, limit, tenant_rows, window=True, own=own)
+    def window(self, f: RowFilter, terms: list[str], limit: int, *, own: bool) -> list[LexicalHit]:
+        return self._search(self.db.window_table(None, f.tenant, create=False), f, terms, limit, window=True, own=own)
 
-    def phrases(self, f: RowFilter, phrases: list[str], limit: int, tenant_rows: int) -> list[LexicalHit]:
-        table = self.db.fts_table(self.db.conn.cursor(), f.tenant, create=False)
-        return self._search(table, f, phrases, limit, tenant_rows, window=False)
+    def phrases(self, f: RowFilter, phrases: list[str], limit: int) -> list[LexicalHit]:
+        return self._search(self.db.fts_table(None, f.tenant, create=False), f, phrases, limit, window=False)
 
-    def _search(self, table: str | None, f: RowFilter, terms: list[str], limit: int, tenant_rows: int,
-                window: bool, own: bool = False) -> list[LexicalHit]:
+    def _search(self, table: str | None, f: RowFilter, terms: list[str], limit: int, window: bool,
+                own: bool = False) -> list[LexicalHit]:
+        """On a snapshot of the pool (:mod:`graph.sqlite_readers`): no lock shared with the writer."""
         if table is None or not terms or limit <= 0:
             return []
+        changes = self.changes(f.tenant)  # before the snapshot: its counts hold at least these changes
+        with self.db.readers.snapshot() as conn:
+            present = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+            if present.fetchone() is None:
+                return []  # created by a transaction not committed yet: none of its rows are either
+            row = conn.execute("SELECT n FROM counts WHERE tenant = ? AND scope = 'all' AND key = ''",
+                               (f.tenant,)).fetchone()
+            return _Search(conn, self, changes).run(table, f, terms, limit, 0 if row is None else int(row[0]),
+                                                    window, own)
+
+
+class _Search:
+    """One search on one snapshot connection."""
+
+    def __init__(self, conn: sqlite3.Connection, owner: SqliteLexical, changes: int) -> None:
+        self.conn = conn
+        self.min_rows = owner.min_rows
+        self._probes = owner._probes
+        self._changes = changes
+
+    def run(self, table: str, f: RowFilter, terms: list[str], limit: int, tenant_rows: int,
+            window: bool, own: bool) -> list[LexicalHit]:
         cap = max(self.min_rows, int(tenant_rows * COMMON_SHARE))
         if tenant_rows <= cap or len(terms) == 1:
             return self._ranked(table, f, terms, limit, window, own)
@@ -123,7 +145,7 @@ class SqliteLexical:
             keep(self._ranked(table, f, terms, limit, window, own, match=f'"{term}" AND ({rest})'))
         if len(best) < limit and not rare_only:
             where, args = sql_where(f) if f.selective else ("1", [])
-            since = self.db.conn.execute(
+            since = self.conn.execute(
                 f"SELECT min(id) FROM (SELECT m.id FROM {table} JOIN memories m ON m.id = {table}.rowid "
                 f"WHERE {table} MATCH ? AND {where} ORDER BY {table}.rowid DESC LIMIT ?)",
                 [_match_any(terms), *args, limit]).fetchone()[0]
@@ -151,7 +173,7 @@ class SqliteLexical:
         else:  # the table holds only this tenant's rows; visibility is checked on the memory node
             sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ?{after} ORDER BY rank LIMIT ?"
             args = []
-        rows = self.db.conn.execute(sql, [match or _match_any(terms), *args, limit]).fetchall()
+        rows = self.conn.execute(sql, [match or _match_any(terms), *args, limit]).fetchall()
         if own:  # (id, own, window)
             return [LexicalHit(int(i), -float(win), max(0.0, -float(rank))) for i, rank, win in rows]
         if window:  # (id, window, own)
@@ -166,7 +188,7 @@ class SqliteLexical:
         One change moves a term's row count by 2 at most (the row's own window and the next one's),
         so a count ``c`` taken ``n`` changes ago is reused while ``c + 2n < cap`` or ``c - 2n >= cap``
         (the probe reads ``cap // 8`` rows past ``cap`` for the second), else counted again."""
-        changes = self.changes(tenant)
+        changes = self._changes
         margin = max(16, cap // 8)
         out = {}
         for term in terms:
@@ -178,7 +200,7 @@ class SqliteLexical:
                 if count + drift < cap or count - drift >= cap:
                     out[term] = count
                     continue
-            count = int(self.db.conn.execute(
+            count = int(self.conn.execute(
                 f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
                 (f'"{term}"', cap + margin)).fetchone()[0])
             self._probes.put(key, (count, changes))

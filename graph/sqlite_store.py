@@ -72,6 +72,16 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads):
         with self._read() as conn:
             return conn.execute(sql, args).fetchall()
 
+    def _tuples(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Rows as plain tuples (no ``sqlite3.Row``): what node_from_row reads positionally."""
+        with self._read() as conn:
+            cur = conn.cursor()
+            cur.row_factory = None
+            try:
+                return cur.execute(sql, args).fetchall()
+            finally:
+                cur.close()
+
     def version(self, tenant: str) -> int:
         return self._versions.get(tenant, 0)
 
@@ -111,8 +121,8 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads):
         for start in range(0, len(missing), _CHUNK):
             chunk = missing[start:start + _CHUNK]
             # by primary key; the tenant is checked on each row
-            for row in self._all(f"SELECT {NODE_SELECT} FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
-                                 chunk):
+            for row in self._tuples(f"SELECT {NODE_SELECT} FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                                    chunk):
                 node = node_from_row(row)
                 self.nodes.put(node.id, node)
                 if node.tenant == tenant:
@@ -331,12 +341,12 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads):
 
     # ---- lexical -----------------------------------------------------------------------------
     def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *, own: bool = False) -> list[LexicalHit]:
-        with self._read():
-            return self._lexical.window(f, list(terms), limit, self._count(f.tenant, "all", ""), own=own)
+        with sqlite_errors():  # on a snapshot of its own, beside the writer (graph.sqlite_readers)
+            return self._lexical.window(f, list(terms), limit, own=own)
 
     def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
-        with self._read():
-            return self._lexical.phrases(f, list(phrases), limit, self._count(f.tenant, "all", ""))
+        with sqlite_errors():
+            return self._lexical.phrases(f, list(phrases), limit)
 
     # ---- journal, meta, lifecycle ------------------------------------------------------------
     def journal(self, limit: int | None = None) -> list[JournalEntry]:

@@ -30,6 +30,7 @@ import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -53,7 +54,16 @@ from memory_core.vector_store import VectorHit, VectorStore
 
 MAX_QUERY_CHARS = 8_000
 COVERAGE_ROWS = 10
-Lexical = tuple[list[LexicalHit], list[LexicalHit]]  # (window BM25 hits, keyword hits)
+
+
+@dataclass
+class Lexical:
+    """The lexical worker's hits (window BM25, keyword phrases), and the session neighbours of the
+    dialogue turns among them: read while the query is embedded, off recall's critical path."""
+
+    bm25: list[LexicalHit] = field(default_factory=list)
+    keywords: list[LexicalHit] = field(default_factory=list)
+    around: dict[int, tuple[Key | None, Key | None]] = field(default_factory=dict)
 
 
 def _anchor(now: object) -> datetime | None:
@@ -191,7 +201,7 @@ class Recaller:
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
-            self._join_neighbours(cands, seeds, attrs, filters)
+            self._join_neighbours(cands, seeds, attrs, filters, lexical.around)
         if cfg.superseded_penalty:
             successors = self._successors(filters, [c.id for c in cands.values() if not c.episode])
             for mem_id, newer in successors.items():
@@ -240,7 +250,15 @@ class Recaller:
                 bm25 += [h for h in self.lexical.window(filters, reading.terms, pool, own=True) if h.id not in seen]
         if cfg.w_keyword > 0:
             keywords = self.lexical.keywords(filters, reading.text, cfg.keyword_pool)
-        return bm25, keywords
+        # their nodes and their turns' neighbours are read here, while the query is still being embedded:
+        # the join then finds the nodes in the store's node cache (each read re-checks the tenant)
+        g, tenant = self.graph, filters.tenant
+        nodes = g.memories(tenant, {h.id for h in (*bm25, *keywords)})
+        around: dict[int, tuple[Key | None, Key | None]] = {}
+        if cfg.spread_prev or cfg.spread_next:
+            around = g.adjacent_many(tenant, [a for a in nodes.values() if a.type == "turn" and filters.admits(a)])
+            g.memories(tenant, {k[1] for pair in around.values() for k in pair if k is not None})
+        return Lexical(bm25, keywords, around)
 
     @staticmethod
     def _candidates(hits: list[VectorHit], lexical: Lexical) -> dict[int, Candidate]:
@@ -250,7 +268,7 @@ class Recaller:
             ref = parse_ref(hit.id)  # memories and episodes share one id space
             c = cands.setdefault(ref.id, Candidate(ref.id, episode=ref.kind == EPISODE))
             c.cosine, c.ranks["vector"] = 1.0 - hit.distance, rank
-        bm25, keywords = lexical
+        bm25, keywords = lexical.bm25, lexical.keywords
         for rank, lhit in enumerate(bm25):
             c = cands.setdefault(lhit.id, Candidate(lhit.id))
             c.window, c.turn, c.ranks["bm25"] = lhit.score, lhit.turn, rank
@@ -259,14 +277,17 @@ class Recaller:
             c.keyword, c.ranks["keyword"] = khit.score, rank
         return cands
 
-    def _join_neighbours(self, cands: dict[int, Candidate], seeds: set[int],
-                         attrs: dict[int, MemoryNode], filters: RecallFilters) -> None:
+    def _join_neighbours(self, cands: dict[int, Candidate], seeds: set[int], attrs: dict[int, MemoryNode],
+                         filters: RecallFilters, known: dict[int, tuple[Key | None, Key | None]]) -> None:
         """Link each pool row to the memories right before and after it in its session; those
         of ``seeds`` join the pool when absent (base 0: they only receive the spread), under
         the same filter checks."""
         g, tenant = self.graph, filters.tenant
         dialogue = [attrs[c.id] for c in cands.values() if not c.episode and c.dialogue]
-        around = g.adjacent_many(tenant, dialogue)  # adjacency means "reply to" only between dialogue turns
+        # adjacency means "reply to" only between dialogue turns; the lexical worker read some already
+        read = g.adjacent_many(tenant, [a for a in dialogue if a.id not in known])
+        around = {i: known[i] if i in known else read[i] for i in sorted(a.id for a in dialogue)
+                  if i in known or i in read}
         fresh = {k[1] for c_id, pair in around.items() if c_id in seeds for k in pair
                  if k is not None and k[1] not in cands and k[1] not in attrs}
         fresh_nodes = g.memories(tenant, fresh)
