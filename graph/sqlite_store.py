@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 from graph.agent_names import AgentNameIndex
@@ -68,19 +68,11 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads):
         with self._read() as conn:
             return conn.execute(sql, args).fetchone()
 
-    def _all(self, sql: str, args: Sequence[Any]) -> list[Any]:
-        with self._read() as conn:
-            return conn.execute(sql, args).fetchall()
-
-    def _tuples(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """Rows as plain tuples (no ``sqlite3.Row``): what node_from_row reads positionally."""
-        with self._read() as conn:
-            cur = conn.cursor()
-            cur.row_factory = None
-            try:
-                return cur.execute(sql, args).fetchall()
-            finally:
-                cur.close()
+    def _all(self, sql: str, args: Sequence[Any], *, tuples: bool = False) -> list[Any]:
+        """With ``tuples``, plain tuples (no ``sqlite3.Row``): what node_from_row reads positionally."""
+        with self._read() as conn, closing(conn.cursor()) as cur:
+            cur.row_factory = None if tuples else cur.row_factory
+            return cur.execute(sql, args).fetchall()
 
     def version(self, tenant: str) -> int:
         return self._versions.get(tenant, 0)
@@ -121,8 +113,8 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads):
         for start in range(0, len(missing), _CHUNK):
             chunk = missing[start:start + _CHUNK]
             # by primary key; the tenant is checked on each row
-            for row in self._tuples(f"SELECT {NODE_SELECT} FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
-                                    chunk):
+            for row in self._all(f"SELECT {NODE_SELECT} FROM memories WHERE id IN ({','.join('?' * len(chunk))})",
+                                 chunk, tuples=True):
                 node = node_from_row(row)
                 self.nodes.put(node.id, node)
                 if node.tenant == tenant:

@@ -206,7 +206,17 @@ def test_word_counts_kept_for_lexical_search_are_forgotten_at_the_tenants_next_w
     store.close()
 
 
-def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recounted_near_them(tmp_path: Path) -> None:
+def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recounted_near_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    probes: list[str] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:  # searches run on the pool's readers
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(lambda sql: probes.append(sql) if "count(*)" in sql else None)
+        return conn
+
+    monkeypatch.setattr("graph.sqlite_readers.sqlite3.connect", connect)
     store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
     store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
     with store.transaction() as tx:
@@ -214,8 +224,7 @@ def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recoun
         for i in range(1, 401):  # zircon in 2 rows (rare); filler in the rest (over the cap)
             tx.write_memory(row(i, f"kiln {i} " + ("zircon" if i % 200 == 0 else "filler"), tenant="big",
                                 session=f"s{i}", ts=1_000_000 + i))
-    probes: list[str] = []
-    store.db.conn.set_trace_callback(lambda sql: probes.append(sql) if "count(*)" in sql else None)
+    probes.clear()
     search = lambda: {h.id for h in store.lexical_window(RowFilter("big"), ["zircon", "filler"], 10)}  # noqa: E731
     assert search() == {200, 400} and len(probes) == 3  # zircon and filler up to 10, filler up to the cap
     with store.transaction() as tx:  # one write: zircon's 2 rows can be 4 at most, filler's 390 still over 20
