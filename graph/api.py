@@ -363,6 +363,9 @@ class GraphStore(Protocol):
     # ---- lexical ------------------------------------------------------------------------------
     def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *, own: bool = False) -> list[LexicalHit]:
         """BM25 over each memory's window (its text + the previous shared memory of its session)."""
+    def lexical_windows(self, f: RowFilter, terms: Sequence[str], limit: int) -> tuple[list[LexicalHit],
+                                                                                       list[LexicalHit]]:
+        """``lexical_window`` ranked by the window and by the own text, from one search where the backend can."""
     def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
         """Exact phrases in each memory's own text."""
 

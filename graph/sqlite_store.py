@@ -336,6 +336,11 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads):
         with sqlite_errors():  # on a snapshot of its own, beside the writer (graph.sqlite_readers)
             return self._lexical.window(f, list(terms), limit, own=own)
 
+    def lexical_windows(self, f: RowFilter, terms: Sequence[str], limit: int) -> tuple[list[LexicalHit],
+                                                                                       list[LexicalHit]]:
+        with sqlite_errors():
+            return self._lexical.windows(f, list(terms), limit)
+
     def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
         with sqlite_errors():
             return self._lexical.phrases(f, list(phrases), limit)

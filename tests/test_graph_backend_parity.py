@@ -257,6 +257,20 @@ def test_in_a_big_tenant_words_under_the_cap_still_rank_when_rare_words_leave_th
         assert _ids(store, ["zircon", "common"], 30, own) == {100, 200, 300, 400}  # over the cap: dropped
 
 
+@pytest.mark.parametrize("terms, limit", [(["zircon", "granite", "basalt"], 4), (["zircon", "granite", "basalt"], 30),
+                                           (["granite", "basalt"], 8), (["zircon", "common"], 30), (["kiln"], 12)])
+def test_both_rankings_from_one_search_are_the_two_searches_on_both_backends(
+        big_stores: tuple[SqliteGraphStore, PostgresGraphStore], terms: list[str], limit: int) -> None:
+    for store in big_stores:
+        for prune in (10, 2000):  # the pruned big-tenant paths and the whole OR
+            store.prune_min_rows = prune
+            for f in (RowFilter("big"), RowFilter("big", type="turn", viewer="ann")):  # filter in the SQL too
+                window, own = store.lexical_windows(f, terms, limit)
+                assert window == store.lexical_window(f, terms, limit)
+                assert own == store.lexical_window(f, terms, limit, own=True)
+        store.prune_min_rows = 10
+
+
 @pytest.fixture
 def mid_stores(tmp_path: Path, postgres_dsn: str) -> Iterator[tuple[SqliteGraphStore, PostgresGraphStore]]:
     """800 rows, prune threshold 10 (cap 40): "granite basalt" in 16 rows, "granite" alone in 16 more:

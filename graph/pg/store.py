@@ -218,13 +218,19 @@ class PostgresGraphStore(CachedReads):
     # ---- lexical --------------------------------------------------------------------------------
     def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *,
                        own: bool = False) -> list[LexicalHit]:
-        def search(conn: psycopg.Connection[Any]) -> list[LexicalHit]:
-            state = conn.execute("SELECT memories, lex_len_sum FROM tenant_state WHERE tenant = %s",
-                                 [f.tenant]).fetchone()
-            rows, len_sum = (int(state[0]), int(state[1])) if state else (0, 0)
-            return lexical.window(conn, f, list(terms), limit, own=own, rows=rows, len_sum=len_sum,
-                                  min_rows=self.prune_min_rows)
-        return self._with_conn(search, "lexical search")
+        return self._with_conn(lambda conn: self._window(conn, f, terms, limit, own), "lexical search")
+
+    def lexical_windows(self, f: RowFilter, terms: Sequence[str], limit: int) -> tuple[list[LexicalHit],
+                                                                                       list[LexicalHit]]:
+        return self._with_conn(lambda conn: (self._window(conn, f, terms, limit, False),
+                                             self._window(conn, f, terms, limit, True)), "lexical search")
+
+    def _window(self, conn: psycopg.Connection[Any], f: RowFilter, terms: Sequence[str], limit: int,
+                own: bool) -> list[LexicalHit]:
+        state = conn.execute("SELECT memories, lex_len_sum FROM tenant_state WHERE tenant = %s", [f.tenant]).fetchone()
+        rows, len_sum = (int(state[0]), int(state[1])) if state else (0, 0)
+        return lexical.window(conn, f, list(terms), limit, own=own, rows=rows, len_sum=len_sum,
+                              min_rows=self.prune_min_rows)
 
     def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
         return self._with_conn(lambda c: lexical.phrases(c, f, list(phrases), limit), "lexical search")

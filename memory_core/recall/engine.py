@@ -243,11 +243,13 @@ class Recaller:
         keywords: list[LexicalHit] = []
         if cfg.w_window > 0 or cfg.w_turn > 0:
             pool = min(window, cfg.lexical_pool)
-            bm25 = self.lexical.window(filters, reading.terms, pool)
             # rows that are not dialogue turns key on their own text: their best may sit outside the window's pool
             if self.graph.non_turn_count(filters.tenant):
+                bm25, own = self.lexical.windows(filters, reading.terms, pool)
                 seen = {h.id for h in bm25}
-                bm25 += [h for h in self.lexical.window(filters, reading.terms, pool, own=True) if h.id not in seen]
+                bm25 += [h for h in own if h.id not in seen]
+            else:
+                bm25 = self.lexical.window(filters, reading.terms, pool)
         if cfg.w_keyword > 0:
             keywords = self.lexical.keywords(filters, reading.text, cfg.keyword_pool)
         # their nodes and their turns' neighbours are read here, while the query is still being embedded:
