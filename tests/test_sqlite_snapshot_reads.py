@@ -14,14 +14,12 @@ import pytest
 from graph.api import RowFilter
 from graph.sqlite_store import SqliteGraphStore
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from tests.conftest import open_core
 
 
 @pytest.fixture
-def core(tmp_path: Path) -> Iterator[MemoryCore]:
-    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
-    c = MemoryCore.open(tmp_path / "data", settings=settings, embedder=HashEmbedder(), in_memory_vectors=True)
+def core(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MemoryCore]:
+    c = open_core("memory", tmp_path / "data", request)  # the SQLite graph store, whatever the suite's backends
     yield c
     c.close()
 
@@ -79,9 +77,8 @@ def test_a_new_tenants_uncommitted_tables_read_as_empty_not_as_an_error(core: Me
     assert _search_while_writing(core, "fresh", ["kiln"], create) == []
 
 
-def test_after_close_a_search_fails_as_a_store_error(tmp_path: Path) -> None:
-    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
-    c = MemoryCore.open(tmp_path / "d", settings=settings, embedder=HashEmbedder(), in_memory_vectors=True)
+def test_after_close_a_search_fails_as_a_store_error(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    c = open_core("memory", tmp_path / "d", request)
     c.add_memory("t", "s", "ann", "kiln")
     store = _store(c)
     c.close()
