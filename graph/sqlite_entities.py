@@ -146,8 +146,10 @@ class SqliteEntityReads:
     def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
         for chunk in _chunks(mem_ids):
+            # by the primary key: "+tenant" keeps the planner off the tenant index, which scanned every
+            # mention of the tenant (a check on each row found, as for memories)
             for mem_id, entity_id in self._all(f"SELECT mem_id, entity_id FROM mentions WHERE mem_id IN "
-                                               f"({_marks(len(chunk))}) AND tenant = ? ORDER BY mem_id, entity_id",
+                                               f"({_marks(len(chunk))}) AND +tenant = ? ORDER BY mem_id, entity_id",
                                                [*chunk, tenant]):
                 out.setdefault(int(mem_id), []).append(int(entity_id))
         return out

@@ -1,0 +1,55 @@
+"""Recall's entity hop reads the entities of its ~10 best rows (``memory_entities``); that read
+must cost what those rows hold, not what the tenant holds. SQLite's planner took the tenant
+index of ``mentions`` for it and scanned every mention of the tenant (19 ms at 10k memories
+with ~15 identifiers each, 200 ms at 100k), so it is held to O(rows asked) here by counting
+SQLite's virtual-machine steps, not by a clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graph.sqlite_store import SqliteGraphStore
+from memory_core import MemoryCore
+from tests.conftest import open_core
+
+
+def _fill(core: MemoryCore, tenant: str, n: int) -> list[int]:
+    refs = [r.ref for start in range(0, n, 500) for r in core.add_memories([
+        {"tenant": tenant, "session": f"s{i // 100}", "agent": "ann",
+         "content": f"Turn {i}: build-{i} failed on host-{i % 7} with err-{i % 13} (see PROJ-{i % 50})"}
+        for i in range(start, min(n, start + 500))])]
+    return [int(r[4:]) for r in refs]
+
+
+def _steps(store: SqliteGraphStore, tenant: str, ids: list[int]) -> tuple[int, dict[int, list[int]]]:
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    store.db.conn.set_progress_handler(tick, 10)
+    try:
+        found = store.memory_entities(tenant, ids)
+    finally:
+        store.db.conn.set_progress_handler(None, 10)
+    return steps[0], found
+
+
+def test_a_memorys_entities_are_read_by_its_key_whatever_the_tenants_size(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    core = open_core("memory", tmp_path / "data", request)
+    try:
+        small, big = _fill(core, "small", 20), _fill(core, "big", 2000)
+        store = core.graph
+        assert isinstance(store, SqliteGraphStore)
+        small_steps, small_found = _steps(store, "small", small[:10])
+        big_steps, big_found = _steps(store, "big", big[:10])
+        assert set(small_found) == set(small[:10]) and set(big_found) == set(big[:10])
+        assert all(len(ents) >= 4 for ents in big_found.values())  # Turn, build-N, host-N, err-N, PROJ-N
+        assert big_steps < 3 * small_steps + 50, (small_steps, big_steps)  # was ~100x: a scan of the tenant
+        assert store.memory_entities("small", big[:10]) == {}  # another tenant's rows read as missing
+    finally:
+        core.close()
