@@ -276,3 +276,17 @@ def test_tsquery_syntax_in_user_text_is_just_words(store: PostgresGraphStore, at
     assert {h.id for h in window} <= {1, 2} and {h.id for h in phrases} <= {1, 2}
     if "kiln" in attack:
         assert 1 in {h.id for h in window}
+
+
+def test_a_tenant_count_read_before_concurrent_adds_never_breaks_the_lexical_idf(store: PostgresGraphStore) -> None:
+    """Under READ COMMITTED the tenant's row count and the words' row counts are read by separate
+    statements: adds from another replica in between can make a word's count exceed the tenant's
+    (every new row holds it). The IDF took log of a negative number: a replica's recall failed with
+    INTERNAL_ERROR (``math domain error``) under the replica load test."""
+    from graph.pg import lexical
+
+    a, b, c = ids(store, 3)
+    add(store, row(a, "kiln firing"), row(b, "kiln glaze"), row(c, "kiln shelf"))
+    hits = store._with_conn(lambda conn: lexical.window(conn, RowFilter(T), ["kiln"], 10, own=False, rows=1,
+                                                        len_sum=6), "lexical search")  # 1 row counted, 3 hold it
+    assert {h.id for h in hits} == {a, b, c}

@@ -144,6 +144,9 @@ def _scored(conn: Connection[Any], f: RowFilter, lexemes: list[str], hits: dict[
     where, args = filter_sql(f)
     if since is not None:
         where = sql.SQL("{} AND m.id >= {}").format(where, sql.Literal(since))
+    # the tenant's count and the lexemes' counts come from separate statements (READ COMMITTED): adds
+    # landing in between can leave a lexeme in more rows than ``rows`` counted, so it counts as all of them
+    rows = max(rows, *(hits[t] for t in lex))
     avgdl = max(len_sum / rows, 1e-9)
     order = sql.SQL("own DESC, win DESC") if own else sql.SQL("win DESC")
     idf = [max(1e-6, math.log((rows - hits[t] + 0.5) / (hits[t] + 0.5))) for t in lex]
