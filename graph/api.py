@@ -339,6 +339,10 @@ class GraphStore(Protocol):
                         limit: int | None = None) -> dict[int, list[int]]:
         """For each entity, the ids of the memories the viewer sees that mention it, newest first
         (at most ``limit`` each)."""
+    def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
+                              cap: int) -> dict[int, int]:
+        """For each entity, how many memories the viewer sees mention it, counted up to ``cap``
+        (an index count: a hub entity costs ``cap`` index entries, no rows)."""
     def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]:
         """For each of the tenant's memories, the entities it mentions (whoever reads the memory
         may see them; the caller checks the memory's visibility)."""

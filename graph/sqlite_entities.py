@@ -7,6 +7,7 @@ and timestamp, so a viewer-filtered read never joins the memories table.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -142,6 +143,16 @@ class SqliteEntityReads:
             if rows:
                 out[entity_id] = [int(r[0]) for r in rows]
         return out
+
+    def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
+                              cap: int) -> dict[int, int]:
+        wanted = list(dict.fromkeys(int(i) for i in entity_ids))
+        if not wanted:
+            return {}
+        rows = self._all("SELECT CAST(e.value AS INTEGER), (SELECT count(*) FROM (SELECT 1 FROM mentions INDEXED BY "
+                         f"mentions_listing WHERE tenant = ? AND entity_id = e.value AND {_VISIBLE} LIMIT ?)) "
+                         "FROM json_each(?) AS e", (tenant, _viewer(viewer), max(0, cap), json.dumps(wanted)))
+        return {int(e): int(n) for e, n in rows}
 
     def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}

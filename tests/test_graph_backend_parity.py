@@ -301,6 +301,23 @@ def test_without_a_rare_word_rows_holding_two_words_then_the_newest_holding_one_
         store.prune_min_rows = 10
         assert both <= {h.id for h in found} and {h.id for h in found} - both <= set(newest)
         assert len(found) == 20 and all(h == whole[h.id] for h in found)
+def test_mention_counts_are_each_viewers_visible_mentions_capped_on_both_backends(
+        stores: tuple[SqliteGraphStore, PostgresGraphStore]) -> None:
+    answers = []
+    for s in stores:
+        ids = [e.id for e in s.entities("acme", "ann")] + [e.id for e in s.entities("acme", "bob")] + [999_999]
+        found = {}
+        for viewer in ("ann", "bob", "cat", None):
+            for cap in (0, 1, 2, 100):
+                counts = s.entity_mention_counts("acme", ids, viewer, cap)
+                mentions = s.entity_mentions("acme", ids, viewer)
+                assert counts == {e: min(cap, len(mentions.get(e, []))) for e in dict.fromkeys(ids)}
+                found[(viewer, cap)] = sorted(counts.values())
+        assert s.entity_mention_counts("other", ids, "ann", 100) == {e: 0 for e in dict.fromkeys(ids)}
+        answers.append(found)
+    assert answers[0] == answers[1]
+
+
 def test_both_backends_show_each_viewer_only_the_entity_names_it_may_read(
         stores: tuple[SqliteGraphStore, PostgresGraphStore]) -> None:
     for s in stores:

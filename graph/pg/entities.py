@@ -124,6 +124,13 @@ class PgEntityReads:
             out.setdefault(int(entity_id), []).append(int(mem_id))
         return out
 
+    def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
+                              cap: int) -> dict[int, int]:
+        rows = self._q(f"SELECT w.e, (SELECT count(*) FROM (SELECT 1 FROM mentions WHERE entity_id = w.e "
+                       f"AND tenant = %s AND {_VISIBLE} LIMIT %s) x) FROM unnest(%s::bigint[]) w(e)",
+                       [tenant, _viewer(viewer), max(0, cap), _ids(entity_ids)])
+        return {int(e): int(n) for e, n in rows}
+
     def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
         for mem_id, entity_id in self._q("SELECT mem_id, entity_id FROM mentions WHERE mem_id = ANY(%s::bigint[]) "

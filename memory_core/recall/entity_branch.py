@@ -59,6 +59,8 @@ class EntityReads(Protocol):
     def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]: ...
     def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
                         limit: int | None = None) -> dict[int, list[int]]: ...
+    def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
+                              cap: int) -> dict[int, int]: ...
     def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]: ...
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None: ...
     def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]: ...
@@ -127,17 +129,18 @@ class EntityBranch:
         ids = list(dict.fromkeys(g.entity_ids(tenant, names).values()))  # one indexed read for all names
         if not ids:
             return hits
-        # an entity's visible mentions, newest first, read up to one past the rarity cap: a hub entity
-        # costs cap + 1 index entries, never all of its mentions
+        # an entity's visible mentions counted up to one past the rarity cap (an index count: a hub
+        # entity costs cap + 1 index entries, no rows); only the rare ones' newest memories are read
         cap = int(total ** (1.0 - MIN_WEIGHT))
-        read = g.entity_mentions(tenant, ids, viewer, cap + 1)
+        counts = g.entity_mention_counts(tenant, ids, viewer, cap + 1)
         found: dict[int, tuple[EntityNode, float]] = {}
-        mentions: dict[int, list[int]] = {}
-        for ent_id, mem_ids in read.items():
-            w = weight(len(mem_ids), total)
-            if len(mem_ids) <= cap and w >= MIN_WEIGHT and (node := g.entity(tenant, ent_id, viewer)) is not None:
+        for ent_id in ids:
+            n = counts.get(ent_id, 0)
+            w = weight(n, total)
+            if 0 < n <= cap and w >= MIN_WEIGHT and (node := g.entity(tenant, ent_id, viewer)) is not None:
                 found[ent_id] = (node, w)
-                mentions[ent_id] = mem_ids[:cfg.entity_pool]
+        mentions = g.entity_mentions(tenant, list(found), viewer, cfg.entity_pool) if found else {}
+        found = {e: v for e, v in found.items() if e in mentions}  # a mention erased in between
         if not found:
             return hits
         hits.matched = [n.name for n, _w in found.values()]
@@ -190,8 +193,10 @@ class EntityBranch:
         ent_ids = {e for c in seeds for e in of_seed.get(c.id, ())}
         if not ent_ids:
             return 0
-        mentions = g.entity_mentions(tenant, ent_ids, viewer, min(cap, cfg.entity_pool) + 1)
-        rare = {e: ids for e, ids in mentions.items() if 1 < len(ids) <= min(cap, cfg.entity_pool)}
+        most = min(cap, cfg.entity_pool)
+        counts = g.entity_mention_counts(tenant, ent_ids, viewer, most + 1)  # no rows read for the hubs
+        mentions = g.entity_mentions(tenant, [e for e in ent_ids if 1 < counts.get(e, 0) <= most], viewer, most)
+        rare = {e: ids for e, ids in mentions.items() if 1 < len(ids) <= most}
         lent: dict[int, tuple[float, int, int]] = {}  # memory -> (bonus, seed, entity)
         for seed in seeds:
             for e in of_seed.get(seed.id, ()):
