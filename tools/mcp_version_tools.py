@@ -41,21 +41,22 @@ async def update_memory(
     return result.to_dict()
 
 
-@mcp_tool
-async def lock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Refuse update and delete of ref (LOCKED) until unlock_memory. Returns {ref, locked, changed}."""
+async def _set_lock(ctx: Ctx, ref: str, tenant: str | None, viewer: str | None, locked: bool) -> dict[str, Any]:
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    changed = await state.call(lambda core: core.lock_memory(tenant_id, ref, viewer=who))
-    return {"ref": ref, "locked": True, "changed": bool(changed)}
+    changed = await state.call(lambda core: (core.lock_memory if locked else core.unlock_memory)(
+        tenant_id, ref, viewer=who))
+    return {"ref": ref, "locked": locked, "changed": bool(changed)}
+
+
+@mcp_tool
+async def lock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+    """Refuse update and delete of ref (LOCKED) until unlock_memory. Returns {ref, locked, changed}."""
+    return await _set_lock(ctx, ref, tenant, viewer, True)
 
 
 @mcp_tool
 async def unlock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
     """Undo lock_memory. Returns {ref, locked, changed}."""
-    state = state_of(ctx)
-    tenant_id = state.scope.resolve(tenant)
-    who = viewer_of(state, viewer)
-    changed = await state.call(lambda core: core.unlock_memory(tenant_id, ref, viewer=who))
-    return {"ref": ref, "locked": False, "changed": bool(changed)}
+    return await _set_lock(ctx, ref, tenant, viewer, False)
