@@ -62,3 +62,19 @@ def test_hash_embedder_is_deterministic_and_word_sensitive() -> None:
     a, b, c = (np.array(v) for v in e.embed(["deploy the api", "deploy the api now", "banana bread"]))
     assert np.allclose(a, e.embed(["deploy the api"])[0])
     assert a @ b > a @ c
+
+
+def test_a_batch_split_into_parallel_runs_gives_each_text_its_own_vector_in_order() -> None:
+    texts = [f"note {i}: the {['deploy', 'cache', 'kiln', 'invoice'][i % 4]} moved to day {i}" for i in range(41)]
+    parallel = MiniLMEmbedder(parallel=3)
+    vectors = np.array(parallel.embed(texts))
+    alone = np.array([parallel.embed([t])[0] for t in texts])
+    assert vectors.shape == (41, 384)
+    assert np.allclose(vectors, alone, atol=1e-5)
+    assert np.allclose(vectors, np.array(MiniLMEmbedder(parallel=1).embed(texts)), atol=1e-5)
+
+
+def test_each_model_run_uses_one_thread(minilm: MiniLMEmbedder) -> None:
+    # a run spread over every core stalls beside other work on them: parallelism comes from split batches
+    minilm.embed(["x"])
+    assert minilm._session.get_session_options().intra_op_num_threads == 1
