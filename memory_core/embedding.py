@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import re
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -25,9 +23,7 @@ if TYPE_CHECKING:
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-SERIAL_TOKENIZE_MAX = 4  # texts tokenized one by one (a query); larger batches in parallel
-MAX_PARALLEL = 4  # runs of one batch at once (at most the cores)
-MIN_RUN_TEXTS = 8  # a batch is split only into runs of at least this many texts
+SERIAL_TOKENIZE_MAX = 4  # texts tokenized one by one (a query, a small batch); larger batches in parallel
 TOKENIZER_RELPATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 
 
@@ -82,22 +78,15 @@ class MiniLMEmbedder:
 
     Pads each batch only to its longest member (truncation 256), which is several
     times faster than padding every text to 256 tokens. Loads lazily, once.
-
-    Each run uses one thread; a batch is split into up to ``parallel`` runs at once
-    (one session, whose ``run`` is thread-safe). A run spread over several threads
-    needs every one of them at each operator: beside other work on the same cores
-    (recall's lexical and entity branches run while its query is embedded; other
-    agents' requests) they wait on each other, and one query took 10-13 ms instead of 4.
     """
 
     name = "all-MiniLM-L6-v2-onnx-int8"
     dimension = 384
 
-    def __init__(self, batch_size: int = 32, max_tokens: int = 256, parallel: int | None = None) -> None:
+    def __init__(self, batch_size: int = 32, max_tokens: int = 256, threads: int | None = None) -> None:
         self._batch_size = batch_size
         self._max_tokens = max_tokens
-        self._parallel = max(1, parallel if parallel is not None else min(os.cpu_count() or 1, MAX_PARALLEL))
-        self._runs: ThreadPoolExecutor | None = None  # the batch's parallel runs, started on first need
+        self._threads = threads
         self._lock = threading.Lock()
         self._session: Any = None  # onnxruntime.InferenceSession, loaded on first use
         self._tokenizer: Any = None  # tokenizers.Tokenizer, loaded on first use
@@ -115,8 +104,8 @@ class MiniLMEmbedder:
             tokenizer.enable_truncation(max_length=self._max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # dynamic: to the batch's longest
             options = ort.SessionOptions()
-            options.intra_op_num_threads = 1  # parallel runs instead (see the class docstring)
-            options.inter_op_num_threads = 1
+            if self._threads:
+                options.intra_op_num_threads = self._threads
             options.log_severity_level = 3
             session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in session.get_inputs()}
@@ -138,29 +127,21 @@ class MiniLMEmbedder:
             self._load()
         import numpy as np  # loads on first use: importing memory_core stays cheap
 
-        texts = list(texts)
-        runs = min(self._parallel, -(-len(texts) // MIN_RUN_TEXTS))  # no run of fewer than MIN_RUN_TEXTS
-        size = min(self._batch_size, -(-len(texts) // runs))
-        chunks = [texts[start : start + size] for start in range(0, len(texts), size)]
-        if len(chunks) == 1:
-            return self._embed_batch(chunks[0]).tolist()
-        return np.concatenate(list(self._pool().map(self._embed_batch, chunks))).tolist()
-
-    def _pool(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._runs is None:
-                self._runs = ThreadPoolExecutor(max_workers=self._parallel, thread_name_prefix="embed-run")
-            return self._runs
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), self._batch_size):
+            out.append(self._embed_batch(list(texts[start : start + self._batch_size])))
+        return np.concatenate(out).tolist()
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         import numpy as np  # loads on first use: importing memory_core stays cheap
 
         assert self._tokenizer is not None and self._session is not None
-        # encode_batch hands the texts to a thread pool and waits for the GIL to come back: behind a busy
-        # Python thread (recall's lexical worker) that wait cost 2-3 ms for one query; encode() keeps it
+        # encode_batch() hands the texts to a thread pool, then waits for the GIL behind any busy Python
+        # thread (recall's lexical worker runs while its query is embedded): 2.3 ms for one text, where
+        # encode() takes 37 us. encode() pads nothing: to the longest here, as the batch does
         encodings = ([self._tokenizer.encode(t) for t in texts] if len(texts) <= SERIAL_TOKENIZE_MAX
                      else self._tokenizer.encode_batch(texts))
-        width = max(len(e.ids) for e in encodings)  # encode() pads nothing: to the longest here, as the batch does
+        width = max(len(e.ids) for e in encodings)
         ids = np.array([e.ids + [0] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask + [0] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": mask}

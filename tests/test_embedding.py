@@ -64,17 +64,11 @@ def test_hash_embedder_is_deterministic_and_word_sensitive() -> None:
     assert a @ b > a @ c
 
 
-def test_a_batch_split_into_parallel_runs_gives_each_text_its_own_vector_in_order() -> None:
-    texts = [f"note {i}: the {['deploy', 'cache', 'kiln', 'invoice'][i % 4]} moved to day {i}" for i in range(41)]
-    parallel = MiniLMEmbedder(parallel=3)
-    vectors = np.array(parallel.embed(texts))
-    alone = np.array([parallel.embed([t])[0] for t in texts])
-    assert vectors.shape == (41, 384)
-    assert np.allclose(vectors, alone, atol=1e-5)
-    assert np.allclose(vectors, np.array(MiniLMEmbedder(parallel=1).embed(texts)), atol=1e-5)
-
-
-def test_each_model_run_uses_one_thread(minilm: MiniLMEmbedder) -> None:
-    # a run spread over every core stalls beside other work on them: parallelism comes from split batches
-    minilm.embed(["x"])
-    assert minilm._session.get_session_options().intra_op_num_threads == 1
+@pytest.mark.parametrize("size", [1, 3, embedding.SERIAL_TOKENIZE_MAX, embedding.SERIAL_TOKENIZE_MAX + 1])
+def test_texts_of_mixed_lengths_get_their_own_vectors_at_every_batch_size(minilm: MiniLMEmbedder, size: int) -> None:
+    # small batches are tokenized text by text and padded here, larger ones by the tokenizer's batch call
+    texts = ["ok", "the kiln firing schedule moved to Thursday after the inspection", "deploy api v2", "a b c d e f"]
+    texts = (texts * 2)[:size]
+    together = np.array(minilm.embed(texts))
+    alone = np.array([minilm.embed([t])[0] for t in texts])
+    assert np.allclose(together, alone, atol=1e-5)
