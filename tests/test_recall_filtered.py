@@ -8,6 +8,7 @@ a brute-force expectation: every admitted row's cosine, computed here, top N.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -77,7 +78,7 @@ def build(viewer: str | None = None, **fields: Any) -> RecallFilters:
 @pytest.mark.parametrize("fields", FILTERS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
 @pytest.mark.parametrize("viewer", [None, "a0"])
 def test_the_vector_pool_under_a_filter_is_the_brute_force_top_n_of_the_rows_it_admits(
-    store: MemoryCore, fields: dict[str, Any], viewer: str | None,
+    store: MemoryCore, fields: dict[str, Any], viewer: str | None, request: pytest.FixtureRequest,
 ) -> None:
     f = build(viewer, **fields)
     query = HashEmbedder().embed([CROWD])[0]
@@ -89,7 +90,15 @@ def test_the_vector_pool_under_a_filter_is_the_brute_force_top_n_of_the_rows_it_
         assert set(got) <= set(admitted), (path, set(got) - set(admitted))  # no row the filter refuses
         # the best `pool` cosines of the admitted rows (ties at the cut may pick either row)
         expected = sorted(admitted.values(), reverse=True)[:pool]
-        assert sorted((admitted[i] for i in got), reverse=True) == pytest.approx(expected, abs=1e-4), path
+        if request.node.callspec.params["store"] == "memory":  # an exact vector store: exactly those
+            assert sorted((admitted[i] for i in got), reverse=True) == pytest.approx(expected, abs=1e-4), path
+            continue
+        # Chroma's HNSW is approximate, and over 120 equal vectors (their neighbour lists hold only each
+        # other) an unfiltered query now and then misses one or two of them, depending on the build's
+        # thread interleaving: the pool is full, and holds at least 3/4 of the best rows
+        best = {i for i, c in admitted.items() if c >= expected[-1] - 1e-4}
+        assert len(got) == len(expected), path
+        assert len(best & set(got)) >= math.ceil(0.75 * len(expected)), (path, len(best & set(got)))
 
 
 def test_a_rare_type_among_rows_identical_to_the_query_is_found_by_recall(store: MemoryCore) -> None:
