@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 SERIAL_TOKENIZE_MAX = 4  # texts tokenized one by one (a query, a small batch); larger batches in parallel
+MAX_PARALLEL = 4  # runs of one batch side by side, at most
+MIN_RUN_TEXTS = 8  # a batch is split only into runs of at least this many texts
 TOKENIZER_RELPATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 
 
@@ -87,6 +91,10 @@ class MiniLMEmbedder:
         self._batch_size = batch_size
         self._max_tokens = max_tokens
         self._threads = threads
+        # with ``threads`` per run set, a batch is split into runs side by side that fill the cores
+        # (one session: its run is thread-safe); unset, one run already takes every core
+        self._parallel = min(MAX_PARALLEL, max(1, (os.cpu_count() or 1) // threads)) if threads else 1
+        self._runs: ThreadPoolExecutor | None = None  # started on the first split batch
         self._lock = threading.Lock()
         self._session: Any = None  # onnxruntime.InferenceSession, loaded on first use
         self._tokenizer: Any = None  # tokenizers.Tokenizer, loaded on first use
@@ -127,10 +135,21 @@ class MiniLMEmbedder:
             self._load()
         import numpy as np  # loads on first use: importing memory_core stays cheap
 
-        out: list[np.ndarray] = []
-        for start in range(0, len(texts), self._batch_size):
-            out.append(self._embed_batch(list(texts[start : start + self._batch_size])))
-        return np.concatenate(out).tolist()
+        texts = list(texts)
+        runs = min(self._parallel, -(-len(texts) // MIN_RUN_TEXTS))  # no run of fewer than MIN_RUN_TEXTS
+        size = min(self._batch_size, -(-len(texts) // runs))
+        chunks = [texts[start : start + size] for start in range(0, len(texts), size)]
+        if len(chunks) == 1:
+            return self._embed_batch(chunks[0]).tolist()
+        if self._parallel == 1:
+            return np.concatenate([self._embed_batch(c) for c in chunks]).tolist()
+        return np.concatenate(list(self._pool().map(self._embed_batch, chunks))).tolist()
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._runs is None:
+                self._runs = ThreadPoolExecutor(max_workers=self._parallel, thread_name_prefix="embed-run")
+            return self._runs
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         import numpy as np  # loads on first use: importing memory_core stays cheap
@@ -186,14 +205,13 @@ class HashEmbedder:
         return vectors
 
 
-_DEFAULT_LOCK = threading.Lock()
-_DEFAULT: MiniLMEmbedder | None = None
+_SHARED_LOCK = threading.Lock()
+_SHARED: dict[int | None, MiniLMEmbedder] = {}
 
 
-def shared_minilm() -> MiniLMEmbedder:
-    """One MiniLM instance per process: the model is loaded at most once."""
-    global _DEFAULT
-    with _DEFAULT_LOCK:
-        if _DEFAULT is None:
-            _DEFAULT = MiniLMEmbedder()
-        return _DEFAULT
+def shared_minilm(threads: int | None = None) -> MiniLMEmbedder:
+    """One MiniLM instance per process (and thread count): the model is loaded at most once."""
+    with _SHARED_LOCK:
+        if threads not in _SHARED:
+            _SHARED[threads] = MiniLMEmbedder(threads=threads)
+        return _SHARED[threads]

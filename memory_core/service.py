@@ -53,7 +53,7 @@ def build_embedder(settings: Settings) -> Embedder:
     if emb.provider == "hash":
         return HashEmbedder(emb.dimension)
     if emb.provider == "minilm":
-        return shared_minilm()
+        return shared_minilm(emb.threads)
     if not emb.model:
         raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
                           key="embedding.model")

@@ -27,6 +27,7 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     s = load_settings(environ={"MEMORY_CORE_MODEL_PROVIDER_ENABLED": "true",
                                "MEMORY_CORE_SERVER_TOKENS": '{"abc": "acme"}'})
     assert s.model_provider.enabled and s.server.tokens == {"abc": TokenBinding(tenant="acme")}
+    assert load_settings(environ={"MEMORY_CORE_EMBEDDING_THREADS": "1"}).embedding.threads == 1
 
 
 @pytest.mark.parametrize(
@@ -34,6 +35,7 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     [({"MEMORY_CORE_RECALL_PREVIEW_CHARS": "-1"}, "recall.preview_chars"),
      ({"MEMORY_CORE_RECALL_PREVIEW_CHARS": "lots"}, "recall.preview_chars"),
      ({"MEMORY_CORE_STORAGE_CHROMA": "cloud"}, "storage.chroma"),
+     ({"MEMORY_CORE_EMBEDDING_THREADS": "0"}, "embedding.threads"),
      ({"MEMORY_CORE_NOPE_X": "1"}, "MEMORY_CORE_NOPE_X"),
      ({"MEMORY_CORE_RECALL_NOPE": "1"}, "MEMORY_CORE_RECALL_NOPE"),
      ({"MEMORY_CORE_SERVER_TOKENS": "{not json"}, "MEMORY_CORE_SERVER_TOKENS")],

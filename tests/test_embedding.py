@@ -72,3 +72,29 @@ def test_texts_of_mixed_lengths_get_their_own_vectors_at_every_batch_size(minilm
     together = np.array(minilm.embed(texts))
     alone = np.array([minilm.embed([t])[0] for t in texts])
     assert np.allclose(together, alone, atol=1e-5)
+
+
+def test_the_threads_setting_reaches_the_model_runs() -> None:
+    from memory_core.config import load_settings
+    from memory_core.service import build_embedder
+
+    one = build_embedder(load_settings(environ={"MEMORY_CORE_EMBEDDING_THREADS": "1"}))
+    default = build_embedder(load_settings(environ={}))
+    assert isinstance(one, MiniLMEmbedder) and one is not default
+    assert one is build_embedder(load_settings(environ={"MEMORY_CORE_EMBEDDING_THREADS": "1"}))  # loaded once
+    one.embed(["x"])
+    default.embed(["x"])
+    assert one._session.get_session_options().intra_op_num_threads == 1
+    assert default._session.get_session_options().intra_op_num_threads == 0  # onnxruntime's own: every core
+    assert np.allclose(one.embed(["the kiln schedule"]), default.embed(["the kiln schedule"]), atol=1e-6)
+
+
+def test_with_one_thread_a_run_a_batch_is_split_into_runs_side_by_side_in_order() -> None:
+    texts = [f"note {i}: the {['deploy', 'cache', 'kiln', 'invoice'][i % 4]} moved to day {i}" for i in range(41)]
+    one = MiniLMEmbedder(threads=1)
+    one._parallel = 3  # whatever this machine's cores: 41 texts in runs of 14, 14 and 13
+    vectors = np.array(one.embed(texts))
+    assert one._runs is not None  # the runs went side by side
+    assert vectors.shape == (41, 384)
+    assert np.allclose(vectors, np.array([one.embed([t])[0] for t in texts]), atol=1e-5)
+    assert np.allclose(vectors, np.array(embedding.shared_minilm().embed(texts)), atol=1e-5)

@@ -174,7 +174,7 @@ def open_stores_warming(settings: Settings, data_dir: str | Path | None, lock: D
         from memory_core.embedding import shared_minilm
         from memory_core.warm_up import warm_up_in_background
 
-        warm_up_in_background(shared_minilm())  # the store's embedder is this same instance
+        warm_up_in_background(shared_minilm(settings.embedding.threads))  # the store's embedder: this instance
     return open_stores(settings, data_dir, lock)
 
 
