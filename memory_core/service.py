@@ -16,13 +16,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from graph.api import GraphStore, GraphStoreError
+from graph.api import GraphStoreError
 from graph.db import SchemaVersionError
 from memory_core import validation as v
+from memory_core.components import build_embedder, build_summary_provider, check_embedder, open_vector_store
 from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
 from memory_core.dir_lock import DirLock, claim
-from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
+from memory_core.embedding import Embedder
 from memory_core.entities.service import EntityMethods, EntityService
 from memory_core.entities.worker import build_entity_worker
 from memory_core.episodes import Episode, EpisodeService, Recovery
@@ -37,74 +38,15 @@ from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.store_errors import coded_graph_errors, graph_error, os_error, sqlite_error
-from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
+from memory_core.summary import SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
-from memory_core.vector_store import ChromaVectorStore, VectorStore
+from memory_core.vector_store import VectorStore
 from memory_core.version_methods import VersionMethods
 from memory_core.versions import VersionService
 from memory_core.warm_up import warm_up_in_background
 from memory_core.write_path import WritePath
 
 HANDOFF = "handoff"
-
-
-def build_embedder(settings: Settings) -> Embedder:
-    emb = settings.embedding
-    if emb.provider == "hash":
-        return HashEmbedder(emb.dimension)
-    if emb.provider == "minilm":
-        return shared_minilm(emb.threads)
-    if not emb.model:
-        raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
-                          key="embedding.model")
-    from memory_core.remote_embedding import LiteLLMEmbedder
-
-    return LiteLLMEmbedder(emb.model, dimension=emb.dimension, api_base=emb.api_base, api_key_env=emb.api_key_env,
-                           batch_size=emb.batch_size)
-
-
-def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
-    """A data directory keeps the embedder it was built with: vectors of two models don't mix."""
-    identity = f"{embedder.name}/{embedder.dimension}"
-    stored = graph.meta("embedder")
-    if stored is None:  # first open (or a store from before this check): record it
-        with graph.transaction() as tx:
-            tx.set_meta("embedder", identity, overwrite=False)
-        stored = graph.meta("embedder")
-    if stored != identity:
-        raise ConfigError(
-            f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
-            "incompatible embeddings. Use the original embedding settings or a new data directory.",
-            key="embedding.provider",
-        )
-
-
-def build_vector_store(settings: Settings, data_dir: Path) -> VectorStore:
-    st = settings.storage
-    if st.chroma == "http":
-        headers: dict[str, str] = {}
-        if st.chroma_auth_header and st.chroma_auth_token_env:
-            headers[st.chroma_auth_header] = os.environ.get(st.chroma_auth_token_env, "")
-        return ChromaVectorStore.http(
-            st.chroma_host, st.chroma_port, st.collection_prefix, ssl=st.chroma_ssl, headers=headers,
-            retries=st.chroma_retries,
-        )
-    return ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
-
-
-def _vector_store(settings: Settings, root: Path) -> VectorStore:
-    """Embedded Chroma opens on the first vector call (reads of the graph never import it); a
-    Chroma server is reached at open, so a stopped one fails the open (STORE_UNAVAILABLE)."""
-    if settings.storage.chroma == "embedded":
-        return LazyVectorStore(lambda: build_vector_store(settings, root))
-    return build_vector_store(settings, root)
-
-
-def build_summary_provider(settings: Settings) -> SummaryProvider | None:
-    """The litellm provider when enabled; litellm itself loads only on the first summary."""
-    if not settings.model_provider.enabled:
-        return None
-    return LiteLLMSummaryProvider(settings.model_provider)
 
 
 @contextmanager
@@ -195,7 +137,7 @@ class MemoryCore(EntityMethods, VersionMethods):
                     store.db.write_guard = lock.verify
                 graph = store.graph
                 if vector_store is None:
-                    vector_store = InMemoryVectorStore() if in_memory_vectors else _vector_store(settings, root)
+                    vector_store = InMemoryVectorStore() if in_memory_vectors else open_vector_store(settings, root)
                 vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s)
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)

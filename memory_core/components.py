@@ -1,0 +1,74 @@
+"""The parts a MemoryCore is opened with, built from settings: the embedder (and the check that a
+data directory keeps the one it was built with), the vector store and the summary provider."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from graph.api import GraphStore
+from memory_core.config import Settings
+from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
+from memory_core.errors import ConfigError
+from memory_core.lazy_vectors import LazyVectorStore
+from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
+from memory_core.vector_store import ChromaVectorStore, VectorStore
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    emb = settings.embedding
+    if emb.provider == "hash":
+        return HashEmbedder(emb.dimension)
+    if emb.provider == "minilm":
+        return shared_minilm(emb.threads)
+    if not emb.model:
+        raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
+                          key="embedding.model")
+    from memory_core.remote_embedding import LiteLLMEmbedder
+
+    return LiteLLMEmbedder(emb.model, dimension=emb.dimension, api_base=emb.api_base, api_key_env=emb.api_key_env,
+                           batch_size=emb.batch_size)
+
+
+def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
+    """A data directory keeps the embedder it was built with: vectors of two models don't mix."""
+    identity = f"{embedder.name}/{embedder.dimension}"
+    stored = graph.meta("embedder")
+    if stored is None:  # first open (or a store from before this check): record it
+        with graph.transaction() as tx:
+            tx.set_meta("embedder", identity, overwrite=False)
+        stored = graph.meta("embedder")
+    if stored != identity:
+        raise ConfigError(
+            f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
+            "incompatible embeddings. Use the original embedding settings or a new data directory.",
+            key="embedding.provider",
+        )
+
+
+def build_vector_store(settings: Settings, data_dir: Path) -> VectorStore:
+    st = settings.storage
+    if st.chroma == "http":
+        headers: dict[str, str] = {}
+        if st.chroma_auth_header and st.chroma_auth_token_env:
+            headers[st.chroma_auth_header] = os.environ.get(st.chroma_auth_token_env, "")
+        return ChromaVectorStore.http(
+            st.chroma_host, st.chroma_port, st.collection_prefix, ssl=st.chroma_ssl, headers=headers,
+            retries=st.chroma_retries,
+        )
+    return ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
+
+
+def open_vector_store(settings: Settings, root: Path) -> VectorStore:
+    """Embedded Chroma opens on the first vector call (reads of the graph never import it); a
+    Chroma server is reached at open, so a stopped one fails the open (STORE_UNAVAILABLE)."""
+    if settings.storage.chroma == "embedded":
+        return LazyVectorStore(lambda: build_vector_store(settings, root))
+    return build_vector_store(settings, root)
+
+
+def build_summary_provider(settings: Settings) -> SummaryProvider | None:
+    """The litellm provider when enabled; litellm itself loads only on the first summary."""
+    if not settings.model_provider.enabled:
+        return None
+    return LiteLLMSummaryProvider(settings.model_provider)
