@@ -83,8 +83,10 @@ class PgEntityReads:
                 for i, _name, kind, created, n in rows]
 
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
+        # m.tenant lets the count use the (tenant, entity_id, shared, agent) listing index alone
         rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, (SELECT count(*) FROM mentions m WHERE "
-                       f"m.entity_id = e.id AND {_VISIBLE}) FROM entities e WHERE e.id = %s AND e.tenant = %s",
+                       f"m.tenant = e.tenant AND m.entity_id = e.id AND {_VISIBLE}) FROM entities e "
+                       f"WHERE e.id = %s AND e.tenant = %s",
                        [_viewer(viewer), entity_id, tenant])
         rows = [r for r in rows if int(r[4]) > 0]
         return self._nodes(tenant, rows, viewer)[0] if rows else None
