@@ -16,20 +16,29 @@ from graph.api import SUPERSEDES, EdgeRef
 _CHUNK = 500
 
 
-def _neighbour(side: str, column: str) -> str:
+def _neighbour(side: str) -> str:
     """A correlated seek: walk the session index from the memory's timestamp in one direction
-    and stop at the first row past it (a row-value range here made SQLite scan the session)."""
+    and stop at the first row past it (a row-value range here made SQLite scan the session).
+    Its key comes back as one ``"ts_us id"`` text: a seek per key, not one per column."""
     op, order = ("<", "DESC") if side == "p" else (">", "ASC")
     x = side
-    return (f"(SELECT {x}.{column} FROM memories {x} INDEXED BY memories_session WHERE {x}.tenant = m.tenant "
-            f"AND {x}.session = m.session AND {x}.ts_us {op}= m.ts_us AND ({x}.ts_us {op} m.ts_us OR {x}.id {op} m.id) "
-            f"ORDER BY {x}.ts_us {order}, {x}.id {order} LIMIT 1)")
+    return (f"(SELECT {x}.ts_us || ' ' || {x}.id FROM memories {x} INDEXED BY memories_session WHERE "
+            f"{x}.tenant = m.tenant AND {x}.session = m.session AND {x}.ts_us {op}= m.ts_us AND "
+            f"({x}.ts_us {op} m.ts_us OR {x}.id {op} m.id) ORDER BY {x}.ts_us {order}, {x}.id {order} LIMIT 1)")
 
 
-# each memory with the (timestamp, id) of the memories right before and after it in its session
-ADJACENT_SQL = (f"SELECT m.id, {_neighbour('p', 'ts_us')}, {_neighbour('p', 'id')}, {_neighbour('n', 'ts_us')}, "
-                 f"{_neighbour('n', 'id')} FROM memories m WHERE m.id IN ({{marks}}) AND +m.tenant = ?")
+# each memory with the "ts_us id" keys of the memories right before and after it in its session
+ADJACENT_SQL = (f"SELECT m.id, {_neighbour('p')}, {_neighbour('n')} FROM memories m "
+                f"WHERE m.id IN ({{marks}}) AND +m.tenant = ?")
 # ("+m.tenant": by primary key, the tenant checked on each row; an index on tenant would walk them all)
+
+
+def packed_key(text: str | None) -> tuple[int, int] | None:
+    """A ``"ts_us id"`` key of :data:`ADJACENT_SQL` as (ts_us, id)."""
+    if text is None:
+        return None
+    ts, _, mem_id = text.partition(" ")
+    return int(ts), int(mem_id)
 
 
 def order_index(session: str | None, turns_only: bool) -> str:
