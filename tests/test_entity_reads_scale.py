@@ -82,6 +82,8 @@ def test_an_entitys_mention_count_reads_only_the_covering_index(tmp_path: Path, 
         ent_id = store.entity_ids("big", ["PROJ-7"])["PROJ-7"]
         node = store.entity("big", ent_id, None)
         assert node is not None and node.mentions == 6  # PROJ-7 in turns 7, 57, ..., 257
+        _fill(core, "small", 20)
+        assert store.entity("small", ent_id, None) is None  # another tenant's entity reads as missing
         plans = _plans(store, lambda: store.entity("big", ent_id, None))
         counting = [p for p in plans if "mentions" in p]
         assert counting and all("COVERING INDEX mentions_listing" in p for p in counting), plans
