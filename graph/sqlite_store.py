@@ -30,7 +30,7 @@ from graph.api import (
 from graph.db import GraphDB
 from graph.node_cache import LRU
 from graph.rows import EPISODE_SELECT, NODE_SELECT, episode_from_row, node_from_row
-from graph.sqlite_edges import ADJACENT_SQL, SqliteEdges, order_index, packed_key
+from graph.sqlite_edges import SqliteEdges, adjacent_sql, order_index, packed_key
 from graph.sqlite_entities import SqliteEntityReads
 from graph.sqlite_errors import sqlite_errors
 from graph.sqlite_fields import SqliteFieldReads
@@ -199,13 +199,13 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
 
     def adjacent_many(self, tenant: str, nodes: Iterable[MemoryNode]) -> dict[int, tuple[Key | None, Key | None]]:
         """One statement per chunk: each neighbour is one index seek inside SQLite (a Python
-        round trip per seek cost recall ~14 ms for 250 candidates)."""
-        ids = [n.id for n in nodes if n.tenant == tenant]
+        round trip per seek cost recall ~14 ms for 250 candidates); only the tenant's nodes are looked up."""
+        mine = [n for n in nodes if n.tenant == tenant]
         out: dict[int, tuple[Key | None, Key | None]] = {}
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start:start + _CHUNK]
-            for mem_id, before, after in self._all(ADJACENT_SQL.format(marks=",".join("?" * len(chunk))),
-                                                   [*chunk, tenant], tuples=True):
+        for start in range(0, len(mine), _CHUNK):
+            chunk = mine[start:start + _CHUNK]
+            args: list[Any] = [x for n in chunk for x in (n.id, n.session, n.ts_us)]
+            for mem_id, before, after in self._all(adjacent_sql(len(chunk)), [*args, tenant], tuples=True):
                 out[int(mem_id)] = (packed_key(before), packed_key(after))
         return out
 

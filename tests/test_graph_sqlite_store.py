@@ -148,6 +148,30 @@ def test_pages_and_neighbours_follow_timestamp_then_id_with_equal_timestamps(tmp
         core.close()
 
 
+def test_neighbours_read_in_one_statement_match_the_walk_of_each_session(tmp_path: Path) -> None:
+    """``adjacent_many`` takes each node's session and timestamp from the node it is handed (no
+    row read first): its keys must equal a walk of the session index row by row, with equal
+    timestamps, rows written out of time order, two sessions and another tenant's rows between them."""
+    core = _open(tmp_path / "data")
+    try:
+        rng = random.Random(7)
+        offsets = [rng.choice([0, 0, 1, 2, 5]) for _ in range(40)]  # many ties, added in no order
+        for i, off in enumerate(offsets):
+            for tenant in ("acme", "other"):
+                core.add_memory(tenant, f"s{i % 2}", "a", f"row {i}", timestamp=T0 + timedelta(seconds=off))
+        g = core.graph
+        nodes = g.memories("acme", [k[1] for k in g.iter_newest("acme", None)])
+        foreign = g.memories("other", [k[1] for k in g.iter_newest("other", None)])
+        assert len(nodes) == 40 and len(foreign) == 40
+        walked = {n.id: (g.adjacent("acme", n.session, n.key, forward=False),
+                         g.adjacent("acme", n.session, n.key, forward=True)) for n in nodes.values()}
+        assert g.adjacent_many("acme", [*nodes.values(), *foreign.values()]) == walked
+        assert sum(pair != (None, None) for pair in walked.values()) == 40
+        assert g.adjacent_many("acme", foreign.values()) == {}  # another tenant's nodes are not looked up
+    finally:
+        core.close()
+
+
 def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_them(tmp_path: Path) -> None:
     from memory_core.doctor import check, repair
 
