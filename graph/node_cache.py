@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -29,6 +30,24 @@ class LRU(Generic[K, V]):
             self._items.move_to_end(key)
             self.hits += 1
             return value
+
+    def get_many(self, keys: Iterable[K]) -> tuple[dict[K, V], list[K]]:
+        """The entries held for ``keys`` (each made the newest) and the keys missing, in order: one
+        lock for the lot (recall looks up ~300 nodes a query, one lock round trip each cost ~0.2 ms)."""
+        found: dict[K, V] = {}
+        missing: list[K] = []
+        with self._lock:
+            items = self._items
+            for key in keys:
+                value = items.get(key)
+                if value is None:
+                    missing.append(key)
+                else:
+                    items.move_to_end(key)
+                    found[key] = value
+            self.hits += len(found)
+            self.misses += len(missing)
+        return found, missing
 
     def put(self, key: K, value: V) -> None:
         if self.capacity == 0:

@@ -102,14 +102,8 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
         return node if node.tenant == tenant else None
 
     def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]:
-        out: dict[int, MemoryNode] = {}
-        missing: list[int] = []
-        for mem_id in ids:
-            node = self.nodes.get(mem_id)
-            if node is None:
-                missing.append(mem_id)
-            elif node.tenant == tenant:
-                out[mem_id] = node
+        cached, missing = self.nodes.get_many(ids)
+        out = {mem_id: node for mem_id, node in cached.items() if node.tenant == tenant}
         for start in range(0, len(missing), _CHUNK):
             chunk = missing[start:start + _CHUNK]
             # by primary key; the tenant is checked on each row

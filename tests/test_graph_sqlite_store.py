@@ -18,6 +18,7 @@ import pytest
 
 from graph.api import RowFilter
 from graph.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.node_cache import LRU
 from graph.sqlite_store import SqliteGraphStore
 from memory_core import MemoryCore
 from memory_core.config import load_settings
@@ -83,6 +84,17 @@ def test_the_node_cache_never_holds_more_than_its_configured_size(tmp_path: Path
     finally:
         core.close()
 
+
+
+def test_a_batch_lookup_of_the_node_cache_refreshes_what_it_finds_and_lists_what_it_misses() -> None:
+    cache: LRU[int, str] = LRU(3)
+    for k in (1, 2, 3):
+        cache.put(k, f"n{k}")
+    found, missing = cache.get_many([3, 9, 1, 9])
+    assert found == {3: "n3", 1: "n1"} and missing == [9, 9]
+    assert (cache.hits, cache.misses) == (2, 2)
+    cache.put(4, "n4")  # 2 is now the least recently used: the batch lookup refreshed 3 and 1
+    assert cache.get_many([1, 2, 3, 4]) == ({1: "n1", 3: "n3", 4: "n4"}, [2])
 
 def _recount(db: GraphDB) -> set[tuple[str, str, str, int]]:
     with db.lock:
