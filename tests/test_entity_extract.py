@@ -48,6 +48,17 @@ def test_contractions_and_sentence_initial_gerunds_are_not_names() -> None:
     assert found("They’ve left. It'll rain. Researching it helped. Visited Rome.") == [("Rome", "name")]
 
 
+
+def test_sentence_initial_adverbs_and_interjections_are_not_names_and_do_not_join_the_name_after_them() -> None:
+    text = ("Honestly, Caroline was right. Aww John, that's sweet! Woahhh Joanna! Hahaha Mel, good one. "
+            "Unfortunately it rained. Highly recommend Barcelona. Gonna call Luna.")
+    assert [n for n, k in found(text) if k == "name"] == ["Caroline", "John", "Joanna", "Mel", "Barcelona", "Luna"]
+
+
+def test_names_that_end_like_adverbs_or_sound_like_interjections_stay_names() -> None:
+    text = "Emily went home. Kelly too. Sally said hi. Holly left. Omar called. Ahab sailed."
+    assert [n for n, k in found(text)] == ["Emily", "Kelly", "Sally", "Holly", "Omar", "Ahab"]
+
 def test_code_literals_are_not_names_even_mid_sentence() -> None:
     assert found("it returned None where True or False was expected, not Null") == []
 

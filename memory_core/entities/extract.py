@@ -4,7 +4,8 @@
 
 - ``name``: capitalised words and phrases of up to four words ("Caroline", "LGBTQ support
   group" -> "LGBTQ", "José García", "New York"), minus sentence-initial stop words ("The",
-  "Hey", "Yesterday") and words that are capitalised only because a sentence starts there
+  "Hey", "Yesterday"), adverbs ("Honestly") and interjections ("Aww", "Woahhh": "Aww John"
+  gives "John"), and words that are capitalised only because a sentence starts there
   and read as ordinary words; a possessive ``'s`` is not part of the name;
 - ``handle``: ``@bob``, ``@team.infra`` (an e-mail address is not a handle);
 - ``url``: ``http(s)://...`` without trailing punctuation;
@@ -102,7 +103,19 @@ speaking talking working playing painting reading writing running looking thinki
 what's that's there's here's how's where's who's nothing something everything anything someone everyone
 upgrade install deploy merge rename restart revert release remove delete create build test debug
 yours truly anyway agreed right exactly true indeed interesting sad fun funny hard easy wonderful beautiful
+gonna wanna gotta gotcha lemme kinda sorta dunno ain't y'all cheers bravo hooray hurray gosh geez jeez
+yikes dang darn welp alright anyways anytime whenever however meanwhile otherwise kudos bummer
 """.split())
+# a sentence-initial adverb ("Honestly", "Hopefully", "Unfortunately"): by its suffix, not a list; a
+# plain "-ly" would take Emily, Kelly and Holly too
+_ADVERB = re.compile(r"\w{2,}(?:ally|fully|ately|ously|ently|antly|ably|ibly|ively|itely|ingly|edly|estly|essly"
+                     r"|ctly|ghly)")
+# interjections however drawn out ("Aww", "Woahhh", "Mmm", "Hahaha", "Ooh", "Phew"): at a sentence's
+# start they are no name, and "Aww John" must give John, not "Aww John"
+_INTERJECTION = re.compile(
+    r"a+w+|a+h+|o+h+|o+o+h*|m+|h+m+|u+g+h+|a+r+g+h+|w+o+a+h+|w+h+o+a+|y+a+y+|w+o+o+(?:h+o+o+)?|w+o+w+|"
+    r"(?:h+a+)+h*|a+h+a+[ha]*|l+o+l+|y+u+p+|y+u+m+|o+o+f+|o+u+c+h+|p+h+e+w+|w+h+e+w+|n+a+h+|y+e+a+h*|"
+    r"y+a+s+|e+e+k+|u+m+|u+h+|e+r+m+|m+e+h+|o+m+g+|w+o+o+t+|y+e+s+s+")
 
 
 class ExtractedEntity(NamedTuple):
@@ -243,7 +256,8 @@ def _phrase_word(text: str, word: str, start: int, sentence_start: bool, phrase:
         _close(text, phrase, out)
         return
     if sentence_start and not phrase and (folded in _STOP or folded in _MONTHS
-                                          or (len(folded) > 5 and folded.endswith(("ing", "ed")))):
+                                          or (len(folded) > 5 and folded.endswith(("ing", "ed")))
+                                          or _ADVERB.fullmatch(folded) or _INTERJECTION.fullmatch(folded)):
         _close(text, phrase, out)
         return
     phrase.append((w, start, start + len(w)))
