@@ -115,6 +115,11 @@ class MiniLMEmbedder:
             if self._threads:
                 options.intra_op_num_threads = self._threads
             options.log_severity_level = 3
+            # the pool threads spin between a run's operators (their hand-offs stay fast) but not after
+            # it: by default each spun on for ~45 ms, a core burnt per 5 ms query embedding, taken from
+            # the other requests, the writer and anything else on the machine. Recall latency unchanged
+            # (alternating blocks at 100k: 19.96 vs 20.01 ms p50), 4 concurrent recallers +5 % recalls/s
+            options.add_session_config_entry("session.force_spinning_stop", "1")
             session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
