@@ -36,7 +36,7 @@ COSINE_SPAN = 0.60
 STEM = 5  # query words and row words compare on their first letters (a cheap stemmer)
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     id: int
     episode: bool = False
