@@ -45,6 +45,7 @@ DEFAULT_CACHE_NODES = 50_000
 AGENT_INDEX_TENANTS = 256
 NEIGHBOURHOODS = 64
 _CHUNK = 500
+_ADJACENT_CHUNK = 300  # three parameters a row: under SQLite's oldest bound of 999 variables
 _PAGE_STEP = 64
 
 
@@ -196,8 +197,8 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
         round trip per seek cost recall ~14 ms for 250 candidates); only the tenant's nodes are looked up."""
         mine = [n for n in nodes if n.tenant == tenant]
         out: dict[int, tuple[Key | None, Key | None]] = {}
-        for start in range(0, len(mine), _CHUNK):
-            chunk = mine[start:start + _CHUNK]
+        for start in range(0, len(mine), _ADJACENT_CHUNK):
+            chunk = mine[start:start + _ADJACENT_CHUNK]
             args: list[Any] = [x for n in chunk for x in (n.id, n.session, n.ts_us)]
             for mem_id, before, after in self._all(adjacent_sql(len(chunk)), [*args, tenant], tuples=True):
                 out[int(mem_id)] = (packed_key(before), packed_key(after))

@@ -184,6 +184,27 @@ def test_neighbours_read_in_one_statement_match_the_walk_of_each_session(tmp_pat
         core.close()
 
 
+
+def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under_sqlites_oldest_limit(
+        tmp_path: Path) -> None:
+    """Three parameters a node: the chunks must stay under 999 variables, the bound of SQLite builds
+    before 3.32 (set here on the connection itself), however many nodes are asked for."""
+    core = _open(tmp_path / "data")
+    try:
+        for _ in range(3):
+            _fill(core, 700, tenants=1)
+        g = core.graph
+        assert isinstance(g, SqliteGraphStore)
+        with g.db.lock:
+            g.db.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+        nodes = g.memories("t0", [k[1] for k in g.iter_newest("t0", None)])
+        assert len(nodes) == 2_100
+        walked = {n.id: (g.adjacent("t0", n.session, n.key, forward=False),
+                         g.adjacent("t0", n.session, n.key, forward=True)) for n in nodes.values()}
+        assert g.adjacent_many("t0", nodes.values()) == walked
+    finally:
+        core.close()
+
 def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_them(tmp_path: Path) -> None:
     from memory_core.doctor import check, repair
 
