@@ -30,8 +30,9 @@ def _neighbour(side: str, tenant: str) -> str:
 def adjacent_sql(rows: int) -> str:
     """Each of ``rows`` memories, bound as (id, session, ts_us) triples and then the tenant, with the
     ``"ts_us id"`` keys of the memories right before and after it in its session. The caller's nodes
-    carry the session and timestamp: reading each memory's row by primary key first cost recall
-    about 5 µs a row (0.5 ms for the ~100 rows of a 100k-memory recall)."""
+    carry the session and timestamp, so no row is read by primary key first (100 cold rows at 100k:
+    1.1 -> 0.7 ms; inside recall, whose pool rows' pages are already hot, within noise). The
+    tenant is bound once and every seek is inside it."""
     tenant = f"?{3 * rows + 1}"
     values = ",".join(["(?,?,?)"] * rows)
     return (f"WITH m(id, session, ts_us) AS (VALUES {values}) "
