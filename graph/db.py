@@ -103,9 +103,9 @@ CREATE INDEX IF NOT EXISTS memories_channel ON memories (tenant, channel, ts_us,
 CREATE INDEX IF NOT EXISTS memories_source ON memories (tenant, source_id) WHERE source_id IS NOT NULL;
 """
 
-# Every count a read needs, by (scope, key); graph.sqlite_txn keeps them on write and erase.
+# Every count of memory rows a read needs, by (scope, key); graph.sqlite_txn keeps them on write and erase.
 # 'schan' keys are channel \x1f session (shared rows only): the sessions of a channel are a range.
-COUNT_SCOPES_SQL = """
+MEMORY_COUNT_SCOPES_SQL = """
 SELECT tenant, 'all', '', count(*) FROM memories GROUP BY tenant
 UNION ALL SELECT tenant, 'nonturn', '', count(*) FROM memories WHERE type != 'turn' GROUP BY tenant
 UNION ALL SELECT tenant, 'session', session, count(*) FROM memories GROUP BY tenant, session
@@ -123,6 +123,16 @@ UNION ALL SELECT tenant, 'day', printf('%08d', ts_us / 86400000000), count(*) FR
 DAY_US = 86_400_000_000
 
 
+def _count_scopes_sql() -> str:
+    from graph.sqlite_entities import MENTION_COUNTS_SQL
+
+    return MEMORY_COUNT_SCOPES_SQL.rstrip() + "\nUNION ALL " + MENTION_COUNTS_SQL
+
+
+# ... and every count the store keeps (doctor's recount): the memory scopes and the entity mentions (step 7)
+COUNT_SCOPES_SQL = _count_scopes_sql()
+
+
 def _run_script(cur: sqlite3.Cursor, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
@@ -133,8 +143,8 @@ def _v2(cur: sqlite3.Cursor, fresh: bool) -> None:
     """Counts and read indexes; an upgrade from 1 counts the rows and scopes legacy private keys."""
     _run_script(cur, _SCHEMA_V2)
     if not fresh:
-        cur.execute("DELETE FROM counts")
-        cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {COUNT_SCOPES_SQL}")
+        cur.execute("DELETE FROM counts")  # the mention counts come with step 7 (no mentions before step 4)
+        cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {MEMORY_COUNT_SCOPES_SQL}")
         cur.execute(
             "UPDATE memories SET idempotency_key = agent || char(31) || idempotency_key WHERE "
             "visibility = 'agent' AND idempotency_key IS NOT NULL AND instr(idempotency_key, char(31)) = 0"
@@ -163,9 +173,21 @@ def _v6(cur: sqlite3.Cursor, fresh: bool) -> None:
     _run_script(cur, SCHEMA_V6)
 
 
+def _v7(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """Entity mention counts per viewer, kept by triggers on the mention rows (see graph.sqlite_entities)."""
+    from graph.sqlite_entities import MENTION_COUNTS_SQL, MENTION_TRIGGERS
+
+    for trigger in MENTION_TRIGGERS:  # not _run_script: a trigger's body holds semicolons
+        cur.execute(trigger)
+    if not fresh:  # one pass over the mention rows, once
+        cur.execute("DELETE FROM counts WHERE scope = 'mention'")
+        cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {MENTION_COUNTS_SQL}")
+
+
 # Numbered steps after the version-1 schema (_SCHEMA); a fresh store runs every step with
 # fresh=True. Append a step (and nothing else) to change the schema.
-MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [(2, _v2), (3, _v3), (4, _v4), (6, _v6)]
+MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [
+    (2, _v2), (3, _v3), (4, _v4), (6, _v6), (7, _v7)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -1,0 +1,155 @@
+"""Entity mention counts on SQLite: kept in the ``counts`` table by the mention writes themselves,
+so reading how many memories a viewer sees mention an entity costs the same for an entity with
+50 mentions as for one with 5,000 (recall's entity branch asks it for every entity of the query
+and of its best rows), and stays equal to a recount through adds, private rows, merges, erased
+links, deletes and an upgrade from a store that had no such counts."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from graph.api import EntitySpec
+from graph.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.sqlite_maintenance import SqliteMaintenance
+from graph.sqlite_store import SqliteGraphStore
+from tests.support.pg_graph import row
+
+VIEWERS = (None, "ann", "bob", "cy")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteGraphStore]:
+    s = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
+    yield s
+    s.close()
+
+
+def _add(store: SqliteGraphStore, names: list[str], *, tenant: str = "acme", agent: str = "ann",
+         private: bool = False) -> int:
+    with store.transaction() as tx:
+        mem_id = tx.allocate_ids(1)[0]
+        tx.write_memory(row(mem_id, f"memory {mem_id}", tenant=tenant, agent=agent,
+                            visibility="agent" if private else "tenant"))
+        tx.link_entities(tenant, mem_id, [EntitySpec(n) for n in names], [], 7)
+        return mem_id
+
+
+def _visible(store: SqliteGraphStore, tenant: str, entity_id: int, viewer: str | None) -> int:
+    """The count straight from the mention rows (what the kept count must equal)."""
+    with store.db.lock:
+        found = store.db.conn.execute(
+            "SELECT count(*) FROM mentions WHERE tenant = ? AND entity_id = ? AND (shared = 1 OR agent = ?)",
+            (tenant, entity_id, "\x00" if viewer is None else viewer)).fetchone()
+    return int(found[0])
+
+
+def _entity_ids(store: SqliteGraphStore, tenant: str = "acme") -> list[int]:
+    with store.db.lock:
+        return [int(r[0]) for r in store.db.conn.execute("SELECT id FROM entities WHERE tenant = ?", (tenant,))]
+
+
+def _agree(store: SqliteGraphStore, tenant: str = "acme") -> None:
+    ids = _entity_ids(store, tenant)
+    for viewer in VIEWERS:
+        counts = store.entity_mention_counts(tenant, ids, viewer, 10_000)
+        assert counts == {e: _visible(store, tenant, e, viewer) for e in ids}, viewer
+        for e in ids:
+            node = store.entity(tenant, e, viewer)
+            assert (node.mentions if node is not None else 0) == counts[e]
+    assert SqliteMaintenance(store.db).stale_counts() == {}
+
+
+def _steps(store: SqliteGraphStore, fn: Callable[[], object]) -> int:
+    """SQLite virtual-machine steps (in units of 100) a read takes: its cost, without a clock."""
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    conn = store.db.conn
+    conn.set_progress_handler(tick, 100)
+    try:
+        fn()
+    finally:
+        conn.set_progress_handler(None, 100)
+    return steps[0]
+
+
+def test_counting_an_entitys_mentions_does_not_grow_with_them(store: SqliteGraphStore) -> None:
+    for i in range(5_000):
+        _add(store, ["Hub"] + (["Rare"] if i < 50 else []), agent=f"a{i % 4}", private=i % 10 == 0)
+    hub = store.entity_ids("acme", ["hub"])["hub"]
+    rare = store.entity_ids("acme", ["rare"])["rare"]
+    assert store.entity_mention_counts("acme", [hub, rare], "a1", 100_000) == {
+        hub: _visible(store, "acme", hub, "a1"), rare: _visible(store, "acme", rare, "a1")}
+    reads = {"entity_mention_counts": lambda e: store.entity_mention_counts("acme", [e], "a1", 100_000),
+             "entity": lambda e: store.entity("acme", e, "a1")}
+    for name, read in reads.items():
+        small = _steps(store, lambda: read(rare))  # noqa: B023 (called at once)
+        big = _steps(store, lambda: read(hub))  # noqa: B023
+        # counted from the index, the 4,5xx entries the hub has for a1 took ~100 times the steps
+        assert big <= small + 2, (name, small, big)
+
+
+def test_kept_counts_follow_adds_private_rows_merges_erased_links_and_deletes(store: SqliteGraphStore) -> None:
+    m1 = _add(store, ["Alice", "Payments API"])
+    _add(store, ["Alice"], agent="bob", private=True)
+    m3 = _add(store, ["Alice", "Falcon"], agent="ann", private=True)
+    _add(store, ["Payments-API", "Bob"], agent="cy")
+    _add(store, ["Alice"], tenant="globex")  # another tenant's Alice is another entity with its own count
+    again = _add(store, ["Alice", "Alice", "Falcon"])  # a repeated name is one mention
+    _agree(store)
+    _agree(store, "globex")
+    alice, falcon = store.entity_ids("acme", ["alice", "falcon"]).values()
+    assert store.entity_mention_counts("acme", [alice, falcon], None, 10) == {alice: 2, falcon: 1}
+    assert store.entity_mention_counts("acme", [alice], "ann", 2) == {alice: 2}  # capped like the index count
+    assert store.entity_mention_counts("acme", [alice], "ann", 0) == {alice: 0}
+
+    with store.transaction() as tx:
+        assert tx.merge_entities("acme", alice, falcon)  # m3 and `again` mentioned both: one mention left each
+    _agree(store)
+    with store.transaction() as tx:
+        assert tx.erase_entity_links("acme", [(m1, alice)], []) == 1
+    _agree(store)
+    with store.transaction() as tx:
+        assert tx.erase_memory("acme", m3) and tx.erase_memory("acme", again)
+    _agree(store)
+    with store.transaction() as tx:
+        assert tx.restore_mentions("acme", m1, [alice]) == 1
+    _agree(store)
+    with pytest.raises(RuntimeError), store.transaction() as tx:  # a write that fails leaves no count behind
+        mem_id = tx.allocate_ids(1)[0]
+        tx.write_memory(row(mem_id, "x"))
+        tx.link_entities("acme", mem_id, [EntitySpec("Zed")], [], 7)
+        raise RuntimeError("the add fails after its mentions")
+    _agree(store)
+    assert "zed" not in store.entity_ids("acme", ["zed"])
+
+
+def test_a_store_from_before_kept_mention_counts_is_upgraded_with_them(tmp_path: Path) -> None:
+    path = tmp_path / "graph.sqlite3"
+    old = SqliteGraphStore(GraphDB(path))
+    for i in range(30):
+        _add(old, ["Alice", f"Thing {i % 4}"], agent=f"a{i % 3}", private=i % 5 == 0)
+    old.close()
+    with sqlite3.connect(path) as conn:  # as version 6 left it: no triggers, no mention counts
+        conn.execute("DROP TRIGGER mentions_counted")
+        conn.execute("DROP TRIGGER mentions_uncounted")
+        conn.execute("DELETE FROM counts WHERE scope = 'mention'")
+        conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    store = SqliteGraphStore(GraphDB(path))
+    try:
+        assert store.db.meta("schema_version") == str(SCHEMA_VERSION)
+        _agree(store)
+        _add(store, ["Alice"], agent="a1", private=True)  # and the upgraded store keeps them from then on
+        _agree(store)
+        with store.db.lock:
+            recount = {tuple(r) for r in store.db.conn.execute(COUNT_SCOPES_SQL) if r[1] == "mention"}
+        assert len(recount) > 4
+    finally:
+        store.close()
