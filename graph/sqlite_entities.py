@@ -144,13 +144,15 @@ class SqliteEntityReads:
 
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
-        # counted off the covering index (tenant, entity_id, shared, agent): no row or entity join per mention
+        # summed off the kept counts (step 7): one row per entity and viewer, none per mention (counting the
+        # mentions' index took 1.3-2 s for a tenant of 1M memories)
         kind_sql = " AND e.kind = ?" if kind is not None else ""
-        rows = self._all(f"SELECT e.id, e.name, e.kind, e.created_us, c.n FROM (SELECT entity_id, count(*) AS n "
-                         f"FROM mentions INDEXED BY mentions_listing WHERE tenant = ? AND {_VISIBLE} "
-                         f"GROUP BY entity_id) c JOIN entities e ON e.id = c.entity_id{kind_sql} "
-                         f"ORDER BY c.n DESC, e.name, e.id LIMIT ?",
-                         [tenant, _viewer(viewer), *([kind] if kind is not None else []),
+        rows = self._all("SELECT e.id, e.name, e.kind, e.created_us, c.n FROM (SELECT CAST(substr(key, 1, "
+                         "instr(key, char(31)) - 1) AS INTEGER) AS entity_id, sum(n) AS n FROM counts WHERE "
+                         "tenant = ? AND scope = 'mention' AND substr(key, instr(key, char(31)) + 1) IN ('', ?) "
+                         f"GROUP BY 1) c JOIN entities e ON e.id = c.entity_id AND e.tenant = ?{kind_sql} "
+                         "WHERE c.n > 0 ORDER BY c.n DESC, e.name, e.id LIMIT ?",
+                         [tenant, _viewer(viewer), tenant, *([kind] if kind is not None else []),
                           -1 if limit is None else limit])
         return self._nodes(tenant, rows, viewer)
 

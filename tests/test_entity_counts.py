@@ -96,6 +96,23 @@ def test_counting_an_entitys_mentions_does_not_grow_with_them(store: SqliteGraph
         assert big <= small + 2, (name, small, big)
 
 
+def test_listing_a_tenants_entities_does_not_grow_with_their_mentions(tmp_path: Path) -> None:
+    steps = []
+    for n in (50, 2_000):
+        s = SqliteGraphStore(GraphDB(tmp_path / f"{n}.sqlite3"))
+        try:
+            for i in range(n):
+                _add(s, ["Hub", f"Thing {i % 3}"], agent=f"a{i % 4}", private=i % 10 == 0)
+            listed = s.entities("acme", "a1")
+            assert [(e.name, e.mentions) for e in listed] == [
+                ("Hub", _visible(s, "acme", listed[0].id, "a1")),
+                *sorted(((e.name, _visible(s, "acme", e.id, "a1")) for e in listed[1:]), key=lambda p: (-p[1], p[0]))]
+            steps.append(_steps(s, lambda: s.entities("acme", "a1")))  # noqa: B023 (called at once)
+        finally:
+            s.close()
+    assert steps[1] <= steps[0] + 2, steps  # counting the index: 4 times the entries, 4 times the steps
+
+
 def test_kept_counts_follow_adds_private_rows_merges_erased_links_and_deletes(store: SqliteGraphStore) -> None:
     m1 = _add(store, ["Alice", "Payments API"])
     _add(store, ["Alice"], agent="bob", private=True)
