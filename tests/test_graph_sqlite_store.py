@@ -222,6 +222,26 @@ def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_the
         core.close()
 
 
+def test_doctor_finds_a_drifted_entity_mention_count_and_repair_recounts_it(tmp_path: Path) -> None:
+    from memory_core.doctor import check, repair
+
+    core = _open(tmp_path / "data")
+    try:
+        core.add_memory("acme", "s", "a", "Alice moved the ledger-svc deploy to Friday.")
+        core.add_memory("acme", "s", "b", "Alice owns ledger-svc now.")
+        with core.db.transaction() as cur:  # damage from outside: an entity's count drifts
+            assert cur.execute("UPDATE counts SET n = n + 3 WHERE tenant = 'acme' AND scope = 'mention'").rowcount
+        core.graph.invalidate()
+        found = [f for f in check(core).findings if f.kind == "graph_stale"]
+        assert found and all("mention" in f.detail for f in found)
+        assert repair(core).ok and check(core).ok
+        assert _kept(core.db) == _recount(core.db)
+        alice = core.graph.entity_ids("acme", ["alice"])["alice"]
+        assert core.graph.entity_mention_counts("acme", [alice], None, 100) == {alice: 2}
+    finally:
+        core.close()
+
+
 def test_a_graph_read_that_fails_is_a_coded_store_error_on_every_public_read(tmp_path: Path) -> None:
     from memory_core.errors import StoreError
 
