@@ -52,7 +52,6 @@ INSERT OR IGNORE INTO alias_seen (tenant, norm, viewer)
     SELECT DISTINCT a.tenant, a.norm, CASE WHEN m.shared THEN '' ELSE m.agent END
     FROM entity_aliases a JOIN mentions m ON m.entity_id = a.entity_id
 """
-# Which names a viewer may read: one row per (alias, '' or the private author) that declared it.
 # Step 7: how many memories each viewer sees mention an entity, kept in ``counts`` (scope 'mention',
 # key entity id \x1f '' for shared mentions or \x1f the author for private ones) by the mention rows'
 # own triggers, so no write path can miss one (merges move mentions with INSERT ... SELECT). Recall's
@@ -72,6 +71,7 @@ MENTION_TRIGGERS = (
 MENTION_COUNTS_SQL = (f"SELECT tenant, 'mention', {MENTION_COUNT_KEY.format(m='m')}, count(*) FROM mentions m "
                       f"GROUP BY tenant, {MENTION_COUNT_KEY.format(m='m')}")
 
+# Which names a viewer may read: one row per (alias, '' or the private author) that declared it.
 # A store from before step 6 gets the old rule for its aliases (seen by whoever sees a mention).
 _SEEN = "EXISTS (SELECT 1 FROM alias_seen s WHERE s.tenant = a.tenant AND s.norm = a.norm AND s.viewer IN ('', ?))"
 
