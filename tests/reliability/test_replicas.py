@@ -94,8 +94,8 @@ def _kill_mid_add(victim: subprocess.Popen[str], dsn: str, deadline: float) -> t
 
     Seen pending, the replica is first frozen (SIGSTOP) and the journal read again: an add can
     finish between one read and a kill (the test then failed with nothing caught, seen once in a
-    fresh-clone `make test`),
-    never while its process is stopped. If the entry was gone by then, the replica runs on."""
+    fresh-clone ``make test``), never while its process is stopped. If the entry was gone by then,
+    the replica runs on."""
     import psycopg
 
     owned = "SELECT count(*) FROM journal WHERE owner LIKE %s"
