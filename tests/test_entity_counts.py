@@ -123,6 +123,12 @@ def test_kept_counts_follow_adds_private_rows_merges_erased_links_and_deletes(st
     _agree(store)
     _agree(store, "globex")
     alice, falcon = store.entity_ids("acme", ["alice", "falcon"]).values()
+    theirs = store.entity_ids("globex", ["alice"])["alice"]
+    for viewer in VIEWERS:  # another tenant's entity id counts nothing here, and is neither read nor listed
+        assert store.entity_mention_counts("acme", [theirs], viewer, 10) == {theirs: 0}
+        assert store.entity("acme", theirs, viewer) is None
+        assert theirs not in {e.id for e in store.entities("acme", viewer)}
+    assert [e.id for e in store.entities("globex", None)] == [theirs]
     assert store.entity_mention_counts("acme", [alice, falcon], None, 10) == {alice: 2, falcon: 1}
     assert store.entity_mention_counts("acme", [alice], "ann", 2) == {alice: 2}  # capped like the index count
     assert store.entity_mention_counts("acme", [alice], "ann", 0) == {alice: 0}
