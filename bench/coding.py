@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.coding_data import Workload, generate
 from bench.common import open_bench_core, print_table, stage
-from bench.embed_cache import cached_minilm
+from bench.embed_cache import EMBEDDERS, cached_embedder
 from bench.ranking import Bm25Baseline, HitBoard, vector_rank
 from memory_core import MemoryCore
 
@@ -54,10 +54,10 @@ def score(core: MemoryCore, data: Loaded, options: dict[str, Any], by_kind: dict
     return board.summary()
 
 
-def run(preset: str | None) -> dict[str, Any]:
+def run(preset: str | None, embedder: str = "minilm") -> dict[str, Any]:
     options = {"preset": preset} if preset else {}
     with tempfile.TemporaryDirectory(prefix="coding-bench-") as tmp:
-        core = open_bench_core(Path(tmp) / "store", cached_minilm())
+        core = open_bench_core(Path(tmp) / "store", cached_embedder(embedder))
         try:
             with stage("ingest and score"):
                 data = ingest(core)
@@ -78,8 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm", help="mpnet: the 'mpnet' extra")
     args = parser.parse_args(argv)
-    result = run(args.preset)
+    result = run(args.preset, args.embedder)
     metrics = [m for m in next(iter(result["methods"].values())) if m != "n"]
     print_table(f"coding-agent memory — {result['queries']} queries, {result['memories']} memories",
                 ["method", *metrics], [[n, *(f"{s[m]:.3f}" for m in metrics)] for n, s in result["methods"].items()])

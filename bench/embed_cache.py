@@ -64,6 +64,18 @@ class CachedEmbedder:
         return [found[k] for k in keys]
 
 
+EMBEDDERS = ("minilm", "mpnet")
+
+
 def cached_minilm() -> CachedEmbedder:
     """The shared MiniLM behind the benchmark cache."""
     return CachedEmbedder(shared_minilm())
+
+
+def cached_embedder(kind: str) -> CachedEmbedder:
+    """``minilm`` (the default model) or ``mpnet`` (the 'mpnet' extra) behind the benchmark cache."""
+    if kind == "mpnet":
+        from memory_core.mpnet import shared_mpnet
+
+        return CachedEmbedder(shared_mpnet())
+    return cached_minilm()

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, percentiles, postgres_database, print_table, stage
-from bench.embed_cache import cached_minilm
+from bench.embed_cache import EMBEDDERS, cached_embedder
 from bench.locomo_data import CATEGORY_NAMES, Conversation, QAItem, load_locomo
 from bench.metrics import MRR_DEPTH, Scoreboard
 from memory_core import MemoryCore
@@ -112,14 +112,15 @@ def score(boards: dict[str, Scoreboard], times: dict[str, list[float]], name: st
         board.add(qa.category, ranked, qa.evidence)
 
 
-def run(data: Path, preset: str | None, baselines: bool, postgres_dsn: str | None = None) -> dict[str, Any]:
+def run(data: Path, preset: str | None, baselines: bool, postgres_dsn: str | None = None,
+        embedder: str = "minilm") -> dict[str, Any]:
     conversations = load_locomo(data)
     boards: dict[str, Scoreboard] = {}
     times: dict[str, list[float]] = {}
     options = {"preset": preset} if preset else {}
     label = f"recall[{preset}]" if preset else "recall"
     with tempfile.TemporaryDirectory(prefix="locomo-bench-") as tmp:
-        core = open_bench_core(Path(tmp) / "store", cached_minilm(), postgres_dsn)
+        core = open_bench_core(Path(tmp) / "store", cached_embedder(embedder), postgres_dsn)
         try:
             for conv in conversations:
                 with stage(f"{conv.sample_id}: ingest {len(conv.turns)} turns, score {len(conv.qa)} questions"):
@@ -169,12 +170,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--graph", choices=("sqlite", "postgres"), default="sqlite",
                         help="the durable graph (postgres: a throwaway server unless --dsn names a database)")
     parser.add_argument("--dsn", help="an empty PostgreSQL database for --graph postgres")
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm", help="mpnet: the 'mpnet' extra")
     args = parser.parse_args(argv)
     if args.graph == "postgres":
         with postgres_database(args.dsn) as dsn:
-            result = run(args.data, args.preset, not args.no_baselines, dsn)
+            result = run(args.data, args.preset, not args.no_baselines, dsn, args.embedder)
     else:
-        result = run(args.data, args.preset, not args.no_baselines)
+        result = run(args.data, args.preset, not args.no_baselines, embedder=args.embedder)
     report(result)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, print_table, stage
-from bench.embed_cache import cached_minilm
+from bench.embed_cache import EMBEDDERS, cached_embedder
 from bench.ranking import Bm25Baseline, HitBoard, vector_rank
 from memory_core import MemoryCore
 
@@ -107,10 +107,10 @@ def score(core: MemoryCore, data: Loaded, options: dict[str, Any], with_context:
     return board.summary()
 
 
-def run(root: Path, preset: str | None, own_sessions: bool) -> dict[str, Any]:
+def run(root: Path, preset: str | None, own_sessions: bool, embedder: str = "minilm") -> dict[str, Any]:
     options = {"preset": preset} if preset else {}
     with tempfile.TemporaryDirectory(prefix="madial-bench-") as tmp:
-        core = open_bench_core(Path(tmp) / "store", cached_minilm())
+        core = open_bench_core(Path(tmp) / "store", cached_embedder(embedder))
         try:
             with stage("ingest and score"):
                 data = ingest(core, root, own_sessions)
@@ -141,8 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--preset")
     parser.add_argument("--own-sessions", action="store_true", help="one session per memory")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm", help="mpnet: the 'mpnet' extra")
     args = parser.parse_args(argv)
-    result = run(args.data, args.preset, args.own_sessions)
+    result = run(args.data, args.preset, args.own_sessions, args.embedder)
     report(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -21,6 +21,10 @@ def build_embedder(settings: Settings) -> Embedder:
         return HashEmbedder(emb.dimension)
     if emb.provider == "minilm":
         return shared_minilm(emb.threads)
+    if emb.provider == "mpnet":  # the 'mpnet' extra: a larger local model, ~10x MiniLM's cost a text
+        from memory_core.mpnet import shared_mpnet
+
+        return shared_mpnet(emb.threads)
     if not emb.model:
         raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
                           key="embedding.model")

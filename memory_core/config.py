@@ -46,7 +46,7 @@ class StorageSettings(_Section):
 
 
 class EmbeddingSettings(_Section):
-    provider: Literal["minilm", "hash", "litellm"] = "minilm"
+    provider: Literal["minilm", "mpnet", "hash", "litellm"] = "minilm"
     model: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
