@@ -164,7 +164,8 @@ def build_graph(t: dict[str, np.ndarray]) -> bytes:
 
     def linear(x: str, prefix: str) -> str:
         w = const(f"{prefix}.wT", t[f"{prefix}.weight"].T)  # x @ W^T + b
-        return op("Add", [op("MatMul", [x, w], f"{prefix}.mm"), const(f"{prefix}.b", t[f"{prefix}.bias"])], f"{prefix}.out")
+        product = op("MatMul", [x, w], f"{prefix}.mm")
+        return op("Add", [product, const(f"{prefix}.b", t[f"{prefix}.bias"])], f"{prefix}.out")
 
     def norm(x: str, prefix: str) -> str:
         return op("LayerNormalization", [x, const(f"{prefix}.g", t[f"{prefix}.weight"]),

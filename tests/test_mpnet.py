@@ -3,6 +3,7 @@ from the published tensors, reproduces the reference model; its parts are verifi
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -86,7 +87,7 @@ def test_joined_parts_read_and_seek_across_part_boundaries(tmp_path: Path) -> No
     data = bytes(range(256)) * 40
     cuts = [0, 1000, 1001, 7000, len(data)]
     paths = []
-    for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
         paths.append(tmp_path / f"p{i}")
         paths[-1].write_bytes(data[a:b])
     with JoinedParts(paths) as joined:

@@ -112,7 +112,7 @@ class Recaller:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= window:
             raise InvalidInputError(f"'limit' must be an integer from 1 to {window}.", field="limit")
         anchor = _anchor(now)
-        cfg = resolve_preset(preset, self.settings.recall)
+        cfg = resolve_preset(preset, self.settings.recall, self.embedder.name)
         scope = resolve_project(project_id, viewer, self.settings.operating_context.agents)
         filters = RecallFilters.build(
             tenant, viewer, scope, type=type, session=session, agent=agent, channel=channel,

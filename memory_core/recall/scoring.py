@@ -105,12 +105,13 @@ def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: boo
         w_top = _best([c.window or 0.0 for c in cands.values()])
         t_top = _best([c.turn or 0.0 for c in cands.values()])
         k_top = _best([c.keyword or 0.0 for c in cands.values()])
+        own = cfg.w_window + cfg.w_turn if cfg.w_own is None else cfg.w_own
         for c in cands.values():
             v = max(0.0, (c.cosine - lo) / span) if c.cosine is not None else 0.0
             if c.dialogue:
                 lex = cfg.w_window * max(0.0, c.window or 0.0) / w_top + cfg.w_turn * (c.turn or 0.0) / t_top
             else:  # a note, decision or event is matched on its own text: its predecessor is unrelated
-                lex = (cfg.w_window + cfg.w_turn) * (c.turn or 0.0) / t_top
+                lex = own * (c.turn or 0.0) / t_top
             c.base = cfg.w_vector * v + lexical_share * lex + cfg.w_keyword * max(0.0, c.keyword or 0.0) / k_top
     if named and cfg.w_speaker:
         top = _best([c.base for c in cands.values()])

@@ -1,0 +1,48 @@
+"""What a preset leaves unset comes from the embedder: with a stronger model (all-mpnet-base-v2)
+a non-dialogue row's own-text BM25 counts less; dialogue turns and explicit presets are untouched."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from memory_core.config import load_settings
+from memory_core.embedding import MiniLMEmbedder
+from memory_core.mpnet import MPNetEmbedder
+from memory_core.recall import scoring
+from memory_core.recall.presets import EMBEDDER_DEFAULTS, PRESETS, resolve_preset
+from memory_core.recall.scoring import Candidate
+
+SETTINGS = load_settings(environ={}).recall
+
+
+def test_balanced_takes_the_embedders_own_text_weight() -> None:
+    assert resolve_preset(None, SETTINGS, MPNetEmbedder.name).w_own == EMBEDDER_DEFAULTS[MPNetEmbedder.name]["w_own"]
+    assert resolve_preset(None, SETTINGS, MiniLMEmbedder.name).w_own is None
+    assert resolve_preset(None, SETTINGS, None).w_own is None
+
+
+@pytest.mark.parametrize("name", ["lexical", "semantic", "rsf", "rrf", "vector"])
+def test_a_preset_that_sets_the_weight_keeps_it_whatever_the_embedder(name: str) -> None:
+    assert resolve_preset(name, SETTINGS, MPNetEmbedder.name).w_own == PRESETS[name].w_own is not None
+
+
+def _scored(w_own: float | None) -> dict[int, Candidate]:
+    cands = {1: Candidate(1, dialogue=False, cosine=0.5, turn=4.0),  # a note matched on its own text
+             2: Candidate(2, dialogue=True, cosine=0.5, window=4.0, turn=4.0),  # a turn, same evidence
+             3: Candidate(3, dialogue=False, cosine=0.9)}  # the vector branch's best
+    cfg = replace(PRESETS["balanced"], w_own=w_own)
+    scoring.base_scores(cands, cfg, vector_full=False, named=frozenset(), authors={})
+    return cands
+
+
+def test_the_own_text_weight_scales_non_dialogue_rows_only() -> None:
+    default, light = _scored(None), _scored(0.3)
+    cfg = PRESETS["balanced"]
+    lex = (cfg.w_window + cfg.w_turn) - 0.3  # the lexical weight the note lost
+    assert light[1].base == pytest.approx(default[1].base - lex)
+    assert light[2].base == pytest.approx(default[2].base)  # the dialogue turn: window + turn, as before
+    assert light[3].base == pytest.approx(default[3].base)
+    # with MiniLM's weight the note's own words outrank the vector branch's best; lighter, they do not
+    assert default[1].base > default[3].base and light[1].base < light[3].base
