@@ -45,7 +45,9 @@ def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
     if stored != identity:
         raise ConfigError(
             f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
-            "incompatible embeddings. Use the original embedding settings or a new data directory.",
+            "incompatible embeddings. Use the original embedding settings, or move to the new model through a new "
+            "data directory: 'memory-core export' each tenant, then 'memory-core import' it there (every memory "
+            "is embedded again).",
             key="embedding.provider",
         )
 

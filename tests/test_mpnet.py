@@ -4,6 +4,7 @@ from the published tensors, reproduces the reference model; its parts are verifi
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -97,3 +98,18 @@ def test_joined_parts_read_and_seek_across_part_boundaries(tmp_path: Path) -> No
             assert joined.read(size) == data[offset:offset + size]
         joined.seek(-3, 2)
         assert joined.read() == data[-3:]
+
+
+def test_a_store_moves_to_the_model_by_export_and_import(model: MPNetEmbedder, tmp_path: Path) -> None:
+    from memory_core.transfer import export_tenant, import_lines
+
+    with MemoryCore.open(tmp_path / "old", settings=load_settings(environ={}), embedder=HashEmbedder()) as old:
+        old.add_memories([{"tenant": "acme", "session": "s", "agent": "a", "content": c} for c in (KILN, DEPLOY)])
+        lines = [json.dumps(line) for line in export_tenant(old, "acme")]
+    with pytest.raises(MemoryCoreError, match="memory-core export"):
+        MemoryCore.open(tmp_path / "old", settings=load_settings(environ={}), embedder=model)
+    with MemoryCore.open(tmp_path / "new", settings=load_settings(environ={}), embedder=model) as new:
+        counts = import_lines(new, lines, "acme")
+        assert counts.written == 2 and counts.errors == 0
+        hits = new.recall("acme", "when is the pottery kiln fired now?", limit=1).messages
+        assert [h.content for h in hits] == [KILN]
