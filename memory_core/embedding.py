@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from memory_core.errors import EmbeddingError
 from memory_core.heavy_imports import onnx_runtime
@@ -111,19 +111,22 @@ class MiniLMEmbedder:
             tokenizer = tokenizer_class.from_file(str(tokenizer_path))
             tokenizer.enable_truncation(max_length=self._max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # dynamic: to the batch's longest
-            options = ort.SessionOptions()
-            if self._threads:
-                options.intra_op_num_threads = self._threads
-            options.log_severity_level = 3
-            # the pool threads spin between a run's operators (their hand-offs stay fast) but not after
-            # it: by default each spun on for ~45 ms, a core burnt per 5 ms query embedding, taken from
-            # the other requests, the writer and anything else on the machine. Recall latency unchanged
-            # (alternating blocks at 100k: 19.96 vs 20.01 ms p50), 4 concurrent recallers +5 % recalls/s
-            options.add_session_config_entry("session.force_spinning_stop", "1")
-            session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(str(model_path), self._options(ort), providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
+
+    def _options(self, ort: Any) -> Any:
+        options = ort.SessionOptions()
+        if self._threads:
+            options.intra_op_num_threads = self._threads
+        options.log_severity_level = 3
+        # the pool threads spin between a run's operators (their hand-offs stay fast) but not after
+        # it: by default each spun on for ~45 ms, a core burnt per 5 ms query embedding, taken from
+        # the other requests, the writer and anything else on the machine. Recall latency unchanged
+        # (alternating blocks at 100k: 19.96 vs 20.01 ms p50), 4 concurrent recallers +5 % recalls/s
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+        return options
 
     def import_runtime(self) -> None:
         """Import onnxruntime and tokenizers now (the model itself loads in :meth:`warm_up`)."""
@@ -160,22 +163,35 @@ class MiniLMEmbedder:
         import numpy as np  # loads on first use: importing memory_core stays cheap
 
         assert self._tokenizer is not None and self._session is not None
-        # encode_batch() hands the texts to a thread pool, then waits for the GIL behind any busy Python
-        # thread (recall's lexical worker runs while its query is embedded): 2.3 ms for one text, where
-        # encode() takes 37 us. encode() pads nothing: to the longest here, as the batch does
-        encodings = ([self._tokenizer.encode(t) for t in texts] if len(texts) <= SERIAL_TOKENIZE_MAX
-                     else self._tokenizer.encode_batch(texts))
-        width = max(len(e.ids) for e in encodings)
-        ids = np.array([e.ids + [0] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask + [0] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
+        ids, mask = tokenized(self._tokenizer, texts, pad_id=0)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return pooled / np.clip(norms, 1e-12, None)
+        return mean_pooled(self._session.run(None, feeds)[0], mask)
+
+
+def tokenized(tokenizer: Any, texts: list[str], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, attention mask) of ``texts``, padded with ``pad_id`` to the longest of them."""
+    import numpy as np
+
+    # encode_batch() hands the texts to a thread pool, then waits for the GIL behind any busy Python
+    # thread (recall's lexical worker runs while its query is embedded): 2.3 ms for one text, where
+    # encode() takes 37 us. encode() pads nothing: to the longest here, as the batch does
+    encodings = ([tokenizer.encode(t) for t in texts] if len(texts) <= SERIAL_TOKENIZE_MAX
+                 else tokenizer.encode_batch(texts))
+    width = max(len(e.ids) for e in encodings)
+    ids = np.array([e.ids + [pad_id] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
+    mask = np.array([e.attention_mask + [0] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
+    return ids, mask
+
+
+def mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The mean of each text's token vectors (padding left out), L2-normalised."""
+    import numpy as np
+
+    weights = mask[:, :, None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -211,12 +227,19 @@ class HashEmbedder:
 
 
 _SHARED_LOCK = threading.Lock()
-_SHARED: dict[int | None, MiniLMEmbedder] = {}
+_SHARED: dict[tuple[type, int | None], Any] = {}
+M = TypeVar("M", bound="MiniLMEmbedder")
+
+
+def shared_model(kind: type[M], threads: int | None = None) -> M:
+    """One instance of a local model per process (and thread count): it is loaded at most once."""
+    with _SHARED_LOCK:
+        if (kind, threads) not in _SHARED:
+            _SHARED[kind, threads] = kind(threads=threads)
+        model: M = _SHARED[kind, threads]
+        return model
 
 
 def shared_minilm(threads: int | None = None) -> MiniLMEmbedder:
-    """One MiniLM instance per process (and thread count): the model is loaded at most once."""
-    with _SHARED_LOCK:
-        if threads not in _SHARED:
-            _SHARED[threads] = MiniLMEmbedder(threads=threads)
-        return _SHARED[threads]
+    """The process's MiniLM (see :func:`shared_model`)."""
+    return shared_model(MiniLMEmbedder, threads)

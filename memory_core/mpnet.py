@@ -22,13 +22,13 @@ import io
 import json
 import math
 import struct
-import threading
 import zipfile
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memory_core.embedding import MiniLMEmbedder, mean_pooled, shared_model, tokenized
 from memory_core.errors import EmbeddingError
 from memory_core.heavy_imports import onnx_runtime
 
@@ -47,7 +47,6 @@ LAYERS, HIDDEN, HEADS, BUCKETS, MAX_DISTANCE = 12, 768, 12, 32, 128
 PAD_ID = 1  # <pad>; position ids count from PAD_ID + 1, as fairseq's make_positions does
 LN_EPS = 1e-5
 MAX_TOKENS = 384  # the model's max_seq_length (sentence_bert_config.json)
-SERIAL_TOKENIZE_MAX = 4
 
 
 def part_files() -> list[Path]:
@@ -232,18 +231,15 @@ def relative_buckets(length: int) -> np.ndarray:
     return np.asarray(ret + np.where(n < exact, n, large), dtype=np.int64)
 
 
-class MPNetEmbedder:
-    """all-mpnet-base-v2 (768 dimensions), loaded on first use; thread-safe."""
+class MPNetEmbedder(MiniLMEmbedder):
+    """all-mpnet-base-v2 (768 dimensions), loaded on first use; thread-safe. Batching, threads and
+    pooling are MiniLM's; the model, its tokenizer and its inputs are its own."""
 
     name = "all-mpnet-base-v2-onnx"
     dimension = HIDDEN
 
-    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
-        self._batch_size = batch_size
-        self._threads = threads
-        self._lock = threading.Lock()
-        self._session: Any = None
-        self._tokenizer: Any = None
+    def __init__(self, batch_size: int = 32, max_tokens: int = MAX_TOKENS, threads: int | None = None) -> None:
+        super().__init__(batch_size=batch_size, max_tokens=max_tokens, threads=threads)
         self._bias_table: Any = None  # [BUCKETS, HEADS]
 
     def _load(self) -> None:
@@ -258,57 +254,26 @@ class MPNetEmbedder:
                                      "'mpnet' extra).", package="onnx") from exc
             tensors, tokenizer_json = load_archive()
             tokenizer = tokenizer_class.from_str(tokenizer_json)
-            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.enable_truncation(max_length=self._max_tokens)
             tokenizer.enable_padding(pad_id=PAD_ID, pad_token="<pad>")  # to the batch's longest
-            options = ort.SessionOptions()
-            if self._threads:
-                options.intra_op_num_threads = self._threads
-            options.log_severity_level = 3
-            options.add_session_config_entry("session.force_spinning_stop", "1")
-            session = ort.InferenceSession(build_graph(tensors), options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(build_graph(tensors), self._options(ort), providers=["CPUExecutionProvider"])
             self._bias_table = tensors["encoder.relative_attention_bias.weight"].copy()
             self._tokenizer = tokenizer
             self._session = session
 
-    def warm_up(self) -> None:
-        self.embed(["warm up"])
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        if self._session is None:
-            self._load()
-        import numpy as np
-
-        texts = list(texts)
-        out = [self._embed_batch(texts[i:i + self._batch_size]) for i in range(0, len(texts), self._batch_size)]
-        return np.concatenate(out).tolist()
-
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
-        encodings = ([self._tokenizer.encode(t) for t in texts] if len(texts) <= SERIAL_TOKENIZE_MAX
-                     else self._tokenizer.encode_batch(texts))
-        width = max(len(e.ids) for e in encodings)
-        ids = np.array([e.ids + [PAD_ID] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask + [0] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
+        assert self._tokenizer is not None and self._session is not None
+        ids, mask = tokenized(self._tokenizer, texts, pad_id=PAD_ID)
         positions = np.cumsum(ids != PAD_ID, axis=1) * (ids != PAD_ID) + PAD_ID
         mask_bias = ((1 - mask) * np.finfo(np.float32).min).astype(np.float32)[:, None, None, :]
-        position_bias = self._bias_table[relative_buckets(width)].transpose(2, 0, 1)[None].astype(np.float32)
-        hidden = self._session.run(None, {"input_ids": ids, "position_ids": positions, "mask_bias": mask_bias,
-                                          "position_bias": np.ascontiguousarray(position_bias)})[0]
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-
-
-_SHARED: dict[int | None, MPNetEmbedder] = {}
-_SHARED_LOCK = threading.Lock()
+        position_bias = self._bias_table[relative_buckets(ids.shape[1])].transpose(2, 0, 1)[None]
+        feeds = {"input_ids": ids, "position_ids": positions, "mask_bias": mask_bias,
+                 "position_bias": np.ascontiguousarray(position_bias, dtype=np.float32)}
+        return mean_pooled(self._session.run(None, feeds)[0], mask)
 
 
 def shared_mpnet(threads: int | None = None) -> MPNetEmbedder:
-    """One instance per process (and thread count): the model (1 GB resident) is loaded at most once."""
-    with _SHARED_LOCK:
-        if threads not in _SHARED:
-            _SHARED[threads] = MPNetEmbedder(threads=threads)
-        return _SHARED[threads]
+    """The process's all-mpnet-base-v2 (1 GB resident once loaded; see :func:`shared_model`)."""
+    return shared_model(MPNetEmbedder, threads)
