@@ -17,6 +17,7 @@ Costs (this machine, 2 cores): the first use reads and inflates 404 MB and build
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import json
@@ -103,7 +104,7 @@ class JoinedParts(io.RawIOBase):
         view = memoryview(buffer).cast("B")
         done = 0
         while done < len(view) and self._pos < self._size:
-            i = max(k for k, start in enumerate(self._starts) if start <= self._pos)
+            i = bisect.bisect_right(self._starts, self._pos) - 1  # the part holding this offset
             fh = self._files[i]
             fh.seek(self._pos - self._starts[i])
             got = fh.readinto(view[done:])
@@ -130,9 +131,12 @@ def read_tensors(raw: bytes) -> dict[str, np.ndarray]:
     for name, info in header.items():
         if name == "__metadata__":
             continue
+        if info["dtype"] not in dtypes:
+            raise EmbeddingError(f"The mpnet model holds a tensor of an unexpected type ({name}: {info['dtype']}).")
+        dtype = np.dtype(dtypes[info["dtype"]])
         start, stop = info["data_offsets"]
-        out[name] = np.frombuffer(raw, dtype=dtypes[info["dtype"]], count=(stop - start) // 8 if info["dtype"] == "I64"
-                                  else (stop - start) // 4, offset=8 + length + start).reshape(info["shape"])
+        out[name] = np.frombuffer(raw, dtype=dtype, count=(stop - start) // dtype.itemsize,
+                                  offset=8 + length + start).reshape(info["shape"])
     return out
 
 
