@@ -241,6 +241,7 @@ class MPNetEmbedder(MiniLMEmbedder):
 
     name = "all-mpnet-base-v2-onnx"
     dimension = HIDDEN
+    query_session = False  # a second session would hold another 0.4 GB of weights
 
     def __init__(self, batch_size: int = 32, max_tokens: int = MAX_TOKENS, threads: int | None = None) -> None:
         super().__init__(batch_size=batch_size, max_tokens=max_tokens, threads=threads)
@@ -265,7 +266,7 @@ class MPNetEmbedder(MiniLMEmbedder):
             self._tokenizer = tokenizer
             self._session = session
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+    def _embed_batch(self, texts: list[str], session: Any = None) -> np.ndarray:
         import numpy as np
 
         assert self._tokenizer is not None and self._session is not None
@@ -275,7 +276,7 @@ class MPNetEmbedder(MiniLMEmbedder):
         position_bias = self._bias_table[relative_buckets(ids.shape[1])].transpose(2, 0, 1)[None]
         feeds = {"input_ids": ids, "position_ids": positions, "mask_bias": mask_bias,
                  "position_bias": np.ascontiguousarray(position_bias, dtype=np.float32)}
-        return mean_pooled(self._session.run(None, feeds)[0], mask)
+        return mean_pooled((session or self._session).run(None, feeds)[0], mask)
 
 
 def shared_mpnet(threads: int | None = None) -> MPNetEmbedder:

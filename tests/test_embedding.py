@@ -130,3 +130,45 @@ def test_the_model_leaves_the_cores_idle_once_a_run_returns() -> None:
     out = subprocess.run([sys.executable, "-c", IDLE_CPU], capture_output=True, text=True, timeout=120,
                          cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, check=True)
     assert float(out.stdout.strip()) < 0.01
+
+
+def test_a_query_runs_on_half_the_cores_and_gets_the_vectors_embed_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding.os, "cpu_count", lambda: 4)
+    model = MiniLMEmbedder()
+    texts = ["when does the kiln firing start", "Yes, the kiln firing schedule moved to Thursday."]
+    queried = np.array(model.embed_query(texts))
+    assert model._query_session is not model._session and model._query_session is not None
+    assert model._query_session.get_session_options().intra_op_num_threads == 2
+    assert model._session.get_session_options().intra_op_num_threads == 0  # bulk adds keep every core
+    assert np.allclose(queried, np.array(model.embed(texts)), atol=1e-6)
+    assert np.allclose(model.embed_query(texts[:1]), model.embed(texts[:1]), atol=1e-6)
+
+
+def test_a_query_uses_the_main_session_when_threads_are_set_or_the_batch_is_not_a_query(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(embedding.os, "cpu_count", lambda: 4)
+    one = MiniLMEmbedder(threads=1)  # a server's setting: every run on one thread already
+    one.embed_query(["the deploy moved"])
+    assert one.query_threads() is None and one._query_session is None
+    model = MiniLMEmbedder()
+    model.embed_query([f"note {i}" for i in range(3)])  # three texts: a batch, not a query
+    assert model._query_session is None
+    monkeypatch.setattr(embedding.os, "cpu_count", lambda: 1)
+    assert MiniLMEmbedder().query_threads() is None  # one core: nothing to leave free
+
+
+def test_the_query_session_checks_the_model_file_it_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(embedding.os, "cpu_count", lambda: 2)
+    model = MiniLMEmbedder()
+    model.embed(["x"])  # the main session, from the real file
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"not a model")
+    model._model_path = fake  # the file changed on disk before the first query
+    with pytest.raises(EmbeddingError, match="sha256"):
+        model.embed_query(["x"])
+
+
+def test_embed_query_falls_back_to_embed_for_embedders_without_it() -> None:
+    fake = HashEmbedder()
+    assert embedding.embed_query(fake, ["the kiln"]) == fake.embed(["the kiln"])

@@ -3,16 +3,19 @@ a non-dialogue row's own-text BM25 counts less; dialogue turns and explicit pres
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from memory_core.config import load_settings
-from memory_core.embedding import MiniLMEmbedder
+from memory_core.embedding import HashEmbedder, MiniLMEmbedder
 from memory_core.mpnet import MPNetEmbedder
 from memory_core.recall import scoring
 from memory_core.recall.presets import EMBEDDER_DEFAULTS, PRESETS, resolve_preset
 from memory_core.recall.scoring import Candidate
+from memory_core.service import MemoryCore
 
 SETTINGS = load_settings(environ={}).recall
 
@@ -46,3 +49,35 @@ def test_the_own_text_weight_scales_non_dialogue_rows_only() -> None:
     assert light[3].base == pytest.approx(default[3].base)
     # with MiniLM's weight the note's own words outrank the vector branch's best; lighter, they do not
     assert default[1].base > default[3].base and light[1].base < light[3].base
+
+
+class QueryAware(HashEmbedder):
+    """Records which path each call took: recall's query goes through embed_query, adds through embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, int]] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(("embed", len(texts)))
+        return super().embed(texts)
+
+    def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(("embed_query", len(texts)))
+        return HashEmbedder.embed(self, texts)
+
+
+def test_recall_embeds_its_query_and_context_through_embed_query(tmp_path: Path) -> None:
+    embedder = QueryAware()
+    core = MemoryCore.open(tmp_path, settings=load_settings(environ={}, overrides={"embedding": {"provider": "hash"}}),
+                           embedder=embedder, in_memory_vectors=True)
+    try:
+        core.add_memory("t", "s1", "studio", "the kiln firing moved to Thursday", type="note")
+        assert embedder.calls == [("embed", 1)]
+        embedder.calls.clear()
+        found = core.recall("t", "kiln firing", limit=3)
+        core.recall_with_context("t", "kiln", [{"role": "user", "content": "when is the kiln firing?"}], limit=3)
+    finally:
+        core.close()
+    assert [m.content for m in found.messages] == ["the kiln firing moved to Thursday"]
+    assert embedder.calls == [("embed_query", 1), ("embed_query", 2)]

@@ -38,7 +38,7 @@ from typing import Any
 from graph.api import GraphStore, Key, LexicalHit, MemoryNode
 from memory_core import validation as v
 from memory_core.config import Settings
-from memory_core.embedding import Embedder
+from memory_core.embedding import Embedder, embed_query
 from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
@@ -337,7 +337,7 @@ class Recaller:
 
     def _query_vector(self, query: str | None, context_text: str | None, cfg: RecallConfig) -> list[float]:
         texts = [t for t in (query, context_text) if t and t.strip()]
-        vecs = self.embedder.embed(texts)
+        vecs = embed_query(self.embedder, texts)
         if len(vecs) == 1:
             return vecs[0]
         w = cfg.context_weight
