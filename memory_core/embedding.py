@@ -7,6 +7,7 @@ onnxruntime with dynamic padding: nothing is downloaded at run time.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.util
 import os
@@ -43,6 +44,17 @@ class Embedder(Protocol):
     def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+def release_freed_heap() -> None:
+    """Hand back to the OS the heap a session load freed (glibc's ``malloc_trim``; elsewhere a
+    no-op). onnxruntime's graph optimisation frees most of what it allocates, but the pages stay
+    resident: a second MiniLM session held 102 MB of RSS, 29 MB once trimmed."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)
 
 
 def embed_query(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
@@ -128,6 +140,7 @@ class MiniLMEmbedder:
             self._tokenizer = tokenizer
             self._model_path = model_path
             self._session = session
+            release_freed_heap()
 
     def _load_query_session(self, threads: int) -> None:
         with self._lock:
@@ -138,6 +151,7 @@ class MiniLMEmbedder:
             model_path = _verified(self._model_path, MODEL_SHA256, "embedding model")
             self._query_session = ort.InferenceSession(str(model_path), self._options(ort, threads),
                                                        providers=["CPUExecutionProvider"])
+            release_freed_heap()
 
     def _options(self, ort: Any, threads: int | None = None) -> Any:
         options = ort.SessionOptions()

@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_core.embedding import MiniLMEmbedder, mean_pooled, shared_model, tokenized
+from memory_core.embedding import MiniLMEmbedder, mean_pooled, release_freed_heap, shared_model, tokenized
 from memory_core.errors import EmbeddingError
 from memory_core.heavy_imports import onnx_runtime
 
@@ -265,6 +265,7 @@ class MPNetEmbedder(MiniLMEmbedder):
             self._bias_table = tensors["encoder.relative_attention_bias.weight"].copy()
             self._tokenizer = tokenizer
             self._session = session
+            release_freed_heap()
 
     def _embed_batch(self, texts: list[str], session: Any = None) -> np.ndarray:
         import numpy as np

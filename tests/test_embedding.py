@@ -172,3 +172,19 @@ def test_the_query_session_checks_the_model_file_it_loads(monkeypatch: pytest.Mo
 def test_embed_query_falls_back_to_embed_for_embedders_without_it() -> None:
     fake = HashEmbedder()
     assert embedding.embed_query(fake, ["the kiln"]) == fake.embed(["the kiln"])
+
+
+def test_trimming_the_heap_is_a_no_op_where_the_c_library_has_no_malloc_trim(monkeypatch: pytest.MonkeyPatch) -> None:
+    embedding.release_freed_heap()  # glibc here: trims
+
+    class NoTrim:
+        def __init__(self, _name: object) -> None: ...
+
+    monkeypatch.setattr(embedding.ctypes, "CDLL", NoTrim)
+    embedding.release_freed_heap()  # musl, macOS: nothing to call, nothing raised
+
+    def missing(_name: object) -> None:
+        raise OSError("no C library")
+
+    monkeypatch.setattr(embedding.ctypes, "CDLL", missing)
+    embedding.release_freed_heap()
