@@ -173,10 +173,16 @@ def _v7(cur: sqlite3.Cursor, fresh: bool) -> None:
         cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {MENTION_COUNTS_SQL}")
 
 
+def _v8(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """The SUPERSEDES edges (handoff chains, corrections) apart from the two edges every memory has:
+    recall asks it of each of its ~200 candidates, and most tenants hold none (see SqliteEdges.superseders)."""
+    cur.execute("CREATE INDEX IF NOT EXISTS edges_supersedes ON edges (tenant, dst) WHERE kind = 'SUPERSEDES'")
+
+
 # Numbered steps after the version-1 schema (SCHEMA_V1); a fresh store runs every step with
 # fresh=True. Append a step (and nothing else) to change the schema.
 MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [
-    (2, _v2), (3, _v3), (4, _v4), (6, _v6), (7, _v7)]
+    (2, _v2), (3, _v3), (4, _v4), (6, _v6), (7, _v7), (8, _v8)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
