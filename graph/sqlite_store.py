@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
+from graph.adjacency_cache import AdjacencyCache
 from graph.agent_names import AgentNameIndex
 from graph.api import (
     AGENT,
@@ -53,6 +54,7 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
     def __init__(self, db: GraphDB, *, cache_nodes: int = DEFAULT_CACHE_NODES) -> None:
         self.db = db
         self.nodes: LRU[int, MemoryNode] = LRU(cache_nodes)
+        self._adjacent = AdjacencyCache(cache_nodes)  # recall's session neighbours, while unwritten
         self._agents: LRU[str, AgentNameIndex] = LRU(AGENT_INDEX_TENANTS)
         self._versions: dict[str, int] = {}  # tenant -> writes seen in this process (cache keys)
         self._changes: dict[str, int] = {}  # tenant -> memories written or erased in this process
@@ -194,14 +196,18 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
 
     def adjacent_many(self, tenant: str, nodes: Iterable[MemoryNode]) -> dict[int, tuple[Key | None, Key | None]]:
         """One statement per chunk: each neighbour is one index seek inside SQLite (a Python
-        round trip per seek cost recall ~14 ms for 250 candidates); only the tenant's nodes are looked up."""
-        mine = [n for n in nodes if n.tenant == tenant]
-        out: dict[int, tuple[Key | None, Key | None]] = {}
-        for start in range(0, len(mine), _ADJACENT_CHUNK):
-            chunk = mine[start:start + _ADJACENT_CHUNK]
+        round trip per seek cost recall ~14 ms for 250 candidates); only the tenant's nodes are looked up,
+        and only those whose answer is not kept from an earlier read of an unwritten session."""
+        out, missing = self._adjacent.get_many(tenant, nodes)
+        tick = self._adjacent.tick()
+        read: dict[int, tuple[Key | None, Key | None]] = {}
+        for start in range(0, len(missing), _ADJACENT_CHUNK):
+            chunk = missing[start:start + _ADJACENT_CHUNK]
             args: list[Any] = [x for n in chunk for x in (n.id, n.session, n.ts_us)]
             for mem_id, before, after in self._all(adjacent_sql(len(chunk)), [*args, tenant], tuples=True):
-                out[int(mem_id)] = (packed_key(before), packed_key(after))
+                read[int(mem_id)] = (packed_key(before), packed_key(after))
+        self._adjacent.put_many(tick, missing, read)
+        out.update(read)
         return out
 
     def bounds(self, tenant: str, session: str | None) -> tuple[Key, Key] | None:
@@ -328,6 +334,7 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
     def _after_commit(self, txn: SqliteTxn) -> None:
         fx = txn.effects
         with self.db.lock:
+            self._adjacent.written({(n.tenant, n.session) for n in fx.written} | fx.sessions)
             for tenant, mem_id in fx.erased:
                 self.nodes.discard(mem_id)
                 self._changes[tenant] = self._changes.get(tenant, 0) + 1
@@ -343,6 +350,7 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
     def invalidate(self) -> None:
         with self.db.lock:
             self.nodes.clear()
+            self._adjacent.clear()
             self._agents.clear()
             self._neighbourhoods.clear()
             self._versions = {t: v + 1 for t, v in self._versions.items()}

@@ -60,6 +60,7 @@ class Effects:
 
     written: list[MemoryNode] = field(default_factory=list)
     erased: list[tuple[str, int]] = field(default_factory=list)
+    sessions: set[tuple[str, str]] = field(default_factory=set)  # (tenant, session) of the erased memories
     agents: list[tuple[str, str]] = field(default_factory=list)
     tenants: set[str] = field(default_factory=set)
     fts_changed: bool = False
@@ -169,6 +170,7 @@ class SqliteTxn(SqliteEntityWrites):
         row = dict(zip(("content", "session", "agent", "type", "channel", "visibility", "ts_us"), found, strict=True))
         self._count(tenant, count_keys(row), -1)
         self.effects.erased.append((tenant, mem_id))
+        self.effects.sessions.add((tenant, str(found[1])))
         self.effects.tenants.add(tenant)
         return True
 

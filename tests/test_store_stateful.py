@@ -497,6 +497,24 @@ class StoreMachine(RuleBasedStateMachine):
                     if other != tenant:
                         assert self.core.graph.memory(other, mem.id) is None
 
+    @invariant()
+    def session_neighbours_are_the_models(self) -> None:
+        """Recall's neighbour read (kept between steps while a session is unwritten, on SQLite)
+        answers each memory's previous and next memory of its session, as the model orders them."""
+        for tenant in TENANTS:
+            live = self.model.live[tenant].values()
+            ordered: dict[str, list[ModelMemory]] = {}
+            for mem in sorted(live, key=lambda m: m.order):
+                ordered.setdefault(mem.session, []).append(mem)
+            want = {}
+            for rows in ordered.values():
+                for i, mem in enumerate(rows):
+                    before = rows[i - 1].order if i else None
+                    after = rows[i + 1].order if i + 1 < len(rows) else None
+                    want[mem.id] = (before, after)
+            nodes = self.core.graph.memories(tenant, [m.id for m in live]).values()
+            assert self.core.graph.adjacent_many(tenant, nodes) == want, tenant
+
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_store_matches_a_plain_model_under_random_operations(
