@@ -32,6 +32,7 @@ from graph.node_cache import LRU
 COMMON_MIN_ROWS = 2000
 COMMON_SHARE = 0.05
 PROBES_KEPT = 4096
+SAMPLE_ROWS = 20_000  # the newest rows a common term's share is counted in (tenants of 4x as many rows)
 
 
 def _match_any(terms: list[str]) -> str:
@@ -61,14 +62,18 @@ def sql_where(f: RowFilter) -> tuple[str, list[Any]]:
 class SqliteLexical:
     """The searches of one store; ``changes(tenant)`` counts the tenant's memory writes and erasures."""
 
-    def __init__(self, db: GraphDB, changes: Callable[[str], int], min_rows: int = COMMON_MIN_ROWS) -> None:
+    def __init__(self, db: GraphDB, changes: Callable[[str], int], min_rows: int = COMMON_MIN_ROWS,
+                 sample_rows: int = SAMPLE_ROWS) -> None:
         self.db = db
         self.changes = changes
         self.min_rows = min_rows  # tenants above max(min_rows, COMMON_SHARE of rows) count their query terms
+        self.sample_rows = sample_rows  # tenants of 4x as many rows estimate common terms from their newest rows
         self._probes: LRU[tuple[str, str, int], tuple[int, int]] = LRU(PROBES_KEPT)
+        self._samples: LRU[str, tuple[int, int, int]] = LRU(PROBES_KEPT)  # table -> (first rowid, rows, changes)
 
     def forget(self) -> None:
         self._probes.clear()
+        self._samples.clear()
 
     def window(self, f: RowFilter, terms: list[str], limit: int, *, own: bool) -> list[LexicalHit]:
         return self._search(self.db.window_table(None, f.tenant, create=False), f, terms, limit, window=True, own=own)
@@ -107,6 +112,8 @@ class _Search:
         self.conn = conn
         self.min_rows = owner.min_rows
         self._probes = owner._probes
+        self._samples = owner._samples
+        self.sample_rows = owner.sample_rows
         self._changes = changes
 
     def run(self, table: str, f: RowFilter, terms: list[str], limit: int, tenant_rows: int,
@@ -122,8 +129,11 @@ class _Search:
         if len(rare) == len(terms):  # every term is rare: the whole OR costs little
             return self._ranked(table, f, terms, limit, window, own)
         found = self._ranked(table, f, rare, limit, window, own) if rare else []
-        # the common terms are counted up to cap and those in a large share of the rows dropped
-        common = self._counts(table, f.tenant, [t for t in terms if t not in rare], cap)
+        # the common terms are counted up to cap (or estimated from the newest rows) and those in a
+        # large share of the rows dropped
+        others = [t for t in terms if t not in rare]
+        common = (self._estimates(table, others, tenant_rows) if tenant_rows >= 4 * self.sample_rows
+                  else self._counts(table, f.tenant, others, cap))
         mid = sorted((t for t in terms if t not in rare and common[t] < cap), key=lambda t: common[t])
         if not mid:  # the rare terms' rows, if any
             return found
@@ -210,6 +220,41 @@ class _Search:
             "UNION SELECT id, w, o FROM (SELECT id, w, o FROM s ORDER BY o LIMIT ?)",
             [match, *args, limit, limit]).fetchall()
         return [LexicalHit(int(i), -float(w), max(0.0, -float(o))) for i, w, o in rows]
+
+    def _estimates(self, table: str, terms: list[str], tenant_rows: int) -> dict[str, int]:
+        """Rows holding each term, estimated from its share of the newest ``sample_rows`` rows (counted
+        up to a little past ``COMMON_SHARE`` of them: past it the term is dropped whatever its count).
+        Kept until the tenant has changed a tenth of ``sample_rows`` memories since."""
+        refresh = max(1, self.sample_rows // 10)
+        start, sampled = self._sample(table, refresh)
+        stop = int(sampled * COMMON_SHARE) + max(16, int(sampled * COMMON_SHARE) // 8)
+        out = {}
+        for term in terms:
+            key = (table, term, -1)  # -1: an estimate, apart from the exact counts' caps
+            kept = self._probes.get(key)
+            if kept is not None and self._changes - kept[1] < refresh:
+                out[term] = kept[0]
+                continue
+            held = int(self.conn.execute(
+                f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid >= ? LIMIT ?)",
+                (f'"{term}"', start, stop)).fetchone()[0])
+            out[term] = max(self.min_rows, round(held / max(1, sampled) * tenant_rows))  # not rare: probed so
+            self._probes.put(key, (out[term], self._changes))
+        return out
+
+    def _sample(self, table: str, refresh: int) -> tuple[int, int]:
+        """(first rowid, rows) of the table's newest ``sample_rows`` rows (the docsize shadow table has
+        one small entry a row, in rowid order)."""
+        kept = self._samples.get(table)
+        if kept is not None and self._changes - kept[2] < refresh:
+            return kept[0], kept[1]
+        docsize = f'"{table}_docsize"'
+        row = self.conn.execute(f"SELECT id FROM {docsize} ORDER BY id DESC LIMIT 1 OFFSET ?",
+                                (self.sample_rows - 1,)).fetchone()
+        start = int(row[0]) if row is not None else 0
+        rows = int(self.conn.execute(f"SELECT count(*) FROM {docsize} WHERE id >= ?", (start,)).fetchone()[0])
+        self._samples.put(table, (start, rows, self._changes))
+        return start, rows
 
     def _counts(self, table: str, tenant: str, terms: list[str], cap: int) -> dict[str, int]:
         """Rows holding each term, counted by a LIMIT probe (~0.2 ms a thousand rows) up to a little

@@ -89,6 +89,15 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
     def prune_min_rows(self, rows: int) -> None:
         self._lexical.min_rows = rows
 
+    @property
+    def lexical_sample_rows(self) -> int:
+        """A tenant of 4x as many rows estimates a common query word's count from this many newest rows."""
+        return self._lexical.sample_rows
+
+    @lexical_sample_rows.setter
+    def lexical_sample_rows(self, rows: int) -> None:
+        self._lexical.sample_rows = rows
+
     def consistent_reads(self, tenant: str) -> AbstractContextManager[None]:
         """Nothing to share: one process owns the file, and its caches follow its own writes."""
         return nullcontext()
