@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from graph.agent_names import AgentNameIndex
 from memory_core import MemoryCore, MemoryCoreError
+from memory_core.embedding import HashEmbedder
 from memory_core.recall.dates import parse_dates
 from memory_core.recall.filters import holds, normalize
 from memory_core.recall.query import read_query
+from tests.conftest import open_core
 
 ANCHOR = datetime(2025, 6, 18, 15, 0, tzinfo=UTC)  # a Wednesday
 
@@ -130,3 +134,42 @@ def test_an_agent_named_like_an_ordinary_word_lifts_its_rows_less_than_a_written
     reading = read_query("what did the user ask Caroline?", ["user", "Caroline"])
     assert reading.named == {"user", "Caroline"} and reading.as_name == {"Caroline"}
     assert "user" in reading.terms and "caroline" not in reading.terms  # an ordinary word stays one to match
+
+
+def test_named_agents_are_embedded_as_the_pronouns_their_own_turns_use() -> None:
+    agents = ["Nate", "Joanna", "bot-12.x"]
+    assert read_query("What did Nate give Joanna?", agents, pronouns=True).semantic == "What did I give you?"
+    mine = read_query("What inspired Joanna's painting?", agents, pronouns=True)
+    assert mine.semantic == "What inspired my painting?"
+    # the first agent named is "I" wherever it recurs; the others are "you"
+    spoken = read_query("Did Nate tell Joanna about Nate's turtles on 8 May 2023?", agents, pronouns=True)
+    assert spoken.semantic == "Did I tell you about my turtles on ?"
+    assert spoken.terms == ["tell", "turtles"] and spoken.named == {"Nate", "Joanna"}  # matched words: unchanged
+    # a query naming no agent, or written in lower case ("the user"), reads as before
+    assert read_query("what broke the deploy?", agents, pronouns=True).semantic == "what broke the deploy?"
+    assert read_query("Did bot-12.x's run fail?", agents).semantic == "Did run fail?"
+
+
+class _Recording(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.seen += list(texts)
+        return super().embed(texts)
+
+
+def test_recall_embeds_the_question_in_the_voice_of_the_memories(tmp_path: Path,
+                                                                  request: pytest.FixtureRequest) -> None:
+    embedder = _Recording()
+    core = open_core("memory", tmp_path / "d", request, embedder=embedder)
+    try:
+        target = core.add_memory("acme", "s1", "Nate", "Nate: Looky here, I got this new pup for you!").ref
+        core.add_memory("acme", "s1", "Joanna", "Joanna: I finished my screenplay yesterday.")
+        embedder.seen.clear()
+        res = core.recall("acme", "What did Nate get for Joanna?")
+        assert embedder.seen == ["What did I get for you?"]
+        assert res.messages[0].ref == target
+    finally:
+        core.close()

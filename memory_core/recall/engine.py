@@ -127,7 +127,8 @@ class Recaller:
             if anchor is None and (bounds := self.graph.bounds(filters.tenant, None)):
                 anchor = from_us(bounds[1][0])  # relative dates: against the newest memory
             # the name index is O(query), whatever the number of agents
-            reading = (read_query(query, self.graph.agent_names(filters.tenant), anchor) if query.strip()
+            reading = (read_query(query, self.graph.agent_names(filters.tenant), anchor, cfg.name_pronouns)
+                       if query.strip()
                        else read_query(context_text or "", (), anchor))
             # the pools (and the seeds below) do not grow with ``limit`` up to their size: min-max
             # scaling and neighbour joins over a wider pool would reorder the best rows

@@ -9,8 +9,9 @@ Pure string work (well under a millisecond), done once per recall:
 - **date windows** (:mod:`.dates`): absolute English dates, and relative ones ("yesterday",
   "two months ago", "in March") resolved against an anchor (the caller's ``now``, else the
   tenant's newest memory);
-- **semantic text**: the query without full dates and named agents (the raw query if that
-  leaves nothing);
+- **semantic text**: the query without full dates, its named agents said as pronouns ("What
+  did Nate give Joanna?" → "What did I give you?": the memories are the agents' own first-person
+  turns) or, with that off, left out (the raw query if that leaves nothing);
 - **lexical terms**: the same text as lower-cased words minus stopwords, for BM25.
 """
 
@@ -95,15 +96,42 @@ def named_agents(query: str, agents: AgentNameIndex | Iterable[str]
     return frozenset(found), frozenset(written_as_name), spans
 
 
-def read_query(query: str, agents: AgentNameIndex | Iterable[str], anchor: datetime | None = None) -> QueryReading:
-    """Read ``query``: named agents, dates (relative ones against ``anchor``), embedded and matched text."""
+def as_spoken(query: str, spans: list[tuple[int, int]]) -> str:
+    """``query`` with its named agents (``spans``, from :func:`named_agents`) said the way their own
+    memories say them: the first agent named as "I" ("my" for "Caroline's"), every other one as
+    "you" ("your"). A dialogue turn is written in the first and second person ("I got this pup for
+    you"), a question about it in the third ("What did Nate give Joanna?")."""
+    out: list[str] = []
+    first: str | None = None
+    last = 0
+    for start, end in sorted(spans):
+        said = query[start:end]
+        possessive = _POSSESSIVE.search(said) is not None
+        key = _POSSESSIVE.sub("", said).casefold()
+        first = key if first is None else first
+        if key == first:
+            out += [query[last:start], "my" if possessive else "I"]
+        else:
+            out += [query[last:start], "your" if possessive else "you"]
+        last = end
+    out.append(query[last:])
+    return "".join(out)
+
+
+def read_query(query: str, agents: AgentNameIndex | Iterable[str], anchor: datetime | None = None,
+               pronouns: bool = False) -> QueryReading:
+    """Read ``query``: named agents, dates (relative ones against ``anchor``), embedded and matched text.
+    With ``pronouns`` the embedded text says the named agents as pronouns (:func:`as_spoken`) rather
+    than leaving them out; the matched words leave them out either way."""
     named, as_name, spans = named_agents(query, agents)
     chars = list(query)
     for start, end in spans:
         chars[start:end] = [" "] * (end - start)
     stripped = strip_dates("".join(chars))
-    semantic = " ".join(stripped.split()) or query
+    embedded = strip_dates(as_spoken(query, spans)) if pronouns and spans else stripped
+    semantic = " ".join(embedded.split()) or query
     return QueryReading(query, semantic, words(stripped), named, parse_dates(query, anchor), as_name)
 
 
-__all__ = ["DateWindow", "QueryReading", "date_score", "named_agents", "parse_dates", "read_query", "words"]
+__all__ = ["DateWindow", "QueryReading", "as_spoken", "date_score", "named_agents", "parse_dates", "read_query",
+           "words"]
