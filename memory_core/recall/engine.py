@@ -17,7 +17,9 @@ Pipeline for one query inside one tenant:
 4. scoring (:mod:`.scoring`): relative-score fusion with the lexical weight adapted to how
    much of the query the lexical branch's best rows hold; speaker, dates; for dialogue turns
    only: window BM25, neighbour spread and session support; superseded penalty; the entity
-   branch's share, and one hop: the best rows lend to memories sharing a rare entity;
+   branch's share, and one hop: the best rows lend to memories sharing a rare entity; a question
+   asking when / how long / how many / where favours the best rows that hold such an answer
+   (:mod:`.answer_type`);
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
    asks whether the query matched at all (its best row) and falls back to lexical matches
    rather than return nothing; rows then need only a minimal relevance.
@@ -42,7 +44,7 @@ from memory_core.embedding import Embedder, embed_query
 from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
-from memory_core.recall import scoring
+from memory_core.recall import answer_type, scoring
 from memory_core.recall.entity_branch import EntityBranch, EntityHits
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.lexical import WORD, LexicalIndex
@@ -208,6 +210,10 @@ class Recaller:
                 cands[mem_id].superseded_by = newer
         scoring.graph_scores(cands, cfg, reading, {k: attrs[k].ts_us for k in cands},
                              {k: attrs[k].session for k in cands})
+        if cfg.w_answer and (kind := answer_type.asked_kind(reading.text)) is not None:
+            leaders = sorted(cands.values(), key=lambda c: -c.rel)[:cfg.answer_rows]
+            unread = {c.id: attrs[c.id] for c in leaders if c.id not in contents}
+            answer_type.lift(leaders, {**contents, **self._contents(filters.tenant, unread)}, kind, cfg.w_answer)
         scoring.supersede(cands, cfg, strict=bool(filters.type))
         for k, c in cands.items():
             words = row_words.get(k)
