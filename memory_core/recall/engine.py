@@ -44,13 +44,14 @@ from memory_core.embedding import Embedder, embed_query
 from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
-from memory_core.recall import answer_type, scoring
+from memory_core.recall import answer_type, scoring, turn_context
 from memory_core.recall.entity_branch import EntityBranch, EntityHits
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.lexical import WORD, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
 from memory_core.recall.query import QueryReading, read_query
 from memory_core.recall.scoring import Candidate
+from memory_core.recall.turn_context import Around
 from memory_core.recall.vector_branch import filtered_hits
 from memory_core.refs import EPISODE, memory_ref, parse_ref
 from memory_core.vector_store import VectorHit, VectorStore
@@ -200,16 +201,19 @@ class Recaller:
                             lexical_share=share, as_name=reading.as_name)
         EntityBranch.score(cands, cfg)
         result.diagnostics["entity_hop_joined"] = self.entities.join_hops(cands, attrs, filters, cfg)
+        around: Around = {}
         if cfg.spread_prev or cfg.spread_next:
             n_seeds = max(cfg.neighbour_seeds, limit)
             seeds = {c.id for c in sorted(cands.values(), key=lambda c: -c.base)[:n_seeds]}
-            self._join_neighbours(cands, seeds, attrs, filters)
+            around = self._join_neighbours(cands, seeds, attrs, filters)
         if cfg.superseded_penalty:
             successors = self._successors(filters, [c.id for c in cands.values() if not c.episode])
             for mem_id, newer in successors.items():
                 cands[mem_id].superseded_by = newer
         scoring.graph_scores(cands, cfg, reading, {k: attrs[k].ts_us for k in cands},
                              {k: attrs[k].session for k in cands})
+        result.diagnostics["context_lent"] = turn_context.lend(self.graph, filters, cands, attrs, around,
+                                                               cfg.w_context)
         if cfg.w_answer and (kind := answer_type.asked_kind(reading.text)) is not None:
             leaders = sorted(cands.values(), key=lambda c: -c.rel)[:cfg.answer_rows]
             unread = {c.id: attrs[c.id] for c in leaders if c.id not in contents}
@@ -283,10 +287,10 @@ class Recaller:
         return cands
 
     def _join_neighbours(self, cands: dict[int, Candidate], seeds: set[int], attrs: dict[int, MemoryNode],
-                         filters: RecallFilters) -> None:
+                         filters: RecallFilters) -> Around:
         """Link each pool row to the memories right before and after it in its session; those
         of ``seeds`` join the pool when absent (base 0: they only receive the spread), under
-        the same filter checks."""
+        the same filter checks. Returns the adjacency it read."""
         g, tenant = self.graph, filters.tenant
         dialogue = [attrs[c.id] for c in cands.values() if not c.episode and c.dialogue]
         # adjacency means "reply to" only between dialogue turns. A row links to a pool row only when that
@@ -327,6 +331,7 @@ class Recaller:
         for c in cands.values():  # links to rows that did not join are dropped
             c.prev = c.prev if c.prev in cands else None
             c.next = c.next if c.next in cands else None
+        return around
 
     def _successors(self, filters: RecallFilters, ids: list[int]) -> dict[int, int]:
         """For each memory, the newest visible memory that SUPERSEDES it (an older handoff of the chain)."""

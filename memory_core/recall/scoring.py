@@ -42,6 +42,7 @@ class Candidate:
     episode: bool = False
     dialogue: bool = False  # a dialogue turn: window BM25, adjacency and session support apply
     cosine: float | None = None  # raw cosine of the embedded query
+    vec: float = 0.0  # the cosine min-max scaled over the vector pool (what w_vector multiplies)
     window: float | None = None  # raw BM25 over (text, previous text)
     turn: float | None = None  # raw BM25 over the text alone (0: only the previous text matched)
     keyword: float | None = None  # raw BM25 of an exact phrase
@@ -107,7 +108,7 @@ def base_scores(cands: dict[int, Candidate], cfg: RecallConfig, vector_full: boo
         k_top = _best([c.keyword or 0.0 for c in cands.values()])
         own = cfg.w_window + cfg.w_turn if cfg.w_own is None else cfg.w_own
         for c in cands.values():
-            v = max(0.0, (c.cosine - lo) / span) if c.cosine is not None else 0.0
+            v = c.vec = max(0.0, (c.cosine - lo) / span) if c.cosine is not None else 0.0
             if c.dialogue:
                 lex = cfg.w_window * max(0.0, c.window or 0.0) / w_top + cfg.w_turn * (c.turn or 0.0) / t_top
             else:  # a note, decision or event is matched on its own text: its predecessor is unrelated
