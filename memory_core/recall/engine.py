@@ -213,7 +213,7 @@ class Recaller:
         scoring.graph_scores(cands, cfg, reading, {k: attrs[k].ts_us for k in cands},
                              {k: attrs[k].session for k in cands})
         result.diagnostics["context_lent"] = turn_context.lend(self.graph, filters, cands, attrs, around,
-                                                               cfg.w_context)
+                                                               cfg.w_context, cfg.context_sources)
         if cfg.w_answer and (kind := answer_type.asked_kind(reading.text)) is not None:
             leaders = sorted(cands.values(), key=lambda c: -c.rel)[:cfg.answer_rows]
             unread = {c.id: attrs[c.id] for c in leaders if c.id not in contents}

@@ -53,6 +53,7 @@ class RecallConfig:
     # ... and a turn gains w_context × the scaled cosine of its author's previous turn (:mod:`.turn_context`;
     # bench.tune: LoCoMo dev any@5 0.818 -> 0.828, frac@10 0.822 -> 0.831, picked in each held-out conversation)
     w_context: float = 0.4
+    context_sources: int = 20  # ... from this many turns of the vector pool nearest the query
     neighbour_seeds: int = 40  # best-base rows (at least 2 × limit) whose absent neighbours join the pool
     # time: absolute dates in the query against the row's own timestamp
     w_time: float = 2.0

@@ -4,11 +4,12 @@ its vector similarity to the turn.
 An answer often sits in a reply whose topic its author named a turn earlier, with the other
 side's question between them: "I had a picnic with friends from church" — "What games did you
 play?" — "Some fun ones like charades". A question about the picnic's games meets the first
-turn's words and the last one's answer. So each turn of the vector pool lends ``w_context`` ×
-its scaled cosine to the next turn by the same author, at most two turns on in its session,
-with the turn between them (if any) a dialogue turn the viewer may see. Only rows already in
-the pool gain (no row joins), and only the vector part is lent: passing a turn's whole score
-(speaker, words, graph signals) two turns on lifted rows that merely sat near a good match.
+turn's words and the last one's answer. So each of the ``context_sources`` turns of the vector
+pool nearest the query lends ``w_context`` × its scaled cosine to the next turn by the same
+author, at most two turns on in its session, with the turn between them (if any) a dialogue
+turn the viewer may see. Only rows already in the pool gain (no row joins), and only the vector
+part is lent: passing a turn's whole score (speaker, words, graph signals) two turns on lifted
+rows that merely sat near a good match.
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ def _next_id(around: Around, mem_id: int) -> int | None:
 
 
 def lend(graph: GraphStore, filters: RecallFilters, cands: dict[int, Candidate], attrs: dict[int, MemoryNode],
-         around: Around, weight: float) -> int:
+         around: Around, weight: float, most: int) -> int:
     """Adds ``weight`` × the best scaled cosine among a turn's author's previous turns (one or two
-    back) to each pool turn's relevance; returns how many turns gained."""
-    if weight <= 0:
+    back) to each pool turn's relevance, from the ``most`` turns of the vector pool nearest the query;
+    returns how many turns gained."""
+    if weight <= 0 or most <= 0:
         return 0
     tenant = filters.tenant
-    sources = [c for c in cands.values() if c.dialogue and c.vec > 0 and c.id in attrs]
+    sources = sorted((c for c in cands.values() if c.dialogue and c.vec > 0 and c.id in attrs),
+                     key=lambda c: -c.vec)[:most]
     known: Around = dict(around)
     unread = [attrs[c.id] for c in sources if c.id not in known]
     if unread:
