@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memory_core.recall import presets
-from memory_core.recall.answer_type import asked_kind, holds
+from memory_core.recall.answer_type import asked_kind, asks, holds
 from tests.conftest import open_core
 
 
@@ -72,3 +72,23 @@ def test_a_when_question_ranks_the_matching_row_that_says_when_first(tmp_path: P
             [m.ref for m in core.recall("acme", other, preset="no-answer-type").messages]
     finally:
         core.close()
+
+
+def test_a_row_that_ends_by_asking_ranks_below_one_that_tells(tmp_path: Path, request: pytest.FixtureRequest,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(presets.PRESETS, "no-asking", replace(presets.PRESETS["balanced"], asking_penalty=0.0))
+    core = open_core("memory", tmp_path / "d", request, embedder=_TopicEmbedder())
+    try:
+        tells = core.add_memory("acme", "s1", "Maria", "Maria: the beach trip was lovely").ref
+        asking = core.add_memory("acme", "s2", "Maria", "Maria: the beach trip was lovely?").ref
+        question = "What was Maria's beach trip like?"
+        # the same words and meaning: without the prior the newer row leads
+        assert [m.ref for m in core.recall("acme", question, preset="no-asking").messages][:2] == [asking, tells]
+        assert [m.ref for m in core.recall("acme", question).messages][:2] == [tells, asking]
+    finally:
+        core.close()
+
+
+def test_asking_is_read_at_the_end_of_the_text() -> None:
+    assert asks("Wow, that's great! What inspired you?  ")
+    assert not asks("What inspired me? Visiting the centre last week.")

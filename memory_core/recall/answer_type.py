@@ -5,8 +5,9 @@ ago", "in May"), one asking *how many* by one holding a number, *how long* by a 
 *where* by a place name. The kinds are read from the question's words with generic English
 patterns; a row's kinds from its text. Scoring lets a row holding the asked kind gain a share
 of its own relevance: it reorders rows that match the query, never lifts unrelated ones.
-Only the best ``answer_rows`` rows are read (one read of their texts, for questions that ask
-for a kind at all).
+A row that ends by asking a question hands the floor over rather than tells ("What inspired
+you?"): whatever the question, it loses ``asking_penalty`` of its relevance. Only the best
+``answer_rows`` rows are read (one read of their texts).
 """
 
 from __future__ import annotations
@@ -76,4 +77,18 @@ def lift(rows: Iterable[Candidate], texts: dict[int, str], kind: str, weight: fl
             c.graph += bonus
 
 
-__all__ = ["KINDS", "asked_kind", "holds", "lift"]
+def asks(text: str) -> bool:
+    """Whether ``text`` ends by asking a question (it hands the floor over rather than telling)."""
+    return text.rstrip().endswith("?")
+
+
+def asking(rows: Iterable[Candidate], texts: dict[int, str], penalty: float) -> None:
+    """Each of ``rows`` whose text ends by asking loses ``penalty`` of its relevance."""
+    if penalty <= 0:
+        return
+    for c in rows:
+        if c.id in texts and asks(texts[c.id]):
+            c.rel *= 1.0 - penalty
+
+
+__all__ = ["KINDS", "asked_kind", "asking", "asks", "holds", "lift"]

@@ -18,8 +18,8 @@ Pipeline for one query inside one tenant:
    much of the query the lexical branch's best rows hold; speaker, dates; for dialogue turns
    only: window BM25, neighbour spread and session support; superseded penalty; the entity
    branch's share, and one hop: the best rows lend to memories sharing a rare entity; a question
-   asking when / how long / how many / where favours the best rows that hold such an answer
-   (:mod:`.answer_type`);
+   asking when / how long / how many / where favours the best rows that hold such an answer, and
+   a row that ends by asking a question holds none (:mod:`.answer_type`);
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
    asks whether the query matched at all (its best row) and falls back to lexical matches
    rather than return nothing; rows then need only a minimal relevance.
@@ -214,10 +214,14 @@ class Recaller:
                              {k: attrs[k].session for k in cands})
         result.diagnostics["context_lent"] = turn_context.lend(self.graph, filters, cands, attrs, around,
                                                                cfg.w_context, cfg.context_sources)
-        if cfg.w_answer and (kind := answer_type.asked_kind(reading.text)) is not None:
+        kind = answer_type.asked_kind(reading.text) if cfg.w_answer else None
+        if kind is not None or cfg.asking_penalty:
             leaders = sorted(cands.values(), key=lambda c: -c.rel)[:cfg.answer_rows]
             unread = {c.id: attrs[c.id] for c in leaders if c.id not in contents}
-            answer_type.lift(leaders, {**contents, **self._contents(filters.tenant, unread)}, kind, cfg.w_answer)
+            texts = {**contents, **self._contents(filters.tenant, unread)}
+            if kind is not None:
+                answer_type.lift(leaders, texts, kind, cfg.w_answer)
+            answer_type.asking(leaders, texts, cfg.asking_penalty)
         scoring.supersede(cands, cfg, strict=bool(filters.type))
         for k, c in cands.items():
             words = row_words.get(k)
