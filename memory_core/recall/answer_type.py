@@ -29,15 +29,16 @@ TIME = re.compile(
     rf"\b(?:yesterday|today|tonight|tomorrow|recently|lately|ago|the other day|this (?:morning|afternoon|evening)"
     rf"|(?:last|next|this|past|previous|coming|every) (?:{_UNIT}|{_WEEKDAY}|summer|winter|spring|fall|autumn|time)"
     rf"|{_WEEKDAY}|{_MONTH}\.? \d{{1,2}}|\d{{1,2}}(?:st|nd|rd|th)?(?: of)? {_MONTH}|(?:in|since|during|until) {_MONTH}"
-    rf"|(?:19|20)\d\d|\d{{1,2}}(?::\d\d)? ?(?:am|pm)|the \d{{1,2}}(?:st|nd|rd|th))\b", re.I)
+    rf"|(?:19|20)\d\d|\d{{1,2}}(?::\d\d)? ?(?:am|pm)|the \d{{1,2}}(?:st|nd|rd|th))\b")
 DURATION = re.compile(
     rf"\b(?:for|over|about|almost|nearly|around|since) (?:the (?:last|past) )?{_NUM}?\s*{_UNIT}|\b{_NUM}\s+{_UNIT}"
-    rf"|\bsince\b|\b(?:all|my whole) (?:my )?life\b", re.I)
-NUMBER = re.compile(rf"\b(?:\d+(?:[.,]\d+)?|{_NUMBER_WORDS})\b", re.I)
+    rf"|\bsince\b|\b(?:all|my whole) (?:my )?life\b")
+NUMBER = re.compile(rf"\b(?:\d+(?:[.,]\d+)?|{_NUMBER_WORDS})\b")
 # a capitalised word after a place preposition, not at a sentence start: "in Paris", "to the UK"
 PLACE = re.compile(rf"\b(?:in|at|to|from|near|visit(?:ed|ing)?) (?:the )?(?!(?i:{_WEEKDAY}|{_MONTH})\b)[A-Z][\w'-]+")
 
 KINDS: dict[str, re.Pattern[str]] = {"time": TIME, "duration": DURATION, "number": NUMBER, "place": PLACE}
+CASED = frozenset({"place"})  # the other patterns read lower-cased text (3x faster than re.I)
 
 # what the question asks for, from its words (checked in order: "how long ago" asks when); "when" and
 # "where" ask only as a question's verb phrase ("when did", "where is"), not in a clause ("when he goes")
@@ -60,7 +61,7 @@ def asked_kind(question: str) -> str | None:
 
 def holds(kind: str, text: str) -> bool:
     """Whether ``text`` holds an answer of ``kind``."""
-    return KINDS[kind].search(text) is not None
+    return KINDS[kind].search(text if kind in CASED else text.lower()) is not None
 
 
 def lift(rows: Iterable[Candidate], texts: dict[int, str], kind: str, weight: float) -> None:
