@@ -16,7 +16,8 @@ Pipeline for one query inside one tenant:
    out unless ``include_superseded`` or ``deep`` (then it ranks with the superseded penalty);
 4. scoring (:mod:`.scoring`): relative-score fusion with the lexical weight adapted to how
    much of the query the lexical branch's best rows hold; speaker, dates; for dialogue turns
-   only: window BM25, neighbour spread and session support; superseded penalty; the entity
+   only: window BM25, neighbour spread, session support and the vector similarity of the
+   author's previous turn (:mod:`.turn_context`); superseded penalty; the entity
    branch's share, and one hop: the best rows lend to memories sharing a rare entity; a question
    asking when / how long / how many / where favours the best rows that hold such an answer, and
    a row that ends by asking a question holds none (:mod:`.answer_type`);

@@ -42,7 +42,7 @@ class Candidate:
     episode: bool = False
     dialogue: bool = False  # a dialogue turn: window BM25, adjacency and session support apply
     cosine: float | None = None  # raw cosine of the embedded query
-    vec: float = 0.0  # the cosine min-max scaled over the vector pool (what w_vector multiplies)
+    vec: float = 0.0  # the cosine min-max scaled over the vector pool (what w_vector multiplies; rsf fusion)
     window: float | None = None  # raw BM25 over (text, previous text)
     turn: float | None = None  # raw BM25 over the text alone (0: only the previous text matched)
     keyword: float | None = None  # raw BM25 of an exact phrase
