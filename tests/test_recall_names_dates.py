@@ -141,6 +141,8 @@ def test_named_agents_are_embedded_as_the_pronouns_their_own_turns_use() -> None
     assert read_query("What did Nate give Joanna?", agents, pronouns=True).semantic == "What did I give you?"
     mine = read_query("What inspired Joanna's painting?", agents, pronouns=True)
     assert mine.semantic == "What inspired my painting?"
+    typographic = read_query("What did Nate give Joanna’s sister?", agents, pronouns=True)
+    assert typographic.semantic == "What did I give your sister?"
     # the first agent named is "I" wherever it recurs; the others are "you"
     spoken = read_query("Did Nate tell Joanna about Nate's turtles on 8 May 2023?", agents, pronouns=True)
     assert spoken.semantic == "Did I tell you about my turtles on ?"

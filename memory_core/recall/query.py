@@ -62,7 +62,7 @@ class QueryReading:
     as_name: frozenset[str] = field(default_factory=frozenset)
 
 
-_POSSESSIVE = re.compile(r"'s\b", re.I)
+_POSSESSIVE = re.compile(r"['’]s\b", re.I)  # straight or typographic apostrophe
 
 
 def named_agents(query: str, agents: AgentNameIndex | Iterable[str]
