@@ -67,7 +67,6 @@ def stores(tmp_path: Path, dsn: str) -> Iterator[tuple[SqliteGraphStore, Postgre
 @pytest.mark.parametrize("own", [False, True])
 def test_both_backends_drop_the_words_the_sample_calls_common_and_rank_the_same_rows(
         stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
-    lite, pg = stores
     sampled = [[h.id for h in s.lexical_window(RowFilter("big"), QUERY, 50, own=own)] for s in stores]
     # glint (17 rows, under the cap) is a third of the sample: dropped; tenmoku (40, over it) is
     # absent from the sample: kept as a mid word

@@ -11,8 +11,9 @@ LoCoMo's lexical any@5 / frac@10 stay within 0.01 of FTS5's). A window's length 
 (``length(tsv_win)``, kept in the tsvector's header; FTS5 counts tokens, which would cost a
 column computed on every write), ``tenant_state.lex_len_sum`` their sum per tenant. Words
 found in a large share of a big tenant's rows are dropped first (they weigh nothing and
-cost the most), as ``memory_core.recall.lexical`` does on SQLite, and here even when such a
-word is the query's only one (the vector branch still answers).
+cost the most), as ``graph.sqlite_lexical`` does, and here even when such a word is the query's
+only one (the vector branch still answers); in a tenant of at least four samples the drop is
+decided on the word's share of the newest rows, as on SQLite (:mod:`graph.pg.lexical_sample`).
 
 User text never reaches tsquery syntax: words are ``\\w+`` tokens, normalized by the same
 SQL function as the rows (``memcore_tsv``), and each resulting lexeme is single-quoted
@@ -29,6 +30,7 @@ from typing import Any
 from psycopg import Connection, sql
 
 from graph.api import LexicalHit, RowFilter
+from graph.pg.lexical_sample import SampledCounts
 from graph.pg.rows import filter_sql
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -75,13 +77,17 @@ def _presence_sql(lex: list[str], idf: list[float], where: sql.Composable, order
 
 
 def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int, *, own: bool,
-           rows: int, len_sum: int, min_rows: int = COMMON_MIN_ROWS) -> list[LexicalHit]:
+           rows: int, len_sum: int, min_rows: int = COMMON_MIN_ROWS, sampled: SampledCounts | None = None,
+           changes: int = 0) -> list[LexicalHit]:
     """BM25 over (text, previous shared text), best first; ``own`` ranks by the own text.
 
     In a tenant of more than max(``min_rows``, ``COMMON_SHARE`` of its rows) rows, each lexeme is
     first counted by a LIMIT probe of ``min_rows`` rows; when the rare ones (fewer rows) alone
     fill the pool they answer and the common ones are left out, otherwise the common ones are
-    counted up to that cap and those above it dropped (as ``graph.sqlite_lexical`` does)."""
+    counted up to that cap and those above it dropped (as ``graph.sqlite_lexical`` does). In a
+    tenant ``sampled`` applies to, the common ones are instead estimated from its newest rows
+    (:mod:`graph.pg.lexical_sample`; ``changes`` is the tenant's change clock) and those estimated
+    at the cap or over dropped; the others are counted exactly, their idf as exact counting gives it."""
     text = words(terms)
     if not text or limit <= 0 or rows <= 0:
         return []
@@ -94,10 +100,20 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
         rare = [t for t in lex if hits[t] < min_rows]
         found = _scored(conn, f, rare, hits, limit, own=own, rows=rows, len_sum=len_sum) if len(rare) < len(lex) else []
         common = [t for t in lex if hits[t] >= min_rows]
-        if common:
-            hits |= {str(lexeme): int(n) for lexeme, n in conn.execute(_RECOUNT, [f.tenant, cap, common])}
+        if common and sampled is not None and sampled.applies(rows):
+            # dropped or kept on an estimate from the newest rows (as SQLite decides); the words kept are
+            # counted for their idf, exactly: up to where the idf floors (n > rows / 2), past the cap
+            est = sampled.estimates(conn, f.tenant, common, rows=rows, min_rows=min_rows, changes=changes)
+            common = [t for t in common if est[t] < cap]
+            if common:
+                hits |= {str(lexeme): int(n) for lexeme, n in conn.execute(
+                    _RECOUNT, [f.tenant, max(cap, rows // 2 + 1), common])}
+            mid = sorted(common, key=lambda t: (hits[t], t))
+        else:
+            if common:
+                hits |= {str(lexeme): int(n) for lexeme, n in conn.execute(_RECOUNT, [f.tenant, cap, common])}
+            mid = sorted((t for t in common if hits[t] < cap), key=lambda t: (hits[t], t))
         # unlike SQLite, a lone common word is dropped too: scoring it would read 5%+ of the tenant
-        mid = sorted((t for t in common if hits[t] < cap), key=lambda t: (hits[t], t))
         if len(found) >= limit:  # the rare lexemes fill the pool: rows holding only common ones are left out
             if not mid:
                 return found

@@ -74,6 +74,7 @@ def rebuild(conn: Connection[Any], tenant: str) -> int:
         f"UPDATE memories m SET prev = w.prev FROM ({_EXPECTED}) w WHERE m.id = w.id AND m.tenant = %s AND "
         f"(m.prev IS DISTINCT FROM w.prev OR m.tsv_win IS DISTINCT FROM {_RECOMPUTED.format(t='m')}) RETURNING m.id",
         [tenant, tenant]).fetchall()
+    # the rewritten rows move the lexical sample's clock too: estimates taken before are refreshed
     conn.execute("UPDATE tenant_state SET lex_len_sum = (SELECT coalesce(sum(length(tsv_win)), 0) FROM memories "
-                 "WHERE tenant = %s) WHERE tenant = %s", [tenant, tenant])
+                 "WHERE tenant = %s), changes = changes + %s WHERE tenant = %s", [tenant, len(rewritten), tenant])
     return len(rewritten)

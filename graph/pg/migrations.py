@@ -18,6 +18,8 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
 4. Versions and locks (``update_memory``, ``lock_memory``): ``supersedes_id`` (the version a row
    corrects), ``valid_to_us`` (when a newer version superseded it) and ``locked``.
 5. Entities: ENTITY rows, their aliases, MENTIONS and RELATED (see :mod:`graph.pg.entities`).
+7. ``tenant_state.changes``: memories written or erased (and windows rebuilt) per tenant, the clock
+   that refreshes the lexical search's sampled word counts (:mod:`graph.pg.lexical_sample`).
 """
 
 from __future__ import annotations
@@ -208,6 +210,11 @@ def _v6(cur: Cursor[tuple[object, ...]]) -> None:
     cur.execute(SCHEMA_V6)
 
 
+def _v7(cur: Cursor[tuple[object, ...]]) -> None:
+    # the lexical sample's clock (graph.pg.lexical_sample): memories written or erased, windows rebuilt
+    cur.execute("ALTER TABLE tenant_state ADD COLUMN IF NOT EXISTS changes bigint NOT NULL DEFAULT 0")
+
+
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
     ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
@@ -226,7 +233,7 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
 
 
 MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [
-    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6),
+    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7),
 ]
 LATEST = MIGRATIONS[-1][0]
 

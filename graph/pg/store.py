@@ -32,6 +32,7 @@ from graph.api import GraphStore, GraphStoreError, GraphTxn, JournalEntry, Lexic
 from graph.pg import lexical
 from graph.pg.cached_reads import CachedReads
 from graph.pg.errors import retrying, wrap
+from graph.pg.lexical_sample import SampledCounts
 from graph.pg.migrations import migrate
 from graph.pg.rows import scalar
 from graph.pg.txn import PgTxn
@@ -91,6 +92,7 @@ class PostgresGraphStore(CachedReads):
         super().__init__(cache_nodes)
         self.cache_entries = max(0, cache_entries)
         self.prune_min_rows = lexical.COMMON_MIN_ROWS  # tenants above it drop very common query words
+        self._sampled = SampledCounts()  # tenants of 4x its sample_rows estimate common query words
         self._cache_lock = threading.Lock()
         self._hoods: OrderedDict[tuple[str, str, int, int, int, int], tuple[int, nx.MultiDiGraph]] = OrderedDict()
         self._stop = threading.Event()
@@ -227,10 +229,20 @@ class PostgresGraphStore(CachedReads):
 
     def _window(self, conn: psycopg.Connection[Any], f: RowFilter, terms: Sequence[str], limit: int,
                 own: bool) -> list[LexicalHit]:
-        state = conn.execute("SELECT memories, lex_len_sum FROM tenant_state WHERE tenant = %s", [f.tenant]).fetchone()
-        rows, len_sum = (int(state[0]), int(state[1])) if state else (0, 0)
+        state = conn.execute("SELECT memories, lex_len_sum, changes FROM tenant_state WHERE tenant = %s",
+                             [f.tenant]).fetchone()
+        rows, len_sum, changes = (int(state[0]), int(state[1]), int(state[2])) if state else (0, 0, 0)
         return lexical.window(conn, f, list(terms), limit, own=own, rows=rows, len_sum=len_sum,
-                              min_rows=self.prune_min_rows)
+                              min_rows=self.prune_min_rows, sampled=self._sampled, changes=changes)
+
+    @property
+    def lexical_sample_rows(self) -> int:
+        """A tenant of 4x as many rows estimates a common query word's count from this many newest rows."""
+        return self._sampled.sample_rows
+
+    @lexical_sample_rows.setter
+    def lexical_sample_rows(self, rows: int) -> None:
+        self._sampled.sample_rows = rows
 
     def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
         return self._with_conn(lambda c: lexical.phrases(c, f, list(phrases), limit), "lexical search")
@@ -260,11 +272,13 @@ class PostgresGraphStore(CachedReads):
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def invalidate(self) -> None:
-        """Drop the caches (agent names, subgraphs, nodes); all also follow the tenant's version."""
+        """Drop the caches (agent names, subgraphs, nodes, lexical estimates); all also follow the tenant's
+        version (the estimates its change clock)."""
         with self._cache_lock:
             self._agent_cache.clear()
             self._hoods.clear()
             self._cache.clear()
+        self._sampled.forget()
 
     def close(self) -> None:
         """Stop the heartbeat and close the pool (idempotent)."""

@@ -8,7 +8,7 @@ Every write also keeps, in the same transaction:
 - the counts (per tenant, per session, private rows per author, and the scoped counts of
   :mod:`graph.pg.counts`: type, agent, channel, channel sessions, UTC days), applied at commit as
   deltas, with the tenant's change counter ``tenant_state.version`` bumped once per touched
-  tenant.
+  tenant and ``tenant_state.changes`` by each memory written or erased (the lexical sample's clock).
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class PgTxn(PgEntityWrites):
                          m_node, a_node, AUTHORED_BY, tenant, m_node, s_node, IN_SESSION, tenant])
         self._tenants[tenant] += 1
         turn = row["type"] == "turn"
-        self._count(tenant, memories=1, non_turn=0 if turn else 1, lex_len_sum=int(lex_len))
+        self._count(tenant, memories=1, non_turn=0 if turn else 1, lex_len_sum=int(lex_len), changes=1)
         self._session[(tenant, session, "memories")] += 1
         self._session[(tenant, session, "turns")] += 1 if turn else 0
         if row["visibility"] == "agent":
@@ -181,7 +181,7 @@ class PgTxn(PgEntityWrites):
         self._x("DELETE FROM edges WHERE src = %s OR dst = %s", [node, node])
         self.erase_entity_rows(mem_id)
         turn = type_ == "turn"
-        self._count(tenant, memories=-1, non_turn=0 if turn else -1, lex_len_sum=-int(lex_len))
+        self._count(tenant, memories=-1, non_turn=0 if turn else -1, lex_len_sum=-int(lex_len), changes=1)
         self._session[(tenant, session, "memories")] -= 1
         self._session[(tenant, session, "turns")] -= 1 if turn else 0
         if visibility == "agent":
@@ -275,11 +275,11 @@ class PgTxn(PgEntityWrites):
         deadlock between two transactions touching the same tenants)."""
         for tenant in sorted(self._tenants):
             d = self._tenant.get(tenant, Counter())
-            self._x("INSERT INTO tenant_state AS t (tenant, version, memories, non_turn, lex_len_sum) "
-                    "VALUES (%s, 1, %s, %s, %s) ON CONFLICT (tenant) DO UPDATE SET version = t.version + 1, "
+            self._x("INSERT INTO tenant_state AS t (tenant, version, memories, non_turn, lex_len_sum, changes) "
+                    "VALUES (%s, 1, %s, %s, %s, %s) ON CONFLICT (tenant) DO UPDATE SET version = t.version + 1, "
                     "memories = t.memories + excluded.memories, non_turn = t.non_turn + excluded.non_turn, "
-                    "lex_len_sum = t.lex_len_sum + excluded.lex_len_sum",
-                    [tenant, d["memories"], d["non_turn"], d["lex_len_sum"]])
+                    "lex_len_sum = t.lex_len_sum + excluded.lex_len_sum, changes = t.changes + excluded.changes",
+                    [tenant, d["memories"], d["non_turn"], d["lex_len_sum"], d["changes"]])
         sessions: dict[tuple[str, str], Counter[str]] = {}
         for (tenant, session, what), n in self._session.items():
             sessions.setdefault((tenant, session), Counter())[what] += n
