@@ -131,3 +131,29 @@ def test_an_estimate_is_reused_until_a_tenth_of_a_sample_has_changed_on_any_repl
     finally:
         other.close()
 
+
+
+def test_the_sample_walks_only_its_own_tenants_rows(stores: tuple[SqliteGraphStore, PostgresGraphStore],
+                                                     dsn: str) -> None:
+    """Taking the sample reads the tenant's newest rows from an index keyed (tenant, id), not the primary key
+    backwards past every other tenant's newer rows (a tenant holding 1 % of the table walked 100 rows a row)."""
+    pg = stores[1]
+    with pg.transaction() as tx:  # a busier tenant, written after "big": its rows are the newest ids
+        tx.reserve_ids_through(6000)
+        for i in range(1001, 5001):  # "big" is a tenth of the table
+            tx.write_memory(row(i, f"kiln {i}", tenant="busy", session=f"b{i % 50}", ts=2_000_000 + i))
+    from graph.pg.lexical_sample import _SAMPLE
+    with psycopg.connect(dsn) as conn:
+        conn.execute("ANALYZE memories")
+        conn.execute("SET enable_seqscan = off")  # a 4,400-row table: the plan the index gives at any size
+        plan = conn.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + _SAMPLE.encode(), ["big", 50]).fetchone()
+    assert plan is not None
+    nodes = [plan[0][0]["Plan"]]
+    scans = []
+    while nodes:
+        node = nodes.pop()
+        nodes += node.get("Plans", [])
+        if "Index Name" in node:
+            scans.append((node["Index Name"], node.get("Rows Removed by Filter", 0)))
+    assert scans and all(removed == 0 for _name, removed in scans), scans
+    assert pg.read_with(lambda c: SampledCounts(50)._sample(c, "big", 5, 0), "test") == (351, 50)
