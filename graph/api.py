@@ -326,6 +326,8 @@ class GraphStore(Protocol):
     # ---- entities (viewer: an agent sees shared mentions and its own private ones) ----------
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
         """The entity when the viewer can see a memory that mentions it."""
+    def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]:
+        """The name :meth:`entity` gives each entity the viewer sees (absent: the others), in one read."""
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
         """The entity a name or alias resolves to (see :func:`entity_norm`), if the viewer sees it."""
     def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:

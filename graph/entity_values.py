@@ -4,6 +4,7 @@ node, a declaration and a RELATED edge look like, and the key names resolve by."
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -51,6 +52,11 @@ class EntityNode:
     @property
     def ref(self) -> str:
         return ent_node(self.id)
+
+
+def display_names(ids: Iterable[int], visible_aliases: Mapping[int, Sequence[str]]) -> dict[int, str]:
+    """Each entity's name as :func:`entity_node` gives it: its first visible alias, else its ref."""
+    return {i: aliases[0] if (aliases := visible_aliases.get(i)) else ent_node(i) for i in ids}
 
 
 def entity_node(entity_id: int, tenant: str, kind: str | None, visible_aliases: tuple[str, ...], created_us: int,

@@ -15,6 +15,7 @@ from typing import Any
 
 from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_node, entity_norm
 from graph.entity_link import Writer, link, seen_by
+from graph.entity_values import display_names
 
 _CHUNK = 400
 _VISIBLE = "(shared = 1 OR agent = ?)"
@@ -123,6 +124,13 @@ class SqliteEntityReads:
                          (_viewer(viewer), entity_id, tenant))
         rows = [r for r in rows if int(r[4]) > 0]
         return self._nodes(tenant, rows, viewer)[0] if rows else None
+
+    def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]:
+        seen = [int(r[0]) for chunk in _chunks(entity_ids) for r in self._all(
+            f"SELECT e.id FROM entities e WHERE e.tenant = ? AND e.id IN ({_marks(len(chunk))}) AND (SELECT "
+            "coalesce(sum(c.n), 0) FROM counts c WHERE c.tenant = e.tenant AND c.scope = 'mention' AND c.key IN "
+            "(e.id || char(31), e.id || char(31) || ?)) > 0", [tenant, *chunk, _viewer(viewer)])]
+        return display_names(seen, self._aliases(seen, viewer)) if seen else {}
 
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
         found = self._all(f"SELECT a.entity_id FROM entity_aliases a WHERE a.tenant = ? AND a.norm = ? AND {_SEEN}",

@@ -245,3 +245,20 @@ def test_a_store_from_before_alias_views_shows_each_alias_to_whoever_sees_a_ment
             assert store.entity_by_name("acme", "bobby", "bob") is None
         finally:
             store.close()
+
+
+def test_entity_names_are_read_in_one_batch_and_only_where_the_viewer_sees_a_mention(store: GraphStore) -> None:
+    """Recall's entity branch names many entities a query: one read for all, the visibility entity() applies."""
+    _m1, (shared, secret) = _add(store, "a", [EntitySpec("Payments API"), EntitySpec("Project Falcon")],
+                                 visibility="agent", agent="ann")
+    _m2, (again,) = _add(store, "b", [EntitySpec("payments api")], agent="bob")
+    _m3, (other,) = _add(store, "c", [EntitySpec("Payments API")], tenant="globex")
+    assert again == shared
+    wanted = [shared, secret, other, 999_999]
+    for viewer in (None, "ann", "bob"):
+        one_by_one = {e: n.name for e in wanted if (n := store.entity("acme", e, viewer)) is not None}
+        assert store.entity_names("acme", wanted, viewer) == one_by_one
+    assert store.entity_names("acme", wanted, "ann") == {shared: "Payments API", secret: "Project Falcon"}
+    assert store.entity_names("acme", wanted, "bob") == {shared: "Payments API"}
+    assert store.entity_names("globex", wanted, None) == {other: "Payments API"}
+    assert store.entity_names("acme", [], None) == {}

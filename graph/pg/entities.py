@@ -16,6 +16,7 @@ from psycopg import sql
 
 from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_node, entity_norm
 from graph.entity_link import Writer, link, seen_by
+from graph.entity_values import display_names
 
 SCHEMA_V5 = """
 CREATE TABLE IF NOT EXISTS entities (
@@ -90,6 +91,13 @@ class PgEntityReads:
                        [_viewer(viewer), entity_id, tenant])
         rows = [r for r in rows if int(r[4]) > 0]
         return self._nodes(tenant, rows, viewer)[0] if rows else None
+
+    def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]:
+        seen = [int(r[0]) for r in self._q(
+            f"SELECT e.id FROM entities e WHERE e.tenant = %s AND e.id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 "
+            f"FROM mentions m WHERE m.tenant = e.tenant AND m.entity_id = e.id AND {_VISIBLE})",
+            [tenant, _ids(entity_ids), _viewer(viewer)])]
+        return display_names(seen, self._aliases(seen, viewer)) if seen else {}
 
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
         found = self._q(f"SELECT a.entity_id FROM entity_aliases a WHERE a.tenant = %s AND a.norm = %s AND {_SEEN}",

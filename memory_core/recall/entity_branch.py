@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.api import EntityNode, MemoryNode
+from graph.api import MemoryNode
 from memory_core.entities.extract import extract_entities, normalise_name
 from memory_core.recall.filters import RecallFilters
 from memory_core.recall.presets import RecallConfig
@@ -62,7 +62,7 @@ class EntityReads(Protocol):
     def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
                               cap: int) -> dict[int, int]: ...
     def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]: ...
-    def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None: ...
+    def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]: ...
     def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]: ...
     def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]: ...
     def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int: ...
@@ -133,22 +133,20 @@ class EntityBranch:
         # entity costs cap + 1 index entries, no rows); only the rare ones' newest memories are read
         cap = int(total ** (1.0 - MIN_WEIGHT))
         counts = g.entity_mention_counts(tenant, ids, viewer, cap + 1)
-        found: dict[int, tuple[EntityNode, float]] = {}
-        for ent_id in ids:
-            n = counts.get(ent_id, 0)
-            w = weight(n, total)
-            if 0 < n <= cap and w >= MIN_WEIGHT and (node := g.entity(tenant, ent_id, viewer)) is not None:
-                found[ent_id] = (node, w)
+        weights = {e: weight(n, total) for e in ids if 0 < (n := counts.get(e, 0)) <= cap}
+        rare = [e for e, w in weights.items() if w >= MIN_WEIGHT]
+        shown = g.entity_names(tenant, rare, viewer) if rare else {}
+        found = {e: (shown[e], weights[e]) for e in ids if e in shown}
         mentions = g.entity_mentions(tenant, list(found), viewer, cfg.entity_pool) if found else {}
         found = {e: v for e, v in found.items() if e in mentions}  # a mention erased in between
         if not found:
             return hits
-        hits.matched = [n.name for n, _w in found.values()]
+        hits.matched = [name for name, _w in found.values()]
         for ent_id, mem_ids in mentions.items():
-            node, w = found[ent_id]
+            name, w = found[ent_id]
             for mem_id in mem_ids:
                 hits.scores[mem_id] = hits.scores.get(mem_id, 0.0) + w * w / len(found)
-                hits.names.setdefault(mem_id, []).append(node.name)
+                hits.names.setdefault(mem_id, []).append(name)
         if len(hits.scores) > cfg.entity_pool:  # the pool grows by at most entity_pool rows
             kept = sorted(hits.scores, key=lambda m: -hits.scores[m])[:cfg.entity_pool]
             hits.scores = {m: hits.scores[m] for m in kept}
@@ -216,7 +214,7 @@ class EntityBranch:
         # a floor, not a sum: a linked row is lifted to entity_hop × its seed's base × the entity's
         # weight when it scores lower on its own; rows that match the query better keep their order
         lifted = {m: v for m, v in lent.items() if (m in cands and cands[m].base < v[0]) or m in admitted}
-        names = self._names(tenant, viewer, {e for _b, _s, e in lifted.values()})
+        names = g.entity_names(tenant, {e for _b, _s, e in lifted.values()}, viewer) if lifted else {}
         joined = 0
         for mem_id, (bonus, seed_id, e) in lifted.items():
             if mem_id not in cands:
@@ -232,6 +230,3 @@ class EntityBranch:
             if (name := names.get(e)) is not None and name not in c.entities:
                 c.entities = (*c.entities, name)
         return joined
-
-    def _names(self, tenant: str, viewer: str | None, ent_ids: set[int]) -> dict[int, str]:
-        return {e: node.name for e in ent_ids if (node := self.graph.entity(tenant, e, viewer)) is not None}
