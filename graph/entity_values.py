@@ -54,17 +54,22 @@ class EntityNode:
         return ent_node(self.id)
 
 
+def display_name(entity_id: int, visible_aliases: Sequence[str]) -> str:
+    """An entity's name for one viewer: the first alias it may read, else its ref."""
+    return visible_aliases[0] if visible_aliases else ent_node(entity_id)
+
+
 def display_names(ids: Iterable[int], visible_aliases: Mapping[int, Sequence[str]]) -> dict[int, str]:
-    """Each entity's name as :func:`entity_node` gives it: its first visible alias, else its ref."""
-    return {i: aliases[0] if (aliases := visible_aliases.get(i)) else ent_node(i) for i in ids}
+    """Each entity's name as :func:`entity_node` gives it."""
+    return {i: display_name(i, visible_aliases.get(i, ())) for i in ids}
 
 
 def entity_node(entity_id: int, tenant: str, kind: str | None, visible_aliases: tuple[str, ...], created_us: int,
                 mentions: int) -> EntityNode:
     """An entity as one viewer sees it: only the aliases it may read (in order), the first of them
     its display name (the ref when it may read none, e.g. a store restored without alias views)."""
-    name = visible_aliases[0] if visible_aliases else ent_node(entity_id)
-    return EntityNode(entity_id, tenant, name, kind, visible_aliases, created_us, mentions)
+    return EntityNode(entity_id, tenant, display_name(entity_id, visible_aliases), kind, visible_aliases, created_us,
+                      mentions)
 
 
 @dataclass(frozen=True, slots=True)
