@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import open_bench_core, percentiles, print_table, stage
-from bench.recall_latency import MixedEmbedder, zipf_words
+from bench.recall_latency import MixedEmbedder, chroma_of, zipf_words
 from memory_core.embedding import shared_minilm
 from memory_core.recall import vector_branch
 from memory_core.recall.filters import RecallFilters, resolve_project
@@ -77,9 +77,7 @@ def forced_where() -> Iterator[None]:
 
 def measure(core: Any, embedder: MixedEmbedder, queries: list[str], n: int) -> dict[str, Any]:
     embedder.bulk = False
-    store = core.vectors.inner
-    store = store.open() if hasattr(store, "open") else store  # the lazy store's Chroma backend
-    col = store._client.get_collection(collection_name("mc", "bench"), embedding_function=None)
+    col = chroma_of(core)._client.get_collection(collection_name("mc", "bench"), embedding_function=None)
     rare = [f"mem:{i}" for i in set(core.graph.field_ids("bench", "type", "decision", None))]
     notes = [f"mem:{i}" for i in set(core.graph.field_ids("bench", "type", "note", None))]
 

@@ -12,6 +12,7 @@ from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
 from memory_core.errors import ConfigError
 from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
+from memory_core.vector_cache import VectorCacheBudget
 from memory_core.vector_store import ChromaVectorStore, VectorStore
 
 
@@ -62,7 +63,9 @@ def build_vector_store(settings: Settings, data_dir: Path) -> VectorStore:
             st.chroma_host, st.chroma_port, st.collection_prefix, ssl=st.chroma_ssl, headers=headers,
             retries=st.chroma_retries,
         )
-    return ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
+    store = ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
+    # a Chroma server bounds its own memory; this process bounds what its embedded client keeps loaded
+    return VectorCacheBudget(store, st.vector_cache_mb << 20) if st.vector_cache_mb else store
 
 
 def open_vector_store(settings: Settings, root: Path) -> VectorStore:

@@ -198,35 +198,58 @@ class ChromaVectorStore:
         inside it but a write it could not make), and the next call tries again."""
         if not self._reset_needed or self._reconnect is None:
             return
-        from chromadb.api.shared_system_client import SharedSystemClient as Shared
-        from chromadb.errors import ChromaError
-
         with self._reset_lock:
             if not self._reset_needed:
                 return
-            found = getattr(self._client, "_identifier", None)
-            ident = found if isinstance(found, str) else ""
-            old = Shared._identifier_to_system.pop(ident, None) if ident else None
-            refs = Shared._identifier_to_refcount.pop(ident, None) if ident else None
             try:
-                fresh = self._reconnect()
+                self._rebuild()
             except StoreError:
-                if old is not None:  # keep serving reads from the old system
-                    Shared._identifier_to_system[ident] = old
-                    if refs is not None:
-                        Shared._identifier_to_refcount[ident] = refs
                 if reading and self._path is not None and not os.access(self._path, os.W_OK):
                     return
                 raise
-            with self._lock:
-                self._client = fresh
-                self._collections.clear()
-            self._reset_needed = False
-            self.resets += 1
-            if old is not None:
-                # a half-failed system may be stopped already; it is out of Chroma's cache either way
-                with contextlib.suppress(ChromaError, OSError, AttributeError):
-                    old.stop()
+
+    def release_indexes(self) -> bool:
+        """Drop every index the embedded client has loaded: it is rebuilt on the same directory, and
+        each collection's next call reads its files back. False when there is nothing to rebuild (a
+        client/server Chroma) or a fresh client cannot open (the current one then stays). The caller
+        makes sure that no call runs on this store meanwhile (see :mod:`memory_core.vector_cache`)."""
+        if self._reconnect is None:
+            return False
+        with self._reset_lock:
+            try:
+                self._rebuild()
+            except StoreError:
+                return False
+        return True
+
+    def _rebuild(self) -> None:
+        """Open a fresh client on the directory, then stop the old one's system (out of Chroma's per-path
+        cache first, so the fresh client is a new system); if the fresh one cannot open, the old one stays."""
+        from chromadb.api.shared_system_client import SharedSystemClient as Shared
+        from chromadb.errors import ChromaError
+
+        assert self._reconnect is not None
+        found = getattr(self._client, "_identifier", None)
+        ident = found if isinstance(found, str) else ""
+        old = Shared._identifier_to_system.pop(ident, None) if ident else None
+        refs = Shared._identifier_to_refcount.pop(ident, None) if ident else None
+        try:
+            fresh = self._reconnect()
+        except StoreError:
+            if old is not None:  # keep serving with the old system
+                Shared._identifier_to_system[ident] = old
+                if refs is not None:
+                    Shared._identifier_to_refcount[ident] = refs
+            raise
+        with self._lock:
+            self._client = fresh
+            self._collections.clear()
+        self._reset_needed = False
+        self.resets += 1
+        if old is not None:
+            # a half-failed system may be stopped already; it is out of Chroma's cache either way
+            with contextlib.suppress(ChromaError, OSError, AttributeError):
+                old.stop()
 
     @classmethod
     def http(

@@ -1,0 +1,184 @@
+"""The embedded Chroma's loaded indexes under a memory budget (memory_core/vector_cache.py).
+
+Over real embedded Chroma: a tenant that would take the estimate past the budget releases the
+loaded indexes first, and every row written before, between and after releases is still found.
+Over a fake (the in-memory store with a release that records when it ran): a release never runs
+while a call is in flight, waits a bounded time for one, and a lone tenant bigger than the budget
+is never released for its own sake.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory_core import MemoryCore
+from memory_core.config import load_settings
+from memory_core.embedding import HashEmbedder
+from memory_core.errors import ConfigError
+from memory_core.memory_vector_store import InMemoryVectorStore
+from memory_core.vector_cache import ROW_OVERHEAD, VectorCacheBudget
+from memory_core.vector_store import ChromaVectorStore
+
+DIM = 16
+ROW = 4 * DIM + ROW_OVERHEAD
+
+
+def vectors(n: int, seed: int) -> list[list[float]]:
+    return np.random.default_rng(seed).standard_normal((n, DIM)).tolist()  # type: ignore[no-any-return]
+
+
+def fill(store: VectorCacheBudget, tenant: str, n: int, seed: int) -> list[list[float]]:
+    vecs = vectors(n, seed)
+    store.upsert(tenant, [f"mem:{i}" for i in range(n)], vecs, [f"{tenant} row {i}" for i in range(n)],
+                 [{"kind": "memory"}] * n)
+    return vecs
+
+
+@pytest.fixture
+def chroma(tmp_path: Path) -> ChromaVectorStore:
+    return ChromaVectorStore.persistent(tmp_path / "chroma")
+
+
+def test_a_tenant_past_the_budget_releases_the_loaded_indexes_and_every_row_is_still_found(
+        chroma: ChromaVectorStore) -> None:
+    store = VectorCacheBudget(chroma, budget_bytes=60 * ROW)  # room for one tenant of 40 rows, not two
+    written = {t: fill(store, t, 40, seed) for seed, t in enumerate(("acme", "beta"))}
+    assert store.releases == 1  # beta's first write released acme's index
+    assert chroma.resets == 1
+    for tenant in ("acme", "beta", "acme", "beta"):  # each switch loads the other tenant back
+        for i in (0, 17, 39):
+            assert store.query(tenant, written[tenant][i], 1)[0].id == f"mem:{i}"
+        assert store.count(tenant) == 40
+    assert store.releases == 5  # one a switch: beta → acme → beta → acme → beta
+    assert store.loaded_bytes() == 40 * ROW
+
+
+def test_tenants_that_fit_are_never_released(chroma: ChromaVectorStore) -> None:
+    store = VectorCacheBudget(chroma, budget_bytes=200 * ROW)
+    for seed, tenant in enumerate(("acme", "beta", "gamma")):
+        fill(store, tenant, 40, seed)
+        store.query(tenant, vectors(1, 99)[0], 3)
+    assert store.releases == 0 and chroma.resets == 0
+    assert store.loaded_bytes() == 120 * ROW
+
+
+def test_writes_interleaved_across_many_releases_lose_nothing(chroma: ChromaVectorStore) -> None:
+    store = VectorCacheBudget(chroma, budget_bytes=30 * ROW)
+    tenants = ("acme", "beta", "gamma")
+    written: dict[str, list[list[float]]] = {t: [] for t in tenants}
+    for rnd in range(6):
+        for k, tenant in enumerate(tenants):
+            vecs = vectors(5, 100 * rnd + k)
+            ids = [f"mem:{len(written[tenant]) + j}" for j in range(5)]
+            store.upsert(tenant, ids, vecs, ids, [{"kind": "memory"}] * 5)
+            written[tenant] += vecs
+    assert store.releases >= 5
+    for tenant in tenants:
+        assert store.all_ids(tenant) == {f"mem:{i}" for i in range(30)}
+        assert all(store.query(tenant, v, 1)[0].id == f"mem:{i}" for i, v in enumerate(written[tenant]))
+
+
+def test_a_lone_tenant_bigger_than_the_budget_stays_loaded(chroma: ChromaVectorStore) -> None:
+    store = VectorCacheBudget(chroma, budget_bytes=10 * ROW)
+    vecs = fill(store, "acme", 40, 1)
+    for v in vecs[:10]:
+        store.query("acme", v, 1)
+    assert store.releases == 0 and chroma.resets == 0
+
+
+class Recording(InMemoryVectorStore):
+    """The in-memory store, with queries that can be held and a release that records what ran meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = threading.Event()
+        self.hold.set()
+        self.entered = threading.Event()
+        self.running = 0
+        self.released_while_running: list[int] = []
+        self.released = 0
+
+    def query(self, tenant, embedding, n, where=None, ids=None):  # type: ignore[no-untyped-def]
+        self.running += 1
+        self.entered.set()
+        try:
+            self.hold.wait()
+            return super().query(tenant, embedding, n, where, ids)
+        finally:
+            self.running -= 1
+
+    def release_indexes(self) -> bool:
+        self.released_while_running.append(self.running)
+        self.released += 1
+        return True
+
+
+def test_a_release_waits_for_the_call_in_flight() -> None:
+    inner = Recording()
+    store = VectorCacheBudget(inner, budget_bytes=60 * ROW, drain_s=10.0)
+    fill(store, "acme", 40, 1)
+    inner.hold.clear()
+    slow = threading.Thread(target=store.query, args=("acme", vectors(1, 5)[0], 1))
+    slow.start()
+    assert inner.entered.wait(5)
+    writer = threading.Thread(target=fill, args=(store, "beta", 40, 2))
+    writer.start()
+    time.sleep(0.3)
+    assert inner.released == 0 and writer.is_alive()  # beta needs room: it waits for acme's query
+    inner.hold.set()
+    slow.join(5)
+    writer.join(5)
+    assert inner.released == 1 and inner.released_while_running == [0]
+    assert store.count("beta") == 40
+
+
+def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_until_the_next_tenant_needs_room() -> None:
+    inner = Recording()
+    store = VectorCacheBudget(inner, budget_bytes=60 * ROW, drain_s=0.2)
+    fill(store, "acme", 40, 1)
+    inner.hold.clear()
+    slow = threading.Thread(target=store.query, args=("acme", vectors(1, 5)[0], 1))
+    slow.start()
+    assert inner.entered.wait(5)
+    started = time.monotonic()
+    fill(store, "beta", 40, 2)  # served after the drain gave up, with nothing released
+    assert time.monotonic() - started < 5
+    assert inner.released == 0
+    inner.hold.set()
+    slow.join(5)
+    fill(store, "gamma", 40, 3)
+    assert inner.released == 1 and inner.released_while_running == [0]
+    assert store.loaded_bytes() == 40 * ROW
+
+
+def test_settings_build_the_budget_over_embedded_chroma_and_recall_stays_right_across_releases(
+        tmp_path: Path) -> None:
+    settings = load_settings(environ={"MEMORY_CORE_STORAGE_VECTOR_CACHE_MB": "1"},
+                             overrides={"embedding": {"provider": "hash"}})
+    core = MemoryCore.open(tmp_path / "data", settings=settings, embedder=HashEmbedder())
+    try:
+        rows = (1 << 20) // (4 * 64 + ROW_OVERHEAD) // 2 + 50  # two tenants overflow 1 MB
+        for tenant in ("acme", "beta", "gamma"):
+            for start in range(0, rows, 200):
+                core.add_memories([{"tenant": tenant, "session": "s", "agent": "a",
+                                    "content": f"{tenant} note {i} about topic{i}"}
+                                   for i in range(start, min(rows, start + 200))])
+        budget = core.vectors.inner.open()  # type: ignore[attr-defined]
+        assert isinstance(budget, VectorCacheBudget)
+        assert budget.releases >= 2
+        for tenant in ("acme", "beta", "gamma", "acme"):
+            top = core.recall(tenant, f"{tenant} note 7 about topic7", limit=3).messages
+            assert top and top[0].content == f"{tenant} note 7 about topic7"
+    finally:
+        core.close()
+
+
+def test_a_negative_budget_is_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(environ={"MEMORY_CORE_STORAGE_VECTOR_CACHE_MB": "-1"})
+    assert err.value.code == "CONFIG_INVALID" and err.value.fields["key"] == "storage.vector_cache_mb"
