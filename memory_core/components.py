@@ -4,6 +4,7 @@ data directory keeps the one it was built with), the vector store and the summar
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from graph.api import GraphStore
@@ -53,7 +54,9 @@ def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
         )
 
 
-def build_vector_store(settings: Settings, data_dir: Path) -> VectorStore:
+def build_vector_store(settings: Settings, data_dir: Path, rows: Callable[[str], int] | None = None) -> VectorStore:
+    """The configured Chroma; embedded, under ``storage.vector_cache_mb`` when ``rows`` (a tenant's
+    memory count, from the graph) sizes what each tenant's index takes."""
     st = settings.storage
     if st.chroma == "http":
         headers: dict[str, str] = {}
@@ -65,15 +68,15 @@ def build_vector_store(settings: Settings, data_dir: Path) -> VectorStore:
         )
     store = ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
     # a Chroma server bounds its own memory; this process bounds what its embedded client keeps loaded
-    return VectorCacheBudget(store, st.vector_cache_mb << 20) if st.vector_cache_mb else store
+    return VectorCacheBudget(store, st.vector_cache_mb << 20, rows) if st.vector_cache_mb and rows else store
 
 
-def open_vector_store(settings: Settings, root: Path) -> VectorStore:
+def open_vector_store(settings: Settings, root: Path, rows: Callable[[str], int] | None = None) -> VectorStore:
     """Embedded Chroma opens on the first vector call (reads of the graph never import it); a
     Chroma server is reached at open, so a stopped one fails the open (STORE_UNAVAILABLE)."""
     if settings.storage.chroma == "embedded":
-        return LazyVectorStore(lambda: build_vector_store(settings, root))
-    return build_vector_store(settings, root)
+        return LazyVectorStore(lambda: build_vector_store(settings, root, rows))
+    return build_vector_store(settings, root, rows)
 
 
 def build_summary_provider(settings: Settings) -> SummaryProvider | None:

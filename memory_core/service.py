@@ -137,7 +137,8 @@ class MemoryCore(EntityMethods, VersionMethods):
                     store.db.write_guard = lock.verify
                 graph = store.graph
                 if vector_store is None:
-                    vector_store = InMemoryVectorStore() if in_memory_vectors else open_vector_store(settings, root)
+                    vector_store = InMemoryVectorStore() if in_memory_vectors else open_vector_store(
+                        settings, root, rows=graph.count)
                 vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s)
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)

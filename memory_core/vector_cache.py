@@ -6,16 +6,17 @@ the open-file limit (thousands), not by memory. Each tenant is a collection, so 
 resident memory grew with every tenant it had touched since it started (about 2 kB a 384-d row:
 a tenant of 1M memories holds 2.3 GB) and never came back down.
 
-:class:`VectorCacheBudget` estimates what the loaded indexes take (each tenant touched since the
-client was built: its rows × (4 × dimension + :data:`ROW_OVERHEAD`) bytes) and, when a call would
-take the estimate past the budget while other tenants are loaded, releases them all before serving it:
-the client is rebuilt on the same directory, which frees them, and each collection's next call
-reads its files back (Chroma's own log included, so nothing written is lost). Chroma has no call
-that unloads one collection, so a release drops every index, not the least recently used one.
+:class:`VectorCacheBudget` estimates what the loaded indexes take: for each tenant touched since
+the client was built, its rows (which the caller counts: the graph's count of its memories) ×
+(4 × dimension + :data:`ROW_OVERHEAD`) bytes. When a call would take the estimate past the budget
+while other tenants are loaded, it releases them all before serving that call: the client is
+rebuilt on the same directory, which frees them, and each collection's next call reads its files
+back (Chroma's own log included, so nothing written is lost). Chroma has no call that unloads one
+collection, so a release drops every index, not the least recently used one.
 
 A release waits until no call is running on the client (new calls wait behind it), at most
 ``drain_s``; a call that runs on past that (a first load of a very big index, a stuck Chroma)
-defers the release to the next tenant that needs room. A tenant bigger than the whole budget is
+defers the release to the next call that takes the estimate past the budget. A tenant bigger than the whole budget is
 not released for its own sake: it stays loaded until another tenant needs the room.
 """
 
@@ -44,9 +45,11 @@ class Releasable(VectorStore, Protocol):
 class VectorCacheBudget:
     """The VectorStore Protocol over an embedded Chroma, with its loaded indexes kept under ``budget_bytes``."""
 
-    def __init__(self, inner: Releasable, budget_bytes: int, *, drain_s: float = DRAIN_S) -> None:
+    def __init__(self, inner: Releasable, budget_bytes: int, rows: Callable[[str], int], *,
+                 drain_s: float = DRAIN_S) -> None:
         self.inner = inner
         self.budget_bytes = budget_bytes
+        self._rows = rows  # a tenant's rows, from an index of its own (Chroma's count scans: 118 s cold at 1M)
         self._drain_s = drain_s
         self._cond = threading.Condition()
         self._running = 0  # calls in flight on the inner store
@@ -87,8 +90,8 @@ class VectorCacheBudget:
             if rows is not None:
                 self._settle(tenant, rows + added)
                 return
-        try:  # a tenant new to this client: its size, read as a call in flight of its own
-            rows = self.inner.count(tenant) + added
+        try:  # a tenant new to this client: its size, read outside the lock
+            rows = self._rows(tenant) + added
         except BaseException:
             with self._cond:
                 self._running -= 1

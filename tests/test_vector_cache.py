@@ -46,7 +46,7 @@ def chroma(tmp_path: Path) -> ChromaVectorStore:
 
 def test_a_tenant_past_the_budget_releases_the_loaded_indexes_and_every_row_is_still_found(
         chroma: ChromaVectorStore) -> None:
-    store = VectorCacheBudget(chroma, budget_bytes=60 * ROW)  # room for one tenant of 40 rows, not two
+    store = VectorCacheBudget(chroma, 60 * ROW, chroma.count)  # room for one tenant of 40 rows, not two
     written = {t: fill(store, t, 40, seed) for seed, t in enumerate(("acme", "beta"))}
     assert store.releases == 1  # beta's first write released acme's index
     assert chroma.resets == 1
@@ -59,7 +59,7 @@ def test_a_tenant_past_the_budget_releases_the_loaded_indexes_and_every_row_is_s
 
 
 def test_tenants_that_fit_are_never_released(chroma: ChromaVectorStore) -> None:
-    store = VectorCacheBudget(chroma, budget_bytes=200 * ROW)
+    store = VectorCacheBudget(chroma, 200 * ROW, chroma.count)
     for seed, tenant in enumerate(("acme", "beta", "gamma")):
         fill(store, tenant, 40, seed)
         store.query(tenant, vectors(1, 99)[0], 3)
@@ -68,7 +68,7 @@ def test_tenants_that_fit_are_never_released(chroma: ChromaVectorStore) -> None:
 
 
 def test_writes_interleaved_across_many_releases_lose_nothing(chroma: ChromaVectorStore) -> None:
-    store = VectorCacheBudget(chroma, budget_bytes=30 * ROW)
+    store = VectorCacheBudget(chroma, 30 * ROW, chroma.count)
     tenants = ("acme", "beta", "gamma")
     written: dict[str, list[list[float]]] = {t: [] for t in tenants}
     for rnd in range(6):
@@ -84,7 +84,7 @@ def test_writes_interleaved_across_many_releases_lose_nothing(chroma: ChromaVect
 
 
 def test_a_lone_tenant_bigger_than_the_budget_stays_loaded(chroma: ChromaVectorStore) -> None:
-    store = VectorCacheBudget(chroma, budget_bytes=10 * ROW)
+    store = VectorCacheBudget(chroma, 10 * ROW, chroma.count)
     vecs = fill(store, "acme", 40, 1)
     for v in vecs[:10]:
         store.query("acme", v, 1)
@@ -120,7 +120,7 @@ class Recording(InMemoryVectorStore):
 
 def test_a_release_waits_for_the_call_in_flight() -> None:
     inner = Recording()
-    store = VectorCacheBudget(inner, budget_bytes=60 * ROW, drain_s=10.0)
+    store = VectorCacheBudget(inner, 60 * ROW, inner.count, drain_s=10.0)
     fill(store, "acme", 40, 1)
     inner.hold.clear()
     slow = threading.Thread(target=store.query, args=("acme", vectors(1, 5)[0], 1))
@@ -139,7 +139,7 @@ def test_a_release_waits_for_the_call_in_flight() -> None:
 
 def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_until_the_next_tenant_needs_room() -> None:
     inner = Recording()
-    store = VectorCacheBudget(inner, budget_bytes=60 * ROW, drain_s=0.2)
+    store = VectorCacheBudget(inner, 60 * ROW, inner.count, drain_s=0.2)
     fill(store, "acme", 40, 1)
     inner.hold.clear()
     slow = threading.Thread(target=store.query, args=("acme", vectors(1, 5)[0], 1))
