@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import MemoryCore
+from memory_core import MemoryCore, vector_store
 from memory_core.config import load_settings
 from memory_core.embedding import HashEmbedder
 from memory_core.errors import ConfigError
@@ -56,6 +56,16 @@ def test_a_tenant_past_the_budget_releases_the_loaded_indexes_and_every_row_is_s
         assert store.count(tenant) == 40
     assert store.releases == 5  # one a switch: beta → acme → beta → acme → beta
     assert store.loaded_bytes() == 40 * ROW
+
+
+def test_a_release_hands_the_freed_heap_back(chroma: ChromaVectorStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+    monkeypatch.setattr(vector_store, "release_freed_heap", lambda: trims.append(chroma.resets))
+    store = VectorCacheBudget(chroma, 60 * ROW, chroma.count)
+    fill(store, "acme", 40, 1)
+    assert trims == []
+    fill(store, "beta", 40, 2)
+    assert trims == [1]  # after the client was rebuilt
 
 
 def test_tenants_that_fit_are_never_released(chroma: ChromaVectorStore) -> None:
