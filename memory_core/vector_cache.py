@@ -105,7 +105,9 @@ class VectorCacheBudget:
         estimate past the budget and other tenants are loaded, release them all first."""
         others = sum(n for t, n in self._loaded.items() if t != tenant)
         if others and self._bytes(others + rows) > self.budget_bytes:
-            self._running -= 1  # this call does not hold its own release up
+            self._running -= 1  # this call holds no release up: its own, or one already draining
+            if not self._running:
+                self._cond.notify_all()
             self._release()
             self._running += 1
         self._loaded[tenant] = rows

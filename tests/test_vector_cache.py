@@ -192,3 +192,65 @@ def test_a_negative_budget_is_refused_naming_the_key() -> None:
     with pytest.raises(ConfigError) as err:
         load_settings(environ={"MEMORY_CORE_STORAGE_VECTOR_CACHE_MB": "-1"})
     assert err.value.code == "CONFIG_INVALID" and err.value.fields["key"] == "storage.vector_cache_mb"
+
+
+def test_concurrent_writers_and_readers_across_releases_see_every_row(chroma: ChromaVectorStore) -> None:
+    """Four threads write and read three tenants at once with room for about one: releases happen
+    between their calls, never under one, and every row each thread wrote is there at the end."""
+    store = VectorCacheBudget(chroma, 50 * ROW, chroma.count)
+    errors: list[BaseException] = []
+    written: dict[tuple[str, str], list[float]] = {}
+    lock = threading.Lock()
+
+    def work(worker: int) -> None:
+        try:
+            for rnd in range(8):
+                tenant = ("acme", "beta", "gamma")[(worker + rnd) % 3]
+                vecs = vectors(4, 1000 * worker + rnd)
+                ids = [f"mem:{worker}-{rnd}-{j}" for j in range(4)]
+                store.upsert(tenant, ids, vecs, ids, [{"kind": "memory"}] * 4)
+                with lock:
+                    written.update({(tenant, i): v for i, v in zip(ids, vecs, strict=True)})
+                assert store.query(tenant, vecs[0], 1)[0].id == ids[0]
+        except BaseException as exc:  # reported below, with the thread's own traceback
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert store.releases >= 3
+    for tenant in ("acme", "beta", "gamma"):
+        assert store.all_ids(tenant) == {i for (t, i) in written if t == tenant}
+    assert all(store.query(t, v, 1)[0].id == i for (t, i), v in written.items())
+
+
+def test_a_caller_that_joins_a_release_under_way_lets_it_finish_at_once() -> None:
+    """A call already past the door when a release began (it was sizing its tenant) steps aside
+    for that release when it needs room too: the release runs then, not after its drain times out."""
+    inner = Recording()
+    sizing = threading.Event()
+    go_on = threading.Event()
+
+    def rows(tenant: str) -> int:
+        if tenant == "gamma":
+            sizing.set()
+            go_on.wait(10)
+        return inner.count(tenant)
+
+    store = VectorCacheBudget(inner, 60 * ROW, rows, drain_s=10.0)
+    fill(store, "acme", 40, 1)
+    late = threading.Thread(target=fill, args=(store, "gamma", 40, 3))
+    late.start()
+    assert sizing.wait(5)
+    started = time.monotonic()
+    needs_room = threading.Thread(target=fill, args=(store, "beta", 40, 4))
+    needs_room.start()
+    time.sleep(0.3)  # beta's release is now waiting for gamma's call
+    go_on.set()
+    late.join(15)
+    needs_room.join(15)
+    assert time.monotonic() - started < 5
+    assert inner.released >= 1 and set(inner.released_while_running) == {0}
