@@ -16,7 +16,8 @@ collection, so a release drops every index, not the least recently used one.
 
 A release waits until no call is running on the client (new calls wait behind it), at most
 ``drain_s``; a call that runs on past that (a first load of a very big index, a stuck Chroma)
-defers the release to the next call that takes the estimate past the budget. A tenant bigger than the whole budget is
+defers the release: no call waits for one again until every call in flight has returned, and the
+first call past the budget after that releases. A tenant bigger than the whole budget is
 not released for its own sake: it stays loaded until another tenant needs the room.
 """
 
@@ -54,6 +55,7 @@ class VectorCacheBudget:
         self._cond = threading.Condition()
         self._running = 0  # calls in flight on the inner store
         self._releasing = False
+        self._stalled = False  # a release gave up on a call still running: none is tried until calls drain
         self._loaded: dict[str, int] = {}  # tenant -> rows, for each tenant touched since the last release
         self._dimension = DEFAULT_DIMENSION
         self.releases = 0
@@ -74,9 +76,14 @@ class VectorCacheBudget:
             yield
         finally:
             with self._cond:
-                self._running -= 1
-                if not self._running:
-                    self._cond.notify_all()
+                self._leave()
+
+    def _leave(self) -> None:
+        """Under the condition's lock: one call fewer in flight."""
+        self._running -= 1
+        if not self._running:
+            self._stalled = False
+            self._cond.notify_all()
 
     def _enter(self, tenant: str | None, added: int, dimension: int | None) -> None:
         with self._cond:
@@ -94,8 +101,7 @@ class VectorCacheBudget:
             rows = self._rows(tenant) + added
         except BaseException:
             with self._cond:
-                self._running -= 1
-                self._cond.notify_all()
+                self._leave()
             raise
         with self._cond:
             self._settle(tenant, max(rows, self._loaded.get(tenant, 0)))
@@ -104,10 +110,8 @@ class VectorCacheBudget:
         """Under the condition's lock: count ``tenant`` as loaded with ``rows``; when that takes the
         estimate past the budget and other tenants are loaded, release them all first."""
         others = sum(n for t, n in self._loaded.items() if t != tenant)
-        if others and self._bytes(others + rows) > self.budget_bytes:
-            self._running -= 1  # this call holds no release up: its own, or one already draining
-            if not self._running:
-                self._cond.notify_all()
+        if others and not self._stalled and self._bytes(others + rows) > self.budget_bytes:
+            self._leave()  # this call holds no release up: its own, or one already draining
             self._release()
             self._running += 1
         self._loaded[tenant] = rows
@@ -127,8 +131,9 @@ class VectorCacheBudget:
             deadline = time.monotonic() + self._drain_s
             while self._running:
                 left = deadline - time.monotonic()
-                if left <= 0:
-                    return  # a call still runs on this client: the next tenant needing room retries
+                if left <= 0:  # a call still runs on this client: the first call past the budget
+                    self._stalled = True  # once every call has drained retries
+                    return
                 self._cond.wait(left)
             if self.inner.release_indexes():
                 self._loaded.clear()

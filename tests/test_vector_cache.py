@@ -158,10 +158,14 @@ def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_until_the_next
     started = time.monotonic()
     fill(store, "beta", 40, 2)  # served after the drain gave up, with nothing released
     assert time.monotonic() - started < 5
+    started = time.monotonic()
+    for seed in range(10):  # past the budget too, but the call that stalled the release still runs
+        fill(store, ("gamma", "delta")[seed % 2], 4, 10 + seed)
+    assert time.monotonic() - started < 1.0  # ten waits of 0.2 s would take 2 s
     assert inner.released == 0
     inner.hold.set()
     slow.join(5)
-    fill(store, "gamma", 40, 3)
+    fill(store, "epsilon", 40, 3)
     assert inner.released == 1 and inner.released_while_running == [0]
     assert store.loaded_bytes() == 40 * ROW
 
