@@ -128,14 +128,20 @@ class Recording(InMemoryVectorStore):
         return True
 
 
-def test_a_release_waits_for_the_call_in_flight() -> None:
+def held_query(drain_s: float) -> tuple[Recording, VectorCacheBudget, threading.Thread]:
+    """A store with room for one 40-row tenant, acme loaded, and a query on acme held in flight."""
     inner = Recording()
-    store = VectorCacheBudget(inner, 60 * ROW, inner.count, drain_s=10.0)
+    store = VectorCacheBudget(inner, 60 * ROW, inner.count, drain_s=drain_s)
     fill(store, "acme", 40, 1)
     inner.hold.clear()
     slow = threading.Thread(target=store.query, args=("acme", vectors(1, 5)[0], 1))
     slow.start()
     assert inner.entered.wait(5)
+    return inner, store, slow
+
+
+def test_a_release_waits_for_the_call_in_flight() -> None:
+    inner, store, slow = held_query(drain_s=10.0)
     writer = threading.Thread(target=fill, args=(store, "beta", 40, 2))
     writer.start()
     time.sleep(0.3)
@@ -147,14 +153,8 @@ def test_a_release_waits_for_the_call_in_flight() -> None:
     assert store.count("beta") == 40
 
 
-def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_until_the_next_tenant_needs_room() -> None:
-    inner = Recording()
-    store = VectorCacheBudget(inner, 60 * ROW, inner.count, drain_s=0.2)
-    fill(store, "acme", 40, 1)
-    inner.hold.clear()
-    slow = threading.Thread(target=store.query, args=("acme", vectors(1, 5)[0], 1))
-    slow.start()
-    assert inner.entered.wait(5)
+def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_and_stalls_no_later_call() -> None:
+    inner, store, slow = held_query(drain_s=0.2)
     started = time.monotonic()
     fill(store, "beta", 40, 2)  # served after the drain gave up, with nothing released
     assert time.monotonic() - started < 5
