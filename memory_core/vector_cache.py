@@ -23,6 +23,7 @@ not released for its own sake: it stays loaded until another tenant needs the ro
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +33,7 @@ from typing import Any, Protocol, TypeVar
 from memory_core.vector_store import Metadata, VectorHit, VectorStore
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 ROW_OVERHEAD = 700  # bytes a row takes in a loaded index beyond its vector (links, labels; measured)
 DEFAULT_DIMENSION = 384  # until a vector has been seen
 DRAIN_S = 2.0
@@ -133,9 +135,14 @@ class VectorCacheBudget:
                 left = deadline - time.monotonic()
                 if left <= 0:  # a call still runs on this client: the first call past the budget
                     self._stalled = True  # once every call has drained retries
+                    log.warning("vector cache: a call ran past %.1f s; the loaded indexes stay until calls drain",
+                                self._drain_s)
                     return
                 self._cond.wait(left)
+            held = self._bytes(sum(self._loaded.values()))
             if self.inner.release_indexes():
+                log.info("vector cache: released %d tenants' indexes (~%d MB) for a %d MB budget",
+                         len(self._loaded), held >> 20, self.budget_bytes >> 20)
                 self._loaded.clear()
                 self.releases += 1
         finally:

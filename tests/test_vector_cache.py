@@ -9,6 +9,7 @@ is never released for its own sake.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -45,11 +46,13 @@ def chroma(tmp_path: Path) -> ChromaVectorStore:
 
 
 def test_a_tenant_past_the_budget_releases_the_loaded_indexes_and_every_row_is_still_found(
-        chroma: ChromaVectorStore) -> None:
+        chroma: ChromaVectorStore, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="memory_core.vector_cache")
     store = VectorCacheBudget(chroma, 60 * ROW, chroma.count)  # room for one tenant of 40 rows, not two
     written = {t: fill(store, t, 40, seed) for seed, t in enumerate(("acme", "beta"))}
     assert store.releases == 1  # beta's first write released acme's index
     assert chroma.resets == 1
+    assert "released 1 tenants' indexes" in caplog.text  # what an operator sees of it
     for tenant in ("acme", "beta", "acme", "beta"):  # each switch loads the other tenant back
         for i in (0, 17, 39):
             assert store.query(tenant, written[tenant][i], 1)[0].id == f"mem:{i}"
@@ -153,7 +156,8 @@ def test_a_release_waits_for_the_call_in_flight() -> None:
     assert store.count("beta") == 40
 
 
-def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_and_stalls_no_later_call() -> None:
+def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_and_stalls_no_later_call(
+        caplog: pytest.LogCaptureFixture) -> None:
     inner, store, slow = held_query(drain_s=0.2)
     started = time.monotonic()
     fill(store, "beta", 40, 2)  # served after the drain gave up, with nothing released
@@ -162,6 +166,7 @@ def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_and_stalls_no_
     for seed in range(10):  # past the budget too, but the call that stalled the release still runs
         fill(store, ("gamma", "delta")[seed % 2], 4, 10 + seed)
     assert time.monotonic() - started < 1.0  # ten waits of 0.2 s would take 2 s
+    assert caplog.text.count("ran past") == 1
     assert inner.released == 0
     inner.hold.set()
     slow.join(5)
