@@ -8,8 +8,8 @@ import httpx
 import pytest
 from chromadb.api.base_http_client import BaseHTTPClient
 
+from memory_core.chroma_errors import translate_errors
 from memory_core.errors import StoreError, StoreUnavailableError
-from memory_core.vector_store import _translate_errors
 
 
 def _server_answers(status: int, body: str) -> None:
@@ -19,7 +19,7 @@ def _server_answers(status: int, body: str) -> None:
 
 def test_an_unknown_server_error_is_a_store_error_not_a_crash() -> None:
     with pytest.raises(StoreError) as caught:
-        _translate_errors(lambda: _server_answers(500, '{"error":"Mystery","message":"compaction failed"}'),
+        translate_errors(lambda: _server_answers(500, '{"error":"Mystery","message":"compaction failed"}'),
                           remote=True, retries=0)
     assert "compaction failed" in caught.value.message
 
@@ -32,7 +32,7 @@ def test_a_busy_server_is_retried_and_then_unavailable() -> None:
         _server_answers(503, "service unavailable")
 
     with pytest.raises(StoreUnavailableError):
-        _translate_errors(busy, remote=True, retries=2)
+        translate_errors(busy, remote=True, retries=2)
     assert len(calls) == 3
 
 
@@ -45,7 +45,7 @@ def test_a_server_error_that_clears_is_retried_to_success() -> None:
             _server_answers(503, "busy")
         return "ok"
 
-    assert _translate_errors(flaky, remote=True, retries=2) == "ok"
+    assert translate_errors(flaky, remote=True, retries=2) == "ok"
 
 
 def test_a_client_error_is_not_retried() -> None:
@@ -56,5 +56,5 @@ def test_a_client_error_is_not_retried() -> None:
         _server_answers(400, '{"error":"Unheard","message":"bad where"}')
 
     with pytest.raises(StoreError):
-        _translate_errors(bad, remote=True, retries=3)
+        translate_errors(bad, remote=True, retries=3)
     assert len(calls) == 1
