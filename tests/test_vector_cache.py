@@ -263,3 +263,18 @@ def test_a_caller_that_joins_a_release_under_way_lets_it_finish_at_once() -> Non
     needs_room.join(15)
     assert time.monotonic() - started < 5
     assert inner.released >= 1 and set(inner.released_while_running) == {0}
+
+
+def test_releases_keep_each_tenant_to_its_own_rows(chroma: ChromaVectorStore) -> None:
+    """The same ids in two tenants, with releases between every switch: a tenant's query and
+    reads only ever see its own rows, never the other's."""
+    store = VectorCacheBudget(chroma, 60 * ROW, chroma.count)
+    written = {t: fill(store, t, 40, seed) for seed, t in enumerate(("acme", "beta"))}
+    ids = [f"mem:{i}" for i in range(40)]
+    for tenant, other in (("acme", "beta"), ("beta", "acme"), ("acme", "beta")):
+        assert all(doc.startswith(f"{tenant} row") for doc, _meta in store.documents(tenant, ids).values())
+        for i in (0, 21):
+            hit = store.query(tenant, written[other][i], 1)[0]
+            assert hit.distance > 0.05  # the other tenant's exact vector is not among this tenant's rows
+            assert store.query(tenant, written[tenant][i], 1)[0].distance < 1e-3
+    assert store.releases >= 3
