@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memory_core.vector_store import Metadata, VectorHit, VectorStore
+from memory_core.vector_store import Metadata, VectorHit, VectorStore, index_loaded
 
 
 class LazyVectorStore:
@@ -36,6 +36,10 @@ class LazyVectorStore:
             if self._store is None:
                 self._store = self._build()
             return self._store
+
+    def loaded(self, tenant: str) -> bool:
+        store = self._store
+        return store is not None and index_loaded(store, tenant)
 
     def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],
                documents: Sequence[str], metadatas: Sequence[Metadata]) -> None:

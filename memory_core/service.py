@@ -139,7 +139,7 @@ class MemoryCore(EntityMethods, VersionMethods):
                 if vector_store is None:
                     vector_store = InMemoryVectorStore() if in_memory_vectors else open_vector_store(
                         settings, root, rows=graph.count)
-                vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s)
+                vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)
                 check_embedder(graph, embedder)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
-from memory_core.vector_store import Metadata, VectorHit, VectorStore
+from memory_core.vector_store import Metadata, VectorHit, VectorStore, index_loaded
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -154,6 +154,9 @@ class VectorCacheBudget:
             return fn()
 
     # ---- the VectorStore Protocol ----------------------------------------------------------
+    def loaded(self, tenant: str) -> bool:
+        return index_loaded(self.inner, tenant)
+
     def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],
                documents: Sequence[str], metadatas: Sequence[Metadata]) -> None:
         dimension = len(embeddings[0]) if len(embeddings) else None

@@ -9,6 +9,15 @@ remembered: while it has not returned the store is *wedged*, and every call is r
 once with a sentence saying so (rather than piling up stuck threads); :meth:`wedged` says
 the same to doctor. When the stuck call returns, the store is healthy again, no restart.
 
+A tenant's first call may load its whole index (embedded Chroma reads a collection's HNSW index on
+its first query after the client was built: 3.7-6.5 s for 1M rows here; a first recall from a cold
+disk took 49 s), and while it loads, Chroma holds a lock every write takes, in every collection. Slow is not
+hung: a call on a tenant whose index is not loaded (:func:`memory_core.vector_store.index_loaded`)
+gets the time its rows may take to load (:data:`LOAD_ROWS_PER_S`) on top of its deadline, and a
+call that waits while such a load is under way waits for it (within that load's own time), then
+gets ``deadline_s`` again from the load's end. Without that, a load longer than the deadline (a
+big tenant's first recall after a restart) failed every tenant's writes and wedged the store until it ended.
+
 Limit: a call that blocks while holding the GIL stops every thread of the process, this
 one too. Embedded Chroma did exactly that after failed compactions on a full disk; the
 embedded store avoids it by rebuilding its client after an internal error (see
@@ -18,6 +27,7 @@ this process that way.
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -25,10 +35,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from memory_core.errors import StoreUnavailableError
-from memory_core.vector_store import Metadata, VectorHit, VectorStore
+from memory_core.errors import MemoryCoreError, StoreUnavailableError
+from memory_core.vector_store import Metadata, VectorHit, VectorStore, index_loaded
 
 T = TypeVar("T")
+# the slowest index load allowed for, in rows a second: the slowest cold first recall of 1M rows here
+# took 49 s (~20k a second); a quarter of that pace leaves room for slower disks before a load counts as hung
+LOAD_ROWS_PER_S = 5_000.0
+POLL_S = 0.25  # how often a call waiting behind a load checks whether the load has ended
 
 
 @dataclass(frozen=True)
@@ -39,10 +53,12 @@ class _Stuck:
 
 
 class _Job:
-    def __init__(self, fn: Callable[[], Any]) -> None:
+    def __init__(self, fn: Callable[[], Any], until: float = math.inf) -> None:
         self.fn = fn
         self.value: Any = None
         self.error: BaseException | None = None
+        self.until = until  # time.monotonic() by which it must have returned
+        self.ended = math.inf  # time.monotonic() when it returned
         self.done = threading.Event()
 
 
@@ -92,6 +108,7 @@ class _Workers:
             except BaseException as exc:  # handed to the caller's thread
                 job.error = exc
             finally:
+                job.ended = time.monotonic()
                 job.done.set()
             with self._lock:
                 if self._closed:
@@ -102,9 +119,12 @@ class _Workers:
 class DeadlineVectorStore:
     """A VectorStore whose every call returns, raises, or fails with STORE_UNAVAILABLE by a deadline."""
 
-    def __init__(self, inner: VectorStore, deadline_s: float) -> None:
+    def __init__(self, inner: VectorStore, deadline_s: float, rows: Callable[[str], int] | None = None) -> None:
         self.inner = inner
         self.deadline_s = deadline_s
+        self._rows = rows  # a tenant's memory count (from the graph): what its index may take to load
+        self._loads: list[_Job] = []  # calls in flight that may be loading an index
+        self._load_ended = -math.inf  # time.monotonic() when the last of them returned
         self._stuck: list[_Stuck] = []
         self._lock = threading.Lock()
         self._workers = _Workers()
@@ -122,34 +142,74 @@ class DeadlineVectorStore:
                 f"({len(self._stuck)} call(s) stuck). Writes and vector searches are refused until it returns; "
                 "free disk space, or restart the server if it persists (recovery at open cleans up).")
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _allowance(self, tenant: str | None) -> float:
+        """The time ``tenant``'s index may take to load, when its next call may load it."""
+        if tenant is None or self._rows is None or index_loaded(self.inner, tenant):
+            return 0.0
+        try:
+            return self._rows(tenant) / LOAD_ROWS_PER_S
+        except MemoryCoreError:  # the graph cannot say: no allowance, the plain deadline holds
+            return 0.0
+
+    def _call(self, what: str, fn: Callable[[], T], tenant: str | None = None) -> T:
         wedged = self.wedged()
         if wedged is not None:
             raise StoreUnavailableError(wedged, wedged=True)
-        job = _Job(fn)
+        allowance = self._allowance(tenant)
         started = time.monotonic()
+        job = _Job(fn, started + self.deadline_s + allowance)
+        if allowance:
+            with self._lock:
+                self._loads.append(job)
         self._workers.submit(job)
-        if not job.done.wait(self.deadline_s):
+        if not self._wait(job):
             with self._lock:
                 self._stuck.append(_Stuck(what, job, started))
+            limit = self.deadline_s + allowance
+            loading = f", {allowance:.1f} s of it for loading the tenant's index" if allowance else ""
             raise StoreUnavailableError(
-                f"The vector store did not answer a {what} call within {self.deadline_s:g} s "
-                "(storage.vector_deadline_s); nothing was written.", wedged=True, deadline_s=self.deadline_s)
+                f"The vector store did not answer a {what} call within {limit:.1f} s "
+                f"(storage.vector_deadline_s{loading}); nothing was written.", wedged=True, deadline_s=limit)
         if job.error is not None:
             raise job.error
         return job.value
 
+    def _wait(self, job: _Job) -> bool:
+        """Wait for ``job`` by its deadline, or longer while an index load explains the wait."""
+        until = job.until
+        while not job.done.wait(max(0.0, until - time.monotonic())):
+            later = self._behind_load(job, time.monotonic())
+            if later is None:
+                return False
+            until = later
+        return True
+
+    def _behind_load(self, job: _Job, now: float) -> float | None:
+        """When ``job`` may still be waiting for an index load (Chroma's lock), the time to check
+        again: soon while a load within its own time is under way, else ``deadline_s`` after the
+        last load ended. None when no load explains the wait: ``job`` has timed out."""
+        with self._lock:
+            ended = [j.ended for j in self._loads if j.done.is_set()]
+            self._load_ended = max([self._load_ended, *ended])
+            self._loads = [j for j in self._loads if not j.done.is_set()]
+            loading = [j.until for j in self._loads if j is not job and j.until > now]
+        if loading:
+            return min(now + POLL_S, *loading)
+        if now < self._load_ended + self.deadline_s:
+            return self._load_ended + self.deadline_s
+        return None
+
     # ---- the VectorStore Protocol --------------------------------------------------------
     def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],
                documents: Sequence[str], metadatas: Sequence[Metadata]) -> None:
-        self._call("upsert", lambda: self.inner.upsert(tenant, ids, embeddings, documents, metadatas))
+        self._call("upsert", lambda: self.inner.upsert(tenant, ids, embeddings, documents, metadatas), tenant)
 
     def delete(self, tenant: str, ids: Sequence[str]) -> None:
-        self._call("delete", lambda: self.inner.delete(tenant, ids))
+        self._call("delete", lambda: self.inner.delete(tenant, ids), tenant)
 
     def query(self, tenant: str, embedding: Sequence[float], n: int,
               where: dict[str, Any] | None = None, ids: Sequence[str] | None = None) -> list[VectorHit]:
-        return self._call("query", lambda: self.inner.query(tenant, embedding, n, where, ids))
+        return self._call("query", lambda: self.inner.query(tenant, embedding, n, where, ids), tenant)
 
     def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
         return self._call("get", lambda: self.inner.existing_ids(tenant, ids))

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from memory_core import heavy_imports
 from memory_core.chroma_errors import translate_errors
@@ -72,6 +72,21 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class IndexLoading(Protocol):
+    """A store that loads a tenant's index on its first call (embedded Chroma: the whole HNSW index)."""
+
+    def loaded(self, tenant: str) -> bool:
+        """Whether ``tenant``'s index is loaded already (its next call pays no load)."""
+        ...
+
+
+def index_loaded(store: object, tenant: str) -> bool:
+    """False when ``store``'s next call on ``tenant`` may first load its index: a slow call, not a
+    hang (see :mod:`memory_core.vector_deadline`). Stores that never load count as loaded."""
+    return store.loaded(tenant) if isinstance(store, IndexLoading) else True
+
+
 def collection_name(prefix: str, tenant: str) -> str:
     """A Chroma-safe collection name derived from the tenant (any tenant string is safe)."""
     return f"{prefix}_{hashlib.sha256(tenant.encode()).hexdigest()[:32]}"
@@ -105,6 +120,7 @@ class ChromaVectorStore:
         self._reset_needed = False
         self._reset_lock = threading.Lock()
         self._path: Path | None = None  # the embedded store's directory
+        self._loaded: set[str] = set()  # tenants queried or written since the client was built
         self.resets = 0  # how often the embedded client was rebuilt (diagnostics, tests)
 
     @classmethod
@@ -179,6 +195,7 @@ class ChromaVectorStore:
         with self._lock:
             self._client = fresh
             self._collections.clear()
+            self._loaded.clear()
         self._reset_needed = False
         self.resets += 1
         if old is not None:
@@ -246,6 +263,16 @@ class ChromaVectorStore:
             self._collections[tenant] = col
         return col
 
+    def loaded(self, tenant: str) -> bool:
+        """Whether a query or write of ``tenant`` ran since this client was built: the first one
+        loads the collection's whole HNSW index (embedded; a server may have it loaded or not)."""
+        with self._lock:
+            return tenant in self._loaded
+
+    def _touched(self, tenant: str) -> None:
+        with self._lock:
+            self._loaded.add(tenant)
+
     def upsert(self, tenant, ids, embeddings, documents, metadatas) -> None:  # type: ignore[no-untyped-def]
         self._reset_if_failed()
         import numpy as np  # loads on first use: importing memory_core stays cheap
@@ -259,12 +286,14 @@ class ChromaVectorStore:
                 documents=list(documents), metadatas=metas,
             )
         )
+        self._touched(tenant)
 
     def delete(self, tenant: str, ids: Sequence[str]) -> None:
         self._reset_if_failed()
         col = self._collection(tenant, create=False)
         if col is not None and ids:
             self._run(lambda: col.delete(ids=list(ids)))
+            self._touched(tenant)
 
     def query(self, tenant, embedding, n, where=None, ids=None) -> list[VectorHit]:  # type: ignore[no-untyped-def]
         col = self._collection(tenant, create=False)
@@ -278,6 +307,7 @@ class ChromaVectorStore:
                 ids=None if ids is None else list(ids), include=["distances"],
             )
         )
+        self._touched(tenant)
         return [VectorHit(i, float(d)) for i, d in zip(res["ids"][0], res["distances"][0], strict=True)]
 
     def _exact(self, col: Any, embedding: Sequence[float], n: int, where: dict[str, Any] | None,
