@@ -225,3 +225,19 @@ def test_through_memory_core_an_add_during_a_big_tenants_first_recall_is_acknowl
     assert "error" not in found
     assert "vector_search" not in found["value"].diagnostics  # the vector branch answered
     assert [m.ref for m in c.recall("small", "glaze order", limit=1).messages] == [added.ref]
+
+
+def test_the_configured_chain_reports_loads_through_its_lazy_open_and_cache_budget(tmp_path: Path) -> None:
+    from memory_core.components import open_vector_store
+
+    settings = load_settings(environ={}, overrides={"storage": {"vector_cache_mb": 64}})
+    chain = open_vector_store(settings, tmp_path, rows=lambda tenant: 1)
+    try:
+        assert not index_loaded(chain, "acme")  # not even open yet
+        chain.upsert("acme", ["m1"], [VEC], ["apples"], [{}])
+        assert index_loaded(chain, "acme") and not index_loaded(chain, "other")
+        inner = chain.open()  # type: ignore[attr-defined]
+        assert inner.inner.release_indexes()  # what the cache budget does past its bound
+        assert not index_loaded(chain, "acme")
+    finally:
+        chain.close()
