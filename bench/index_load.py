@@ -6,7 +6,8 @@ Embedded Chroma loads a collection's whole HNSW index on its first query, and ho
 write takes meanwhile, in every collection. This opens STORE (a fresh process: nothing loaded),
 starts the first recall of ``--tenant`` on a thread, and meanwhile adds a memory to a probe tenant
 (``index-load-probe``, created in STORE: run it on a copy of a bench store) every half second,
-for ``--seconds`` or until the recall returned and three adds went through. ``--cold`` first
+for ``--seconds`` or until the recall returned and three adds went through; ``--preload`` first
+loads the tenant's index as a server does right after it starts. ``--cold`` first
 drops the kernel's page cache (root only), as after a reboot or a long idle. Prints one JSON
 object: the recall's time and whether its vector branch answered, each add's latency and outcome,
 and whether the store was left wedged.
@@ -37,7 +38,7 @@ def drop_page_cache() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("1\n")
 
 
-def run(store: Path, tenant: str, seconds: float, deadline: float | None) -> dict[str, Any]:
+def run(store: Path, tenant: str, seconds: float, deadline: float | None, preload: bool) -> dict[str, Any]:
     embedder = MixedEmbedder()
     core = open_bench_core(store, embedder)
     if deadline is not None:
@@ -46,6 +47,10 @@ def run(store: Path, tenant: str, seconds: float, deadline: float | None) -> dic
     shared_minilm().warm_up()
     core.recall("index-load-nobody", "open the client", limit=1)  # Chroma open, no index loaded
     out: dict[str, Any] = {"deadline_s": getattr(core.vectors, "deadline_s", None)}
+    if preload:  # what a server does right after it starts (MemoryCore.warm_up_in_background)
+        t = time.perf_counter()
+        out["preloaded"] = core.preload_indexes([tenant])
+        out["preload_s"] = round(time.perf_counter() - t, 2)
     recall: dict[str, Any] = {}
     started = time.perf_counter()
 
@@ -86,10 +91,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cold", action="store_true", help="drop the page cache first (root)")
     parser.add_argument("--seconds", type=float, default=90.0)
     parser.add_argument("--deadline", type=float, default=None, help="storage.vector_deadline_s (default: config)")
+    parser.add_argument("--preload", action="store_true", help="load its index first, as a server does")
     args = parser.parse_args(argv)
     if args.cold:
         drop_page_cache()
-    found = run(args.store, args.tenant, args.seconds, args.deadline)
+    found = run(args.store, args.tenant, args.seconds, args.deadline, args.preload)
     found["cold"] = args.cold
     found["loadavg_1m"] = round(os.getloadavg()[0], 2)
     print(json.dumps(found), flush=True)

@@ -38,6 +38,9 @@ class StorageSettings(_Section):
     vector_deadline_s: float = Field(30.0, gt=0, le=3600)
     # what the embedded Chroma's loaded indexes may take (estimated; 0: no bound; see memory_core/vector_cache.py)
     vector_cache_mb: int = Field(4096, ge=0, le=16_777_216)
+    # a server loads this many tenants' vector indexes right after it starts (its bound tenant, else the
+    # newest), within vector_cache_mb; 0: each loads on its first call (see memory_core/preload.py)
+    preload_tenants: int = Field(8, ge=0, le=100_000)
     # memory nodes the graph store keeps in its LRU (≈ 0.5 kB each); reads past it go to the indexes
     graph_cache_nodes: int = Field(50_000, ge=0, le=10_000_000)
     # the durable graph: one SQLite file in data_dir (embedded, one process), or PostgreSQL (replicas)

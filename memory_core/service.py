@@ -32,6 +32,7 @@ from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
 from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.memory_vector_store import InMemoryVectorStore
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
+from memory_core.preload import newest_tenants, preload_indexes
 from memory_core.reads import Reader, visible
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
@@ -152,10 +153,27 @@ class MemoryCore(EntityMethods, VersionMethods):
             raise
 
     def warm_up_in_background(self) -> list[threading.Thread]:
-        """Load the embedding model and open Chroma side by side on daemon threads (servers, right after start)."""
+        """Load the embedding model and open Chroma side by side on daemon threads (servers, right after
+        start), then load the vector indexes the first recalls will need (:meth:`preload_indexes`)."""
         inner = getattr(self.vectors, "inner", self.vectors)
-        also = [inner.open] if isinstance(inner, LazyVectorStore) else []
-        return warm_up_in_background(self.embedder, *also)
+
+        def vectors() -> None:
+            if isinstance(inner, LazyVectorStore):
+                inner.open()
+            self.preload_indexes()
+
+        return warm_up_in_background(self.embedder, vectors)
+
+    def preload_indexes(self, tenants: Sequence[str] | None = None) -> list[str]:
+        """Load the vector indexes of ``tenants`` (default: the server's bound tenant, else the
+        ``storage.preload_tenants`` with the newest memories) within ``storage.vector_cache_mb``;
+        returns the tenants loaded (see :mod:`memory_core.preload`)."""
+        st = self.settings.storage
+        if tenants is None:
+            bound = self.settings.server.tenant
+            tenants = ([bound] if bound else newest_tenants(self.graph, st.preload_tenants))[:st.preload_tenants]
+        budget = st.vector_cache_mb << 20 if st.chroma == "embedded" else 0
+        return preload_indexes(self.graph, self.vectors, tenants, self.embedder.dimension, budget)
 
     def close(self) -> None:
         if self._closed:

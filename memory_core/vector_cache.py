@@ -39,6 +39,11 @@ DEFAULT_DIMENSION = 384  # until a vector has been seen
 DRAIN_S = 2.0
 
 
+def index_bytes(rows: int, dimension: int) -> int:
+    """What ``rows`` vectors of ``dimension`` take in a loaded index (the estimate the budget counts)."""
+    return rows * (4 * dimension + ROW_OVERHEAD)
+
+
 class Releasable(VectorStore, Protocol):
     def release_indexes(self) -> bool:
         """Drop every loaded index (the next call of each collection loads it again); False if it could not."""
@@ -69,7 +74,7 @@ class VectorCacheBudget:
             return self._bytes(sum(self._loaded.values()))
 
     def _bytes(self, rows: int) -> int:
-        return rows * (4 * self._dimension + ROW_OVERHEAD)
+        return index_bytes(rows, self._dimension)
 
     @contextmanager
     def _call(self, tenant: str | None, added: int = 0, dimension: int | None = None) -> Iterator[None]:

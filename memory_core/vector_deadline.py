@@ -199,6 +199,9 @@ class DeadlineVectorStore:
             return self._load_ended + self.deadline_s
         return None
 
+    def loaded(self, tenant: str) -> bool:
+        return index_loaded(self.inner, tenant)
+
     # ---- the VectorStore Protocol --------------------------------------------------------
     def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],
                documents: Sequence[str], metadatas: Sequence[Metadata]) -> None:
