@@ -218,7 +218,9 @@ class GraphTxn(Protocol):
     def id_in_use(self, item_id: int) -> bool: ...
     def journal(self, entries: Iterable[tuple[str, str, str]]) -> None:
         """Write (op, tenant, item ref) intents."""
-    def clear_journal(self, op: str, refs: Iterable[str]) -> None: ...
+    def clear_journal(self, op: str, refs: Iterable[str]) -> int:
+        """Clear this writer's intents for ``refs``; returns how many it cleared (an intent another
+        replica took over, its lease having lapsed, is that replica's now and stays)."""
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None: ...
     def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read."""

@@ -93,8 +93,9 @@ class SqliteTxn(SqliteEntityWrites):
         self.cur.executemany("INSERT INTO journal (op, tenant, item_id, created_us) VALUES (?, ?, ?, ?)",
                              [(op, tenant, ref, stamp) for op, tenant, ref in entries])
 
-    def clear_journal(self, op: str, refs: Iterable[str]) -> None:
+    def clear_journal(self, op: str, refs: Iterable[str]) -> int:
         self.cur.executemany("DELETE FROM journal WHERE op = ? AND item_id = ?", [(op, r) for r in refs])
+        return max(0, self.cur.rowcount)  # one process writes the file: every intent is its own
 
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
         self.cur.executemany("DELETE FROM journal WHERE seq = ?", [(s,) for s in seqs])

@@ -33,7 +33,7 @@ from graph.api import GraphStore, GraphStoreError, GraphTxn, mem_node
 from memory_core.add_rows import ADD_FIELDS, PreparedAdd, prepare_add
 from memory_core.config import LimitSettings
 from memory_core.embedding import Embedder
-from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, SupersededError
+from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreUnavailableError, SupersededError
 from memory_core.models import AddResult, from_us
 from memory_core.refs import memory_ref
 from memory_core.store_errors import graph_error
@@ -196,7 +196,11 @@ class WritePath:
             with self._store_errors(), self.graph.transaction() as tx:  # 3. graph + journal clear
                 finish(tx)
                 for op, _tenant, ref in entries:
-                    tx.clear_journal(op, [ref])
+                    if tx.clear_journal(op, [ref]) != 1:  # rolls the graph write back
+                        raise StoreUnavailableError(
+                            f"Another replica took over the write of {ref} (this one was paused past "
+                            "storage.postgres_lease_s) and rolled it back; nothing was written. Retry it.",
+                            ref=ref)
         except BaseException:
             undo(entries)
             raise

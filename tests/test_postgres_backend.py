@@ -4,8 +4,9 @@ idempotency key two processes race on (each core here stands for one replica).""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,8 @@ from memory_core import MemoryCore
 from memory_core.config import load_settings
 from memory_core.embedding import HashEmbedder
 from memory_core.errors import ConfigError, StoreError
+from memory_core.memory_vector_store import InMemoryVectorStore
+from memory_core.vector_store import Metadata
 
 
 def _open(data_dir: Path, **storage: object) -> MemoryCore:
@@ -87,3 +90,57 @@ def test_an_open_over_postgres_with_embedded_chroma_recovers_what_the_last_holde
     with _open(tmp_path / "data", postgres_dsn=dsn) as second:
         assert [(r["ref"], r["action"]) for r in second.recovered] == [("mem:999", "rolled back unacknowledged add")]
         assert second.maintenance.journal() == []
+
+
+class _PausedAfterUpsert(InMemoryVectorStore):
+    """The shared vector store; after one upsert, ``during`` runs (what another replica did while
+    this one was paused between its vector write and its graph write)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during: Callable[[], None] | None = None
+
+    def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],
+               documents: Sequence[str], metadatas: Sequence[Metadata]) -> None:
+        super().upsert(tenant, ids, embeddings, documents, metadatas)
+        step, self.during = self.during, None
+        if step is not None:
+            step()
+
+
+def test_an_add_whose_lease_lapsed_and_another_replica_rolled_back_is_refused_not_half_written(
+        tmp_path: Path, dsn: str) -> None:
+    """A replica paused past its lease (a starved heartbeat) between its vector write and its graph
+    write: another replica recovers the add (deletes its vector, clears its intent). The paused one
+    must not then write the graph row (an acknowledged memory with no vector: seen once under load
+    in the three-replica harness); its add fails, and nothing of it is left anywhere."""
+    import psycopg
+
+    shared = _PausedAfterUpsert()
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"},
+                                                    "storage": {"graph": "postgres", "postgres_dsn": dsn}})
+    a = MemoryCore.open(tmp_path / "a", settings=settings, embedder=HashEmbedder(), vector_store=shared)
+    b = MemoryCore.open(tmp_path / "b", settings=settings, embedder=HashEmbedder(), vector_store=shared)
+    rolled_back: list[dict[str, Any]] = []
+
+    def lease_lapses_and_b_recovers() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("UPDATE journal SET lease_until = clock_timestamp() - interval '1 second'")
+        rolled_back.extend(b.writer.recover())
+
+    try:
+        shared.during = lease_lapses_and_b_recovers
+        with pytest.raises(StoreError) as err:
+            a.add_memory("acme", "s1", "alice", "the kiln firing moved to Thursday")
+        assert err.value.code == "STORE_UNAVAILABLE"
+        assert [r["action"] for r in rolled_back] == ["rolled back unacknowledged add"]
+        ref = rolled_back[0]["ref"]
+        for core in (a, b):
+            assert core.get_contents("acme", [ref]).found == []
+        assert shared.all_ids("acme") == set()
+        assert a.graph.journal_size() == 0  # type: ignore[attr-defined]
+        # the replica writes again at once
+        assert a.get_contents("acme", [a.add_memory("acme", "s1", "alice", "glaze order sent").ref]).found
+    finally:
+        a.close()
+        b.close()

@@ -107,8 +107,11 @@ class PgTxn(PgEntityWrites):
                     "(%s, %s, %s, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, %s, "
                     "clock_timestamp() + make_interval(secs => %s))", rows)
 
-    def clear_journal(self, op: str, refs: Iterable[str]) -> None:
-        self._x("DELETE FROM journal WHERE op = %s AND item_id = ANY(%s)", [op, list(refs)])
+    def clear_journal(self, op: str, refs: Iterable[str]) -> int:
+        # only this replica's: an entry another one claimed (this one's lease lapsed) is being recovered there
+        # (rows read back, not rowcount: in pipeline mode a cursor has no count before its results arrive)
+        return len(self._x("DELETE FROM journal WHERE op = %s AND item_id = ANY(%s) AND owner = %s RETURNING seq",
+                           [op, list(refs), self.owner]).fetchall())
 
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
         self._x("DELETE FROM journal WHERE seq = ANY(%s::bigint[])", [list(seqs)])
