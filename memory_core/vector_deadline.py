@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from graph.api import GraphStoreError
 from memory_core.errors import MemoryCoreError, StoreUnavailableError
 from memory_core.vector_store import Metadata, VectorHit, VectorStore, index_loaded
 
@@ -148,7 +149,7 @@ class DeadlineVectorStore:
             return 0.0
         try:
             return self._rows(tenant) / LOAD_ROWS_PER_S
-        except MemoryCoreError:  # the graph cannot say: no allowance, the plain deadline holds
+        except (MemoryCoreError, GraphStoreError):  # the graph cannot say: no allowance, the plain deadline holds
             return 0.0
 
     def _call(self, what: str, fn: Callable[[], T], tenant: str | None = None) -> T:

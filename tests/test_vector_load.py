@@ -241,3 +241,16 @@ def test_the_configured_chain_reports_loads_through_its_lazy_open_and_cache_budg
         assert not index_loaded(chain, "acme")
     finally:
         chain.close()
+
+
+def test_when_the_graph_cannot_count_a_tenant_the_call_runs_under_the_plain_deadline() -> None:
+    from graph.api import GraphStoreError
+
+    def broken(tenant: str) -> int:
+        raise GraphStoreError("unavailable", "the graph store is down for this test")
+
+    inner = LoadingStore({})
+    store = DeadlineVectorStore(inner, DEADLINE_S, rows=broken)
+    upsert(store, "acme", "a1")
+    assert [h.id for h in store.query("acme", VEC, 1)] == ["a1"]
+    store.close()
