@@ -161,6 +161,7 @@ class DeadlineVectorStore:
         job = _Job(fn, started + self.deadline_s + allowance)
         if allowance:
             with self._lock:
+                self._prune_loads()
                 self._loads.append(job)
         self._workers.submit(job)
         if not self._wait(job):
@@ -190,15 +191,20 @@ class DeadlineVectorStore:
         again: soon while a load within its own time is under way, else ``deadline_s`` after the
         last load ended. None when no load explains the wait: ``job`` has timed out."""
         with self._lock:
-            ended = [j.ended for j in self._loads if j.done.is_set()]
-            self._load_ended = max([self._load_ended, *ended])
-            self._loads = [j for j in self._loads if not j.done.is_set()]
+            self._prune_loads()
             loading = [j.until for j in self._loads if j is not job and j.until > now]
         if loading:
             return min(now + POLL_S, *loading)
         if now < self._load_ended + self.deadline_s:
             return self._load_ended + self.deadline_s
         return None
+
+    def _prune_loads(self) -> None:
+        """Drop the loads that returned, keeping when the last of them did (under ``_lock``)."""
+        ended = [j.ended for j in self._loads if j.done.is_set()]
+        if ended:
+            self._load_ended = max(self._load_ended, *ended)
+            self._loads = [j for j in self._loads if not j.done.is_set()]
 
     def loaded(self, tenant: str) -> bool:
         return index_loaded(self.inner, tenant)

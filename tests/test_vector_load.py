@@ -254,3 +254,13 @@ def test_when_the_graph_cannot_count_a_tenant_the_call_runs_under_the_plain_dead
     upsert(store, "acme", "a1")
     assert [h.id for h in store.query("acme", VEC, 1)] == ["a1"]
     store.close()
+
+
+def test_loads_that_returned_are_not_kept(rate: float) -> None:
+    inner = LoadingStore({})
+    store = DeadlineVectorStore(inner, DEADLINE_S, rows=rows_of({f"t{i}": 10 for i in range(50)}))
+    for i in range(50):
+        upsert(store, f"t{i}", f"r{i}")  # a first call of its tenant (this fake's writes load nothing)
+        store.query(f"t{i}", VEC, 1)  # and the load
+    assert len(store._loads) <= 1
+    store.close()
