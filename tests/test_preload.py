@@ -61,14 +61,19 @@ def test_a_fresh_process_has_no_index_loaded_and_a_recall_loads_its_tenants(stor
         core.close()
 
 
-def test_the_warm_up_loads_the_tenants_with_the_newest_memories_up_to_the_setting(store: Path) -> None:
-    core = open_core(store, preload_tenants=2)
+def loaded_after_warm_up(store: Path, **storage: Any) -> set[str]:
+    """What a server's background warm-up has loaded once it finished."""
+    core = open_core(store, **storage)
     try:
         for thread in core.warm_up_in_background():
             thread.join(60)
-        assert loaded(core) == {"new", "mid"}
+        return loaded(core)
     finally:
         core.close()
+
+
+def test_the_warm_up_loads_the_tenants_with_the_newest_memories_up_to_the_setting(store: Path) -> None:
+    assert loaded_after_warm_up(store, preload_tenants=2) == {"new", "mid"}
 
 
 def test_a_server_bound_to_a_tenant_loads_that_one_only(store: Path) -> None:
@@ -81,13 +86,7 @@ def test_a_server_bound_to_a_tenant_loads_that_one_only(store: Path) -> None:
 
 
 def test_preload_off_loads_nothing(store: Path) -> None:
-    core = open_core(store, preload_tenants=0)
-    try:
-        for thread in core.warm_up_in_background():
-            thread.join(60)
-        assert loaded(core) == set()
-    finally:
-        core.close()
+    assert loaded_after_warm_up(store, preload_tenants=0) == set()
 
 
 def test_the_preload_stays_within_the_vector_cache_budget_and_skips_what_does_not_fit(tmp_path: Path) -> None:
