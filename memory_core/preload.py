@@ -1,7 +1,7 @@
 """Loading, right after a server starts, the vector indexes its first recalls will need.
 
 Chroma loads a tenant's whole HNSW index on the tenant's first query after its client was built
-(3.7-6.5 s for 1M memories here), so the first recall of a big tenant after a restart paid for
+(3.7-8.3 s for 1M memories here), so the first recall of a big tenant after a restart paid for
 it. A server loads them in the background instead (:meth:`MemoryCore.warm_up_in_background`):
 its bound tenant when it has one (``server.tenant``), else the tenants whose memories are newest,
 newest first, at most ``storage.preload_tenants`` of them and, on the embedded Chroma, only as

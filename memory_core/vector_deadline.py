@@ -10,7 +10,7 @@ once with a sentence saying so (rather than piling up stuck threads); :meth:`wed
 the same to doctor. When the stuck call returns, the store is healthy again, no restart.
 
 A tenant's first call may load its whole index (embedded Chroma reads a collection's HNSW index on
-its first query after the client was built: 3.7-6.5 s for 1M rows here; a first recall from a cold
+its first query after the client was built: 3.7-8.3 s for 1M rows here; a first recall from a cold
 disk took 49 s), and while it loads, Chroma holds a lock every write takes, in every collection. Slow is not
 hung: a call on a tenant whose index is not loaded (:func:`memory_core.vector_store.index_loaded`)
 gets the time its rows may take to load (:data:`LOAD_ROWS_PER_S`) on top of its deadline, and a
