@@ -45,12 +45,12 @@ from memory_core.embedding import Embedder, embed_query
 from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
-from memory_core.recall import answer_type, scoring, turn_context
+from memory_core.recall import answer_type, dated, scoring, turn_context
 from memory_core.recall.entity_branch import EntityBranch, EntityHits
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.lexical import WORD, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
-from memory_core.recall.query import QueryReading, read_query
+from memory_core.recall.query import QueryReading, read_anchor, read_query
 from memory_core.recall.scoring import Candidate
 from memory_core.recall.turn_context import Around
 from memory_core.recall.vector_branch import filtered_hits
@@ -67,16 +67,6 @@ class Lexical:
 
     bm25: list[LexicalHit] = field(default_factory=list)
     keywords: list[LexicalHit] = field(default_factory=list)
-
-
-def _anchor(now: object) -> datetime | None:
-    """The caller's ``now`` (what relative dates in the query count back from), validated."""
-    if now is None:
-        return None
-    try:
-        return v.timestamp(now)
-    except InvalidInputError as exc:
-        raise InvalidInputError("'now' must be a timezone-aware datetime or ISO-8601 string.", field="now") from exc
 
 
 class Recaller:
@@ -115,7 +105,7 @@ class Recaller:
         limit = self.settings.recall.default_limit if limit is None else limit
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= window:
             raise InvalidInputError(f"'limit' must be an integer from 1 to {window}.", field="limit")
-        anchor = _anchor(now)
+        anchor = read_anchor(now)
         cfg = resolve_preset(preset, self.settings.recall, self.embedder.name)
         scope = resolve_project(project_id, viewer, self.settings.operating_context.agents)
         filters = RecallFilters.build(
@@ -142,18 +132,22 @@ class Recaller:
             lexical = self._workers.submit(self._lexical, filters, reading, cfg)
             named = self._workers.submit(self.entities.find, filters, reading, cfg)
             hits: list[VectorHit] = []
+            full = False
             try:
                 if cfg.w_vector > 0 or cfg.fusion == "rrf":
                     text = (reading.semantic if cfg.strip_names else query) if query.strip() else None
                     qvec = self._query_vector(text, context_text, cfg)
+                    on_day = dated.search(self._workers, self.graph, self.vectors, filters, reading, qvec, cfg)
                     try:
                         hits, path = filtered_hits(self.graph, self.vectors, filters, qvec, pool)
                         result.diagnostics["vector_path"] = path
+                        full = len(hits) >= pool  # the dated rows below are not part of the pool's scale
+                        hits += dated.joined(on_day, hits, result.diagnostics)
                     except StoreError as exc:  # a hung, down or failing Chroma: answer from the lexical side
                         result.diagnostics["vector_search"] = f"unavailable: {exc.message}"
             finally:
                 found, entity_hits = lexical.result(), named.result()
-            self._ranked(result, filters, reading, limit, cfg, deep, hits, len(hits) >= pool, found, entity_hits)
+            self._ranked(result, filters, reading, limit, cfg, deep, hits, full, found, entity_hits)
         result.diagnostics["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return result
 

@@ -61,6 +61,10 @@ class RecallConfig:
     w_time_relative: float = 1.0  # relative dates ("yesterday"): times the row's share of the best base
     time_grace_days: float = 14.0
     time_tau_days: float = 14.0
+    # a day the query names (:mod:`.dated`): up to dated_rows memories of that day are scored against the
+    # query and the nearest dated_pool join the vector pool (0: off)
+    dated_rows: int = 64
+    dated_pool: int = 20
     # session support: mean of the session's best `session_top` scores, / best session
     w_session: float = 0.3
     session_top: int = 3
@@ -101,7 +105,7 @@ class RecallConfig:
 
 
 _NO_GRAPH = {"w_speaker": 0.0, "spread_prev": 0.0, "spread_next": 0.0, "w_time": 0.0, "w_time_relative": 0.0,
-             "w_session": 0.0, "w_entity": 0.0, "entity_hop": 0.0, "w_answer": 0.0, "w_context": 0.0,
+             "w_session": 0.0, "dated_pool": 0, "w_entity": 0.0, "entity_hop": 0.0, "w_answer": 0.0, "w_context": 0.0,
              "asking_penalty": 0.0,
              "superseded_penalty": 0.0, "strip_names": False}
 

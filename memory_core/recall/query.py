@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from graph.agent_names import AgentNameIndex
+from memory_core import validation as v
+from memory_core.errors import InvalidInputError
 from memory_core.recall.dates import DateWindow, date_score, parse_dates, strip_dates
 
 # ---- words ----------------------------------------------------------------------------------
@@ -133,5 +135,15 @@ def read_query(query: str, agents: AgentNameIndex | Iterable[str], anchor: datet
     return QueryReading(query, semantic, words(stripped), named, parse_dates(query, anchor), as_name)
 
 
-__all__ = ["DateWindow", "QueryReading", "as_spoken", "date_score", "named_agents", "parse_dates", "read_query",
-           "words"]
+def read_anchor(now: object) -> datetime | None:
+    """The caller's ``now`` (what relative dates in the query count back from), validated."""
+    if now is None:
+        return None
+    try:
+        return v.timestamp(now)
+    except InvalidInputError as exc:
+        raise InvalidInputError("'now' must be a timezone-aware datetime or ISO-8601 string.", field="now") from exc
+
+
+__all__ = ["DateWindow", "QueryReading", "as_spoken", "date_score", "named_agents", "parse_dates", "read_anchor",
+           "read_query", "words"]
