@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip uv
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres,mpnet]'
+	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres,mpnet,rerank]'
 	touch $(STAMP)
 
 install: $(STAMP) chromium postgres

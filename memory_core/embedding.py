@@ -89,7 +89,8 @@ def default_model_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
-def _verified(path: Path, sha256: str, what: str) -> Path:
+def verified_file(path: Path, sha256: str, what: str) -> Path:
+    """``path``, after checking it exists and matches its pinned sha256 (else EMBEDDING_UNAVAILABLE)."""
     if not path.is_file():
         raise EmbeddingError(f"The {what} file is missing at {path}.", path=str(path))
     if _sha256(path) != sha256:
@@ -130,8 +131,8 @@ class MiniLMEmbedder:
                 return
             ort, tokenizer_class = onnx_runtime()
             model_path, tokenizer_path = default_model_files()
-            _verified(model_path, MODEL_SHA256, "embedding model")
-            _verified(tokenizer_path, TOKENIZER_SHA256, "tokenizer")
+            verified_file(model_path, MODEL_SHA256, "embedding model")
+            verified_file(tokenizer_path, TOKENIZER_SHA256, "tokenizer")
             tokenizer = tokenizer_class.from_file(str(tokenizer_path))
             tokenizer.enable_truncation(max_length=self._max_tokens)
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # dynamic: to the batch's longest
@@ -148,7 +149,7 @@ class MiniLMEmbedder:
                 return
             ort, _tokenizer_class = onnx_runtime()
             assert self._model_path is not None
-            model_path = _verified(self._model_path, MODEL_SHA256, "embedding model")
+            model_path = verified_file(self._model_path, MODEL_SHA256, "embedding model")
             self._query_session = ort.InferenceSession(str(model_path), self._options(ort, threads),
                                                        providers=["CPUExecutionProvider"])
             release_freed_heap()

@@ -45,7 +45,7 @@ from memory_core.embedding import Embedder, embed_query
 from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
-from memory_core.recall import answer_type, dated, scoring, turn_context
+from memory_core.recall import answer_type, dated, rerank, scoring, turn_context
 from memory_core.recall.entity_branch import EntityBranch, EntityHits
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.lexical import WORD, LexicalIndex
@@ -83,6 +83,7 @@ class Recaller:
         self.embedder = embedder
         self.settings = settings
         self.entities = EntityBranch(graph)
+        self.reranker: rerank.PairScorer | None = None  # the balanced-rerank preset's model, on first use
         self._workers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recall-lexical")
 
     def close(self) -> None:
@@ -237,6 +238,11 @@ class Recaller:
             result.messages = self.reader.rows_any(filters.tenant, [c.id for c in weak[:limit]], filters.viewer)
             result.gate_fallback = bool(result.messages)
             return
+        if cfg.rerank_top:
+            self.reranker = self.reranker or rerank.shared_cross_encoder(self.settings.embedding.threads)
+            kept, result.diagnostics["reranked"] = rerank.apply(
+                self.graph, filters, kept, attrs, lambda rows: self._contents(filters.tenant, rows), reading.text,
+                cfg.rerank_top, cfg.rerank_weight, self.reranker)
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
                                                             -attrs[item[1].id].ts_us, item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}

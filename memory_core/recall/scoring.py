@@ -62,6 +62,7 @@ class Candidate:
     rel: float = 0.0
     evidence: float = 0.0  # absolute match evidence, 0..1
     relevance: float = 0.0  # 0..1
+    rerank: float | None = None  # the second stage's probability (balanced-rerank preset), 0..1
 
 
 def vector_scale(cosines: list[float], full: bool) -> tuple[float, float]:
@@ -265,6 +266,8 @@ def reason(conf: float, c: Candidate, rrf_k: int, refs: dict[int, str]) -> dict[
         out["neighbour_of"] = refs[c.neighbour_of]
     if c.superseded_by is not None and c.superseded_by in refs:
         out["superseded_by"] = refs[c.superseded_by]
+    if c.rerank is not None:
+        out["rerank"] = round(c.rerank, 4)
     return out
 
 

