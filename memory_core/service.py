@@ -37,6 +37,8 @@ from memory_core.reads import Reader, visible
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
+from memory_core.recall.presets import PRESETS
+from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.store_errors import coded_graph_errors, graph_error, os_error, sqlite_error
 from memory_core.summary import SummaryProvider
@@ -162,7 +164,12 @@ class MemoryCore(EntityMethods, VersionMethods):
                 inner.open()
             self.preload_indexes()
 
-        return warm_up_in_background(self.embedder, vectors)
+        def reranker() -> None:  # the configured preset's second stage, if it has one
+            preset = PRESETS.get(self.settings.recall.preset)
+            if preset is not None and preset.rerank_top:
+                shared_cross_encoder(self.settings.embedding.threads).score("warm", ["up"])
+
+        return warm_up_in_background(self.embedder, vectors, reranker)
 
     def preload_indexes(self, tenants: Sequence[str] | None = None) -> list[str]:
         """Load the vector indexes of ``tenants`` (default: the server's bound tenant, else the

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
+from memory_core.config import load_settings
+from memory_core.embedding import HashEmbedder
 from memory_core.errors import EmbeddingError
 from memory_core.recall import presets, rerank
 from memory_core.recall.scoring import Candidate
@@ -136,3 +138,24 @@ def test_a_missing_package_or_a_changed_file_fails_with_a_clear_code(tmp_path: P
     monkeypatch.setattr(rerank.metadata, "distribution", missing)
     with pytest.raises(EmbeddingError, match="'rerank' extra"):
         rerank.model_files()
+
+
+def test_a_server_configured_for_the_preset_loads_the_model_at_start(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rerank, "_SHARED", {})
+    settings = load_settings(environ={}, overrides={"recall": {"preset": RERANK}, "embedding": {"threads": 1}})
+    core = MemoryCore.open(tmp_path / "data", settings=settings, embedder=HashEmbedder())
+    try:
+        for thread in core.warm_up_in_background():
+            thread.join(timeout=120)
+        assert rerank._SHARED[1]._session is not None
+    finally:
+        core.close()
+    monkeypatch.setattr(rerank, "_SHARED", {})
+    core = MemoryCore.open(tmp_path / "other", settings=load_settings(environ={}), embedder=HashEmbedder())
+    try:
+        for thread in core.warm_up_in_background():
+            thread.join(timeout=120)
+        assert not rerank._SHARED  # balanced has no second stage: nothing loaded
+    finally:
+        core.close()

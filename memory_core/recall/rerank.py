@@ -95,13 +95,18 @@ class CrossEncoder:
 
         if self._session is None:
             self._load()
-        out: list[float] = []
-        for start in range(0, len(passages), BATCH):
-            encs = self._tokenizer.encode_batch([(query, p) for p in passages[start:start + BATCH]])
-            feeds = {name: np.array([getattr(e, attr) for e in encs], dtype=np.int64)
+        # batches of similar lengths: each is padded to its longest pair only
+        encs = sorted(enumerate(self._tokenizer.encode_batch([(query, p) for p in passages])),
+                      key=lambda item: sum(item[1].attention_mask))
+        out = [0.0] * len(passages)
+        for start in range(0, len(encs), BATCH):
+            batch = encs[start:start + BATCH]
+            width = max(sum(e.attention_mask) for _i, e in batch)
+            feeds = {name: np.array([getattr(e, attr)[:width] for _i, e in batch], dtype=np.int64)
                      for name, attr in (("input_ids", "ids"), ("attention_mask", "attention_mask"),
                                         ("token_type_ids", "type_ids"))}
-            out += [float(x) for x in self._session.run(None, feeds)[0][:, 0]]
+            for (i, _e), logit in zip(batch, self._session.run(None, feeds)[0][:, 0], strict=True):
+                out[i] = float(logit)
         return out
 
 
