@@ -78,14 +78,15 @@ def test_a_turn_is_read_after_the_turn_before_it_when_the_viewer_may_see_that_tu
     core.add_memory("acme", "chat", "coder", "secret: the supplier invoice is unpaid", type="turn",
                     visibility="agent")
     after_private = core.add_memory("acme", "chat", "planner", "the celadon bowls sold out", type="turn").ref
-    core.add_memory("other", "chat", "user", "which glaze did we settle on for the bowls?", type="turn")
+    core.add_memory("other", "chat", "user", "other tenant: which celadon glaze for the bowls?", type="turn")
+    core.add_memory("other", "chat", "planner", "other tenant: the celadon bowls", type="turn")
     core.recaller.reranker = scorer = Scorer()
     res = core.recall("acme", "celadon glaze bowls", limit=10, viewer="planner", preset=RERANK)
     assert {answer, after_private} <= {m.ref for m in res.messages}
     read = scorer.read[-1][1]
     assert "which glaze did we settle on for the bowls?\nthe celadon one, fired at cone six" in read
     assert "the celadon bowls sold out" in read  # read alone: the turn before it is another agent's private one
-    assert not any("secret" in p for p in read)
+    assert not any("secret" in p or "other tenant" in p for p in read)
     # its author sees it, so for them the turn is read after it
     core.recall("acme", "celadon glaze bowls", limit=10, viewer="coder", preset=RERANK)
     assert "secret: the supplier invoice is unpaid\nthe celadon bowls sold out" in scorer.read[-1][1]
