@@ -63,13 +63,23 @@ def test_only_the_head_is_read_and_a_weight_of_zero_keeps_recalls_order() -> Non
     head = [(0.9 - i * 0.1, Candidate(i)) for i in range(4)]
     out = rerank.blend(head, [0.0, 0.0, 0.0, 5.0], 0.0)
     assert [c.id for _conf, c in out] == [0, 1, 2, 3]
-    # at 0.3 the model's favourite passes the rows recall scaled below 0.43 (0.3 / 0.7)
-    out = rerank.blend(head, [0.0, 0.0, 0.0, 5.0], 0.3)
+    # at 0.4 the model's favourite passes the row just above it, not the two recall put far ahead
+    # (standard scores: recall 1.34 / 0.45 / -0.45 / -1.34, the model -0.58 × 3 / 1.73)
+    out = rerank.blend(head, [0.0, 0.0, 0.0, 5.0], 0.4)
     assert [c.id for _conf, c in out] == [0, 1, 3, 2]
     out = rerank.blend(head, [0.0, 0.0, 0.0, 5.0], 1.0)
     assert out[0][1].id == 3
     assert [conf for conf, _c in out] == sorted((conf for conf, _c in out), reverse=True)
     assert max(conf for conf, _c in out) == pytest.approx(0.9) and min(conf for conf, _c in out) == pytest.approx(0.6)
+
+
+def test_the_blend_reads_the_models_logits_not_its_saturated_probabilities() -> None:
+    # the model is sure of rows 0 and 1 (probabilities 0.9975 and 0.9999) and surer of row 1: scaled
+    # probabilities would call them equal; standardised logits keep the difference and let it count
+    head = [(0.9, Candidate(0)), (0.85, Candidate(1)), (0.5, Candidate(2))]
+    out = rerank.blend(head, [6.0, 9.0, -9.0], 0.5)
+    assert [c.id for _conf, c in out] == [1, 0, 2]
+    assert head[1][1].rerank == pytest.approx(0.99988, abs=1e-5)
 
 
 def test_a_turn_is_read_after_the_turn_before_it_when_the_viewer_may_see_that_turn(core: MemoryCore) -> None:
@@ -113,6 +123,46 @@ def test_recall_with_the_model_lifts_the_answer_over_word_overlap(core: MemoryCo
     # the shipped model, through recall, with its order alone
     monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
     assert core.recall("acme", question, limit=5, preset=RERANK).messages[0].ref == answer
+
+
+def test_with_context_the_model_reads_the_query_after_the_turn_it_answers(core: MemoryCore) -> None:
+    _notes(core, 3)
+    core.recaller.reranker = scorer = Scorer()
+    context = [{"role": "assistant", "content": "What did the kiln log say?"},
+               {"role": "user", "content": "   "},
+               {"role": "assistant", "content": "How did the   kiln firing go on Saturday?"}]
+    core.recall_with_context("acme", "The kiln schedule went well!", context, limit=5, preset=RERANK)
+    assert scorer.read[-1][0] == "How did the kiln firing go on Saturday?\nThe kiln schedule went well!"
+    # no query: the context is the query, read once
+    core.recall_with_context("acme", "", context, limit=5, preset=RERANK)
+    assert len(scorer.read) == 2 and "\n" not in scorer.read[-1][0]
+    calls = len(scorer.read)
+    core.recall("acme", "The kiln schedule went well!", limit=5, preset=RERANK)
+    assert len(scorer.read) == calls + 1 and scorer.read[-1][0] == "The kiln schedule went well!"
+
+
+def test_a_long_turn_before_the_query_is_cut_never_the_query() -> None:
+    assert rerank.model_query("Where?", "") == "Where?"
+    long = " ".join(f"word{i}" for i in range(200))
+    read = rerank.model_query("Where did we move the kiln?", long)
+    lead, query = read.split("\n")
+    assert query == "Where did we move the kiln?"
+    assert len(lead) <= rerank.LEAD_CHARS and long.endswith(lead) and lead.startswith("word")
+    assert f" {lead}" in long  # from a word's start
+    assert rerank.model_query("q" * 5_000, "x").endswith("q" * rerank.MAX_QUERY_CHARS)
+
+
+def test_the_shipped_model_ranks_a_replys_memory_by_the_turn_it_answers(core: MemoryCore,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    pottery = core.add_memory("acme", "2024-05", "memory-bank", "Took a pottery class on Saturday and threw a "
+                              "first bowl on the wheel.", type="event").ref
+    for text in ("Loved the jazz concert in the park, it was great.", "Great dinner with my sister, loved it.",
+                 "Went hiking by the lake; the weather was great."):
+        core.add_memory("acme", "2024-05", "memory-bank", text, type="event")
+    context = [{"role": "assistant", "content": "How was the pottery class you took on the wheel?"}]
+    res = core.recall_with_context("acme", "It was great, I loved it!", context, limit=4, preset=RERANK)
+    assert res.messages[0].ref == pottery
 
 
 def test_a_missing_package_or_a_changed_file_fails_with_a_clear_code(tmp_path: Path,

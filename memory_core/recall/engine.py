@@ -34,7 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -125,6 +125,8 @@ class Recaller:
             reading = (read_query(query, self.graph.agent_names(filters.tenant), anchor, cfg.name_pronouns)
                        if query.strip()
                        else read_query(context_text or "", (), anchor))
+            if query.strip() and (lead := next((t for t in reversed(held_context) if t.strip()), "")):
+                reading = replace(reading, lead=lead)
             # the pools (and the seeds below) do not grow with ``limit`` up to their size: min-max
             # scaling and neighbour joins over a wider pool would reorder the best rows
             pool = min(window, max(cfg.vector_pool, limit))
@@ -241,7 +243,8 @@ class Recaller:
         if cfg.rerank_top:
             self.reranker = self.reranker or rerank.shared_cross_encoder(self.settings.embedding.threads)
             kept, result.diagnostics["reranked"] = rerank.apply(
-                self.graph, filters, kept, attrs, lambda rows: self._contents(filters.tenant, rows), reading.text,
+                self.graph, filters, kept, attrs, lambda rows: self._contents(filters.tenant, rows),
+                rerank.model_query(reading.text, reading.lead),
                 cfg.rerank_top, cfg.rerank_weight, self.reranker)
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
                                                             -attrs[item[1].id].ts_us, item[1].id))

@@ -62,6 +62,9 @@ class QueryReading:
     dates: list[DateWindow] = field(default_factory=list)
     # named agents written as a name (capitalised, digits, punctuation); the others read as ordinary words
     as_name: frozenset[str] = field(default_factory=frozenset)
+    # recall_with_context: the conversation's last entry, the turn the query follows (read by the
+    # second stage before the query, as a turn is read after the one before it)
+    lead: str = ""
 
 
 _POSSESSIVE = re.compile(r"['’]s\b", re.I)  # straight or typographic apostrophe
