@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 
 from memory_core import MemoryCore
 from memory_core.config import load_settings
@@ -17,6 +18,8 @@ from memory_core.embedding import HashEmbedder
 from memory_core.errors import EmbeddingError
 from memory_core.recall import presets, rerank
 from memory_core.recall.scoring import Candidate
+from tests.support.mcp_harness import Caller, stdio_params
+from tools.preview import expand_rows
 
 RERANK = "balanced-rerank"
 
@@ -210,3 +213,22 @@ def test_a_server_configured_for_the_preset_loads_the_model_at_start(tmp_path: P
         assert not rerank._SHARED  # balanced has no second stage: nothing loaded
     finally:
         core.close()
+
+
+@pytest.mark.anyio
+async def test_a_server_configured_with_the_preset_reranks_over_mcp(tmp_path: Path) -> None:
+    params = stdio_params(tmp_path / "data", MEMORY_CORE_RECALL_PRESET=RERANK, MEMORY_CORE_EMBEDDING_THREADS="1")
+    async with Client(params) as client:
+        acme = Caller(client, "acme")
+        for text in ("Took a pottery class on Saturday and threw a first bowl on the wheel.",
+                     "Loved the jazz concert in the park, it was great.",
+                     "Great dinner with my sister, loved it."):
+            await acme.ok("add_memory", session="2024-05", agent="memory-bank", content=text, type="event")
+        context = [{"role": "assistant", "content": "How was the pottery class you took on the wheel?"}]
+        response = await acme.ok("recall_with_context", query="It was great, I loved it!", context=context)
+        rows = expand_rows(response)
+        # the stage ran (a probability that rounds to 0 is left out of the preview's reason)
+        assert len(rows) >= 2 and any("rerank" in row["match_reason"] for row in rows)
+        # the model read the reply after the turn it answers: the pottery class is its best row
+        best = max(rows, key=lambda row: row["match_reason"].get("rerank", 0.0))
+        assert "pottery" in best["content"], [(r["content"][:20], r["match_reason"]) for r in rows]
