@@ -6,7 +6,10 @@ per tenant, beside its change counter), ``session_counts`` (memories and turns p
 n) for the rest, with the scopes and keys of ``graph.sqlite_txn.count_keys``: ``type``,
 ``agent``, ``channel``, ``schan`` (channel \\x1f session, shared rows only) and ``day`` (the
 UTC day number zero-padded to 8 digits), so field counts, channel sessions and the growth
-chart are O(values), never a scan of the rows.
+chart are O(values), never a scan of the rows. Since schema step 9 ``counts`` also keeps, in scope
+``mention``, how many memories each viewer sees mention an entity (key: the entity id \\x1f '' for
+shared mentions, or \\x1f the author for private ones, as SQLite's step 7), so recall's entity
+branch and the entity listing read two keys an entity, never its mention rows.
 
 :data:`KEPT_SQL` and :data:`ACTUAL_SQL` list every count as (tenant, scope, key, n): what is
 kept, and what the rows imply. Doctor compares them; :func:`rebuild` makes the first equal
@@ -37,6 +40,8 @@ CREATE TABLE counts (
 """
 
 # the rows' counts in the scopes of the ``counts`` table
+MENTION_SQL = ("SELECT tenant, 'mention', entity_id::text || chr(31) || CASE WHEN shared THEN '' ELSE agent END, "
+               "count(*) FROM mentions GROUP BY 1, 2, 3")
 SCOPED_SQL = f"""
 SELECT tenant, 'type', type, count(*) FROM memories GROUP BY tenant, type
 UNION ALL SELECT tenant, 'agent', agent, count(*) FROM memories GROUP BY tenant, agent
@@ -65,7 +70,13 @@ UNION ALL SELECT tenant, 'turns', session, count(*) FROM memories WHERE type = '
 UNION ALL SELECT tenant, 'private', session || chr(31) || agent, count(*) FROM memories
     WHERE visibility = 'agent' GROUP BY tenant, session, agent
 UNION ALL {SCOPED_SQL}
+UNION ALL {MENTION_SQL}
 """
+
+
+def mention_key(entity_id: int, shared: bool, agent: str) -> str:
+    """The ``mention`` scope's key of one mention row (as :data:`MENTION_SQL`)."""
+    return f"{entity_id}{SEP}{'' if shared else agent}"
 
 
 def scoped_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -101,3 +112,4 @@ def rebuild(conn: Connection[Any]) -> None:
                  "FROM memories WHERE visibility = 'agent' GROUP BY tenant, session, agent")
     conn.execute("DELETE FROM counts")
     conn.execute(f"INSERT INTO counts (tenant, scope, key, n) {SCOPED_SQL}")
+    conn.execute(f"INSERT INTO counts (tenant, scope, key, n) {MENTION_SQL}")

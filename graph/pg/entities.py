@@ -9,6 +9,7 @@ fresh entity is dropped before it commits), see :func:`graph.entity_link.link`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from psycopg import sql
 from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_node, entity_norm
 from graph.entity_link import Writer, link, seen_by
 from graph.entity_values import display_names
+from graph.pg.counts import mention_key
 
 SCHEMA_V5 = """
 CREATE TABLE IF NOT EXISTS entities (
@@ -52,6 +54,10 @@ INSERT INTO alias_seen (tenant, norm, viewer)
 """
 
 _VISIBLE = "(shared OR agent = %s)"
+# how many memories the viewer (the %s) sees mention entity ``{e}``: the kept counts (schema step 9), the
+# shared one and the viewer's private one, two key reads whatever the number of mentions
+_KEPT = ("(SELECT coalesce(sum(c.n), 0) FROM counts c WHERE c.tenant = {t} AND c.scope = 'mention' AND "
+         "c.key IN ({e}::text || chr(31), {e}::text || chr(31) || %s))")
 _SEEN = ("EXISTS (SELECT 1 FROM alias_seen s WHERE s.tenant = a.tenant AND s.norm = a.norm "
          "AND s.viewer IN ('', %s))")
 
@@ -84,19 +90,15 @@ class PgEntityReads:
                 for i, _name, kind, created, n in rows]
 
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
-        # m.tenant lets the count use the (tenant, entity_id, shared, agent) listing index alone
-        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, (SELECT count(*) FROM mentions m WHERE "
-                       f"m.tenant = e.tenant AND m.entity_id = e.id AND {_VISIBLE}) FROM entities e "
-                       f"WHERE e.id = %s AND e.tenant = %s",
-                       [_viewer(viewer), entity_id, tenant])
+        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, {_KEPT.format(t='e.tenant', e='e.id')} "
+                       f"FROM entities e WHERE e.id = %s AND e.tenant = %s", [_viewer(viewer), entity_id, tenant])
         rows = [r for r in rows if int(r[4]) > 0]
         return self._nodes(tenant, rows, viewer)[0] if rows else None
 
     def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]:
         seen = [int(r[0]) for r in self._q(
-            f"SELECT e.id FROM entities e WHERE e.tenant = %s AND e.id = ANY(%s::bigint[]) AND EXISTS (SELECT 1 "
-            f"FROM mentions m WHERE m.tenant = e.tenant AND m.entity_id = e.id AND {_VISIBLE})",
-            [tenant, _ids(entity_ids), _viewer(viewer)])]
+            f"SELECT e.id FROM entities e WHERE e.tenant = %s AND e.id = ANY(%s::bigint[]) AND "
+            f"{_KEPT.format(t='e.tenant', e='e.id')} > 0", [tenant, _ids(entity_ids), _viewer(viewer)])]
         return display_names(seen, self._aliases(seen, viewer)) if seen else {}
 
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
@@ -117,11 +119,13 @@ class PgEntityReads:
 
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
-        rows = self._q(f"SELECT e.id, e.name, e.kind, e.created_us, c.n FROM (SELECT entity_id, count(*) AS n "
-                       f"FROM mentions WHERE tenant = %s AND {_VISIBLE} GROUP BY entity_id) c "
-                       f"JOIN entities e ON e.id = c.entity_id AND (%s::text IS NULL OR e.kind = %s) "
-                       f"ORDER BY c.n DESC, e.name COLLATE \"C\", e.id LIMIT %s",
-                       [tenant, _viewer(viewer), kind, kind, limit])
+        # summed off the kept counts: one row per entity and viewer, none per mention
+        rows = self._q("SELECT e.id, e.name, e.kind, e.created_us, c.n FROM (SELECT split_part(key, chr(31), 1)"
+                       "::bigint AS entity_id, sum(n) AS n FROM counts WHERE tenant = %s AND scope = 'mention' AND "
+                       "split_part(key, chr(31), 2) IN ('', %s) GROUP BY 1) c JOIN entities e ON e.id = c.entity_id "
+                       "AND e.tenant = %s AND (%s::text IS NULL OR e.kind = %s) WHERE c.n > 0 "
+                       "ORDER BY c.n DESC, e.name COLLATE \"C\", e.id LIMIT %s",
+                       [tenant, _viewer(viewer), tenant, kind, kind, limit])
         return self._nodes(tenant, rows, viewer)
 
     def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
@@ -136,10 +140,9 @@ class PgEntityReads:
 
     def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
                               cap: int) -> dict[int, int]:
-        rows = self._q(f"SELECT w.e, (SELECT count(*) FROM (SELECT 1 FROM mentions WHERE entity_id = w.e "
-                       f"AND tenant = %s AND {_VISIBLE} LIMIT %s) x) FROM unnest(%s::bigint[]) w(e)",
-                       [tenant, _viewer(viewer), max(0, cap), _ids(entity_ids)])
-        return {int(e): int(n) for e, n in rows}
+        rows = self._q(f"SELECT w.e, {_KEPT.format(t='%s', e='w.e')} FROM unnest(%s::bigint[]) w(e)",
+                       [tenant, _viewer(viewer), _ids(entity_ids)])
+        return {int(e): min(int(n), max(0, cap)) for e, n in rows}
 
     def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
@@ -177,8 +180,28 @@ class PgEntityReads:
             "ORDER BY src, dst, label COLLATE \"C\", mem_id", [tenant])]
 
 
+# what a statement that inserts or deletes mention rows returns, for the kept counts
+_COUNTED = " RETURNING tenant, entity_id, shared, agent"
+
+
 class PgEntityWrites:
-    """The entity rows of one write transaction (``_x``, ``allocate_ids``, ``touch`` come from PgTxn)."""
+    """The entity rows of one write transaction (``_x``, ``allocate_ids``, ``touch`` and the count
+    deltas ``_scoped`` come from PgTxn).
+
+    Every statement that inserts or deletes mention rows returns them, and each one moves its
+    viewer's ``mention`` count (:func:`graph.pg.counts.mention_key`) among the transaction's count
+    deltas, applied at commit in key order with the others (no lock-order deadlock, nothing
+    counted for a transaction that rolls back). Doctor recounts them from the rows."""
+
+    _scoped: Counter[tuple[str, str, str]]
+
+    def _counted(self, rows: Iterable[tuple[Any, ...]], sign: int) -> int:
+        """Moves the mention counts of the rows a statement inserted (+1) or deleted (-1); how many."""
+        n = 0
+        for tenant, entity_id, shared, agent in rows:
+            self._scoped[(str(tenant), "mention", mention_key(int(entity_id), bool(shared), str(agent)))] += sign
+            n += 1
+        return n
 
     def _x(self, query: str | sql.Composable, args: Iterable[Any] = ()) -> Any:
         raise NotImplementedError
@@ -223,9 +246,10 @@ class PgEntityWrites:
                 "ON CONFLICT DO NOTHING", [tenant, viewer, list(norms)])
 
     def write_mentions(self, tenant: str, writer: Writer, entity_ids: Sequence[int]) -> None:
-        self._x("INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, e, %s, %s, %s, %s "
-                "FROM unnest(%s::bigint[]) e ON CONFLICT DO NOTHING",
-                [writer.mem_id, tenant, writer.ts_us, writer.shared, writer.agent, list(entity_ids)])
+        self._counted(self._x(
+            "INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, e, %s, %s, %s, %s "
+            f"FROM unnest(%s::bigint[]) e ON CONFLICT DO NOTHING{_COUNTED}",
+            [writer.mem_id, tenant, writer.ts_us, writer.shared, writer.agent, list(entity_ids)]).fetchall(), 1)
 
     def write_relations(self, tenant: str, writer: Writer, rows: Sequence[tuple[int, int, str]]) -> None:
         if rows:
@@ -263,9 +287,11 @@ class PgEntityWrites:
             return False
         self._x("UPDATE entity_aliases SET entity_id = %s, pos = pos + 1 + (SELECT coalesce(max(pos), -1) FROM "
                 "entity_aliases WHERE entity_id = %s) WHERE entity_id = %s", [keep, keep, merge])
-        self._x("INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT mem_id, %s, tenant, "
-                "ts_us, shared, agent FROM mentions WHERE entity_id = %s ON CONFLICT DO NOTHING", [keep, merge])
-        self._x("DELETE FROM mentions WHERE entity_id = %s", [merge])
+        self._counted(self._x(
+            "INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT mem_id, %s, tenant, "
+            f"ts_us, shared, agent FROM mentions WHERE entity_id = %s ON CONFLICT DO NOTHING{_COUNTED}",
+            [keep, merge]).fetchall(), 1)
+        self._counted(self._x(f"DELETE FROM mentions WHERE entity_id = %s{_COUNTED}", [merge]).fetchall(), -1)
         self._x("INSERT INTO relations (src, dst, label, mem_id, tenant, shared, agent) SELECT CASE src WHEN %s THEN "
                 "%s ELSE src END, CASE dst WHEN %s THEN %s ELSE dst END, label, mem_id, tenant, shared, agent FROM "
                 "relations WHERE (src = %s OR dst = %s) AND tenant = %s ON CONFLICT DO NOTHING",
@@ -298,12 +324,13 @@ class PgEntityWrites:
         wanted = _ids(entity_ids)
         if writer is None or not wanted:
             return 0
-        rows = self._x("INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, id, tenant, "
-                       "%s, %s, %s FROM entities WHERE id = ANY(%s::bigint[]) AND tenant = %s ON CONFLICT DO NOTHING "
-                       "RETURNING 1", [mem_id, writer.ts_us, writer.shared, writer.agent, wanted, tenant]).fetchall()
-        if rows:
+        written = self._counted(self._x(
+            "INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, id, tenant, "
+            f"%s, %s, %s FROM entities WHERE id = ANY(%s::bigint[]) AND tenant = %s ON CONFLICT DO NOTHING{_COUNTED}",
+            [mem_id, writer.ts_us, writer.shared, writer.agent, wanted, tenant]).fetchall(), 1)
+        if written:
             self.touch(tenant)
-        return len(rows)
+        return written
 
     def restore_alias_views(self, tenant: str, mem_id: int, names: Sequence[str]) -> None:
         writer = self._writer(tenant, mem_id)
@@ -328,8 +355,8 @@ class PgEntityWrites:
                            relations: Sequence[EntityRelation]) -> int:
         gone = 0
         for mem_id, entity_id in mentions:
-            gone += len(self._x("DELETE FROM mentions WHERE mem_id = %s AND entity_id = %s AND tenant = %s "
-                                "RETURNING 1", [mem_id, entity_id, tenant]).fetchall())
+            gone += self._counted(self._x(f"DELETE FROM mentions WHERE mem_id = %s AND entity_id = %s AND tenant = %s"
+                                          f"{_COUNTED}", [mem_id, entity_id, tenant]).fetchall(), -1)
         for r in relations:
             gone += len(self._x("DELETE FROM relations WHERE src = %s AND dst = %s AND label = %s AND mem_id = %s "
                                 "AND tenant = %s RETURNING 1", [r.src, r.dst, r.label, r.mem_id, tenant]).fetchall())
@@ -338,5 +365,5 @@ class PgEntityWrites:
 
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
-        self._x("DELETE FROM mentions WHERE mem_id = %s", [mem_id])
+        self._counted(self._x(f"DELETE FROM mentions WHERE mem_id = %s{_COUNTED}", [mem_id]).fetchall(), -1)
         self._x("DELETE FROM relations WHERE mem_id = %s", [mem_id])

@@ -21,6 +21,8 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
 7. ``tenant_state.changes``: memories written or erased (and windows rebuilt) per tenant, the clock
    that refreshes the lexical search's sampled word counts (:mod:`graph.pg.lexical_sample`).
 8. ``memories_tenant_id`` on (tenant, id): the lexical sample's newest rows of one tenant.
+9. Entity mention counts per viewer in ``counts`` (scope ``mention``, see :mod:`graph.pg.counts`),
+   counted once from the mention rows; every write transaction keeps them from then on.
 """
 
 from __future__ import annotations
@@ -222,6 +224,14 @@ def _v8(cur: Cursor[tuple[object, ...]]) -> None:
     cur.execute("CREATE INDEX IF NOT EXISTS memories_tenant_id ON memories (tenant, id)")
 
 
+def _v9(cur: Cursor[tuple[object, ...]]) -> None:
+    # recall's entity branch and the entity listing read these instead of counting mention rows (a hub
+    # entity: one index entry per mention); writers wait while they are counted, so none is missed
+    cur.execute("LOCK TABLE mentions IN SHARE MODE")
+    cur.execute("DELETE FROM counts WHERE scope = 'mention'")
+    cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {counts.MENTION_SQL}")
+
+
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
     ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
@@ -240,7 +250,7 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
 
 
 MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [
-    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7), (8, _v8),
+    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7), (8, _v8), (9, _v9),
 ]
 LATEST = MIGRATIONS[-1][0]
 
