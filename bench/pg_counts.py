@@ -4,8 +4,12 @@ For each size, one tenant is loaded through ``PgTxn.write_memory`` (batches of 1
 8 agents, 3 channels, rows spread over 365 UTC days), then p50 of ``counts_by_day`` (a year),
 ``field_counts`` (agents), ``field_count``, ``private_count``, ``sessions_in_channel`` and
 ``count`` (the O(1) baseline), the inspector's neighbourhood (depth 2, 120 nodes; cold and
-cached), beside ``memory_ids`` (a scan of every row, for scale). Sizes are printed side by side:
-a kept count or a neighbourhood reads the same at every size, the scan grows with it.
+cached), beside ``memory_ids`` (a scan of every row, for scale). Every row mentions the entity
+"Hub" and one of 100 topics, and one row in 500 "Rare": recall's entity branch reads
+``entity_mention_counts`` for a query's entities and ``entity_names``; the inspector and
+``memory-core entities`` read ``entity`` and the listing (``entities``, 20 most mentioned).
+Sizes are printed side by side: a kept count or a neighbourhood reads the same at every size,
+the scan grows with it.
 
     python -m bench.pg_counts [--sizes 2000 20000] [--dsn DSN]
 """
@@ -16,8 +20,9 @@ import argparse
 import hashlib
 from typing import Any
 
-from bench.pg_lexical import postgres
+from bench.common import postgres_database
 from bench.pg_store import p50_ms
+from graph.api import EntitySpec
 from graph.db import DAY_US
 from graph.pg import PostgresGraphStore
 
@@ -34,15 +39,27 @@ def _row(mem_id: int, tenant: str) -> dict[str, Any]:
             "idempotency_key": None}
 
 
+def _mentioned(i: int) -> list[EntitySpec]:
+    return [EntitySpec("Hub"), EntitySpec(f"Topic {i % 100}"), *([EntitySpec("Rare")] if i % 500 == 0 else [])]
+
+
 def measure(store: PostgresGraphStore, tenant: str, rows: int) -> dict[str, float]:
     made: list[int] = []
     for _batch in range(rows // 100):
         with store.transaction() as tx:
             for i in tx.allocate_ids(100):
                 tx.write_memory(_row(i, tenant))
+                tx.link_entities(tenant, i, _mentioned(i), [], 0)
                 made.append(i)
     first = made[len(made) // 2]
+    found = store.entity_ids(tenant, ["hub", "rare", "topic 7"])
+    hub, rare, topic = found["hub"], found["rare"], found["topic 7"]
     return {
+        "entity_mention_counts(3 entities)": p50_ms(lambda i: store.entity_mention_counts(
+            tenant, [hub, rare, topic], f"a{i % 8}", 100_000)),
+        "entity_names(3 entities)": p50_ms(lambda i: store.entity_names(tenant, [hub, rare, topic], f"a{i % 8}")),
+        "entity(hub)": p50_ms(lambda i: store.entity(tenant, hub, f"a{i % 8}")),
+        "entities(20 most mentioned)": p50_ms(lambda i: store.entities(tenant, f"a{i % 8}", limit=20), 20),
         "count(tenant)": p50_ms(lambda _: store.count(tenant)),
         "counts_by_day(365 days)": p50_ms(lambda _: store.counts_by_day(tenant, DAY0, 365)),
         "field_counts(agent)": p50_ms(lambda _: store.field_counts(tenant, "agent")),
@@ -63,7 +80,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[2_000, 20_000])
     parser.add_argument("--dsn", default=None, help="an empty database (default: a throwaway server)")
     args = parser.parse_args()
-    with postgres(args.dsn) as dsn:
+    with postgres_database(args.dsn) as dsn:
         store = PostgresGraphStore(dsn, owner="bench-counts", pool_size=4)
         try:
             results = {n: measure(store, f"t{n}", n) for n in args.sizes}

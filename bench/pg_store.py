@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from bench.pg_lexical import postgres
+from bench.common import postgres_database
 from graph.api import RowFilter
 from graph.pg import PostgresGraphStore
 
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--spread", type=int, default=300_000)
     parser.add_argument("--dsn", default=None, help="an empty database (default: a throwaway server)")
     args = parser.parse_args()
-    with postgres(args.dsn) as dsn:
+    with postgres_database(args.dsn) as dsn:
         one_tenant(dsn, args.rows)
         spread(dsn, args.spread)
 
