@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from graph.api import EntitySpec
 from graph.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
 from graph.sqlite_maintenance import SqliteMaintenance
 from graph.sqlite_store import SqliteGraphStore
-from tests.support.pg_graph import row
-
-VIEWERS = (None, "ann", "bob", "cy")
+from tests.support.entity_counts import add_mentioning, agree, follow_the_writes
 
 
 @pytest.fixture
@@ -26,16 +23,6 @@ def store(tmp_path: Path) -> Iterator[SqliteGraphStore]:
     s = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
     yield s
     s.close()
-
-
-def _add(store: SqliteGraphStore, names: list[str], *, tenant: str = "acme", agent: str = "ann",
-         private: bool = False) -> int:
-    with store.transaction() as tx:
-        mem_id = tx.allocate_ids(1)[0]
-        tx.write_memory(row(mem_id, f"memory {mem_id}", tenant=tenant, agent=agent,
-                            visibility="agent" if private else "tenant"))
-        tx.link_entities(tenant, mem_id, [EntitySpec(n) for n in names], [], 7)
-        return mem_id
 
 
 def _visible(store: SqliteGraphStore, tenant: str, entity_id: int, viewer: str | None) -> int:
@@ -53,14 +40,8 @@ def _entity_ids(store: SqliteGraphStore, tenant: str = "acme") -> list[int]:
 
 
 def _agree(store: SqliteGraphStore, tenant: str = "acme") -> None:
-    ids = _entity_ids(store, tenant)
-    for viewer in VIEWERS:
-        counts = store.entity_mention_counts(tenant, ids, viewer, 10_000)
-        assert counts == {e: _visible(store, tenant, e, viewer) for e in ids}, viewer
-        for e in ids:
-            node = store.entity(tenant, e, viewer)
-            assert (node.mentions if node is not None else 0) == counts[e]
-    assert SqliteMaintenance(store.db).stale_counts() == {}
+    agree(store, tenant, _entity_ids(store, tenant), lambda e, viewer: _visible(store, tenant, e, viewer),
+          SqliteMaintenance(store.db).stale_counts)
 
 
 def _steps(store: SqliteGraphStore, fn: Callable[[], object]) -> int:
@@ -82,7 +63,7 @@ def _steps(store: SqliteGraphStore, fn: Callable[[], object]) -> int:
 
 def test_counting_an_entitys_mentions_does_not_grow_with_them(store: SqliteGraphStore) -> None:
     for i in range(5_000):
-        _add(store, ["Hub"] + (["Rare"] if i < 50 else []), agent=f"a{i % 4}", private=i % 10 == 0)
+        add_mentioning(store, ["Hub"] + (["Rare"] if i < 50 else []), agent=f"a{i % 4}", private=i % 10 == 0)
     hub = store.entity_ids("acme", ["hub"])["hub"]
     rare = store.entity_ids("acme", ["rare"])["rare"]
     assert store.entity_mention_counts("acme", [hub, rare], "a1", 100_000) == {
@@ -102,7 +83,7 @@ def test_listing_a_tenants_entities_does_not_grow_with_their_mentions(tmp_path: 
         s = SqliteGraphStore(GraphDB(tmp_path / f"{n}.sqlite3"))
         try:
             for i in range(n):
-                _add(s, ["Hub", f"Thing {i % 3}"], agent=f"a{i % 4}", private=i % 10 == 0)
+                add_mentioning(s, ["Hub", f"Thing {i % 3}"], agent=f"a{i % 4}", private=i % 10 == 0)
             listed = s.entities("acme", "a1")
             assert [(e.name, e.mentions) for e in listed] == [
                 ("Hub", _visible(s, "acme", listed[0].id, "a1")),
@@ -113,52 +94,16 @@ def test_listing_a_tenants_entities_does_not_grow_with_their_mentions(tmp_path: 
     assert steps[1] <= steps[0] + 2, steps  # counting the index: 4 times the entries, 4 times the steps
 
 
-def test_kept_counts_follow_adds_private_rows_merges_erased_links_and_deletes(store: SqliteGraphStore) -> None:
-    m1 = _add(store, ["Alice", "Payments API"])
-    _add(store, ["Alice"], agent="bob", private=True)
-    m3 = _add(store, ["Alice", "Falcon"], agent="ann", private=True)
-    _add(store, ["Payments-API", "Bob"], agent="cy")
-    _add(store, ["Alice"], tenant="globex")  # another tenant's Alice is another entity with its own count
-    again = _add(store, ["Alice", "Alice", "Falcon"])  # a repeated name is one mention
-    _agree(store)
-    _agree(store, "globex")
-    alice, falcon = store.entity_ids("acme", ["alice", "falcon"]).values()
-    theirs = store.entity_ids("globex", ["alice"])["alice"]
-    for viewer in VIEWERS:  # another tenant's entity id counts nothing here, and is neither read nor listed
-        assert store.entity_mention_counts("acme", [theirs], viewer, 10) == {theirs: 0}
-        assert store.entity("acme", theirs, viewer) is None
-        assert theirs not in {e.id for e in store.entities("acme", viewer)}
-    assert [e.id for e in store.entities("globex", None)] == [theirs]
-    assert store.entity_mention_counts("acme", [alice, falcon], None, 10) == {alice: 2, falcon: 1}
-    assert store.entity_mention_counts("acme", [alice], "ann", 2) == {alice: 2}  # capped like the index count
-    assert store.entity_mention_counts("acme", [alice], "ann", 0) == {alice: 0}
-
-    with store.transaction() as tx:
-        assert tx.merge_entities("acme", alice, falcon)  # m3 and `again` mentioned both: one mention left each
-    _agree(store)
-    with store.transaction() as tx:
-        assert tx.erase_entity_links("acme", [(m1, alice)], []) == 1
-    _agree(store)
-    with store.transaction() as tx:
-        assert tx.erase_memory("acme", m3) and tx.erase_memory("acme", again)
-    _agree(store)
-    with store.transaction() as tx:
-        assert tx.restore_mentions("acme", m1, [alice]) == 1
-    _agree(store)
-    with pytest.raises(RuntimeError), store.transaction() as tx:  # a write that fails leaves no count behind
-        mem_id = tx.allocate_ids(1)[0]
-        tx.write_memory(row(mem_id, "x"))
-        tx.link_entities("acme", mem_id, [EntitySpec("Zed")], [], 7)
-        raise RuntimeError("the add fails after its mentions")
-    _agree(store)
-    assert "zed" not in store.entity_ids("acme", ["zed"])
+def test_kept_counts_follow_adds_private_rows_merges_erased_links_deletes_and_restores(
+        store: SqliteGraphStore) -> None:
+    follow_the_writes(store, lambda tenant: _agree(store, tenant))
 
 
 def test_a_store_from_before_kept_mention_counts_is_upgraded_with_them(tmp_path: Path) -> None:
     path = tmp_path / "graph.sqlite3"
     old = SqliteGraphStore(GraphDB(path))
     for i in range(30):
-        _add(old, ["Alice", f"Thing {i % 4}"], agent=f"a{i % 3}", private=i % 5 == 0)
+        add_mentioning(old, ["Alice", f"Thing {i % 4}"], agent=f"a{i % 3}", private=i % 5 == 0)
     old.close()
     with sqlite3.connect(path) as conn:  # as version 6 left it: no triggers, no mention counts
         conn.execute("DROP TRIGGER mentions_counted")
@@ -169,7 +114,7 @@ def test_a_store_from_before_kept_mention_counts_is_upgraded_with_them(tmp_path:
     try:
         assert store.db.meta("schema_version") == str(SCHEMA_VERSION)
         _agree(store)
-        _add(store, ["Alice"], agent="a1", private=True)  # and the upgraded store keeps them from then on
+        add_mentioning(store, ["Alice"], agent="a1", private=True)  # and the upgraded store keeps them from then on
         _agree(store)
         with store.db.lock:
             recount = {tuple(r) for r in store.db.conn.execute(COUNT_SCOPES_SQL) if r[1] == "mention"}
