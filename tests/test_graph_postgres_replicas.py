@@ -158,6 +158,28 @@ def test_a_newer_schema_is_refused_and_left_untouched(dsn: str) -> None:
     assert err.value.kind == "schema" and "99" in err.value.detail and str(LATEST) in err.value.detail
 
 
+def test_a_running_replica_stops_writing_once_another_has_upgraded_the_store_past_it(dsn: str) -> None:
+    """A replica of the older version still running after a newer one migrated the store would
+    write rows without what the newer schema keeps (before step 9: mentions without their counts).
+    Each of its write transactions is refused and rolled back instead; its reads still answer."""
+    with PostgresGraphStore(dsn, owner="old") as old:
+        kept, late = ids(old, 2)
+        add(old, row(kept, "written before the upgrade"))
+        with psycopg.connect(dsn, autocommit=True) as conn:  # as a newer replica's migration leaves it
+            conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", [str(LATEST + 1)])
+        for write in (lambda: add(old, row(late, "written after it")), lambda: ids(old, 1)):
+            with pytest.raises(GraphStoreError) as err:
+                write()
+            assert err.value.kind == "schema" and str(LATEST + 1) in err.value.detail
+            assert str(LATEST) in err.value.detail
+        assert old.contents(T, [kept, late]) == {kept: "written before the upgrade"}
+        assert old.count(T) == 1
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", [str(LATEST)])
+        add(old, row(late, "written once the versions agree"))
+        assert old.count(T) == 2
+
+
 def test_a_dsn_that_does_not_parse_is_an_invalid_dsn_error() -> None:
     with pytest.raises(InvalidDSNError):
         PostgresGraphStore("host=127.0.0.1 port", owner="a")

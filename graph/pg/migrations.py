@@ -255,6 +255,13 @@ MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [
 LATEST = MIGRATIONS[-1][0]
 
 
+def newer_store(found: int) -> GraphStoreError:
+    """The error for a store whose schema is newer than this code's: refused at open, and by each
+    write transaction of a replica still running after a newer one upgraded the store."""
+    return GraphStoreError("schema", f"the PostgreSQL graph store has schema version {found}, newer than "
+                                     f"version {LATEST} that this memory-core knows; upgrade memory-core")
+
+
 def current_version(cur: Cursor[tuple[object, ...]]) -> int:
     if cur.execute("SELECT to_regclass('meta')").fetchone() == (None,):
         return 0
@@ -269,8 +276,7 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], *, through: int = LATE
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         found = current_version(cur)
         if found > LATEST:
-            raise GraphStoreError("schema", f"the PostgreSQL graph store has schema version {found}, newer than "
-                                            f"version {LATEST} that this memory-core knows; upgrade memory-core")
+            raise newer_store(found)
         for version, step in MIGRATIONS:
             if found < version <= through:
                 step(cur)

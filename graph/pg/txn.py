@@ -33,6 +33,7 @@ from graph.api import (
 )
 from graph.pg import counts
 from graph.pg.entities import PgEntityWrites
+from graph.pg.migrations import LATEST, newer_store
 from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
 
 # one round trip: the row with its window (the previous shared memory of the session) and the
@@ -275,7 +276,14 @@ class PgTxn(PgEntityWrites):
 
     def finish(self) -> None:
         """Apply the counter deltas and bump each touched tenant's version (sorted: no lock-order
-        deadlock between two transactions touching the same tenants)."""
+        deadlock between two transactions touching the same tenants). Refused, and so rolled back,
+        when another replica has meanwhile upgraded the store past this code's schema: these writes
+        would miss what the newer schema keeps (a replica of the version before step 9 went on
+        writing mentions without their counts). A migration step locks the tables it fills, so a
+        transaction that passed this check has committed before the step counts its rows."""
+        found = self._x("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if found is not None and int(str(found[0])) > LATEST:
+            raise newer_store(int(str(found[0])))
         for tenant in sorted(self._tenants):
             d = self._tenant.get(tenant, Counter())
             self._x("INSERT INTO tenant_state AS t (tenant, version, memories, non_turn, lex_len_sum, changes) "
