@@ -144,3 +144,39 @@ def test_an_add_whose_lease_lapsed_and_another_replica_rolled_back_is_refused_no
     finally:
         a.close()
         b.close()
+
+
+def test_a_replica_left_behind_by_an_upgrade_refuses_adds_with_nothing_written_and_still_reads(
+        tmp_path: Path, dsn: str) -> None:
+    """Another replica, of a newer version, has migrated the store while this one runs: this one's
+    adds would miss what the newer schema keeps, so each is refused with a coded error naming both
+    versions, nothing of it is written (no vector, no journal entry, no row), and recall still
+    answers. Once the versions agree again it writes at once."""
+    import psycopg
+
+    from graph.pg.migrations import LATEST
+
+    vectors = InMemoryVectorStore()
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"},
+                                                    "storage": {"graph": "postgres", "postgres_dsn": dsn}})
+    core = MemoryCore.open(tmp_path / "a", settings=settings, embedder=HashEmbedder(), vector_store=vectors)
+
+    def schema(version: int) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", [str(version)])
+
+    try:
+        kept = core.add_memory("acme", "s1", "alice", "the kiln firing moved to Thursday").ref
+        schema(LATEST + 1)
+        with pytest.raises(StoreError) as err:
+            core.add_memory("acme", "s1", "alice", "the glaze order was sent")
+        assert err.value.code == "STORE_ERROR" and err.value.fields.get("graph_error") == "schema"
+        assert f"schema version {LATEST + 1}" in err.value.message and f"version {LATEST}" in err.value.message
+        assert vectors.all_ids("acme") == {kept}
+        assert core.graph.count("acme") == 1 and core.graph.journal_size() == 0  # type: ignore[attr-defined]
+        assert [m.ref for m in core.recall("acme", "kiln firing").messages] == [kept]
+        schema(LATEST)
+        again = core.add_memory("acme", "s1", "alice", "the glaze order was sent").ref
+        assert vectors.all_ids("acme") == {kept, again} and core.graph.count("acme") == 2
+    finally:
+        core.close()
