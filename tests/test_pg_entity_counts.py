@@ -6,12 +6,17 @@ back write and an upgrade from a store that had none. A real PostgreSQL server."
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 
+from graph.api import EntitySpec
 from graph.pg import PostgresGraphStore
 from graph.pg.maintenance import PgMaintenance
 from graph.pg.migrations import LATEST
+from graph.pg.txn import PgTxn
 from tests.support.entity_counts import VIEWERS, add_mentioning, agree, follow_the_writes
+from tests.support.pg_graph import row
 
 
 def _sql(dsn: str, *statements: str) -> list[tuple[object, ...]]:
@@ -94,3 +99,46 @@ def test_a_version_8_store_gains_its_mention_counts_from_the_rows_at_open(store:
         _agree(reopened, dsn)
     finally:
         reopened.close()
+
+
+def test_two_replicas_writing_the_same_entities_at_once_count_every_mention_once(dsn: str) -> None:
+    """Two replicas, two writers each, add memories that mention the same hub entity and a few shared
+    topics at the same time (a quarter of them private), then two topics are merged. Every committed
+    mention is counted exactly once: the kept counts equal a recount for every viewer, through
+    either replica."""
+    a = PostgresGraphStore(dsn, owner="replica-a", retry_s=30.0)
+    b = PostgresGraphStore(dsn, owner="replica-b", retry_s=30.0)
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def writer(store: PostgresGraphStore, agent: str) -> None:
+        try:
+            start.wait()
+            for i in range(40):
+                def body(tx: PgTxn, i: int = i) -> None:
+                    mem_id = tx.allocate_ids(1)[0]
+                    private = ("tenant", "agent")[i % 4 == 0]
+                    tx.write_memory(row(mem_id, f"{agent} {i}", agent=agent, visibility=private))
+                    names = ["Hub", f"Topic {i % 5}", f"Topic {(i + 2) % 5}"]
+                    tx.link_entities("acme", mem_id, [EntitySpec(n) for n in names], [], 7)
+                store.run(body)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(s, agent))
+               for s, agent in ((a, "ann"), (a, "bob"), (b, "cy"), (b, "ann"))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        found = a.entity_ids("acme", ["hub", "topic 1", "topic 3"])
+        with a.transaction() as tx:
+            assert tx.merge_entities("acme", found["topic 1"], found["topic 3"])
+        for store in (a, b):
+            _agree(store, dsn)
+        assert a.entity_mention_counts("acme", [found["hub"]], None, 10_000) == {found["hub"]: 160 - 40}
+    finally:
+        a.close()
+        b.close()
