@@ -52,6 +52,7 @@ from memory_core.recall.lexical import WORD, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
 from memory_core.recall.query import QueryReading, read_anchor, read_query
 from memory_core.recall.scoring import Candidate
+from memory_core.recall.stages import Stages, timed
 from memory_core.recall.turn_context import Around
 from memory_core.recall.vector_branch import filtered_hits
 from memory_core.refs import EPISODE, memory_ref, parse_ref
@@ -97,7 +98,7 @@ class Recaller:
         context_text: str | None = None, now: datetime | str | None = None,
         held_context: Sequence[str] = (), include_superseded: bool = False,
     ) -> RecallResult:
-        started = time.perf_counter()
+        started, stages = time.perf_counter(), Stages()
         tenant = v.tenant(tenant)
         if not isinstance(query, str):
             raise InvalidInputError("'query' must be a string (empty returns the most recent memories).")
@@ -132,14 +133,16 @@ class Recaller:
             pool = min(window, max(cfg.vector_pool, limit))
             # the lexical branch needs no embedding: it runs while the query is embedded
             # (SQLite and onnxruntime both release the GIL), hiding its cost behind the model's
-            lexical = self._workers.submit(self._lexical, filters, reading, cfg)
-            named = self._workers.submit(self.entities.find, filters, reading, cfg)
+            lexical = self._workers.submit(timed(self._lexical), filters, reading, cfg)
+            named = self._workers.submit(timed(self.entities.find), filters, reading, cfg)
+            stages.lap("read")
             hits: list[VectorHit] = []
             full = False
             try:
                 if cfg.w_vector > 0 or cfg.fusion == "rrf":
                     text = (reading.semantic if cfg.strip_names else query) if query.strip() else None
                     qvec = self._query_vector(text, context_text, cfg)
+                    stages.lap("embed")
                     on_day = dated.search(self._workers, self.graph, self.vectors, filters, reading, qvec, cfg)
                     try:
                         hits, path = filtered_hits(self.graph, self.vectors, filters, qvec, pool)
@@ -149,8 +152,14 @@ class Recaller:
                     except StoreError as exc:  # a hung, down or failing Chroma: answer from the lexical side
                         result.diagnostics["vector_search"] = f"unavailable: {exc.message}"
             finally:
-                found, entity_hits = lexical.result(), named.result()
-            self._ranked(result, filters, reading, limit, cfg, deep, hits, full, found, entity_hits)
+                stages.lap("vector")
+                (found, lexical_ms), (entity_hits, entities_ms) = lexical.result(), named.result()
+            stages.lap("wait")
+            stages.add("lexical", lexical_ms)
+            stages.add("entities", entities_ms)
+            self._ranked(result, filters, reading, limit, cfg, deep, hits, full, found, entity_hits, stages)
+            stages.lap("rank")
+            result.diagnostics["stages_ms"] = stages.as_dict()
         result.diagnostics["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return result
 
@@ -174,6 +183,7 @@ class Recaller:
     def _ranked(
         self, result: RecallResult, filters: RecallFilters, reading: QueryReading, limit: int, cfg: RecallConfig,
         deep: bool, hits: list[VectorHit], vector_full: bool, lexical: Lexical, entity_hits: EntityHits,
+        stages: Stages,
     ) -> None:
         cands = self._candidates(hits, lexical)
         EntityBranch.join(cands, entity_hits)
@@ -226,7 +236,7 @@ class Recaller:
             c.evidence = scoring.evidence(c, words, reading)
         quality = scoring.relevance(cands)
         result.diagnostics.update(candidates=len(cands), quality=round(quality, 4))
-        scored = self._confidence(cands, attrs, filters, cfg, deep)
+        scored = scoring.confidences(cands, attrs, cfg, typed=bool(filters.type), deep=deep)
         # the quality gate asks whether the query matched at all (its best row); each row then passes
         # on its own confidence, its own absolute evidence (a close cosine, most of the query's words),
         # or on relevance alone: the best row's strength must not push out rows that match well themselves
@@ -241,11 +251,13 @@ class Recaller:
             result.gate_fallback = bool(result.messages)
             return
         if cfg.rerank_top:
+            stages.lap("rank")
             self.reranker = self.reranker or rerank.shared_cross_encoder(self.settings.embedding.threads)
             kept, result.diagnostics["reranked"] = rerank.apply(
                 self.graph, filters, kept, attrs, lambda rows: self._contents(filters.tenant, rows),
                 rerank.model_query(reading.text, reading.lead),
                 cfg.rerank_top, cfg.rerank_weight, self.reranker)
+            stages.lap("rerank")
         top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
                                                             -attrs[item[1].id].ts_us, item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
@@ -383,18 +395,3 @@ class Recaller:
             if a.kind == "EPISODE" and (ep := self.graph.episode(tenant, k)) is not None:
                 out[k] = ep.summary
         return out
-
-    def _confidence(
-        self, cands: dict[int, Candidate], attrs: dict[int, MemoryNode], filters: RecallFilters,
-        cfg: RecallConfig, deep: bool,
-    ) -> list[tuple[float, Candidate]]:
-        if filters.type:
-            w_r, tau = cfg.type_recency_weight, cfg.type_recency_half_life_days
-        else:
-            w_r, tau = cfg.recency_weight, cfg.recency_half_life_days
-        if deep:
-            w_r = 0.0
-        now_us = time.time_ns() // 1000
-        w_s = cfg.salience_weight
-        return [(scoring.confidence(c, attrs[k].ts_us, attrs[k].salience, now_us, w_r, tau, w_s), c)
-                for k, c in cands.items()]

@@ -22,12 +22,18 @@ cosine on the embedder's scale, share of the query's words a row holds, an exact
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memory_core.models import from_us
 from memory_core.recall.dates import date_score
 from memory_core.recall.presets import RecallConfig
 from memory_core.recall.query import QueryReading
+
+if TYPE_CHECKING:
+    from graph.api import MemoryNode
 
 DAY_US = 86_400 * 1_000_000
 # cosine below the floor is treated as no similarity; floor + span as full similarity (MiniLM scale)
@@ -239,6 +245,18 @@ def confidence(c: Candidate, ts_us: int, salience: float, now_us: int, w_r: floa
     return (1.0 - w_r - w_s) * c.relevance + w_r * recency + w_s * salience
 
 
+def confidences(cands: dict[int, Candidate], attrs: Mapping[int, MemoryNode], cfg: RecallConfig, *,
+                typed: bool, deep: bool) -> list[tuple[float, Candidate]]:
+    """Each candidate with its confidence: recall filtered to a type weighs recency more, ``deep`` not at all."""
+    if typed:
+        w_r, tau = cfg.type_recency_weight, cfg.type_recency_half_life_days
+    else:
+        w_r, tau = cfg.recency_weight, cfg.recency_half_life_days
+    now_us, w_r = time.time_ns() // 1000, 0.0 if deep else w_r
+    return [(confidence(c, attrs[k].ts_us, attrs[k].salience, now_us, w_r, tau, cfg.salience_weight), c)
+            for k, c in cands.items()]
+
+
 def reason(conf: float, c: Candidate, rrf_k: int, refs: dict[int, str]) -> dict[str, object]:
     """``match_reason``: the confidence it keys on, and what each retriever and signal gave."""
     out: dict[str, object] = {"signal": "confidence", "score": round(conf, 4), "rsf": round(c.relevance, 4)}
@@ -271,5 +289,5 @@ def reason(conf: float, c: Candidate, rrf_k: int, refs: dict[int, str]) -> dict[
     return out
 
 
-__all__ = ["Candidate", "base_scores", "confidence", "evidence", "graph_scores", "reason", "relevance",
+__all__ = ["Candidate", "base_scores", "confidence", "confidences", "evidence", "graph_scores", "reason", "relevance",
            "supersede", "vector_scale"]
