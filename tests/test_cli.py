@@ -118,6 +118,23 @@ def test_recall_applies_every_filter_and_shows_scores(data_dir: Path) -> None:
     assert table.exit_code == 0 and "confidence" in table.stdout and "mem:" in table.stdout
 
 
+def test_recall_explain_prints_the_time_per_stage_and_the_pool(data_dir: Path) -> None:
+    plain = run_json(data_dir, "recall", "apple harvest", "-t", "acme")
+    assert "diagnostics" not in plain
+    explained = run_json(data_dir, "recall", "apple harvest", "-t", "acme", "--explain")
+    assert [r["ref"] for r in explained["messages"]] == [r["ref"] for r in plain["messages"]]
+    diagnostics = explained["diagnostics"]
+    assert {"read", "embed", "vector", "lexical", "entities", "wait", "rank"} <= set(diagnostics["stages_ms"])
+    assert diagnostics["candidates"] >= len(explained["messages"]) and diagnostics["vector_path"] == "unfiltered"
+    human = run(data_dir, "recall", "apple harvest", "-t", "acme", "--explain")
+    assert human.exit_code == 0, human.stdout
+    lines = human.stdout.splitlines()
+    stages = next(line for line in lines if line.startswith("stages: "))
+    assert re.match(r"stages: read [\d.]+ · embed [\d.]+ · vector [\d.]+ · wait [\d.]+ · rank [\d.]+ ms "
+                    r"\(beside embed and vector: lexical [\d.]+, entities [\d.]+ ms\)$", stages), stages
+    assert any(line.startswith("elapsed: ") for line in lines) and "vector_path: unfiltered" in lines
+
+
 def test_recent_pages_with_the_printed_cursor_without_gaps_or_repeats(data_dir: Path) -> None:
     seen, cursor = [], None
     while True:

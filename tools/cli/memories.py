@@ -93,6 +93,8 @@ def recall(
     deep: Annotated[bool, typer.Option(help="No time decay.")] = False,
     preset: Annotated[str | None, typer.Option(help="Retrieval preset (default: recall.preset).")] = None,
     viewer: ViewerOpt = None,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Also print how the recall ran: time per stage, candidates, vector path.")] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -102,7 +104,9 @@ def recall(
     Example: memory-core recall --tenant acme "release date" --type decision --limit 5
 
     JSON: {"messages": [row, …], "gate_fallback"?, "resolved_project_id"?, "warning"?}; each row
-    has ref, session, agent, type, timestamp, content (full), confidence, match_reason.
+    has ref, session, agent, type, timestamp, content (full), confidence, match_reason. With
+    --explain, also "diagnostics": {"stages_ms": {read, embed, vector, lexical, entities, wait,
+    rank, rerank?}, "elapsed_ms", "candidates", "vector_path", "lexical_share", "quality", …}.
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
@@ -114,13 +118,16 @@ def recall(
     if opts.json:
         from tools.preview import recall_response  # the one recall envelope; loads with the command
 
-        render.emit_json(recall_response(result, [m.to_dict() for m in result.messages]))
+        out = recall_response(result, [m.to_dict() for m in result.messages])
+        render.emit_json({**out, "diagnostics": result.diagnostics} if explain else out)
         return
     render.memory_table(f"recall: {len(result.messages)} rows", result.messages, scored=True)
     if result.gate_fallback:
         typer.echo("Below the quality gate: showing the best lexical matches instead.")
     if result.operating_context_warning:
         typer.echo(f"warning: {result.operating_context_warning}")
+    if explain:
+        render.recall_diagnostics(result.diagnostics)
 
 
 def show(

@@ -72,6 +72,21 @@ def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool =
     table(title, [*columns, "preview"], body)
 
 
+def recall_diagnostics(diagnostics: dict[str, Any]) -> None:
+    """How a recall ran (``--explain``): its time per stage on one line, then the rest, key by key."""
+    from memory_core.recall.stages import describe
+
+    rest = dict(diagnostics)
+    stages = rest.pop("stages_ms", None)
+    elapsed = rest.pop("elapsed_ms", None)
+    if elapsed is not None:
+        typer.echo(f"elapsed: {elapsed} ms")
+    if stages:
+        typer.echo(f"stages: {describe(stages)}")
+    for key, value in rest.items():
+        typer.echo(f"{key}: {value if isinstance(value, str) else json.dumps(value, default=str)}")
+
+
 def fields(title: str, values: dict[str, Any]) -> None:
     """A two-column key/value table."""
     table(
