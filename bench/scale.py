@@ -31,6 +31,7 @@ from typing import Any
 
 from bench.common import print_table, stage
 from bench.scale_data import DEFAULT_CACHE, LAYOUTS, BuildInProgress, Spec, build, finished, marker, store_dir
+from memory_core.recall.stages import ORDER
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE_PROBE = Spec("one-tenant", 10_000)
@@ -119,6 +120,15 @@ def table(results: dict[str, Any], specs: list[Spec]) -> None:
           "(see rss_after_model_mb in the JSON); every store is loaded with synthetic vectors.")
 
 
+def stage_table(results: dict[str, Any], specs: list[Spec]) -> None:
+    """Where a recall's time goes in each store: the p50 of each stage (``diagnostics["stages_ms"]``)."""
+    medians = {s.name: results["runs"][s.name].get("recall_stages_p50_ms", {}) for s in specs}
+    names = [k for k in ORDER if any(k in m for m in medians.values())]
+    print_table("Recall's stages, p50 ms (lexical and entities run beside embed and vector)",
+                ["layout", "memories", *names],
+                [[s.layout, f"{s.size:,}", *(medians[s.name].get(k, "") for k in names)] for s in specs])
+
+
 def targets(results: dict[str, Any], specs: list[Spec]) -> list[dict[str, Any]]:
     """Issue 11 §2's targets per layout, judged at the largest size measured (1M in a full run)."""
     out = []
@@ -182,6 +192,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with stage(f"{s.name} in a fresh process"):
             results["runs"][s.name] = run_probe(cache, s, queries, page_reps)
     table(results, specs)
+    stage_table(results, specs)
     results["targets"] = targets(results, specs)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2))

@@ -8,7 +8,8 @@ ready for a read" = open + first read); first-page latency of ``query_recent_tur
 first sessions of the tenants; the real MiniLM query embedder loaded (RSS after it); a recall
 workload round robin over the tenants (the first recall opens Chroma: ``first_recall_s``; the
 first two a tenant are reported apart as ``first_recalls``), interleaved with (query embedding +
-raw Chroma query) on the same tenant's collection; RSS after the workload and the peak (VmHWM).
+raw Chroma query) on the same tenant's collection, with recall's own time per stage (p50 of
+``diagnostics["stages_ms"]``); RSS after the workload and the peak (VmHWM).
 Only APIs that exist on today's main are used: the figures are comparable across the rewrite.
 """
 
@@ -55,13 +56,16 @@ def recall_workload(core: Any, embedder: MixedEmbedder, tenants: list[str], quer
     embedder.bulk = False
     collections: dict[str, Any] = {}  # fetched after the tenant's first recall, which may open Chroma
     first, ours, base = [], [], []
+    stages: list[dict[str, float]] = []
     for i, q in enumerate(queries):  # interleaved, so noise hits both sides alike
         tenant = tenants[i % len(tenants)]
         viewer = f"agent{i % 5}"
         t = time.perf_counter()
-        core.recall(tenant, q, viewer=viewer, limit=10)
+        result = core.recall(tenant, q, viewer=viewer, limit=10)
         took = time.perf_counter() - t
         (first if i < WARM_QUERIES * len(tenants) else ours).append(took)
+        if i >= WARM_QUERIES * len(tenants):
+            stages.append(result.diagnostics.get("stages_ms", {}))
         if tenant not in collections:
             collections[tenant] = chroma_of(core)._client.get_collection(collection_name("mc", tenant),
                                                                           embedding_function=None)
@@ -71,7 +75,13 @@ def recall_workload(core: Any, embedder: MixedEmbedder, tenants: list[str], quer
             base.append(time.perf_counter() - t)
     embedder.bulk = True
     return {"first_recall_s": round(first[0], 3), "first_recalls": percentiles(first), "recall": percentiles(ours),
-            "baseline": percentiles(base)}
+            "baseline": percentiles(base), "recall_stages_p50_ms": stage_medians(stages)}
+
+
+def stage_medians(stages: list[dict[str, float]]) -> dict[str, float]:
+    """The p50 of each stage of recall (``diagnostics["stages_ms"]``) over the timed recalls: where the time goes."""
+    names = dict.fromkeys(k for s in stages for k in s)
+    return {k: round(float(np.median([s.get(k, 0.0) for s in stages])), 2) for k in names}
 
 
 def probe(store: Path, tenants: list[str], queries: int, page_sessions: int, page_reps: int) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from bench.scale_data import MARKER, BuildInProgress, Spec, build, build_lock, m
 PROBE_FIELDS = {
     "tenants_probed", "loadavg_1m", "rss_after_imports_mb", "cold_open_s", "cold_open_cpu_s", "rss_after_open_mb",
     "first_read_s", "open_to_first_read_s", "recent_page", "rss_after_model_mb", "first_recall_s", "first_recalls",
-    "recall", "baseline", "rss_after_recall_mb", "rss_peak_mb", "store",
+    "recall", "baseline", "rss_after_recall_mb", "rss_peak_mb", "store", "recall_stages_p50_ms",
 }
 LATENCY_FIELDS = {"p50_ms", "p95_ms", "n"}
 
@@ -29,6 +29,7 @@ def test_the_quick_run_on_1k_writes_every_figure_for_both_layouts(tmp_path: Path
         for part in ("recent_page", "recall", "baseline", "first_recalls"):
             assert set(run[part]) == LATENCY_FIELDS, (name, part)
         assert run["recall"]["n"] == 10 and run["cold_open_s"] > 0 and run["rss_after_open_mb"] > 0
+        assert {"embed", "vector", "lexical", "rank"} <= set(run["recall_stages_p50_ms"]), name
     assert results["runs"]["100-tenants-1000"]["tenants_probed"] == 10
     assert results["runs"]["100-tenants-1000"]["store"]["tenants"] == 100
     assert {(t["layout"], t["target"]) for t in results["targets"]} >= {
