@@ -152,6 +152,15 @@ def test_search_rows_show_confidence_and_per_branch_match_reason(client: TestCli
     assert "Turn 7:" in first
 
 
+def test_search_says_where_the_recall_spent_its_time(client: TestClient) -> None:
+    html = client.get("/ui/search", params={"t": "acme", "q": "deploy pipeline step 7"}).text
+    line = re.search(r'<p class="muted" id="stages">stages: ([^<]+)</p>', html)
+    assert line is not None, html
+    assert re.fullmatch(r"read [\d.]+ · embed [\d.]+ · vector [\d.]+ · wait [\d.]+ · rank [\d.]+ ms "
+                        r"\(beside embed and vector: lexical [\d.]+, entities [\d.]+ ms\)", line.group(1))
+    assert 'id="stages"' not in client.get("/ui/search", params={"t": "acme"}).text  # no search, no stages
+
+
 def test_search_applies_the_tenants_filters(client: TestClient, refs: Refs) -> None:
     r = client.get("/ui/search", params={"t": "acme", "q": "staging key", "type": "handoff"})
     refs_shown = re.findall(r'class="ref" href="[^"]*">(mem:\d+)<', r.text)

@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from memory_core.errors import InvalidInputError
 from memory_core.inspector import Inspector
 from memory_core.models import MEMORY_TYPES
+from memory_core.recall.stages import describe
 from memory_core.service import MemoryCore
 from tools.ui.auth import HostCheck, OperatorAuth
 from tools.ui.health import DoctorMonitor
@@ -134,6 +135,7 @@ def search(request: Request) -> HTMLResponse:
     return page("search.html", context(
         request, tenant=name, nav="search", form=form, limit=limit, limits=SEARCH_LIMITS, result=result,
         elapsed_ms=elapsed_ms, types=sorted(MEMORY_TYPES | {"episode"}), agents=agents,
+        stages=describe(result.diagnostics["stages_ms"]) if result and "stages_ms" in result.diagnostics else None,
         session_names=st.inspector.session_names(name),
     ))
 
