@@ -9,7 +9,7 @@ first sessions of the tenants; the real MiniLM query embedder loaded (RSS after 
 workload round robin over the tenants (the first recall opens Chroma: ``first_recall_s``; the
 first two a tenant are reported apart as ``first_recalls``), interleaved with (query embedding +
 raw Chroma query) on the same tenant's collection, with recall's own time per stage (p50 of
-``diagnostics["stages_ms"]``); RSS after the workload and the peak (VmHWM).
+``diagnostics["stages_ms"]``) and the baseline's two parts; RSS after the workload and the peak (VmHWM).
 Only APIs that exist on today's main are used: the figures are comparable across the rewrite.
 """
 
@@ -57,6 +57,7 @@ def recall_workload(core: Any, embedder: MixedEmbedder, tenants: list[str], quer
     collections: dict[str, Any] = {}  # fetched after the tenant's first recall, which may open Chroma
     first, ours, base = [], [], []
     stages: list[dict[str, float]] = []
+    base_parts: list[dict[str, float]] = []  # the baseline's embedding and Chroma query, apart
     for i, q in enumerate(queries):  # interleaved, so noise hits both sides alike
         tenant = tenants[i % len(tenants)]
         viewer = f"agent{i % 5}"
@@ -70,12 +71,16 @@ def recall_workload(core: Any, embedder: MixedEmbedder, tenants: list[str], quer
             collections[tenant] = chroma_of(core)._client.get_collection(collection_name("mc", tenant),
                                                                           embedding_function=None)
         t = time.perf_counter()
-        collections[tenant].query(query_embeddings=embedder.embed([q]), n_results=10, include=["distances"])
+        vector = embedder.embed([q])
+        embedded = time.perf_counter()
+        collections[tenant].query(query_embeddings=vector, n_results=10, include=["distances"])
         if i >= WARM_QUERIES * len(tenants):
             base.append(time.perf_counter() - t)
+            base_parts.append({"embed": (embedded - t) * 1000, "chroma": (time.perf_counter() - embedded) * 1000})
     embedder.bulk = True
     return {"first_recall_s": round(first[0], 3), "first_recalls": percentiles(first), "recall": percentiles(ours),
-            "baseline": percentiles(base), "recall_stages_p50_ms": stage_medians(stages)}
+            "baseline": percentiles(base), "recall_stages_p50_ms": stage_medians(stages),
+            "baseline_parts_p50_ms": stage_medians(base_parts)}
 
 
 def stage_medians(stages: list[dict[str, float]]) -> dict[str, float]:

@@ -14,6 +14,7 @@ PROBE_FIELDS = {
     "tenants_probed", "loadavg_1m", "rss_after_imports_mb", "cold_open_s", "cold_open_cpu_s", "rss_after_open_mb",
     "first_read_s", "open_to_first_read_s", "recent_page", "rss_after_model_mb", "first_recall_s", "first_recalls",
     "recall", "baseline", "rss_after_recall_mb", "rss_peak_mb", "store", "recall_stages_p50_ms",
+    "baseline_parts_p50_ms",
 }
 LATENCY_FIELDS = {"p50_ms", "p95_ms", "n"}
 
