@@ -1,6 +1,6 @@
 """The graph store's seam: what ``memory_core`` may ask of the durable graph, and nothing else.
 
-A backend (:mod:`graph.sqlite_store` over one SQLite file; a PostgreSQL one for replicas)
+A backend (:mod:`graph.sqlite.store` over one SQLite file; a PostgreSQL one for replicas)
 implements :class:`GraphStore`. Every read takes the tenant and returns frozen values
 (:class:`MemoryNode`, :class:`EpisodeNode`, ...): another tenant's node reads exactly like
 a missing one, and no caller can change the store by changing what it was given. Backends

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from graph.api import GraphStore
-from memory_core.config import Settings
-from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
+from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
 from memory_core.errors import ConfigError
-from memory_core.lazy_vectors import LazyVectorStore
-from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
-from memory_core.vector_cache import VectorCacheBudget
-from memory_core.vector_store import ChromaVectorStore, VectorStore
+from memory_core.sessions.summary import LiteLLMSummaryProvider, SummaryProvider
+from memory_core.settings.schema import Settings
+from memory_core.vectors.cache import VectorCacheBudget
+from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
+from memory_core.vectors.lazy import LazyVectorStore
 
 
 def build_embedder(settings: Settings) -> Embedder:
@@ -24,13 +24,13 @@ def build_embedder(settings: Settings) -> Embedder:
     if emb.provider == "minilm":
         return shared_minilm(emb.threads)
     if emb.provider == "mpnet":  # the 'mpnet' extra: a larger local model, ~10x MiniLM's cost a text
-        from memory_core.mpnet import shared_mpnet
+        from memory_core.embedding.mpnet import shared_mpnet
 
         return shared_mpnet(emb.threads)
     if not emb.model:
         raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
                           key="embedding.model")
-    from memory_core.remote_embedding import LiteLLMEmbedder
+    from memory_core.embedding.remote import LiteLLMEmbedder
 
     return LiteLLMEmbedder(emb.model, dimension=emb.dimension, api_base=emb.api_base, api_key_env=emb.api_key_env,
                            batch_size=emb.batch_size)

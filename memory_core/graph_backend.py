@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graph.api import GraphStore
-from graph.db import GraphDB
 from graph.maintenance_api import GraphMaintenance
-from memory_core.config import Settings
+from graph.sqlite.db import GraphDB
 from memory_core.errors import ConfigError
+from memory_core.settings.schema import Settings
 
 
 @dataclass
@@ -56,8 +56,8 @@ def open_graph(settings: Settings, root: Path, *, locked: bool = False) -> Opene
     (the lock proves that process is gone; a replica without a lock waits for the lease)."""
     st = settings.storage
     if st.graph == "sqlite":
-        from graph.sqlite_maintenance import SqliteMaintenance
-        from graph.sqlite_store import SqliteGraphStore
+        from graph.sqlite.maintenance import SqliteMaintenance
+        from graph.sqlite.store import SqliteGraphStore
 
         db = GraphDB(root / "graph.sqlite3")
         try:

@@ -17,37 +17,37 @@ from pathlib import Path
 from typing import Any
 
 from graph.api import GraphStoreError
-from graph.db import SchemaVersionError
+from graph.sqlite.db import SchemaVersionError
 from memory_core import validation as v
 from memory_core.components import build_embedder, build_summary_provider, check_embedder, open_vector_store
-from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
 from memory_core.dir_lock import DirLock, claim
-from memory_core.embedding import Embedder
+from memory_core.embedding.local import Embedder
 from memory_core.entities.service import EntityMethods, EntityService
 from memory_core.entities.worker import build_entity_worker
-from memory_core.episodes import Episode, EpisodeService, Recovery
 from memory_core.errors import ConfigError, InvalidInputError, LockedError
 from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
-from memory_core.lazy_vectors import LazyVectorStore
-from memory_core.memory_vector_store import InMemoryVectorStore
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
-from memory_core.preload import newest_tenants, preload_indexes
 from memory_core.reads import Reader, visible
+from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
-from memory_core.recall.lexical import LexicalIndex
 from memory_core.recall.presets import PRESETS
 from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
+from memory_core.sessions.episodes import Episode, EpisodeService, Recovery
+from memory_core.sessions.summary import SummaryProvider
+from memory_core.settings.schema import Settings, load_settings
 from memory_core.store_errors import coded_graph_errors, graph_error, os_error, sqlite_error
-from memory_core.summary import SummaryProvider
-from memory_core.vector_deadline import DeadlineVectorStore
-from memory_core.vector_store import VectorStore
-from memory_core.version_methods import VersionMethods
-from memory_core.versions import VersionService
+from memory_core.vectors.chroma import VectorStore
+from memory_core.vectors.deadline import DeadlineVectorStore
+from memory_core.vectors.lazy import LazyVectorStore
+from memory_core.vectors.memory import InMemoryVectorStore
+from memory_core.vectors.preload import newest_tenants, preload_indexes
+from memory_core.versions.methods import VersionMethods
+from memory_core.versions.service import VersionService
 from memory_core.warm_up import warm_up_in_background
-from memory_core.write_path import WritePath
+from memory_core.write.path import WritePath
 
 HANDOFF = "handoff"
 
@@ -174,7 +174,7 @@ class MemoryCore(EntityMethods, VersionMethods):
     def preload_indexes(self, tenants: Sequence[str] | None = None) -> list[str]:
         """Load the vector indexes of ``tenants`` (default: the server's bound tenant, else the
         ``storage.preload_tenants`` with the newest memories) within ``storage.vector_cache_mb``;
-        returns the tenants loaded (see :mod:`memory_core.preload`)."""
+        returns the tenants loaded (see :mod:`memory_core.vectors.preload`)."""
         st = self.settings.storage
         if tenants is None:
             bound = self.settings.server.tenant
@@ -210,7 +210,7 @@ class MemoryCore(EntityMethods, VersionMethods):
         idempotency_key: str | None = None, metadata: Mapping[str, Any] | None = None,
         entities: Sequence[Mapping[str, Any]] | None = None, relations: Sequence[Mapping[str, Any]] | None = None,
     ) -> AddResult:
-        """Store one memory in Chroma and the graph; see :mod:`memory_core.write_path`.
+        """Store one memory in Chroma and the graph; see :mod:`memory_core.write.path`.
 
         ``entities`` (``{name, kind?, aliases?}``, at most 32) and ``relations`` (``{from, to, label}``
         between them, at most 32) are linked in the same graph transaction, with what the

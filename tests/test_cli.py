@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
+from memory_core.settings.schema import load_settings
 from tests.support.agreement import assert_stores_agree
 from tools.cli.app import app
 

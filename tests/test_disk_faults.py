@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 from conftest import BACKENDS
 
-from graph.sqlite_txn import SqliteTxn
+from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreReadOnlyError, StoreUnavailableError
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.vector_store import ChromaVectorStore, VectorStore
+from memory_core.settings.schema import load_settings
+from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
+from memory_core.vectors.memory import InMemoryVectorStore
 from tests.support.chroma_server import ChromaServer, chroma_server
 from tests.support.faults import FaultyChromaClient, FaultyVectorStore, read_only_directories
 from tests.support.store_checks import assert_stores_agree, journal_rows, tenant_view
@@ -281,8 +281,8 @@ UNWRITABLE_GRAPH_CHILD = """
 import json, subprocess, sys
 from pathlib import Path
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.settings.schema import load_settings
+from memory_core.embedding.local import HashEmbedder
 data_dir = Path(sys.argv[1])
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
 core = MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder())

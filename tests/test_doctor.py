@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from graph.db import window_table_name
-from graph.sqlite_txn import SqliteTxn
+from graph.sqlite.db import window_table_name
+from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore
-from memory_core.doctor import check, repair
-from memory_core.transfer import export_tenant
+from memory_core.operator.doctor import check, repair
+from memory_core.operator.transfer import export_tenant
 from tests.support.agreement import assert_stores_agree
 
 GHOST_META = {"tenant": "acme", "session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.doctor import check, repair
+from memory_core.operator.doctor import check, repair
 from tests.support.agreement import assert_stores_agree
 from tests.support.repair_crash import CRASH_EXIT, open_store
 from tests.support.store_checks import LONG

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from graph.api import RowFilter
-from graph.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
 from graph.node_cache import LRU
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
+from memory_core.settings.schema import load_settings
 from tests.support.pg_graph import row
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -45,7 +45,7 @@ def traced(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         conn.set_trace_callback(statements.append)
         return conn
 
-    monkeypatch.setattr("graph.db.sqlite3.connect", connect)
+    monkeypatch.setattr("graph.sqlite.db.sqlite3.connect", connect)
     yield statements
 
 
@@ -206,7 +206,7 @@ def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under
         core.close()
 
 def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_them(tmp_path: Path) -> None:
-    from memory_core.doctor import check, repair
+    from memory_core.operator.doctor import check, repair
 
     core = _open(tmp_path / "data")
     try:
@@ -223,7 +223,7 @@ def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_the
 
 
 def test_doctor_finds_a_drifted_entity_mention_count_and_repair_recounts_it(tmp_path: Path) -> None:
-    from memory_core.doctor import check, repair
+    from memory_core.operator.doctor import check, repair
 
     core = _open(tmp_path / "data")
     try:
@@ -293,7 +293,7 @@ def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recoun
         conn.set_trace_callback(lambda sql: probes.append(sql) if "count(*)" in sql else None)
         return conn
 
-    monkeypatch.setattr("graph.sqlite_readers.sqlite3.connect", connect)
+    monkeypatch.setattr("graph.sqlite.readers.sqlite3.connect", connect)
     store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
     store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
     with store.transaction() as tx:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
 from memory_core.store_errors import os_error, sqlite_error
 
 

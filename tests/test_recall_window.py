@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph.db import WINDOW_ROWS_SQL, window_table_name
+from graph.sqlite.db import WINDOW_ROWS_SQL, window_table_name
 from memory_core import MemoryCore
 from memory_core.recall.query import parse_dates, read_query
 

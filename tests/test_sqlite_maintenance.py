@@ -1,4 +1,4 @@
-"""graph.sqlite_maintenance: the scans doctor, export/import and the operator views use, on a real
+"""graph.sqlite.maintenance: the scans doctor, export/import and the operator views use, on a real
 SQLite store — tenant-scoped reads, frozen values, and failures as GraphStoreError by result code."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from graph.api import GraphStoreError
-from graph.db import GraphDB, window_table_name
 from graph.maintenance_api import EdgeRow, MissingStructure, NodeRow
-from graph.sqlite_maintenance import SqliteMaintenance
+from graph.sqlite.db import GraphDB, window_table_name
+from graph.sqlite.maintenance import SqliteMaintenance
 from memory_core import MemoryCore
-from memory_core.doctor import check, repair
 from memory_core.errors import StoreFullError, StoreReadOnlyError
+from memory_core.operator.doctor import check, repair
 from tests.conftest import open_core
 
 

@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core import vector_deadline as vd
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.vector_deadline import DeadlineVectorStore
-from memory_core.vector_store import ChromaVectorStore, Metadata, VectorHit, index_loaded
+from memory_core.settings.schema import load_settings
+from memory_core.vectors import deadline as vd
+from memory_core.vectors.chroma import ChromaVectorStore, Metadata, VectorHit, index_loaded
+from memory_core.vectors.deadline import DeadlineVectorStore
+from memory_core.vectors.memory import InMemoryVectorStore
 
 DEADLINE_S = 0.3
 VEC = [1.0, 0.0, 0.0, 0.0]
