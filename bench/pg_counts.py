@@ -23,8 +23,8 @@ from typing import Any
 from bench.common import postgres_database
 from bench.pg_store import p50_ms
 from graph.api import EntitySpec
+from graph.keys import DAY_US
 from graph.pg import PostgresGraphStore
-from graph.sqlite.db import DAY_US
 
 DAY0 = 20_000
 

@@ -33,6 +33,7 @@ from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
 from memory_core.vectors.memory import InMemoryVectorStore
 from tests.support.chroma_server import ChromaServer, chroma_server
 from tests.support.faults import FaultyChromaClient, FaultyVectorStore, read_only_directories
+from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import assert_stores_agree, journal_rows, tenant_view
 
 STORE_CODES = {"STORE_ERROR", "STORE_READ_ONLY", "STORE_UNAVAILABLE", "STORE_FULL"}
@@ -243,14 +244,14 @@ def test_graph_store_in_read_only_mode_refuses_adds_before_touching_chroma(harne
     core = harness.core
     before = seed(core)
     calls = harness.faulty.upsert_calls
-    core.db.conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses every write now
+    sqlite_db(core).conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses every write now
     try:
         expect_store_error(lambda: core.add_memory("acme", "s1", "alice", "lost"), "STORE_READ_ONLY")
         assert harness.faulty.upsert_calls == calls, "Chroma was written although the journal could not be"
         assert [r.ref for r in core.get_contents("acme", sorted(before["acme"])).found] == sorted(before["acme"])
         assert len(core.query_recent_turns("acme", "s1").turns) == 2  # reads keep working
     finally:
-        core.db.conn.execute("PRAGMA query_only = OFF")
+        sqlite_db(core).conn.execute("PRAGMA query_only = OFF")
     assert_unchanged(core, before)
     core.add_memory("acme", "s1", "alice", "after the fault")
     assert_stores_agree(harness.reopen())

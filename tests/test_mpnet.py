@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.components import build_embedder
 from memory_core.embedding.local import Embedder, HashEmbedder, mpnet
 from memory_core.embedding.mpnet import JoinedParts, MPNetEmbedder
 from memory_core.errors import EmbeddingError, MemoryCoreError
+from memory_core.open import build_embedder
 from memory_core.settings.schema import load_settings
 
 KILN = "The kiln firing schedule moved to Thursday."

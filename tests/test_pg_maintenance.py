@@ -8,11 +8,11 @@ import psycopg
 import pytest
 
 from graph.api import AGENT, AUTHORED_BY, IN_SESSION, SESSION, SUPERSEDES, GraphStoreError, RowFilter, mem_node
+from graph.keys import DAY_US
 from graph.maintenance_api import EdgeRow, MissingStructure, NodeRow
 from graph.pg import LeasedJournalEntry, PostgresGraphStore
 from graph.pg.maintenance import PgMaintenance
 from graph.pg.migrations import LATEST
-from graph.sqlite.db import DAY_US
 from tests.support.pg_graph import add, expected_windows, ids, row, windows
 
 A, G = "acme", "globex"

@@ -228,7 +228,7 @@ def test_through_memory_core_an_add_during_a_big_tenants_first_recall_is_acknowl
 
 
 def test_the_configured_chain_reports_loads_through_its_lazy_open_and_cache_budget(tmp_path: Path) -> None:
-    from memory_core.components import open_vector_store
+    from memory_core.open import open_vector_store
 
     settings = load_settings(environ={}, overrides={"storage": {"vector_cache_mb": 64}})
     chain = open_vector_store(settings, tmp_path, rows=lambda tenant: 1)

@@ -14,6 +14,7 @@ from memory_core.errors import InvalidInputError, LockedError, MemoryCoreError, 
 from memory_core.models import to_us
 from tests.conftest import open_core
 from tests.support.faults import FaultyVectorStore
+from tests.support.sqlite import sqlite_db
 
 
 @pytest.fixture(params=["memory", "persistent", "postgres"])
@@ -281,15 +282,15 @@ def test_a_store_from_before_versions_opens_with_every_memory_current_and_unlock
 
     c = open_core("memory", tmp_path / "data", request)
     m = c.add_memory("acme", "s1", "ann", "an old fact", type="fact")
-    assert c.db is not None
-    with c.db.transaction() as cur:  # what schema 2 held: no version columns
+    assert sqlite_db(c) is not None
+    with sqlite_db(c).transaction() as cur:  # what schema 2 held: no version columns
         for column in ("supersedes_id", "valid_to_us", "locked"):
             cur.execute(f"ALTER TABLE memories DROP COLUMN {column}")
         cur.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     c.close()
     c = open_core("memory", tmp_path / "data", request)
     try:
-        assert c.db is not None and c.db.meta("schema_version") == str(SCHEMA_VERSION)
+        assert sqlite_db(c) is not None and sqlite_db(c).meta("schema_version") == str(SCHEMA_VERSION)
         node = c.graph.memory("acme", _id(m.ref))
         assert node is not None and node.valid_to_us is None and not node.locked and node.supersedes_id is None
         assert c.update_memory("acme", m.ref, content="a new fact").supersedes == m.ref

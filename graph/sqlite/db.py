@@ -19,13 +19,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from graph.errors import SchemaVersionError
+from graph.keys import DAY_US
 from graph.sqlite.migrations import (
     COUNT_SCOPES_SQL,
-    DAY_US,
     MIGRATIONS,
     SCHEMA_V1,
     SCHEMA_VERSION,
-    SchemaVersionError,
     run_script,
 )
 from graph.sqlite.readers import ReaderPool
@@ -108,7 +108,7 @@ class GraphDB:
         version knows, and writing them could lose that."""
         version = self._stored_version()
         if version is not None and version > SCHEMA_VERSION:
-            raise SchemaVersionError(version)
+            raise SchemaVersionError(version, SCHEMA_VERSION)
         if version == SCHEMA_VERSION:
             return
         with self.transaction() as cur:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from graph.api import INDEXED_FIELDS
-from graph.sqlite.txn import SEP
+from graph.keys import SEP
 
 
 class SqliteFieldReads:

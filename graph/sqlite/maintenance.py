@@ -32,7 +32,7 @@ from graph.maintenance_api import (
 )
 from graph.sqlite import maintenance_lexical as lexical
 from graph.sqlite.db import COUNT_SCOPES_SQL, GraphDB
-from graph.sqlite.maintenance_errors import store_errors
+from graph.sqlite.errors import store_errors
 
 CHUNK = 500  # ids per IN (...) list, below SQLite's variable limit
 

@@ -14,7 +14,7 @@ import sqlite3
 
 from graph.maintenance_api import LexicalState, WindowState
 from graph.sqlite.db import FTS_TOKENIZE, WINDOW_ROWS_SQL, GraphDB, fts_table_name, window_table_name
-from graph.sqlite.maintenance_errors import sqlite_kind
+from graph.sqlite.errors import sqlite_kind
 
 _SCRATCH = ("doctor_expected_v", "doctor_actual_v", "doctor_expected")
 

@@ -109,7 +109,6 @@ UNION ALL SELECT tenant, 'schan', channel || char(31) || session, count(*) FROM 
 UNION ALL SELECT tenant, 'day', printf('%08d', ts_us / 86400000000), count(*) FROM memories
     GROUP BY tenant, ts_us / 86400000000
 """
-DAY_US = 86_400_000_000
 
 
 def _count_scopes_sql() -> str:
@@ -184,11 +183,3 @@ def _v8(cur: sqlite3.Cursor, fresh: bool) -> None:
 MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [
     (2, _v2), (3, _v3), (4, _v4), (6, _v6), (7, _v7), (8, _v8)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-
-
-class SchemaVersionError(Exception):
-    """The store was written by a newer memory-core (its schema version is higher than ours)."""
-
-    def __init__(self, found: int) -> None:
-        super().__init__(f"schema version {found} is newer than this memory-core's {SCHEMA_VERSION}")
-        self.found = found

@@ -27,6 +27,7 @@ from graph.api import (
     RowFilter,
     SessionStats,
 )
+from graph.keys import SEP
 from graph.node_cache import LRU
 from graph.sqlite.adjacency_cache import AdjacencyCache
 from graph.sqlite.db import GraphDB
@@ -36,7 +37,7 @@ from graph.sqlite.errors import sqlite_errors
 from graph.sqlite.fields import SqliteFieldReads
 from graph.sqlite.lexical import SqliteLexical
 from graph.sqlite.rows import EPISODE_SELECT, NODE_SELECT, episode_from_row, node_from_row
-from graph.sqlite.txn import SEP, SqliteTxn
+from graph.sqlite.txn import SqliteTxn
 from graph.traversal import neighbourhood
 
 if TYPE_CHECKING:

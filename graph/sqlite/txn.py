@@ -27,31 +27,10 @@ from graph.api import (
     mem_node,
     session_node,
 )
-from graph.sqlite.db import COUNT_SCOPES_SQL, DAY_US, GraphDB
+from graph.keys import count_keys
+from graph.sqlite.db import COUNT_SCOPES_SQL, GraphDB
 from graph.sqlite.entities import SqliteEntityWrites
 from graph.sqlite.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, NODE_SELECT, node_from_row
-
-SEP = "\x1f"
-
-
-def day_key(ts_us: int) -> str:
-    """The 'day' count's key: the UTC day number, zero-padded so keys sort as days do."""
-    return f"{ts_us // DAY_US:08d}"
-
-
-def count_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (scope, key) counts one memory adds to (graph.sqlite.db.COUNT_SCOPES_SQL rebuilds the same)."""
-    session, channel = row["session"], row["channel"]
-    keys = [("all", ""), ("session", session), ("type", row["type"]), ("agent", row["agent"]),
-            ("day", day_key(row["ts_us"]))]
-    keys.append(("turns", session) if row["type"] == "turn" else ("nonturn", ""))
-    if row["visibility"] == "agent":
-        keys.append(("private", f"{session}{SEP}{row['agent']}"))
-    if channel:
-        keys.append(("channel", channel))
-        if row["visibility"] == "tenant":
-            keys.append(("schan", f"{channel}{SEP}{session}"))
-    return keys
 
 
 @dataclass
