@@ -22,8 +22,9 @@ from memory_core.errors import ConfigError
 from memory_core.sessions.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.settings.schema import Settings, load_settings
 from memory_core.store_errors import graph_error, os_error
+from memory_core.vectors.api import VectorStore
 from memory_core.vectors.cache import VectorCacheBudget
-from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
+from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.deadline import DeadlineVectorStore
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.vectors.memory import InMemoryVectorStore

@@ -38,7 +38,7 @@ from memory_core.sessions.episodes import Episode, EpisodeService, Recovery
 from memory_core.sessions.summary import SummaryProvider
 from memory_core.settings.schema import Settings
 from memory_core.store_errors import coded_graph_errors
-from memory_core.vectors.chroma import VectorStore
+from memory_core.vectors.api import VectorStore
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.vectors.preload import newest_tenants, preload_indexes
 from memory_core.versions.service import UpdateResult, VersionService

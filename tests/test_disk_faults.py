@@ -29,7 +29,8 @@ from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreReadOnlyError, StoreUnavailableError
 from memory_core.settings.schema import load_settings
-from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
+from memory_core.vectors.api import VectorStore
+from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.memory import InMemoryVectorStore
 from tests.support.chroma_server import ChromaServer, chroma_server
 from tests.support.faults import FaultyChromaClient, FaultyVectorStore, read_only_directories

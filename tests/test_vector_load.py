@@ -29,7 +29,8 @@ from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
 from memory_core.settings.schema import load_settings
 from memory_core.vectors import deadline as vd
-from memory_core.vectors.chroma import ChromaVectorStore, Metadata, VectorHit, index_loaded
+from memory_core.vectors.api import Metadata, VectorHit, index_loaded
+from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.deadline import DeadlineVectorStore
 from memory_core.vectors.memory import InMemoryVectorStore
 

@@ -57,7 +57,7 @@ from memory_core.recall.stages import Stages, timed
 from memory_core.recall.turn_context import Around
 from memory_core.refs import EPISODE, memory_ref, parse_ref
 from memory_core.settings.schema import Settings
-from memory_core.vectors.chroma import VectorHit, VectorStore
+from memory_core.vectors.api import VectorHit, VectorStore
 
 MAX_QUERY_CHARS = 8_000
 COVERAGE_ROWS = 10

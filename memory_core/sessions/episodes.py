@@ -25,7 +25,7 @@ from memory_core.reads import EPISODE_AGENT, EPISODE_SALIENCE, Reader, visible
 from memory_core.refs import episode_ref, memory_ref
 from memory_core.sessions.summary import SummaryProvider, SummaryTurn, extractive_summary, summarize_with_fallback
 from memory_core.settings.schema import Settings
-from memory_core.vectors.chroma import Metadata, VectorStore
+from memory_core.vectors.api import Metadata, VectorStore
 from memory_core.write.path import WritePath
 
 SUMMARY_WINDOW = 200  # newest turns a summary reads

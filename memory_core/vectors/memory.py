@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from memory_core.vectors.chroma import Metadata, VectorHit
+from memory_core.vectors.api import Metadata, VectorHit
 
 if TYPE_CHECKING:
     import numpy as np

@@ -36,7 +36,7 @@ from memory_core.models import AddResult, from_us
 from memory_core.refs import memory_ref
 from memory_core.settings.schema import LimitSettings
 from memory_core.store_errors import graph_error
-from memory_core.vectors.chroma import VectorStore
+from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
 from memory_core.write.add_rows import ADD_FIELDS, PreparedAdd, prepare_add
 from memory_core.write.rows import embedding_text, vector_metadata

@@ -25,7 +25,8 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.operator.doctor import repair
 from memory_core.settings.schema import load_settings
-from memory_core.vectors.chroma import ChromaVectorStore, Metadata
+from memory_core.vectors.api import Metadata
+from memory_core.vectors.chroma import ChromaVectorStore
 
 CRASH_EXIT = 77
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from graph.api import GraphStore
 from memory_core.recall.filters import RecallFilters
 from memory_core.refs import EPISODE, episode_ref, memory_ref, parse_ref
-from memory_core.vectors.chroma import VectorHit, VectorStore
+from memory_core.vectors.api import VectorHit, VectorStore
 
 IDS_MAX = 50_000  # admitted rows listed for an ids= query rather than a metadata scan
 OVERFETCH_MAX = 12  # an unfiltered over-fetch asks for at most this many pools
