@@ -1,4 +1,5 @@
-"""Provider failures and the stable reason strings reported as ``summary_error``.
+"""Model-provider failures and the stable reason strings reported (as ``summary_error``, an entity
+worker's log line, an embedding's EMBEDDING_UNAVAILABLE reason).
 
 Reasons are part of the public contract (they surface in episodes and MCP results), so they are
 short, lower-case, free of exception messages (which may echo URLs, prompts or keys) and drawn
@@ -43,8 +44,8 @@ def is_transient_status(status: int) -> bool:
     return status in _TRANSIENT_STATUSES or 500 <= status <= 599
 
 
-class SummaryProviderError(Exception):
-    """A summary could not be produced. ``reason`` is one of the stable strings above.
+class ProviderError(Exception):
+    """The model provider did not give a usable answer. ``reason`` is one of the stable strings above.
 
     ``transient`` drives the retry policy; ``attempts`` is how many calls were made in total.
     """
@@ -81,7 +82,7 @@ def _cause_chain(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def classify_exception(exc: BaseException, *, timeout_s: float) -> SummaryProviderError:
+def classify_exception(exc: BaseException, *, timeout_s: float) -> ProviderError:
     """Map a litellm/openai/httpx failure to a reason and a transient flag.
 
     litellm's top-level class is not reliable on its own: a refused connection and an unparsable
@@ -109,19 +110,19 @@ def classify_exception(exc: BaseException, *, timeout_s: float) -> SummaryProvid
     timeouts = (openai.APITimeoutError, httpx.TimeoutException, TimeoutError)
     transport = (openai.APIConnectionError, httpx.TransportError, ConnectionError)
     if any(isinstance(link, timeouts) for link in chain):
-        return SummaryProviderError(timeout_reason(timeout_s), transient=True)
+        return ProviderError(timeout_reason(timeout_s), transient=True)
     if any(isinstance(link, ConnectionRefusedError) for link in chain):
-        return SummaryProviderError(CONNECTION_REFUSED, transient=True)
+        return ProviderError(CONNECTION_REFUSED, transient=True)
     if any(isinstance(link, transport) for link in chain):
-        return SummaryProviderError(CONNECTION_ERROR, transient=True)
+        return ProviderError(CONNECTION_ERROR, transient=True)
     if any(isinstance(link, ValueError | openai.APIResponseValidationError) for link in chain):
-        return SummaryProviderError(MALFORMED_RESPONSE, transient=False)
+        return ProviderError(MALFORMED_RESPONSE, transient=False)
     # No real status and no transport failure: a 500 here was synthesized by litellm while parsing
     # a 200 answer it could not make sense of (empty body, a list, a response without choices).
     if getattr(exc, "status_code", None) == 500:
-        return SummaryProviderError(MALFORMED_RESPONSE, transient=False)
-    return SummaryProviderError(provider_error_reason(exc), transient=False)
+        return ProviderError(MALFORMED_RESPONSE, transient=False)
+    return ProviderError(provider_error_reason(exc), transient=False)
 
 
-def _status_error(status: int) -> SummaryProviderError:
-    return SummaryProviderError(http_reason(status), transient=is_transient_status(status))
+def _status_error(status: int) -> ProviderError:
+    return ProviderError(http_reason(status), transient=is_transient_status(status))
