@@ -31,14 +31,13 @@ The contributions land in ``Candidate.entity`` (added to ``base`` and ``graph``)
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.api import MemoryNode
+from graph.api import Counts, EntityReads, MemoryNode, MemoryReads
 from memory_core.entities.extract import extract_entities, normalise_name
+from memory_core.entities.related import weight
 from memory_core.recall.filters import RecallFilters
 from memory_core.recall.presets import RecallConfig
 from memory_core.recall.query import STOPWORDS, QueryReading
@@ -53,19 +52,8 @@ MAX_RUN = 3  # words in a looked-up run of the query
 _TOKEN = re.compile(r"[\w'’.@/-]+")
 
 
-class EntityReads(Protocol):
-    """What the branch reads of the graph store (the entity part of :class:`GraphStore`)."""
-
-    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]: ...
-    def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
-                        limit: int | None = None) -> dict[int, list[int]]: ...
-    def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
-                              cap: int) -> dict[int, int]: ...
-    def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]: ...
-    def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]: ...
-    def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]: ...
-    def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]: ...
-    def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int: ...
+class BranchReads(EntityReads, MemoryReads, Counts, Protocol):
+    """What the branch reads of the graph store: entities, the memories that mention them, counts."""
 
 
 @dataclass
@@ -102,17 +90,10 @@ def query_names(query: str, skip: frozenset[str]) -> list[str]:
     return list(out.values())[:MAX_LOOKUPS]
 
 
-def weight(df: int, n: int) -> float:
-    """Inverse document frequency on 0..1: 1 for an entity one memory mentions, 0 for one all do."""
-    if n <= 1 or df <= 0:
-        return 1.0
-    return max(0.0, math.log(n / df) / math.log(n))
-
-
 class EntityBranch:
     """Recall's entity branch over one graph store."""
 
-    def __init__(self, graph: EntityReads) -> None:
+    def __init__(self, graph: BranchReads) -> None:
         self.graph = graph
 
     def find(self, filters: RecallFilters, reading: QueryReading, cfg: RecallConfig) -> EntityHits:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from graph.api import GraphStore, LexicalHit
+from graph.api import LexicalHit, LexicalSearch
 from memory_core.recall.filters import RecallFilters
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -37,7 +37,7 @@ def keyword_phrases(query: str) -> list[str]:
 class LexicalIndex:
     """BM25 and keyword search inside one tenant's lexical indexes (the graph store's), filters inside."""
 
-    def __init__(self, graph: GraphStore) -> None:
+    def __init__(self, graph: LexicalSearch) -> None:
         self.graph = graph
 
     def window(self, filters: RecallFilters, terms: list[str], limit: int, own: bool = False) -> list[LexicalHit]:
