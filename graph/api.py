@@ -29,9 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from graph.agent_names import AgentNameIndex as AgentNameIndex
+from graph.entity_values import SHARED_VIEW as SHARED_VIEW
 from graph.entity_values import EntityNode as EntityNode
 from graph.entity_values import EntityRecord as EntityRecord
 from graph.entity_values import EntityRelation as EntityRelation
@@ -45,8 +47,6 @@ from graph.errors import GraphStoreError as GraphStoreError
 
 if TYPE_CHECKING:  # networkx is imported only by what traverses
     import networkx as nx
-
-    from graph.agent_names import AgentNameIndex
 
 AGENT_MEMORY = "AGENT_MEMORY"
 AGENT = "AGENT"
@@ -427,3 +427,24 @@ class GraphStore(MemoryReads, EpisodeReads, Timeline, Counts, FieldReads, EdgeRe
     Code that needs one concern takes its narrow Protocol (recall's lexical branch a
     :class:`LexicalSearch`, the entity walk an :class:`EntityReads`); the service holds the whole store.
     """
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    return {f.name: getattr(value, f.name) for f in fields(value)}
+
+
+def node_attrs(store: GraphStore, tenant: str, node: str) -> dict[str, Any] | None:
+    """A node's attributes (with ``kind``), or None when it is absent or another tenant's."""
+    kind, _, rest = node.partition(":")
+    if kind == "mem" and rest.isdigit():
+        mem = store.memory(tenant, int(rest))
+        return None if mem is None else {**_plain(mem), "source": dict(mem.source), "metadata": dict(mem.metadata)}
+    if kind == "ep" and rest.isdigit():
+        ep = store.episode(tenant, int(rest))
+        return None if ep is None else _plain(ep)
+    prefix = f"{kind}:{tenant}/"
+    if kind == "agent" and node.startswith(prefix) and (name := node[len(prefix):]) in store.agents(tenant):
+        return {"kind": AGENT, "tenant": tenant, "agent": name}
+    if kind == "session" and node.startswith(prefix) and store.count(tenant, node[len(prefix):]) > 0:
+        return {"kind": SESSION, "tenant": tenant, "session": node[len(prefix):]}
+    return None

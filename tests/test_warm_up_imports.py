@@ -66,7 +66,7 @@ def test_warm_ups_beside_the_first_calls_never_meet_a_half_imported_module(tmp_p
 
 CHROMA_PROBE = """
 import json, sys
-from memory_core import heavy_imports
+from memory_core.vectors import chroma_import as heavy_imports
 chromadb = heavy_imports.chromadb()
 import overrides
 from chromadb.api.rust import RustBindingsAPI

@@ -16,9 +16,8 @@ from typing import Any, Protocol
 from graph.api import EntitySpec, RelationSpec
 from memory_core.entities import declared
 from memory_core.errors import InvalidInputError
-from memory_core.provider.client import ModelClient
+from memory_core.provider.client import ModelClient, endpoint
 from memory_core.provider.errors import MALFORMED_RESPONSE, ProviderError
-from memory_core.sessions.summary.provider import endpoint
 from memory_core.settings.schema import ModelProviderSettings
 
 MAX_INPUT_CHARS = 4000

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, GraphStoreError, Key, mem_node
-from graph.traversal import node_attrs
+from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, GraphStoreError, Key, mem_node, node_attrs
 from memory_core import validation as v
 from memory_core.entities.inspect import EntityView, operator_entity, operator_memory_entities
 from memory_core.entities.service import ENTITY_REF

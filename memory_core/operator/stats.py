@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph.api import AGENT_MEMORY, EPISODE
-from graph.traversal import node_attrs
+from graph.api import AGENT_MEMORY, EPISODE, node_attrs
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import from_us, iso

@@ -29,6 +29,7 @@ from memory_core.provider.errors import (
     classify_exception,
     provider_exception_types,
 )
+from memory_core.settings.schema import ModelProviderSettings
 
 T = TypeVar("T")
 
@@ -77,6 +78,12 @@ class Endpoint:
     timeout_s: float = 30.0  # one attempt
     total_timeout_s: float = 90.0  # every attempt and back-off together
     max_retries: int = 2
+
+
+def endpoint(settings: ModelProviderSettings) -> Endpoint:
+    """The model provider's settings as the client's endpoint."""
+    return Endpoint(settings.model, settings.api_base, settings.api_key_env, timeout_s=settings.timeout_s,
+                    total_timeout_s=settings.total_timeout_s, max_retries=settings.max_retries)
 
 
 class ModelClient:

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_core import heavy_imports
 from memory_core.embedding.local import release_freed_heap
 from memory_core.errors import StoreError
+from memory_core.vectors import chroma_import
 from memory_core.vectors.api import VectorHit
 from memory_core.vectors.chroma_errors import translate_errors
 
@@ -65,7 +65,7 @@ class ChromaVectorStore:
 
     @classmethod
     def persistent(cls, path: str | os.PathLike[str], prefix: str = "mc") -> ChromaVectorStore:
-        chromadb = heavy_imports.chromadb()
+        chromadb = chroma_import.chromadb()
 
         settings = chromadb.Settings(anonymized_telemetry=False, allow_reset=False)
 
@@ -154,7 +154,7 @@ class ChromaVectorStore:
         headers: dict[str, str] | None = None,
         retries: int = 3,
     ) -> ChromaVectorStore:
-        chromadb = heavy_imports.chromadb()
+        chromadb = chroma_import.chromadb()
 
         settings = chromadb.Settings(anonymized_telemetry=False)
 

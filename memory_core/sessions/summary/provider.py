@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from memory_core.provider.client import Endpoint, ModelClient
+from memory_core.provider.client import ModelClient, endpoint
 from memory_core.provider.errors import EMPTY_RESPONSE, ProviderError
 from memory_core.sessions.summary.text import normalize_space, trim_to_chars
 from memory_core.settings.schema import ModelProviderSettings
@@ -81,12 +81,6 @@ def format_turns(turns: Sequence[SummaryTurn], previous_handoff: str | None, max
         budget -= len(line) + 1
     parts.append("Turns, oldest first:\n" + "\n".join(reversed(lines)))
     return "\n".join(parts)
-
-
-def endpoint(settings: ModelProviderSettings) -> Endpoint:
-    """The model provider's settings as the client's endpoint."""
-    return Endpoint(settings.model, settings.api_base, settings.api_key_env, timeout_s=settings.timeout_s,
-                    total_timeout_s=settings.total_timeout_s, max_retries=settings.max_retries)
 
 
 class LiteLLMSummaryProvider:
