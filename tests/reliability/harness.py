@@ -32,12 +32,12 @@ from mcp_types import CallToolResult
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings.schema import Settings, load_settings
+from tests.support.paths import ROOT
 from tools.mcp.server import TOOLS as SERVER_TOOLS
 from tools.mcp.server import build_server
 
 LONG = os.environ.get("MEMORY_CORE_RELIABILITY", "").strip().lower() == "long"
 MODE = "long" if LONG else "ci"
-ROOT = Path(__file__).resolve().parents[2]
 RESULTS_PATH = ROOT / "bench" / "results" / "reliability.json"
 CALL_TIMEOUT_S = 120.0
 

@@ -47,6 +47,7 @@ from tests.reliability.harness import (
     marker,
     payload,
 )
+from tests.support.backends import graph_backends
 from tests.support.store_checks import tenant_view
 from tools.mcp.preview import expand_rows
 
@@ -63,7 +64,6 @@ VOCAB = ("orion", "vault", "deploy", "billing", "invoice", "queue", "retry", "sc
 # Hypothesis picks each example's length (up to the step count); batches run until the target is met.
 TARGET_STEPS, EXAMPLES_PER_BATCH, STEPS_PER_EXAMPLE = (2000, 20, 50) if LONG else (150, 5, 30)
 MAX_BATCHES = 50
-BACKENDS = ("sqlite", "postgres")
 
 
 @dataclass
@@ -474,7 +474,7 @@ class IsolationMachine(RuleBasedStateMachine):
                         f"export line {line['ref']} differs")
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=graph_backends())
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     """The server over SQLite + embedded Chroma, or over PostgreSQL + `chroma run` (a replica's stores)."""
     storage: dict[str, Any] = {}
