@@ -13,20 +13,18 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from graph.api import EntityNode
 from memory_core import validation as v
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
-from memory_core.dir_lock import DirLock
-from memory_core.embedding.local import Embedder
 from memory_core.entities.related import RelatedResult
 from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityService, MergedEntity
 from memory_core.entities.worker import build_entity_worker
 from memory_core.errors import InvalidInputError, LockedError
 from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
-from memory_core.open import Parts, open_parts
+from memory_core.open import OpenOptions, Parts, open_parts
 from memory_core.reads import Reader, visible
 from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
@@ -35,10 +33,7 @@ from memory_core.recall.presets import PRESETS
 from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.sessions.episodes import Episode, EpisodeService, Recovery
-from memory_core.sessions.summary import SummaryProvider
-from memory_core.settings.schema import Settings
 from memory_core.store_errors import coded_graph_errors
-from memory_core.vectors.api import VectorStore
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.vectors.preload import newest_tenants, preload_indexes
 from memory_core.versions.service import UpdateResult, VersionService
@@ -74,19 +69,7 @@ class MemoryCore:
         self._closed = False
 
     @classmethod
-    def open(
-        cls,
-        data_dir: str | os.PathLike[str] | None = None,
-        *,
-        settings: Settings | None = None,
-        config_path: str | os.PathLike[str] | None = None,
-        embedder: Embedder | None = None,
-        vector_store: VectorStore | None = None,
-        in_memory_vectors: bool = False,
-        summary_provider: SummaryProvider | None = None,
-        lock: DirLock | None = None,
-        announcement: str | None = None,
-    ) -> MemoryCore:
+    def open(cls, data_dir: str | os.PathLike[str] | None = None, **options: Unpack[OpenOptions]) -> MemoryCore:
         """Open (creating if needed) a store. ``settings`` default to config file + env.
 
         ``lock`` is the lock of ``data_dir`` when the caller claimed it already
@@ -94,15 +77,11 @@ class MemoryCore:
         ``announcement`` names the file where a running server announces itself, so
         STORE_LOCKED can say which one holds the directory (see :class:`DirLock`).
         """
-        parts = open_parts(data_dir, settings=settings, config_path=config_path, embedder=embedder,
-                           vector_store=vector_store, in_memory_vectors=in_memory_vectors,
-                           summary_provider=summary_provider, lock=lock, announcement=announcement)
+        parts = open_parts(data_dir, **options)
         try:
             return cls(parts)
         except BaseException:
-            parts.graph.close()
-            if parts.lock is not None:
-                parts.lock.release()
+            parts.close()
             raise
 
     # ---- corrections and locks (the work is VersionService's) ----
@@ -208,9 +187,7 @@ class MemoryCore:
         self.episodes.close()
         self.recaller.close()
         self.vectors.close()
-        self._parts.graph.close()
-        if self._parts.lock is not None:
-            self._parts.lock.release()
+        self._parts.close()
 
     def __enter__(self) -> MemoryCore:
         return self
