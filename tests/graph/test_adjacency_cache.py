@@ -15,7 +15,7 @@ from graph.api import MemoryNode
 from graph.sqlite.adjacency_cache import AdjacencyCache
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
 

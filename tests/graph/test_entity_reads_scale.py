@@ -13,7 +13,7 @@ import pytest
 
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 
 def _fill(core: MemoryCore, tenant: str, n: int) -> list[int]:

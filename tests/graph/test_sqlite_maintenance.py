@@ -17,7 +17,7 @@ from graph.sqlite.maintenance import SqliteMaintenance
 from memory_core import MemoryCore
 from memory_core.errors import StoreFullError, StoreReadOnlyError
 from memory_core.operator.doctor import check, repair
-from tests.conftest import open_core
+from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 
 

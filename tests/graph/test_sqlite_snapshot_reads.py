@@ -14,7 +14,7 @@ import pytest
 from graph.api import RowFilter
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 
 @pytest.fixture

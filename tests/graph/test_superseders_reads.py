@@ -12,7 +12,7 @@ import pytest
 
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
-from tests.conftest import open_core
+from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 
 

@@ -16,7 +16,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
 from memory_core.operator.transfer import export_tenant, import_lines
-from tests.conftest import open_core
+from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 
 SECRET = "alice-secret-zebra"

@@ -10,7 +10,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.operator.doctor import check, repair
-from tests.conftest import open_core
+from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 
 

@@ -13,7 +13,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.entities.model import parse_answer
 from memory_core.provider.errors import ProviderError
-from tests.conftest import open_core
+from tests.support.backends import open_core
 from tests.support.fake_llm import FakeLLM, fake_llm, malformed, ok, slow, status
 
 ANSWER = json.dumps({"entities": [{"name": "Zeta Corp", "kind": "org"}, {"name": "Priya", "kind": "person"},

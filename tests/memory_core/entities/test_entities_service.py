@@ -12,8 +12,7 @@ import pytest
 from graph.api import GraphStoreError
 from memory_core import MemoryCore
 from memory_core.errors import InvalidInputError, NotFoundError
-from tests.conftest import open_core
-from tests.support.backends import store_backends
+from tests.support.backends import open_core, store_backends
 
 
 @pytest.fixture(params=store_backends("memory", "postgres"))

@@ -10,8 +10,8 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.errors import InvalidTenantError, LockedError, SupersededError, TenantRequiredError
 from memory_core.operator.transfer import ExportLine, export_tenant, import_lines
-from tests.conftest import open_core
 from tests.support.agreement import assert_stores_agree
+from tests.support.backends import open_core
 
 T0 = "2026-01-05T09:00:00.000000+00:00"
 

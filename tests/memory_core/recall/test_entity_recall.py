@@ -11,8 +11,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.recall.branches.entity import MAX_LOOKUPS, query_names, weight
-from tests.conftest import open_core
-from tests.support.backends import store_backends
+from tests.support.backends import open_core, store_backends
 
 
 @pytest.fixture(params=store_backends("memory", "postgres"))

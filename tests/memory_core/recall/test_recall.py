@@ -10,7 +10,7 @@ import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import shared_minilm
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 NOW = datetime.now(UTC)
 

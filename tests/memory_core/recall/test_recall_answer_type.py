@@ -11,7 +11,7 @@ import pytest
 
 from memory_core.recall import presets
 from memory_core.recall.answer_type import asked_kind, asks, holds
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 
 @pytest.mark.parametrize(("question", "kind"), [

@@ -23,8 +23,7 @@ from memory_core.recall.branches import vector as vector_branch
 from memory_core.recall.branches.vector import filtered_hits
 from memory_core.recall.filters import RecallFilters, resolve_project
 from memory_core.vectors import chroma as vector_store
-from tests.conftest import open_core
-from tests.support.backends import store_backends
+from tests.support.backends import open_core, store_backends
 
 T0 = datetime(2026, 4, 1, 8, 0, tzinfo=UTC)
 WORDS = "orion vault deploy billing queue retry cache lease schema index token budget".split()

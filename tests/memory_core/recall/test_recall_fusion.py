@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memory_core import MemoryCore
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
 # what each word "means": synonyms share a direction, so only the vector branch sees them alike

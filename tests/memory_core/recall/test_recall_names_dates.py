@@ -14,7 +14,7 @@ from memory_core.embedding.local import HashEmbedder
 from memory_core.recall.dates import parse_dates
 from memory_core.recall.filters import holds, normalize
 from memory_core.recall.query import read_query
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 ANCHOR = datetime(2025, 6, 18, 15, 0, tzinfo=UTC)  # a Wednesday
 

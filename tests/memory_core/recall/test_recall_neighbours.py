@@ -18,7 +18,7 @@ from graph.api import MemoryNode
 from memory_core import MemoryCore
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.scoring import Candidate
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
 

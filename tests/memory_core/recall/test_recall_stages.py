@@ -11,7 +11,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.recall.stages import BESIDE, Stages, describe
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 SLOW_S = 0.08
 ON_THE_CALLER = ("read", "embed", "vector", "wait", "rank")

@@ -12,7 +12,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.recall import presets
-from tests.conftest import open_core
+from tests.support.backends import open_core
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from tests.conftest import open_core
+from tests.support.backends import open_core
 from tests.support.fake_llm import FakeLLM, fake_llm, long_text, malformed, ok, slow, status
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -12,8 +12,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.errors import InvalidInputError, LockedError, MemoryCoreError, NotFoundError, SupersededError
 from memory_core.models import to_us
-from tests.conftest import open_core
-from tests.support.backends import store_backends
+from tests.support.backends import open_core, store_backends
 from tests.support.faults import FaultyVectorStore
 from tests.support.sqlite import sqlite_db
 
@@ -31,7 +30,7 @@ def _pg_core(request: pytest.FixtureRequest, data_dir: Path) -> MemoryCore:
     """PostgreSQL graph with in-memory vectors (the graph side is what versions change)."""
     from memory_core.embedding.local import HashEmbedder
     from memory_core.settings.schema import load_settings
-    from tests.conftest import _postgres_database
+    from tests.support.backends import postgres_database as _postgres_database
 
     settings = load_settings(environ={}, overrides={
         "embedding": {"provider": "hash"},
