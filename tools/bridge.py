@@ -22,8 +22,10 @@ have been applied (``may_have_been_applied``):
 - still unanswered when the client closes stdin and the drain time is over
                                                      -> ``SERVER_UNAVAILABLE``, may have been applied
 
-When the server goes away (killed, stopped after idling, restarted) the bridge says so in one
-line on stderr, and the next call starts or finds the server again
+Every connection first has the server prove that it holds the secret of the data directory's
+record (:func:`tools.shared_server.connect_verified`): no token and no content ever reach a
+process that merely listens on the recorded port. When the server goes away (killed, stopped
+after idling, restarted) the bridge says so in one line on stderr, and the next call starts or finds the server again
 (:func:`tools.shared_server.ensure_shared_server`), replays the client's ``initialize`` and
 sends the call again — a transparent restart. Every wait is bounded; nothing hangs.
 
@@ -36,7 +38,6 @@ import base64
 import contextlib
 import http.client
 import json
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,7 +45,14 @@ from typing import IO, Any
 
 from memory_core.errors import MemoryCoreError
 from tools.bridge_lines import read_line
-from tools.shared_server import Announcement, SharedServerError, bridge_token
+from tools.shared_server import (
+    Announcement,
+    SharedServerError,
+    UnprovenServer,
+    bridge_token,
+    connect_verified,
+    say_on_stderr,
+)
 
 MCP_PATH = "/mcp"
 ATTACH_PATH = "/mcp-bridge/attach"  # held open while the client is connected: the shared server is not idle
@@ -57,6 +65,13 @@ READ_TIMEOUT_S = 300.0  # one call (a recall on a cold store) may take a while; 
 DRAIN_TIMEOUT_S = 30.0  # after stdin closes, how long answers still in flight are awaited (all of them)
 MAX_CONCURRENT = 16
 MAX_REFUSAL_BYTES = 64 * 1024  # an error response is read this far, no further
+# The HTTP guard's refusals (tools/http_guard.py), for one whose body a connection reset cut off
+GUARD_REFUSALS = {
+    408: ("REQUEST_TIMEOUT", "The request body stopped arriving at the server (server.body_timeout_s)"),
+    413: ("REQUEST_TOO_LARGE", "The request is larger than the server takes (server.max_request_bytes)"),
+    503: ("SERVER_BUSY", "The server is reading too many large requests at once (server.max_inflight_bytes); "
+          "retry shortly"),
+}
 # Calls that can be sent twice without harm when the connection broke mid-call.
 SAFE_METHODS = frozenset({"initialize", "ping", "tools/list", "resources/list", "prompts/list",
                           "resources/templates/list", "completion/complete", "logging/setLevel"})
@@ -124,7 +139,7 @@ class Bridge:
         self._locate = locate
         self._tenant, self._agent = tenant, agent
         self._stdin, self._stdout = stdin, stdout
-        self._say = say or _say_on_stderr
+        self._say = say or say_on_stderr
         self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
@@ -224,6 +239,7 @@ class Bridge:
             if failed is not None:
                 raise failed  # the launch's own failure, once; later calls try again
             self._recover(self._generation, replay=False)
+        self._check_size(call)
         for attempt in (1, 2):
             generation, session = self._generation, self._session
             try:
@@ -241,6 +257,15 @@ class Bridge:
                 if attempt == 2 or not _safe_to_resend(call.message):
                     raise _unavailable(call, "The shared memory-core server stopped while handling this call") from None
             self._recover(generation, replay=call.method != "initialize")
+
+    def _check_size(self, call: _Call) -> None:
+        """Refuse here, unsent, a request the server would refuse for its size (it says its limit in its record)."""
+        limit = self._server.max_request_bytes if self._server is not None else None
+        if limit is not None and len(call.body) > limit:
+            raise RequestRefused(
+                "REQUEST_TOO_LARGE", f"A request may hold at most {limit} bytes (server.max_request_bytes) and this "
+                f"one holds {len(call.body)}; it was not sent and nothing was applied (send less, e.g. split it).",
+                may_have_been_applied=False, max_request_bytes=limit, request_bytes=len(call.body))
 
     def _fail(self, call: _Call, error: MemoryCoreError) -> None:
         """Answer a request the server could not: a tool error for tools/call, a JSON-RPC error otherwise."""
@@ -280,13 +305,12 @@ class Bridge:
         return headers
 
     def _connect(self, server: Announcement | None = None) -> http.client.HTTPConnection:
+        """A connection on which the server proved it holds the record's secret (nothing else was sent yet)."""
         server = server or self._server
         assert server is not None
-        conn = http.client.HTTPConnection(*server.address, timeout=CONNECT_TIMEOUT_S)
         try:
-            conn.connect()
-        except OSError as exc:
-            conn.close()
+            conn = connect_verified(server, CONNECT_TIMEOUT_S)
+        except UnprovenServer as exc:  # gone, or another process on its port: the next locate decides
             raise _NotDelivered from exc
         assert conn.sock is not None
         conn.sock.settimeout(READ_TIMEOUT_S)
@@ -451,12 +475,6 @@ class Bridge:
             self._stdout.flush()
 
 
-def _say_on_stderr(text: str) -> None:
-    with contextlib.suppress(OSError):
-        sys.stderr.write(f"memory-core: {text}\n")
-        sys.stderr.flush()
-
-
 def _unavailable(call: _Call, what: str) -> SharedServerError:
     """SERVER_UNAVAILABLE for a call left without its answer: a write may have been applied, a read was not."""
     if _safe_to_resend(call.message):
@@ -498,11 +516,12 @@ def _refusal(response: http.client.HTTPResponse) -> _Refused:
         error = parsed.get("error") if isinstance(parsed, dict) else None
     except ValueError:
         pass
-    if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+    if not isinstance(error, dict) or not isinstance(error.get("message"), str):  # no body (a reset cut it)
         text = body[:200].decode("utf-8", "replace").strip() or response.reason
-        return _Refused(None, RequestRefused("SERVER_REFUSED", f"The shared memory-core server refused the call "
-                                             f"(HTTP {response.status}: {text}); it was not applied.",
-                                             may_have_been_applied=False, http_status=response.status))
+        code, what = GUARD_REFUSALS.get(response.status, ("SERVER_REFUSED", f"The shared memory-core server "
+                                                          f"refused the call (HTTP {response.status}: {text})"))
+        return _Refused(None, RequestRefused(code, f"{what}; nothing was applied.", may_have_been_applied=False,
+                                             http_status=response.status))
     data = error.get("data")
     code = data.get("code") if isinstance(data, dict) else None
     if isinstance(code, str):

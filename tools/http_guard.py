@@ -18,7 +18,10 @@ SDK (and any tool) sees a request:
   (Content-Length) or found too large gets 413 without reading the rest; one that would pass
   the shared budget gets 503 with ``Retry-After``. Every refusal carries a JSON-RPC error body
   whose ``data.code`` is stable: ``HOST_NOT_ALLOWED``, ``ORIGIN_NOT_ALLOWED``,
-  ``REQUEST_TOO_LARGE``, ``SERVER_BUSY``.
+  ``REQUEST_TOO_LARGE``, ``SERVER_BUSY``, ``REQUEST_TIMEOUT``.
+- **Slow bodies.** A body must keep arriving: when ``body_timeout_s`` pass without a byte of it,
+  the request gets 408 ``REQUEST_TIMEOUT`` and its bytes are given back, so a client that
+  declares a body and never sends it holds neither memory nor a request in flight for long.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,6 +42,7 @@ from tools.auth import is_loopback
 
 INVALID_REQUEST = -32600
 RETRY_AFTER_S = 1
+BODY_TIMEOUT_S = 30.0  # server.body_timeout_s's default
 
 
 def check_body_budget(max_request_bytes: int, max_inflight_bytes: int) -> None:
@@ -157,12 +162,14 @@ class HttpGuard:
     """ASGI middleware: Host/Origin policy (when given), then the body byte budget."""
 
     def __init__(
-        self, app: ASGIApp, *, policy: HostPolicy | None, max_request_bytes: int, max_inflight_bytes: int
+        self, app: ASGIApp, *, policy: HostPolicy | None, max_request_bytes: int, max_inflight_bytes: int,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
         self.app = app
         self.policy = policy
         self.max_request_bytes = max_request_bytes
         self.budget = ByteBudget(max_inflight_bytes)
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -200,8 +207,8 @@ class HttpGuard:
         reset it, and the client would see "connection reset" instead of the 503 or 403. A body
         over the cap is answered at once, unread; such a client may see the reset instead. A body
         already read to its end is not waited for again: that wait would last until the client
-        gave up, and it never would, waiting for its answer."""
-        if body_left and refusal != self._too_large:
+        gave up, and it never would, waiting for its answer. A stalled body is not waited for either."""
+        if body_left and refusal not in (self._too_large, self._timed_out):
             await self._discard_body(receive)
         await refusal(send)
 
@@ -209,8 +216,8 @@ class HttpGuard:
         """Read and drop what is left of a body, up to one request's worth."""
         dropped = 0
         while dropped <= self.max_request_bytes:
-            message = await receive()
-            if message["type"] != "http.request" or not message.get("more_body", False):
+            message = await self._next(receive)
+            if message is None or message["type"] != "http.request" or not message.get("more_body", False):
                 return
             dropped += len(message.get("body", b""))
 
@@ -219,7 +226,9 @@ class HttpGuard:
         the messages, the refusal if a limit was passed, and whether any of the body is left unread."""
         messages: list[Message] = []
         while True:
-            message = await receive()
+            message = await self._next(receive)
+            if message is None:
+                return [], self._timed_out, True
             messages.append(message)
             if message["type"] != "http.request":
                 return messages, None, False
@@ -233,6 +242,12 @@ class HttpGuard:
             if not body_left:
                 return messages, None, False
 
+    async def _next(self, receive: Receive) -> Message | None:
+        """The next chunk of a body; None when none came within ``body_timeout_s``."""
+        with anyio.move_on_after(self.body_timeout_s):
+            return await receive()
+        return None
+
     async def _foreign_host(self, send: Send) -> None:
         await _refuse(send, 421, "HOST_NOT_ALLOWED", "This server answers only its own loopback address and port "
                       "in the Host header.")
@@ -243,6 +258,10 @@ class HttpGuard:
     async def _too_large(self, send: Send) -> None:
         await _refuse(send, 413, "REQUEST_TOO_LARGE", f"A request body may hold at most {self.max_request_bytes} "
                       "bytes (server.max_request_bytes).")
+
+    async def _timed_out(self, send: Send) -> None:
+        await _refuse(send, 408, "REQUEST_TIMEOUT", f"The request body stopped arriving for {self.body_timeout_s:g} s "
+                      "(server.body_timeout_s).")
 
     async def _busy(self, send: Send) -> None:
         await _refuse(send, 503, "SERVER_BUSY", "The server is reading too many large requests at once "
