@@ -523,11 +523,11 @@ def _refusal(response: http.client.HTTPResponse) -> _Refused:
         return _Refused(None, RequestRefused(code, f"{what}; nothing was applied.", may_have_been_applied=False,
                                              http_status=response.status))
     data = error.get("data")
-    code = data.get("code") if isinstance(data, dict) else None
-    if isinstance(code, str):
+    coded = data.get("code") if isinstance(data, dict) else None
+    if isinstance(coded, str):
         message = error["message"].rstrip()
         message = message if message.endswith(".") else f"{message}."
-        return _Refused(None, RequestRefused(code, f"{message} Nothing was applied.", may_have_been_applied=False,
+        return _Refused(None, RequestRefused(coded, f"{message} Nothing was applied.", may_have_been_applied=False,
                                              http_status=response.status))
     return _Refused({"jsonrpc": "2.0", "error": error}, None)
 
