@@ -56,7 +56,7 @@ from tools.deferred_core import (
     open_stores,
     open_stores_warming,
 )
-from tools.http_guard import HostPolicy, HttpGuard, check_body_budget
+from tools.http_guard import FORM_MAX_BYTES, BodyCap, HostPolicy, HttpGuard, check_body_budget
 from tools.listen import listen, url_host
 from tools.mcp_context import ServerState, error_result
 from tools.mcp_recall_tools import recall, recall_with_context
@@ -364,6 +364,7 @@ async def serve_http(
         max_request_bytes=settings.server.max_request_bytes,
         max_inflight_bytes=settings.server.max_inflight_bytes,
         body_timeout_s=settings.server.body_timeout_s,
+        path_caps={"/ui": BodyCap(FORM_MAX_BYTES, "the inspector takes no more than a login form")},
     )
     # without configured tokens, the bridge token is checked on the headers, before any body is read
     inner = guarded if tokens else BridgeAuth(guarded, bridge, require=shared)
