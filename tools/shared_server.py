@@ -36,6 +36,7 @@ import json
 import os
 import re
 import secrets
+import socket
 import subprocess
 import sys
 import threading
@@ -148,6 +149,11 @@ def connect_verified(found: Announcement, timeout_s: float) -> http.client.HTTPC
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     nonce = secrets.token_hex(16)
     try:
+        conn.connect()
+        assert conn.sock is not None
+        # http.client writes a request's headers and body apart: with Nagle's algorithm the body of
+        # the second request on a connection waits for the server's delayed ACK (40 ms on Linux)
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn.request("GET", f"{HELLO_PATH}?nonce={nonce}")
         response = conn.getresponse()
         length = response.length
