@@ -24,7 +24,14 @@ import pytest
 
 from tests.support.raw_bridge import RawBridge, tool_error
 from tests.test_shared_server import shared_servers, stop_servers
-from tools.shared_server import ANNOUNCEMENT, announce, ensure_shared_server, is_alive, read_announcement
+from tools.shared_server import (
+    ANNOUNCEMENT,
+    announce,
+    ensure_shared_server,
+    is_alive,
+    live_announcement,
+    read_announcement,
+)
 
 SECRET_CONTENT = "the vault code is 4711"
 
@@ -137,6 +144,16 @@ def test_a_listener_that_takes_the_port_of_a_killed_server_mid_session_gets_no_t
     assert impostor is not None
     _assert_told_nothing(impostor)
     assert "Traceback" not in bridge.stderr
+
+
+def test_a_record_others_may_read_is_not_trusted(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_CORE_EMBEDDING_PROVIDER", "hash")
+    found = ensure_shared_server(data_dir, None)
+    assert live_announcement(data_dir) == found
+    (data_dir / ANNOUNCEMENT).chmod(0o644)  # its secret is readable by every local user now
+    said: list[str] = []
+    assert live_announcement(data_dir, said.append) is None
+    assert len(said) == 1 and "open to other users (mode 644)" in said[0]
 
 
 def test_sigterm_of_the_shared_server_removes_its_record(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

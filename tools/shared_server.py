@@ -199,9 +199,19 @@ def _verdict(found: Announcement, timeout_s: float) -> UnprovenServer | None:
 
 
 def live_announcement(data_dir: Path, say: Callable[[str], None] | None = None) -> Announcement | None:
-    """The announcement of a live server that proved itself; None otherwise (``say`` hears of impostors)."""
+    """The announcement of a live server that proved itself; None otherwise (``say`` hears of impostors).
+
+    A record that is not this user's own, or that others may read or write, is not trusted
+    either: its secret is no longer a secret.
+    """
     found = read_announcement(data_dir)
     if found is None:
+        return None
+    loose = _loose(data_dir / ANNOUNCEMENT)
+    if loose is not None:
+        if say is not None:
+            say(f"{data_dir / ANNOUNCEMENT} is {loose}; its server is not trusted (remove the file, or make the data "
+                "directory private).")
         return None
     failed = _verdict(found, 1.0)
     if failed is None:
@@ -209,6 +219,19 @@ def live_announcement(data_dir: Path, say: Callable[[str], None] | None = None) 
     if failed.impostor and say is not None:
         say(f"{found.url} (recorded in {data_dir / ANNOUNCEMENT}, pid {found.pid}) did not prove it holds the "
             "record's secret; it was sent nothing, and this client uses a server of its own.")
+    return None
+
+
+def _loose(path: Path) -> str | None:
+    """Why a record cannot be trusted (another user's, or open to others); None when it is private."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None  # gone meanwhile: nothing is trusted anyway
+    if info.st_uid != os.getuid():
+        return f"owned by uid {info.st_uid}, not by this user"
+    if info.st_mode & 0o077:
+        return f"open to other users (mode {info.st_mode & 0o777:o})"
     return None
 
 
