@@ -131,5 +131,6 @@ def test_every_call_gets_one_answer_and_stderr_one_line_while_the_shared_server_
             outcomes["maybe"] += 1
         else:
             outcomes["not applied"] += 1
+    print(f"{KILLS} kills, {len(sent)} calls: {outcomes}")  # shown with -s
     assert outcomes["ok"] >= KILLS * ANSWERS_BETWEEN_KILLS, outcomes
     _assert_one_line_per_loss(bridge.stderr, killed)  # and after each, the calls went on: they recovered
