@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.raw_bridge import RawBridge, tool_error
 from tests.test_shared_server import stop_servers
-from tools.shared_server import ANNOUNCEMENT, ensure_shared_server
+from tools.bridge.shared_server import ANNOUNCEMENT, ensure_shared_server
 
 LIMIT = 100_000
 LIMITS = {"MEMORY_CORE_SERVER_MAX_REQUEST_BYTES": str(LIMIT), "MEMORY_CORE_SERVER_SHARED_IDLE_S": "30"}

@@ -1,4 +1,4 @@
-"""Connections accepted on a ``tools.listen`` socket run with Nagle's algorithm off.
+"""Connections accepted on a ``tools.http.listen`` socket run with Nagle's algorithm off.
 
 asyncio sets TCP_NODELAY only on sockets whose ``proto`` is IPPROTO_TCP; a listener made
 without naming it passes proto 0 to every accepted socket, and each response after the first
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from tools.listen import listen
+from tools.http.listen import listen
 
 
 def test_an_asyncio_server_on_a_listen_socket_turns_nagle_off_for_each_connection() -> None:

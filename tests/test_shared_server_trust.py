@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.raw_bridge import RawBridge, tool_error
 from tests.test_shared_server import shared_servers, stop_servers
-from tools.shared_server import (
+from tools.bridge.shared_server import (
     ANNOUNCEMENT,
     announce,
     ensure_shared_server,

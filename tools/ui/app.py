@@ -36,9 +36,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from memory_core.errors import InvalidInputError, MemoryCoreError, NotFoundError
-from memory_core.inspector import Inspector
+from memory_core.operator.inspector import Inspector
 from memory_core.service import MemoryCore
-from tools.http_guard import FORM_MAX_BYTES, HttpGuard
+from tools.http.guard import FORM_MAX_BYTES, HttpGuard
 from tools.ui import pages
 from tools.ui.auth import COOKIE, SESSION_TTL_S, Caller, HostCheck, OperatorAuth, safe_next
 from tools.ui.health import DoctorMonitor
