@@ -292,10 +292,10 @@ class Bridge:
             if not quiet:
                 self._write_locked(answer)
 
-    def _headers(self, session: str | None, message: Any = None) -> dict[str, str]:
-        assert self._server is not None
+    def _headers(self, server: Announcement, session: str | None, message: Any = None) -> dict[str, str]:
+        """The headers of a request to ``server`` (the one its connection was verified with)."""
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   "Authorization": f"Bearer {bridge_token(self._server.secret, self._tenant, self._agent)}"}
+                   "Authorization": f"Bearer {bridge_token(server.secret, self._tenant, self._agent)}"}
         modern = _modern_headers(message)
         if modern is not None:
             return {**headers, **modern}  # self-contained: no session
@@ -305,10 +305,8 @@ class Bridge:
             headers["Mcp-Protocol-Version"] = self._protocol
         return headers
 
-    def _connect(self, server: Announcement | None = None) -> http.client.HTTPConnection:
+    def _connect(self, server: Announcement) -> http.client.HTTPConnection:
         """A connection on which the server proved it holds the record's secret (nothing else was sent yet)."""
-        server = server or self._server
-        assert server is not None
         try:
             conn = connect_verified(server, CONNECT_TIMEOUT_S)
         except UnprovenServer as exc:  # gone, or another process on its port: the next locate decides
@@ -319,9 +317,11 @@ class Bridge:
 
     def _post(self, call: _Call, session: str | None, *, quiet: bool = False) -> None:
         """Send one message and pass its response on; raises when its request was left unanswered."""
-        conn = self._connect()
+        server = self._server
+        assert server is not None
+        conn = self._connect(server)
         try:
-            headers = self._headers(session, call.message)
+            headers = self._headers(server, session, call.message)
             try:
                 conn.request("POST", MCP_PATH, call.body, headers)
             except OSError as exc:  # the body did not all leave: the server cannot have handled it
@@ -431,14 +431,17 @@ class Bridge:
         threading.Thread(target=self._listen, args=(session,), daemon=True).start()
 
     def _listen(self, session: str) -> None:
+        server = self._server
+        if server is None:
+            return
         try:
-            conn = self._connect()
+            conn = self._connect(server)
         except _NotDelivered:
             return
         try:
             assert conn.sock is not None
             conn.sock.settimeout(None)  # a quiet stream is normal; it ends when either side closes
-            headers = {**self._headers(session), "Accept": "text/event-stream"}
+            headers = {**self._headers(server, session), "Accept": "text/event-stream"}
             conn.request("GET", MCP_PATH, headers=headers)
             response = conn.getresponse()
             if response.status != 200:
@@ -451,14 +454,15 @@ class Bridge:
             conn.close()
 
     def _end_session(self) -> None:
-        if self._session is None or self._server is None:
+        server, session = self._server, self._session
+        if session is None or server is None:
             return
         try:
-            conn = self._connect()
+            conn = self._connect(server)
         except _NotDelivered:
             return
         try:
-            conn.request("DELETE", MCP_PATH, headers=self._headers(self._session))
+            conn.request("DELETE", MCP_PATH, headers=self._headers(server, session))
             conn.getresponse().read()
         except (OSError, http.client.HTTPException):
             pass
