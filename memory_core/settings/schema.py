@@ -122,6 +122,7 @@ class ServerSettings(_Section):
     operator_token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     max_inflight_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)  # a stalled request body is given up after this long
     # stdio launches share one background HTTP server per data directory; it stops after this long unused
     shared_idle_s: float = Field(300.0, gt=0, le=86_400)
 

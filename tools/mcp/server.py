@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -45,7 +46,7 @@ from starlette.types import ASGIApp
 from memory_core.settings.schema import Settings
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
 from tools.bridge import shared_server
-from tools.bridge.auth import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier
+from tools.bridge.auth import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier, ServerProof
 from tools.bridge.deferred_core import (
     DeferredCore,
     DeferredUI,
@@ -56,7 +57,7 @@ from tools.bridge.deferred_core import (
     open_stores_warming,
 )
 from tools.bridge.shared_server import new_secret
-from tools.http.guard import HostPolicy, HttpGuard, check_body_budget
+from tools.http.guard import FORM_MAX_BYTES, BodyCap, HostPolicy, HttpGuard, check_body_budget
 from tools.http.listen import listen, url_host
 from tools.mcp.context import ServerState, error_result
 from tools.mcp.preview import PreviewShaper
@@ -341,7 +342,8 @@ async def serve_http(
     local_url = url.replace(f"//{host}:", "//127.0.0.1:") if host in ("0.0.0.0", "") else url
 
     def ready() -> None:
-        shared_server.announce(root, local_url, secret, shared=shared)
+        shared_server.announce(root, local_url, secret, shared=shared,
+                               max_request_bytes=settings.server.max_request_bytes)
         begin()  # the shared server's stores open now; then the embedder and Chroma load, not on the first call
         if announce is not None:
             announce(url)
@@ -356,17 +358,21 @@ async def serve_http(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     app.mount("/ui", DeferredUI(stores, _inspector))
-    inner: ASGIApp = app if tokens else BridgeAuth(app, bridge, require=shared)
-    guarded = HttpGuard(
-        inner,
+    guarded: ASGIApp = HttpGuard(
+        app,
         policy=HostPolicy.for_bind(host, bound_port),
         max_request_bytes=settings.server.max_request_bytes,
         max_inflight_bytes=settings.server.max_inflight_bytes,
+        body_timeout_s=settings.server.body_timeout_s,
+        path_caps={"/ui": BodyCap(FORM_MAX_BYTES, "the inspector takes no more than a login form")},
     )
-    tracker = ActivityTracker(guarded, bridge)
+    # without configured tokens, the bridge token is checked on the headers, before any body is read
+    inner = guarded if tokens else BridgeAuth(guarded, bridge, require=shared)
+    tracker = ActivityTracker(inner, bridge)
     # open streams (GET, bridge attachments) must not hold a stopping server forever
-    config = uvicorn.Config(tracker, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    userver = uvicorn.Server(config)
+    config = uvicorn.Config(ServerProof(tracker, secret), log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=3)
+    userver = _WithdrawingServer(config, partial(shared_server.withdraw, root))
     try:
         async with anyio.create_task_group() as tasks:
             if isinstance(stores, DeferredCore):
@@ -377,6 +383,22 @@ async def serve_http(
             tasks.cancel_scope.cancel()
     finally:
         shared_server.withdraw(root)
+
+
+class _WithdrawingServer(uvicorn.Server):
+    """uvicorn's server, withdrawing the announcement as soon as it starts shutting down.
+
+    On SIGTERM uvicorn shuts down gracefully and then raises the signal again, which ends the
+    process before any ``finally`` of ``serve_http`` runs: a plain ``kill`` left a stale record.
+    """
+
+    def __init__(self, config: uvicorn.Config, withdraw: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._withdraw = withdraw
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._withdraw()  # new launches start a fresh server instead of joining this one
+        await super().shutdown(sockets)
 
 
 def _warm_up(core: MemoryCore) -> None:
