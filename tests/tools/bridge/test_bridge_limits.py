@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.raw_bridge import RawBridge, tool_error
-from tests.test_shared_server import stop_servers
+from tests.tools.bridge.test_shared_server import stop_servers
 from tools.bridge.shared_server import ANNOUNCEMENT, ensure_shared_server
 
 LIMIT = 100_000

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.raw_bridge import RawBridge, tool_error
 from tests.support.store_checks import LONG
-from tests.test_shared_server import stop_servers
+from tests.tools.bridge.test_shared_server import stop_servers
 from tools.bridge.shared_server import Announcement, is_alive, read_announcement
 
 KILLS = 12 if LONG else 2  # each restart costs a server start (~1-5 s): two keep `make test` short

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.raw_bridge import RawBridge, tool_error
-from tests.test_shared_server import shared_servers, stop_servers
+from tests.tools.bridge.test_shared_server import shared_servers, stop_servers
 from tools.bridge.shared_server import (
     ANNOUNCEMENT,
     announce,
