@@ -40,6 +40,7 @@ from memory_core.recall.lexical import LexicalIndex
 from memory_core.recall.presets import PRESETS
 from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
+from memory_core.secret_guard import SecretGuard
 from memory_core.store_errors import coded_graph_errors, graph_error, os_error, sqlite_error
 from memory_core.summary import SummaryProvider
 from memory_core.vector_deadline import DeadlineVectorStore
@@ -93,7 +94,7 @@ class MemoryCore(EntityMethods, VersionMethods):
         self._lock = lock
         secret = graph.meta("cursor_secret") or ""
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
-        self.writer = WritePath(graph, vectors, embedder, settings.limits)
+        self.writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets))
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.versions = VersionService(graph, self.reader, self.writer)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings, summary_provider)

@@ -1,0 +1,7 @@
+"""Secrets never stored in clear: detection (:mod:`.detect`), the write-time policy (:mod:`.guard`)
+and doctor's scan and repair of rows stored before the guard existed (:mod:`.repair`)."""
+
+from memory_core.secret_guard.detect import Finding, detect, marker, redact
+from memory_core.secret_guard.guard import POLICIES, Policy, Scan, SecretGuard
+
+__all__ = ["POLICIES", "Finding", "Policy", "Scan", "SecretGuard", "detect", "marker", "redact"]
