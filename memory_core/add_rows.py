@@ -82,9 +82,12 @@ def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = 
     key = scoped_idempotency_key(
         v.idempotency_key(item.get("idempotency_key")), str(row["visibility"]), str(row["agent"]))
     row["idempotency_key"] = key
-    entities = declared.entities(guard.json(item.get("entities"), "entities", scan))
-    relations = declared.relations(guard.json(item.get("relations"), "relations", scan), entities)
-    redacted = guard.finish(scan, "memory")  # SECRET_REJECTED here, under "reject", before anything is written
+    declared_entities = guard.json(item.get("entities"), "entities", scan)
+    declared_relations = guard.json(item.get("relations"), "relations", scan)
+    # SECRET_REJECTED here, under "reject": before anything is written, and before a later error could quote a value
+    redacted = guard.finish(scan, "memory")
+    entities = declared.entities(declared_entities)
+    relations = declared.relations(declared_relations, entities)
     if extract:
         entities = declared.with_extracted(entities, extract_entities(text))
     return PreparedAdd(row, key, entities=entities, relations=relations, redacted=redacted)
