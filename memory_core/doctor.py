@@ -59,7 +59,15 @@ from typing import TYPE_CHECKING, Any
 
 from graph.api import SUPERSEDES
 from graph.maintenance_api import MissingStructure
-from memory_core.doctor_scan import Finding, StoreCounts, all_tenants, memory_rows, scan, version_findings
+from memory_core.doctor_scan import (
+    Finding,
+    StoreCounts,
+    all_tenants,
+    memory_rows,
+    scan,
+    secret_findings,
+    version_findings,
+)
 from memory_core.entities import doctor as entity_doctor
 from memory_core.episodes import episode_vector_metadata
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
@@ -159,7 +167,9 @@ def repair(core: MemoryCore) -> DoctorReport:
         for tenant in sorted({f.tenant for f in found if f.kind in LEXICAL_KINDS}):
             done.append(_rebuild_lexical(core, tenant))
         done += _restore_orphans(core, [f for f in found if f.kind == "vector_orphan"])
-        redacted = _redact_secrets(core, [f for f in found if f.kind == "secret_stored"])
+        # read afresh: restores and the dangling-edge repair above change what holds a secret (an entity a
+        # lost memory mentioned is unmentioned now)
+        redacted = _redact_secrets(core, _secret_findings(core) if core.writer.guard.active else [])
         done += redacted + _purge_rewritten(core, sorted({r.tenant for r in redacted if r.ref}))
         done += _reembed(core, [f for f in found if f.kind in VECTOR_KINDS])  # reads the rows redacted above
         done += _relink_versions(core)
@@ -239,6 +249,12 @@ def _redact_secrets(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
             done.append(Repair("secret_stored", tenant, ref, "redacted the secrets in the summary and its vector "
                                                              "record"))
     return done
+
+
+def _secret_findings(core: MemoryCore) -> list[Finding]:
+    core.graph.invalidate()
+    return [f for tenant in all_tenants(core)
+            for f in secret_findings(core, tenant, {r["id"]: r for r in memory_rows(core, tenant)})]
 
 
 def _purge_rewritten(core: MemoryCore, tenants: list[str]) -> list[Repair]:

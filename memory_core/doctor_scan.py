@@ -16,6 +16,7 @@ from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.entities import doctor as entity_doctor
 from memory_core.refs import EPISODE, MEMORY, episode_ref, memory_ref
 from memory_core.secret_guard import detect
+from memory_core.secret_guard.detect import looks_like_token
 from memory_core.secret_guard.stored import describe, memory_secrets
 from memory_core.write_rows import vector_metadata
 
@@ -148,11 +149,15 @@ def secret_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, Any
     for mem_id, entity_ids in core.graph.memory_entities(tenant, list(values)).items():
         for entity_id in entity_ids:
             mentioned.setdefault(entity_id, set()).update(values.get(mem_id, []))
-    suspects = core.graph.entity_records(tenant, list(mentioned)) if mentioned else []
+    # and entities nothing mentions any more (their memory was lost) named like a token
+    unmentioned = {r.id for r in core.graph.entity_records(tenant)} - {e for _m, e in core.graph.all_mentions(tenant)}
+    suspects = core.graph.entity_records(tenant, sorted(set(mentioned) | unmentioned)) if mentioned or unmentioned \
+        else []
     for record in suspects:
         names = (record.name, *record.aliases)
         if any(detect(n) for n in names) or any(
-                len(n) >= 8 and (n in v or v in n) for n in names for v in mentioned.get(record.id, ())):
+                len(n) >= 8 and (n in v or v in n) for n in names for v in mentioned.get(record.id, ())) or (
+                record.id in unmentioned and any(looks_like_token(n) for n in names)):
             out.append(Finding("secret_stored", tenant, f"ent:{record.id}", "an entity named after a secret"))
     return out
 

@@ -427,3 +427,10 @@ def keyed(key: str, value: str) -> list[Finding]:
         kind = "password" if _PASSWORD_WORDS.search(low) else "secret"
         return [Finding(0, len(value), kind)]
     return []
+
+
+def looks_like_token(name: str) -> bool:
+    """A bare name shaped like a key or token (20+ characters, no spaces, letters and digits mixed,
+    high entropy): doctor's test for an entity nothing mentions any more."""
+    return (" " not in name and "://" not in name and bool(re.search(r"[0-9]", name))
+            and bool(re.search(r"[A-Za-z]", name)) and _looks_random(name, minimum=20) and _entropy(name) >= 4.0)
