@@ -14,7 +14,6 @@ SQLite and index files, any journal).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from memory_core.config import load_settings
 from memory_core.embedding import HashEmbedder
 from memory_core.transfer import export_tenant, import_lines
 from memory_core.write_rows import content_hash
+from tests.support import secrets_corpus as corpus
 from tests.support.fake_llm import FakeLLM, fake_llm, ok
 from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
 from tests.support.processes import stop
@@ -51,34 +51,12 @@ SECRETS: list[tuple[str, str]] = [(k, v) for s in SAMPLES for k, v in s.secrets]
     ("aws-access-key", ECHOED), ("github-token", META_TOKEN), ("stripe-key", UPDATED), ("password", IMPORTED)]
 
 
-def needles(value: str) -> set[str]:
-    """The secret, a distinctive middle slice of a long one, and each line of a key block's body."""
-    out = {value}
-    if len(value) >= 24:
-        out.add(value[len(value) // 2 - 8 : len(value) // 2 + 8])
-    out |= {line for line in re.split(r"\n|\\n", value) if len(line) >= 20}
-    return out
-
-
-ALL_NEEDLES = [(kind, n) for kind, v in SECRETS for n in needles(v)]
-# an index (SQLite FTS) keeps lower-cased word tokens: the long alphanumeric runs of each secret
-LOWER_RUNS = sorted({run.lower() for _k, v in SECRETS for run in re.findall(r"[A-Za-z0-9]{12,}", v)})
-
-
 def leaks(text: str) -> list[str]:
-    return sorted({f"{kind}: …{n[:6]}" for kind, n in ALL_NEEDLES if n in text})
+    return corpus.leaks(text, SECRETS)
 
 
 def file_leaks(root: Path) -> list[str]:
-    found = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        low = data.lower()
-        hits = {kind for kind, n in ALL_NEEDLES if n.encode() in data}
-        hits |= {f"token {run[:6]}…" for run in LOWER_RUNS if run.encode() in low}
-        if hits:
-            found.append(f"{path.relative_to(root)}: {sorted(hits)}")
-    return found
+    return corpus.file_leaks(root, SECRETS)
 
 
 @dataclass

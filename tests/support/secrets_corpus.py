@@ -13,8 +13,11 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"
@@ -411,3 +414,39 @@ Downloading action repository 'actions/setup-python@v5' (SHA:82c7e631bb3cdc910f6
 
 SAMPLES = build()
 POSITIVE_KINDS = sorted({kind for s in SAMPLES for kind, _v in s.secrets})
+
+
+# ---- finding raw secrets in what a store gives back ---------------------------------------------
+Secrets = Sequence[tuple[str, str]]  # (kind, value)
+
+
+def needles(value: str) -> set[str]:
+    """The secret, a distinctive middle slice of a long one, and each line of a key block's body."""
+    out = {value}
+    if len(value) >= 24:
+        out.add(value[len(value) // 2 - 8 : len(value) // 2 + 8])
+    out |= {line for line in re.split(r"\n|\\n", value) if len(line) >= 20}
+    return out
+
+
+def leaks(text: str, secrets: Secrets) -> list[str]:
+    """The kinds of the secrets (or slices of them) found in ``text``, never the values."""
+    return sorted({kind for kind, v in secrets for n in needles(v) if n in text})
+
+
+def file_leaks(root: Path, secrets: Secrets) -> list[str]:
+    """Files under ``root`` holding a secret (or a slice, or, lower-cased as an index keeps its words, a
+    long alphanumeric run of one): ``path: [kinds]`` each."""
+    runs = sorted({(kind, run.lower()) for kind, v in secrets for run in re.findall(r"[A-Za-z0-9]{12,}", v)})
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        low = data.lower()
+        hits = {kind for kind, v in secrets for n in needles(v) if n.encode() in data}
+        hits |= {kind for kind, run in runs if run.encode() in low}
+        if hits:
+            found.append(f"{path.relative_to(root)}: {sorted(hits)}")
+    return found
+
+
+ALL_SECRETS: list[tuple[str, str]] = [(k, v) for s in SAMPLES for k, v in s.secrets]
