@@ -170,3 +170,21 @@ def test_scan_reports_nothing_for_clean_text() -> None:
     scan = Scan()
     assert SecretGuard().text("a plain note about the deploy", "content", scan) == "a plain note about the deploy"
     assert scan.found == [] and SecretGuard().finish(scan) == {}
+
+
+def test_the_keyword_list_is_detect_secrets_own() -> None:
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    from memory_core.secret_guard.detect import KEYWORD_DENYLIST
+
+    assert tuple(KEYWORD_DENYLIST) == tuple(DENYLIST)
+
+
+def test_importing_the_guard_loads_no_detect_secrets_until_the_first_scan() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, memory_core.secret_guard as g; a = 'detect_secrets' in sys.modules; g.detect('x'); "
+            "print(a, 'detect_secrets' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == ["False", "True"]

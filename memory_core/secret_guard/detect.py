@@ -31,27 +31,10 @@ import string
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from detect_secrets.plugins.artifactory import ArtifactoryDetector
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.base import RegexBasedDetector
-from detect_secrets.plugins.basic_auth import BasicAuthDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.keyword import DENYLIST as KEYWORD_DENYLIST
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
+if TYPE_CHECKING:
+    from detect_secrets.plugins.base import RegexBasedDetector
 
 MARKER_PATTERN = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 
@@ -74,77 +57,73 @@ class Finding:
 
 
 # ---- detect-secrets plugins -------------------------------------------------------------------
-# plugin class -> (kind, whether the value is a token to widen to its end, priority)
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*")
 _JWT_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")
 _PREFIXES = ("AccountKey=",)  # what a plugin's match holds before the secret itself
-_PLUGINS: dict[type[RegexBasedDetector], tuple[str, bool]] = {
-    AWSKeyDetector: ("aws-access-key", True),
-    ArtifactoryDetector: ("artifactory-token", True),
-    AzureStorageKeyDetector: ("azure-storage-key", True),
-    BasicAuthDetector: ("url-credentials", False),
-    DiscordBotTokenDetector: ("discord-token", True),
-    GitHubTokenDetector: ("github-token", True),
-    GitLabTokenDetector: ("gitlab-token", True),
-    JwtTokenDetector: ("jwt", True),
-    MailchimpDetector: ("mailchimp-key", True),
-    NpmDetector: ("npm-token", True),
-    OpenAIDetector: ("openai-key", True),
-    PypiTokenDetector: ("pypi-token", True),
-    SendGridDetector: ("sendgrid-key", True),
-    SlackDetector: ("slack-token", True),
-    SquareOAuthDetector: ("square-token", True),
-    StripeDetector: ("stripe-key", True),
-    TelegramBotTokenDetector: ("telegram-token", True),
-    TwilioKeyDetector: ("twilio-key", True),
+# detect-secrets plugin (module, class) -> (kind, whether the value is a token to widen to its end,
+# the needles: the plugin runs only on text holding one of them, a C-speed substring test; None: always).
+# Imported on the first scan (detect-secrets pulls in requests): starting a CLI or server stays light.
+_PLUGINS: dict[tuple[str, str], tuple[str, bool, tuple[str, ...] | None]] = {
+    ("aws", "AWSKeyDetector"): ("aws-access-key", True, ("A3T", "ABIA", "ACCA", "AKIA", "ASIA", "aws", "AWS", "Aws")),
+    ("artifactory", "ArtifactoryDetector"): ("artifactory-token", True, ("AKC", "AP")),
+    ("azure_storage_key", "AzureStorageKeyDetector"): ("azure-storage-key", True, ("AccountKey=",)),
+    ("basic_auth", "BasicAuthDetector"): ("url-credentials", False, ("://",)),
+    ("discord", "DiscordBotTokenDetector"): ("discord-token", True, None),
+    ("github_token", "GitHubTokenDetector"): ("github-token", True, ("gh",)),
+    ("gitlab_token", "GitLabTokenDetector"): ("gitlab-token", True, ("gl", "GR1348941")),
+    ("jwt", "JwtTokenDetector"): ("jwt", True, ("eyJ",)),
+    ("mailchimp", "MailchimpDetector"): ("mailchimp-key", True, ("-us",)),
+    ("npm", "NpmDetector"): ("npm-token", True, ("_authToken",)),
+    ("openai", "OpenAIDetector"): ("openai-key", True, ("T3BlbkFJ",)),
+    ("pypi_token", "PypiTokenDetector"): ("pypi-token", True, ("pypi-",)),
+    ("sendgrid", "SendGridDetector"): ("sendgrid-key", True, ("SG.",)),
+    ("slack", "SlackDetector"): ("slack-token", True, ("xox", "XOX", "Xox", "hooks.slack.com")),
+    ("square_oauth", "SquareOAuthDetector"): ("square-token", True, ("sq0csp-",)),
+    ("stripe", "StripeDetector"): ("stripe-key", True, ("k_live_",)),
+    ("telegram_token", "TelegramBotTokenDetector"): ("telegram-token", True, None),
+    ("twilio", "TwilioKeyDetector"): ("twilio-key", True, ("AC", "SK")),
 }
 
 
-# a plugin runs only on text holding one of its needles (a C-speed substring test; None: always)
-_NEEDLES: dict[type[RegexBasedDetector], tuple[str, ...] | None] = {
-    AWSKeyDetector: ("A3T", "ABIA", "ACCA", "AKIA", "ASIA", "aws", "AWS", "Aws"),
-    ArtifactoryDetector: ("AKC", "AP"),
-    AzureStorageKeyDetector: ("AccountKey=",),
-    BasicAuthDetector: ("://",),
-    GitHubTokenDetector: ("gh",),
-    GitLabTokenDetector: ("gl", "GR1348941"),
-    JwtTokenDetector: ("eyJ",),
-    MailchimpDetector: ("-us",),
-    NpmDetector: ("_authToken",),
-    OpenAIDetector: ("T3BlbkFJ",),
-    PypiTokenDetector: ("pypi-",),
-    SendGridDetector: ("SG.",),
-    SlackDetector: ("xox", "XOX", "Xox", "hooks.slack.com"),
-    SquareOAuthDetector: ("sq0csp-",),
-    StripeDetector: ("k_live_",),
-    TwilioKeyDetector: ("AC", "SK"),
-}
+@dataclass(frozen=True)
+class _Plugin:
+    detector: RegexBasedDetector
+    name: str
+    kind: str
+    token: bool
+    needles: tuple[str, ...] | None
 
 
 @cache
-def _plugins() -> list[tuple[RegexBasedDetector, str, bool, tuple[str, ...] | None]]:
-    return [(cls(), kind, token, _NEEDLES.get(cls)) for cls, (kind, token) in _PLUGINS.items()]
+def _plugins() -> list[_Plugin]:
+    import importlib
+
+    out = []
+    for (module, cls), (kind, token, needles) in _PLUGINS.items():
+        detector: Any = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)()
+        out.append(_Plugin(detector, cls, kind, token, needles))
+    return out
 
 
 def _plugin_findings(text: str) -> Iterator[Finding]:
-    for plugin, kind, token, needles in _plugins():
-        if needles is not None and not any(n in text for n in needles):
+    for p in _plugins():
+        if p.needles is not None and not any(n in text for n in p.needles):
             continue
-        values = {v for v in plugin.analyze_string(text) if v and v.strip()}
+        values = {v for v in p.detector.analyze_string(text) if v and v.strip()}
         for value in values:
             value = value.strip()
             # the AWS plugin's second pattern yields a quoted secret access key (40 characters)
-            kind_here = "aws-secret-key" if isinstance(plugin, AWSKeyDetector) and len(value) == 40 else kind
-            if isinstance(plugin, NpmDetector):
+            kind = "aws-secret-key" if p.name == "AWSKeyDetector" and len(value) == 40 else p.kind
+            if p.name == "NpmDetector":
                 value = value.split()[0]
-            skip = next((len(p) for p in _PREFIXES if value.startswith(p)), 0)
-            tail_pattern = _JWT_TAIL if isinstance(plugin, JwtTokenDetector) else _TOKEN_TAIL
+            skip = next((len(x) for x in _PREFIXES if value.startswith(x)), 0)
+            tail_pattern = _JWT_TAIL if p.name == "JwtTokenDetector" else _TOKEN_TAIL
             for found in re.finditer(re.escape(value), text):
                 end = found.end()
-                if token:
+                if p.token:
                     tail = tail_pattern.match(text, end)
                     end = tail.end() if tail else end
-                yield Finding(found.start() + skip, end, kind_here)
+                yield Finding(found.start() + skip, end, kind)
 
 
 # ---- own patterns -------------------------------------------------------------------------------
@@ -170,6 +149,12 @@ def _private_keys(text: str) -> Iterator[Finding]:
 # Patterns below run over the text lower-cased in ASCII only (offsets stay the same), so none needs
 # IGNORECASE, and each starts with a literal: Python's re then searches at C speed.
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+# detect-secrets' keyword list (detect_secrets.plugins.keyword.DENYLIST, checked by a test), and a few more
+KEYWORD_DENYLIST = (
+    "api_?key", "auth_?key", "service_?key", "account_?key", "db_?key", "database_?key", "priv_?key", "private_?key",
+    "client_?key", "db_?pass", "database_?pass", "key_?pass", "password", "passwd", "pwd", "secret", "contraseña",
+    "contrasena",
+)
 _KEYWORDS = "|".join([*KEYWORD_DENYLIST, "token", "credentials?", "client_?secret", "access_?key", "auth_?token",
                       "authorization"])
 _KEYWORD = re.compile(r"(?:" + _KEYWORDS + r")")  # detect-secrets' keyword list, and a few more
