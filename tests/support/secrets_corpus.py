@@ -412,7 +412,62 @@ Downloading action repository 'actions/setup-python@v5' (SHA:82c7e631bb3cdc910f6
     return out
 
 
+def held_out(seed: int = 4100) -> list[Sample]:
+    """Samples written after the detector was tuned on :func:`build`, and never tuned on: the honest
+    estimate bench/secrets.py reports beside the tuning set's."""
+    f = Fake(seed)
+    out: list[Sample] = []
+
+    def add(name: str, text: str, *secrets: tuple[str, str]) -> None:
+        for _kind, value in secrets:
+            assert value in text, (name, value)
+        out.append(Sample(name, text, tuple(secrets)))
+
+    gh, ak, sk = f.github_classic(), f.aws_access_key(), f.aws_secret_key()
+    add("docker run env flags", f"docker run -e GH_TOKEN={gh} -e AWS_ACCESS_KEY_ID={ak} "
+        f"-e AWS_SECRET_ACCESS_KEY={sk} ghcr.io/acme/ci:latest", ("github-token", gh), ("aws-access-key", ak),
+        ("aws-secret-key", sk))
+    pw = f.password()
+    add("terraform tfvars", f'db_username = "ledger"\ndb_password = "{pw}"\ninstance_class = "db.t4g.medium"',
+        ("password", pw))
+    oa = f.openai_project()
+    add("python traceback with key", "openai.AuthenticationError: Error code: 401 - {'error': {'message': "
+        f"'Incorrect API key provided: {oa}.'}}}}", ("openai-key", oa))
+    jwt = f.jwt()
+    add("cookie header", f"Cookie: session={jwt}; theme=dark; lang=en", ("jwt", jwt))
+    rp = f.password()
+    add("redis cli", f"redis-cli -h cache.internal -a {rp} --no-auth-warning INFO keyspace", ("password", rp))
+    sl = f.slack_bot()
+    add("slack sdk snippet", f'client = WebClient(token="{sl}")\nclient.chat_postMessage(channel="#ops", text="hi")',
+        ("slack-token", sl))
+    mp = f.password()
+    add("mongo shell", f"mongosh 'mongodb://root:{mp}@mongo-0.mongo:27017/admin?replicaSet=rs0'",
+        ("url-credentials", mp))
+    key = f.pem_body(5)
+    pem = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(key) + "\n-----END PRIVATE KEY-----"
+    add("key pasted in chat", f"here you go:\n\n{pem}\n\nlet me know if it works", ("private-key", pem))
+    add("ordinary tool output", f"""$ kubectl get pods -n ledger
+NAME                          READY   STATUS    RESTARTS   AGE
+ledger-api-7d9f8c6b5d-x2k4p   1/1     Running   0          3d4h
+ledger-worker-5c8b7f9d4-qz7mn 1/1     Running   2          3d4h
+$ git rev-parse HEAD
+{f.hex(40)}""")
+    add("config without secrets", """[database]
+host = "db.internal"
+port = 5432
+pool_size = 20
+password_env = "LEDGER_DB_PASSWORD"
+token_ttl_s = 3600
+secret_rotation_days = 30""")
+    add("markdown with links and hashes", f"""See [the runbook](https://wiki.acme.dev/ledger/runbook#rotate-keys) and
+the release notes for v2.14.3. Checksum: `{f.hex(64)}`. Build id {f.uuid()}.""")
+    add("log line with ids", f"""2026-03-02T10:14:07Z INFO request_id={f.uuid()} user_id=4821 path=/v1/orders status=201
+2026-03-02T10:14:08Z WARN token refresh took 812 ms for client_id=ledger-web""")
+    return out
+
+
 SAMPLES = build()
+HELD_OUT = held_out()
 POSITIVE_KINDS = sorted({kind for s in SAMPLES for kind, _v in s.secrets})
 
 
