@@ -58,7 +58,7 @@ async def add_memory(
 ) -> dict[str, Any]:
     """Store one memory (turn, note, decision, ...): {ref, timestamp, created}. A retry with the same
     idempotency_key returns the first ref, created=false; the same content just before in the session:
-    duplicate_of. Secrets (keys, tokens, passwords) are stored as [REDACTED:<kind>]: redacted={kind: count}.
+    duplicate_of. Secrets are stored as [REDACTED:kind], counted in redacted.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -85,7 +85,7 @@ async def create_handoff(
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Write a handoff (done, in progress, next) before a compaction or the end of your session;
-    recover_context returns it first. Salience 0.95: {ref, timestamp, created, redacted?}.
+    recover_context returns it first. Salience 0.95: {ref, timestamp, created}.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
