@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 from graph.api import RowFilter
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.doctor import check, repair
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.operator.doctor import check, repair
+from memory_core.operator.transfer import export_tenant
 from memory_core.secret_guard import detect
-from memory_core.transfer import export_tenant
+from memory_core.settings.schema import load_settings
 from tests.support.secrets_corpus import ALL_SECRETS, SAMPLES, file_leaks, leaks
 from tools.cli.app import app
 

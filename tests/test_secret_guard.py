@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.secrets import score
-from memory_core.add_rows import prepare_add
-from memory_core.config import LimitSettings
 from memory_core.errors import SecretRejectedError
 from memory_core.secret_guard import Scan, SecretGuard, detect, redact
 from memory_core.secret_guard.detect import keyed
+from memory_core.settings.schema import LimitSettings
+from memory_core.write.add_rows import prepare_add
 from tests.support.secrets_corpus import HELD_OUT, SAMPLES, Fake
 
 LIMITS = LimitSettings()
@@ -117,7 +117,7 @@ def test_prepare_redacts_content_metadata_source_and_entities_and_counts_the_kin
 
 
 def test_the_content_hash_is_the_hash_of_what_is_stored() -> None:
-    from memory_core.write_rows import content_hash
+    from memory_core.write.rows import content_hash
 
     prepared = prepare_add(item(f"token {Fake(4).github_classic()}"), LIMITS)
     assert prepared.row["content_hash"] == content_hash(prepared.row["content"])

@@ -28,10 +28,10 @@ from mcp.client.streamable_http import streamable_http_client
 from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
-from memory_core.transfer import export_tenant, import_lines
-from memory_core.write_rows import content_hash
+from memory_core.embedding.local import HashEmbedder
+from memory_core.operator.transfer import export_tenant, import_lines
+from memory_core.settings.schema import load_settings
+from memory_core.write.rows import content_hash
 from tests.support import secrets_corpus as corpus
 from tests.support.fake_llm import FakeLLM, fake_llm, ok
 from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
