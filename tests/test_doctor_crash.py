@@ -39,8 +39,8 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor_secrets import memory_secrets, redacted_text
 from memory_core.secret_guard import SecretGuard, detect
-from memory_core.secret_guard.stored import memory_secrets, redacted_text
 from tests.support.agreement import assert_stores_agree
 from tests.support.repair_crash import CRASH_EXIT, open_store
 from tests.support.secrets_corpus import SAMPLES

@@ -71,8 +71,8 @@ from memory_core.operator.doctor_scan import (
     secret_findings,
     version_findings,
 )
+from memory_core.operator.doctor_secrets import memory_secrets, redacted_text
 from memory_core.refs import EPISODE, MEMORY, episode_ref, memory_ref, parse_ref
-from memory_core.secret_guard.stored import memory_secrets, redacted_text
 from memory_core.sessions.episodes import episode_vector_metadata
 from memory_core.store_errors import graph_errors
 from memory_core.vectors.deadline import vector_store_wedged

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from graph.api import SUPERSEDES
 from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.entities import doctor as entity_doctor
+from memory_core.operator.doctor_secrets import describe, memory_secrets
 from memory_core.refs import EPISODE, MEMORY, episode_ref, memory_ref
 from memory_core.secret_guard import detect
 from memory_core.secret_guard.detect import looks_like_token
-from memory_core.secret_guard.stored import describe, memory_secrets
 from memory_core.write.rows import vector_metadata
 
 if TYPE_CHECKING:
