@@ -64,6 +64,8 @@ Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenan
 
 INDEXED_FIELDS = ("type", "agent", "channel")
 MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked")  # what GraphTxn.set_memory_state sets
+# what GraphTxn.rewrite_memory may replace (doctor: secrets stored before the guard, redacted in place)
+REWRITE_FIELDS = ("content", "content_len", "content_hash", "metadata", "source", "source_id")
 
 
 def agent_node(tenant: str, agent: str) -> str:
@@ -219,6 +221,11 @@ class GraphTxn(Protocol):
     def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
         """Set any of ``locked``, ``valid_to_us``, ``supersedes_id`` (locks, imports, repairs);
         False when the tenant has no such memory."""
+    def rewrite_memory(self, tenant: str, mem_id: int, changes: Mapping[str, Any]) -> bool:
+        """Replace any of REWRITE_FIELDS of a stored memory in place (doctor's redaction of secrets
+        stored before the guard); its lexical index and window rows follow, and so does the window of
+        the next row of its session when this one lends it its words. False when the tenant has no
+        such memory."""
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None: ...
     def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None: ...
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None: ...
@@ -251,6 +258,10 @@ class GraphTxn(Protocol):
     def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
                            relations: Sequence[EntityRelation]) -> int:
         """Doctor: delete these (memory id, entity id) MENTIONS and these RELATED rows; how many existed."""
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        """Doctor: remove the entity whole (its name, aliases and who saw them, its MENTIONS and its
+        RELATED edges either way): an entity named by a secret stored before the guard. False when
+        the tenant has no such entity."""
 
 
 class MemoryReads(Protocol):

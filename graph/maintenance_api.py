@@ -158,6 +158,10 @@ class GraphMaintenance(Protocol):
     def window_state(self, tenant: str) -> WindowState: ...
     def rebuild_lexical(self, tenant: str) -> None:
         """Re-index the tenant's own rows in its lexical index and window (all or nothing)."""
+    def purge_rewritten(self, tenants: Iterable[str]) -> bool:
+        """After rows were rewritten to remove secrets: drop the old text the files may still hold
+        (index segments, freed pages, the write-ahead log). True when the backend did; False when it
+        cannot from here (the operator's step is in docs/secrets.md)."""
 
     # ---- nodes and edges ----------------------------------------------------------------------
     def nodes(self) -> list[NodeRow]: ...

@@ -10,7 +10,8 @@ Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
     │   ├── ContentTooLargeError     CONTENT_TOO_LARGE
     │   ├── EmptyContentError        EMPTY_CONTENT
     │   ├── InvalidRefError          INVALID_REF
-    │   └── InvalidCursorError       INVALID_CURSOR
+    │   ├── InvalidCursorError       INVALID_CURSOR
+    │   └── SecretRejectedError      SECRET_REJECTED
     ├── TenantMismatchError          TENANT_MISMATCH
     ├── AgentMismatchError           AGENT_MISMATCH
     ├── NotFoundError                NOT_FOUND
@@ -71,6 +72,16 @@ class InvalidRefError(InvalidInputError):
 
 class InvalidCursorError(InvalidInputError):
     code = "INVALID_CURSOR"
+
+
+class SecretRejectedError(InvalidInputError):
+    """The write holds secrets and ``security.secrets`` is ``reject``: nothing was written.
+
+    ``fields``: ``kinds`` (kind -> count) and ``secrets`` (``{field, kind, start, end}`` each) —
+    where the secrets are, never what they are.
+    """
+
+    code = "SECRET_REJECTED"
 
 
 class TenantMismatchError(MemoryCoreError):

@@ -94,11 +94,14 @@ class AddResult:
     timestamp: datetime
     duplicate_of: str | None = None
     created: bool = True
+    redacted: dict[str, int] = field(default_factory=dict)  # secrets the guard replaced: kind -> count
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ref": self.ref, "timestamp": iso(self.timestamp), "created": self.created}
         if self.duplicate_of:
             out["duplicate_of"] = self.duplicate_of
+        if self.redacted:
+            out["redacted"] = dict(self.redacted)
         return out
 
 

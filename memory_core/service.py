@@ -32,6 +32,7 @@ from memory_core.recall.filters import normalize
 from memory_core.recall.presets import PRESETS
 from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
+from memory_core.secret_guard import SecretGuard
 from memory_core.sessions.episodes import Episode, EpisodeService, Recovery
 from memory_core.store_errors import coded_graph_errors
 from memory_core.vectors.lazy import LazyVectorStore
@@ -58,7 +59,7 @@ class MemoryCore:
         self.embedder = embedder
         secret = graph.meta("cursor_secret") or ""
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
-        self.writer = WritePath(graph, vectors, embedder, settings.limits)
+        self.writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets))
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.versions = VersionService(graph, self.reader, self.writer)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings,

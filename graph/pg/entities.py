@@ -363,6 +363,21 @@ class PgEntityWrites:
         self.touch(tenant)
         return gone
 
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        found = self._x("SELECT id FROM entities WHERE id = %s AND tenant = %s FOR UPDATE",
+                        [entity_id, tenant]).fetchone()
+        if found is None:
+            return False
+        self._x("DELETE FROM alias_seen WHERE tenant = %s AND norm IN (SELECT norm FROM entity_aliases "
+                "WHERE entity_id = %s AND tenant = %s)", [tenant, entity_id, tenant])
+        self._x("DELETE FROM entity_aliases WHERE entity_id = %s AND tenant = %s", [entity_id, tenant])
+        self._counted(self._x(f"DELETE FROM mentions WHERE entity_id = %s AND tenant = %s{_COUNTED}",
+                              [entity_id, tenant]).fetchall(), -1)
+        self._x("DELETE FROM relations WHERE (src = %s OR dst = %s) AND tenant = %s", [entity_id, entity_id, tenant])
+        self._x("DELETE FROM entities WHERE id = %s AND tenant = %s", [entity_id, tenant])
+        self.touch(tenant)
+        return True
+
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
         self._counted(self._x(f"DELETE FROM mentions WHERE mem_id = %s{_COUNTED}", [mem_id]).fetchall(), -1)

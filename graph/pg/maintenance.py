@@ -243,6 +243,12 @@ class PgMaintenance:
                                 int(episodes[0]) if episodes else 0)
         return self._read(read, "counting a tenant's rows")
 
+    def purge_rewritten(self, tenants: Iterable[str]) -> bool:
+        """PostgreSQL keeps a rewritten row's old version until VACUUM reclaims it, which cannot run
+        inside the pool's transactions: the operator runs ``VACUUM FULL memories, episodes`` (see
+        docs/secrets.md)."""
+        return False
+
     def disk_use(self) -> DiskUse:
         size = self._rows("SELECT pg_database_size(current_database())", [], "measuring the graph store")
         return DiskUse(int(size[0][0]), None)

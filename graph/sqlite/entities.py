@@ -389,6 +389,20 @@ class SqliteEntityWrites:
         self._touched(tenant)
         return gone
 
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        cur = self.cur
+        if cur.execute("SELECT 1 FROM entities WHERE id = ? AND tenant = ?", (entity_id, tenant)).fetchone() is None:
+            return False
+        norms = [str(r[0]) for r in cur.execute("SELECT norm FROM entity_aliases WHERE entity_id = ? AND tenant = ?",
+                                                (entity_id, tenant))]
+        cur.executemany("DELETE FROM alias_seen WHERE tenant = ? AND norm = ?", [(tenant, n) for n in norms])
+        cur.execute("DELETE FROM entity_aliases WHERE entity_id = ? AND tenant = ?", (entity_id, tenant))
+        cur.execute("DELETE FROM mentions WHERE entity_id = ? AND tenant = ?", (entity_id, tenant))
+        cur.execute("DELETE FROM relations WHERE (src = ? OR dst = ?) AND tenant = ?", (entity_id, entity_id, tenant))
+        cur.execute("DELETE FROM entities WHERE id = ? AND tenant = ?", (entity_id, tenant))
+        self._touched(tenant)
+        return True
+
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
         self.cur.execute("DELETE FROM mentions WHERE mem_id = ?", (mem_id,))

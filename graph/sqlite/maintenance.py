@@ -153,6 +153,22 @@ class SqliteMaintenance:
         with store_errors("rebuilding the lexical index"):
             lexical.rebuild_lexical(self.db, tenant)
 
+    def purge_rewritten(self, tenants: Iterable[str]) -> bool:
+        """FTS5 ``optimize`` merges each tenant's index segments (deleted terms leave them), VACUUM
+        rewrites the file without its freed pages, the WAL is checkpointed and truncated. Each step
+        is atomic; a kill in between leaves the rows as they are and the next repair's purge redoes it."""
+        with store_errors("purging rewritten rows"):
+            for tenant in tenants:
+                for name in (self.db.fts_table(None, tenant, create=False),
+                             self.db.window_table(None, tenant, create=False)):
+                    if name is not None:
+                        with self.db.transaction() as cur:
+                            cur.execute(f"INSERT INTO {name} ({name}) VALUES ('optimize')")
+            with self.db.lock:
+                self.db.conn.execute("VACUUM")
+                self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return True
+
     # ---- nodes and edges ----------------------------------------------------------------------
     def nodes(self) -> list[NodeRow]:
         with store_errors("reading graph nodes"), self.db.lock:

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 from graph.api import SUPERSEDES
 from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.entities import doctor as entity_doctor
-from memory_core.refs import EPISODE, MEMORY, memory_ref
+from memory_core.operator.doctor_secrets import describe, memory_secrets
+from memory_core.refs import EPISODE, MEMORY, episode_ref, memory_ref
+from memory_core.secret_guard import detect
+from memory_core.secret_guard.detect import looks_like_token
 from memory_core.write.rows import vector_metadata
 
 if TYPE_CHECKING:
@@ -85,6 +88,8 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
         findings += [f for f, _fix in version_findings(core, tenant, rows)]
         findings += [Finding("dangling_edge", tenant, ref, f"{what}: the memory or entity is gone")
                      for ref, what in entity_doctor.dangling(core.graph, tenant, rows).lines()]
+        if core.writer.guard.active:  # under security.secrets = "allow" stored secrets are the operator's choice
+            findings += secret_findings(core, tenant, rows)
         memory_vectors = sum(1 for ref in vector_ids if ref.startswith(MEMORY + ":"))
         counts.append(StoreCounts(tenant, len(rows), counted, memory_vectors, indexed))
     findings += [Finding("graph_missing", m.tenant, m.ref, missing_detail(m))
@@ -114,6 +119,46 @@ def version_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, An
         elif not linked:
             out.append((Finding("version_unlinked", tenant, ref, f"its SUPERSEDES edge to {old_ref} is missing"),
                         (old["id"], row["id"], False, True)))
+    return out
+
+
+def secret_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, Any]]) -> list[Finding]:
+    """Memories and session summaries holding secrets in clear (stored before the guard existed, or
+    under ``allow``), episodes whose vector record still does (a repair interrupted after the
+    graph), and entities the extractor named after a secret: one ``secret_stored`` finding each,
+    naming fields and kinds, never a value."""
+    out = []
+    values: dict[int, list[str]] = {}  # memory id -> the secrets in its content
+    for mem_id, row in sorted(rows.items()):
+        scan, _changes = memory_secrets(row)
+        if scan.found:
+            out.append(Finding("secret_stored", tenant, memory_ref(mem_id),
+                               f"secrets stored in clear ({describe(scan)})"))
+            values[mem_id] = [row["content"][x.start:x.end] for x in scan.found if x.field == "content"]
+    episodes = core.graph.episodes(tenant)
+    records = core.vectors.documents(tenant, [episode_ref(e.id) for e in episodes]) if episodes else {}
+    for e in episodes:
+        ref = episode_ref(e.id)
+        where = (["its summary"] if detect(e.summary) else []) + (
+            ["its vector record"] if ref in records and detect(records[ref][0]) else [])
+        if where:
+            out.append(Finding("secret_stored", tenant, ref, f"secrets stored in clear in {' and '.join(where)}"))
+    # entities the extractor named after a secret of the text it read (a bare key has no context to be
+    # recognised by: it is matched against the secrets of the memories that mention it)
+    mentioned: dict[int, set[str]] = {}
+    for mem_id, entity_ids in core.graph.memory_entities(tenant, list(values)).items():
+        for entity_id in entity_ids:
+            mentioned.setdefault(entity_id, set()).update(values.get(mem_id, []))
+    # and entities nothing mentions any more (their memory was lost) named like a token
+    unmentioned = {r.id for r in core.graph.entity_records(tenant)} - {e for _m, e in core.graph.all_mentions(tenant)}
+    suspects = core.graph.entity_records(tenant, sorted(set(mentioned) | unmentioned)) if mentioned or unmentioned \
+        else []
+    for record in suspects:
+        names = (record.name, *record.aliases)
+        if any(detect(n) for n in names) or any(
+                len(n) >= 8 and (n in v or v in n) for n in names for v in mentioned.get(record.id, ())) or (
+                record.id in unmentioned and any(looks_like_token(n) for n in names)):
+            out.append(Finding("secret_stored", tenant, f"ent:{record.id}", "an entity named after a secret"))
     return out
 
 

@@ -29,6 +29,7 @@ from memory_core.errors import MemoryCoreError
 from memory_core.models import to_us
 from memory_core.reads import row_from_attrs
 from memory_core.refs import MEMORY, memory_ref, parse_ref
+from memory_core.secret_guard import Scan
 from memory_core.store_errors import graph_errors
 from memory_core.write.rows import content_hash, public_idempotency_key
 
@@ -239,9 +240,14 @@ def _parse(core: MemoryCore, text: str, number: int, tenant: str, counts: Import
 
 
 def _existing(core: MemoryCore, tenant: str, line: ExportLine) -> str | None:
-    """The ref of the same memory already in the tenant (same session, timestamp and content)."""
-    found = core.maintenance.existing_memory(tenant, line.session, line.content_hash,
-                                             to_us(v.timestamp(line.timestamp)))
+    """The ref of the same memory already in the tenant (same session, timestamp and content: as the
+    file has it, or as the secrets guard stored it, so a file holding secrets re-imports as a no-op)."""
+    ts_us = to_us(v.timestamp(line.timestamp))
+    found = core.maintenance.existing_memory(tenant, line.session, line.content_hash, ts_us)
+    if found is None:
+        stored = content_hash(core.writer.guard.text(line.content, "content", Scan()))
+        if stored != line.content_hash:
+            found = core.maintenance.existing_memory(tenant, line.session, stored, ts_us)
     return None if found is None else memory_ref(found)
 
 

@@ -175,8 +175,11 @@ class EpisodeService:
             self.provider, self.provider_settings, turns, handoff_content(self.graph, tenant, handoff)
         )
         now_us = time.time_ns() // 1000
+        # a model can echo what it read (a memory stored before the guard, or under "allow"): the summary
+        # written back passes the secrets guard like every other write
         row = {
-            "tenant": tenant, "session": session, "summary": outcome.text, "summary_source": outcome.source,
+            "tenant": tenant, "session": session, "summary": self.writer.guard.summary(outcome.text),
+            "summary_source": outcome.source,
             "summary_error": outcome.error, "first_id": keys[-1][1] if keys else None, "last_id": last_key[1],
             "turn_count": shared_count, "last_ts_us": last_key[0],
             "handoff_id": handoff.id if handoff else None,
@@ -288,8 +291,9 @@ class EpisodeService:
         handoff = handoff_content(self.graph, tenant, self.latest_handoff(tenant, session, None))
         if not rows:
             return None
-        text = extractive_summary([SummaryTurn.from_row(r) for r in rows if r.type != "handoff"], handoff,
-                                  self.provider_settings.max_summary_chars)
+        text = self.writer.guard.summary(extractive_summary(
+            [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"], handoff,
+            self.provider_settings.max_summary_chars))
         return Episode(None, tenant, session, text, "fallback", SUMMARY_PENDING, rows[0].ref, rows[-1].ref,
                        len(rows), rows[-1].timestamp)
 

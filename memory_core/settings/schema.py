@@ -164,6 +164,12 @@ class ModelProviderSettings(_Section):
     extract_entities: bool = False
 
 
+class SecuritySettings(_Section):
+    # what a write holding secrets (API keys, tokens, private keys, passwords, credentials in URLs) does:
+    # "redact" them to [REDACTED:<kind>], "reject" the write (SECRET_REJECTED), or "allow" (store as given)
+    secrets: Literal["redact", "reject", "allow"] = "redact"
+
+
 class Settings(_Section):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -173,6 +179,7 @@ class Settings(_Section):
     server: ServerSettings = Field(default_factory=ServerSettings)
     operating_context: OperatingContextSettings = Field(default_factory=OperatingContextSettings)
     model_provider: ModelProviderSettings = Field(default_factory=ModelProviderSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
 
 # Variables that share the prefix but are not settings (test-suite switches among them).

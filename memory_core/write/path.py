@@ -27,18 +27,27 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from graph.api import GraphStore, GraphStoreError, GraphTxn, mem_node
 from memory_core.embedding.local import Embedder
-from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreUnavailableError, SupersededError
+from memory_core.errors import (
+    InvalidInputError,
+    MemoryCoreError,
+    SecretRejectedError,
+    StoreError,
+    StoreUnavailableError,
+    SupersededError,
+)
 from memory_core.models import AddResult, from_us
 from memory_core.refs import memory_ref
+from memory_core.secret_guard import SecretGuard
 from memory_core.settings.schema import LimitSettings
 from memory_core.store_errors import graph_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
-from memory_core.write.add_rows import ADD_FIELDS, PreparedAdd, prepare_add
+from memory_core.write.add_rows import ADD_FIELDS, REDACT, PreparedAdd, prepare_add
 from memory_core.write.rows import embedding_text, vector_metadata
 
 CLEANUP_INTERVAL_S = 2.0
@@ -49,11 +58,13 @@ JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
 class WritePath:
     """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
 
-    def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings) -> None:
+    def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings,
+                 guard: SecretGuard = REDACT) -> None:
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
         self.limits = limits
+        self.guard = guard  # the secrets policy every prepared row passes (see memory_core.secret_guard)
         self.lock = threading.RLock()
         self.on_written: Callable[[list[dict[str, Any]]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
@@ -61,7 +72,7 @@ class WritePath:
     # ---- validation ------------------------------------------------------------------------
     def prepare(self, item: dict[str, Any], *, extract: bool = True) -> PreparedAdd:
         """Validate one add's arguments into a storable row (see :func:`prepare_add`)."""
-        return prepare_add(item, self.limits, extract=extract)
+        return prepare_add(item, self.limits, extract=extract, guard=self.guard)
 
     # ---- adds ------------------------------------------------------------------------------
     def add_many(
@@ -87,7 +98,14 @@ class WritePath:
         """
         if len(items) > self.limits.max_batch:
             raise InvalidInputError(f"A batch holds at most {self.limits.max_batch} memories.")
-        prepared = [self.prepare(item, extract=extract) for item in items]
+        prepared = []
+        for index, item in enumerate(items):
+            try:
+                prepared.append(self.prepare(item, extract=extract))
+            except SecretRejectedError as exc:
+                if len(items) > 1:  # which memory of the batch (nothing of it is written)
+                    exc.fields["index"] = index
+                raise
         for p, pid in zip(prepared, preferred_ids, strict=False):
             p.preferred_id = pid
             p.restore = restore and pid is not None
@@ -99,6 +117,8 @@ class WritePath:
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
             results = self._write(prepared, vectors)
+        results = [replace(r, redacted=p.redacted) if p.redacted else r
+                   for p, r in zip(prepared, results, strict=True)]
         if extract and self.on_written is not None:
             self.on_written([p.row for p, r in zip(prepared, results, strict=True) if r.created])
         return results

@@ -2,7 +2,11 @@
 
 The store is damaged the ways doctor repairs (memories whose SQLite rows are gone, so their
 Chroma record is the only copy; a ghost record; an orphan whose id an episode now holds; a
-record too incomplete to rebuild; a missing and a stale vector record; stale lexical rows).
+record too incomplete to rebuild; a missing and a stale vector record; stale lexical rows;
+secrets stored in clear before the secrets guard existed, in memories, their metadata, a session
+summary and the entities extracted from them, one of them also in a lost row's orphan record).
+Memories are compared with their secrets redacted (a repair rewrites them), and after the
+second repair no secret is left in the graph, the lexical index or the vector records.
 A dry run counts the repair's steps at the store boundaries (before and after every vector
 write and every SQLite write transaction, see tests/support/repair_crash.py); then, for
 EVERY step, a fresh copy of the damaged store is repaired in a subprocess that ends with
@@ -35,10 +39,13 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor_secrets import memory_secrets, redacted_text
+from memory_core.secret_guard import SecretGuard, detect
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import graph_backends
 from tests.support.paths import ROOT
 from tests.support.repair_crash import CRASH_EXIT, open_store
+from tests.support.secrets_corpus import SAMPLES
 from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import LONG
 
@@ -46,6 +53,9 @@ STRIDE = {"sqlite": 1, "postgres": 1 if LONG else 3}  # which steps a kill tries
 GHOST = {"session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
          "visibility": "tenant", "salience": 0.6, "project_id": "", "kind": "memory"}
 UNREBUILDABLE = "half a record"
+PLANTED = [s for s in SAMPLES if s.name in (".env dump", "pem private key", "curl github api")]
+SECRET_TEXTS = [s.text for s in PLANTED]
+SECRET_VALUES = [line for s in PLANTED for _k, v in s.secrets for line in v.split("\n") if len(line) >= 20]
 
 Memory = tuple[str, str]  # (tenant, content)
 
@@ -105,8 +115,25 @@ def delete_rows(core: MemoryCore, ids: list[int]) -> None:
         conn.execute("DELETE FROM memories WHERE id = ANY(%s)", [ids])
 
 
+def plant_secrets(core: MemoryCore) -> int:
+    """Memories, metadata, a summary and extracted entities holding secrets, as a store written before
+    the guard existed holds them (the guard set to allow while they are written); returns the id of
+    one such memory whose row the damage then loses (its Chroma record is its only copy)."""
+    guard = core.writer.guard
+    core.writer.guard = SecretGuard("allow")
+    try:
+        ids = [int(core.add_memory("acme", "s2", "carol", text, metadata={"db": {"password": "hunter2!x"}}
+                                   ).ref.split(":")[1]) for text in SECRET_TEXTS]
+        core.summarize_session("acme", "s2")
+    finally:
+        core.writer.guard = guard
+    assert check(core).findings, "the planted secrets are found"
+    return ids[-1]
+
+
 def damage(core: MemoryCore) -> None:
     """Plant one of each problem a repair fixes by writing (not only by reading)."""
+    lost_secret = plant_secrets(core)
     refs = {}
     for tenant in ("acme", "globex"):
         for text in ("planting apple trees", "pruning the pear orchard", "harvest plans for plums",
@@ -114,7 +141,7 @@ def damage(core: MemoryCore) -> None:
             refs[tenant, text] = core.add_memory(tenant, "s1", "alice", f"{tenant}: {text}").ref
     episode = core.summarize_session("acme", "s1")
     only_copies = [refs["acme", "planting apple trees"], refs["globex", "harvest plans for plums"]]
-    delete_rows(core, [int(r.split(":")[1]) for r in only_copies])  # the Chroma record becomes the only copy
+    delete_rows(core, [int(r.split(":")[1]) for r in only_copies] + [lost_secret])  # the Chroma record: the only copy
     embed = core.embedder.embed
     core.vectors.upsert("acme", ["mem:500"], embed(["the ghost remembers the orchard"]),
                         ["the ghost remembers the orchard"], [{**GHOST, "tenant": "acme"}])
@@ -130,20 +157,35 @@ def damage(core: MemoryCore) -> None:
 
 
 def memories(core: MemoryCore) -> Counter[Memory]:
-    """Every memory either store holds: graph rows, plus Chroma records that have no row."""
+    """Every memory either store holds: graph rows, plus Chroma records that have no row (each
+    content with its secrets redacted: a repair rewrites them, which loses no memory)."""
     rows = [(m.node.id, m.node.tenant, m.content) for tenant in core.maintenance.tenants_present()
             for m in core.maintenance.memory_rows(tenant)]
-    held = Counter((str(t), str(c)) for _i, t, c in rows)
+    held = Counter((str(t), redacted_text(str(c))) for _i, t, c in rows)
     ids = {(str(t), f"mem:{i}") for i, t, _c in rows}
     for tenant in core.vectors.tenants():
         orphans = sorted(r for r in core.vectors.all_ids(tenant) if r.startswith("mem:") and (tenant, r) not in ids)
         for document, _meta in core.vectors.documents(tenant, orphans).values():
-            held[tenant, document] += 1
+            held[tenant, redacted_text(document)] += 1
     return held
 
 
+def assert_no_secret_left(core: MemoryCore) -> None:
+    """Graph rows, summaries, entities, the lexical index (doctor compares it to the rows) and every
+    vector record hold no secret."""
+    for tenant in core.maintenance.tenants_present():
+        for m in core.maintenance.memory_rows(tenant):
+            assert not memory_secrets(m.as_row())[0].found, f"{tenant} mem:{m.node.id} holds a secret"
+        assert not [e.id for e in core.graph.episodes(tenant) if detect(e.summary)]
+        refs = sorted(core.vectors.all_ids(tenant))
+        assert not [r for r, (doc, _m) in core.vectors.documents(tenant, refs).items() if detect(doc)]
+        names = [n for e in core.graph.entity_records(tenant) for n in (e.name, *e.aliases)]
+        assert not [n for n in names if any(len(n) >= 16 and (n in v or v in n) for v in SECRET_VALUES)], names
+    assert not [f for f in check(core).findings if f.kind == "secret_stored"]
+
+
 def quarantined(data_dir: Path) -> set[Memory]:
-    return {(r["tenant"], r["document"]) for path in (data_dir / "doctor").glob("quarantine-*.jsonl")
+    return {(r["tenant"], redacted_text(r["document"])) for path in (data_dir / "doctor").glob("quarantine-*.jsonl")
             for r in map(json.loads, path.read_text().splitlines())}
 
 
@@ -170,7 +212,7 @@ def damaged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         damage(core)
         before = set(memories(core))
         assert {f.kind for f in check(core).findings} >= {"vector_orphan", "vector_missing", "vector_stale",
-                                                          "lexical_stale", "dangling_edge"}
+                                                          "lexical_stale", "dangling_edge", "secret_stored"}
     return template, before
 
 
@@ -188,6 +230,7 @@ def test_a_repair_run_to_completion_restores_every_memory(damaged: tuple[Store, 
         assert set(held) == before - {("globex", UNREBUILDABLE)}
         assert ("globex", UNREBUILDABLE) in quarantined(data_dir)
         assert_stores_agree(core)
+        assert_no_secret_left(core)
 
 
 def test_a_repair_killed_at_any_step_loses_no_memory(damaged: tuple[Store, set[Memory]], tmp_path: Path) -> None:
@@ -220,5 +263,9 @@ def test_a_repair_killed_at_any_step_loses_no_memory(damaged: tuple[Store, set[M
             if set(held) | {("globex", UNREBUILDABLE)} != before | {("globex", UNREBUILDABLE)}:
                 failures.append(f"killed at step {crash_at} ({where}): after the next repair the store holds "
                                 f"{sorted(set(held) ^ before)} differently")
+            try:
+                assert_no_secret_left(core)
+            except AssertionError as exc:
+                failures.append(f"killed at step {crash_at} ({where}): after the next repair {exc}")
         store.remove()
     assert not failures, "\n".join(failures)

@@ -50,7 +50,10 @@ def add(
 
     Example: memory-core add --tenant acme --session s1 --agent planner --type note "Ship on Friday"
 
-    JSON: {"ref", "timestamp", "created", "duplicate_of"?}
+    Secrets in the text (keys, tokens, passwords, …) are stored as [REDACTED:<kind>] under the default
+    security.secrets = "redact"; the output names their kinds and counts.
+
+    JSON: {"ref", "timestamp", "created", "duplicate_of"?, "redacted"?: {kind: count}}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     fields: dict[str, Any] = {
@@ -73,7 +76,7 @@ def add(
         return
     note = f" (duplicate of {result.duplicate_of})" if result.duplicate_of else ""
     verb = "Stored" if result.created else "Already stored (same idempotency key):"
-    typer.echo(f"{verb} {result.ref} at {result.to_dict()['timestamp']}{note}")
+    typer.echo(f"{verb} {result.ref} at {result.to_dict()['timestamp']}{note}{render.redacted_note(result.redacted)}")
 
 
 def recall(

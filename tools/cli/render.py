@@ -121,3 +121,10 @@ def _grow(branch: Tree, node: dict[str, Any]) -> None:
 
 def _escape(text: str) -> str:
     return text.replace("[", "\\[")
+
+
+def redacted_note(redacted: dict[str, int]) -> str:
+    """`` (secrets redacted: 1 aws-access-key, 2 password)`` after a write that had some; else ''."""
+    if not redacted:
+        return ""
+    return " (secrets redacted: " + ", ".join(f"{n} {kind}" for kind, n in redacted.items()) + ")"

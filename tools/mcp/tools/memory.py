@@ -58,7 +58,7 @@ async def add_memory(
 ) -> dict[str, Any]:
     """Store one memory (turn, note, decision, ...): {ref, timestamp, created}. A retry with the same
     idempotency_key returns the first ref, created=false; the same content just before in the session:
-    duplicate_of.
+    duplicate_of. Secrets are stored as [REDACTED:kind], counted in redacted.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
