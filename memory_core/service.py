@@ -33,7 +33,7 @@ from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.memory_vector_store import InMemoryVectorStore
 from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 from memory_core.preload import newest_tenants, preload_indexes
-from memory_core.reads import Reader, visible
+from memory_core.reads import Reader, check_own, visible
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.lexical import LexicalIndex
@@ -242,20 +242,21 @@ class MemoryCore(EntityMethods, VersionMethods):
         return self.writer.add_many(list(items))
 
     @coded_graph_errors("deleting a memory")
-    def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
+    def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
         """Remove a memory from both stores, as ``viewer``; False when the viewer cannot read it.
 
         Another agent's private (``visibility="agent"``) memory reads as missing, exactly like
-        another tenant's: it is not deleted and its existence is not revealed.
+        another tenant's: it is not deleted and its existence is not revealed. ``own_only`` (a
+        write-scoped connection) refuses, SCOPE_DENIED, a memory ``viewer`` did not write.
         """
-        return self._delete(tenant, ref, v.name(viewer, "viewer", required=False), operator=False)
+        return self._delete(tenant, ref, v.name(viewer, "viewer", required=False), operator=False, own_only=own_only)
 
     @coded_graph_errors("deleting a memory")
     def delete_memory_as_operator(self, tenant: str, ref: str) -> bool:
         """The operator's delete (CLI): any memory of the tenant, private or not."""
-        return self._delete(tenant, ref, None, operator=True)
+        return self._delete(tenant, ref, None, operator=True, own_only=False)
 
-    def _delete(self, tenant: str, ref: str, viewer: str | None, *, operator: bool) -> bool:
+    def _delete(self, tenant: str, ref: str, viewer: str | None, *, operator: bool, own_only: bool) -> bool:
         tenant = v.tenant(tenant)
         parsed = parse_ref(ref)
         if parsed.kind != MEMORY:
@@ -264,6 +265,8 @@ class MemoryCore(EntityMethods, VersionMethods):
             attrs = self.graph.memory(tenant, parsed.id)
             if attrs is None or not (operator or visible(attrs, viewer)):
                 return False
+            if own_only:
+                check_own(attrs, viewer, "viewer")
             if attrs.locked:
                 raise LockedError(f"{parsed} is locked; unlock it before deleting it.", ref=str(parsed))
             return self.writer.delete(tenant, parsed.id)
@@ -373,7 +376,10 @@ class MemoryCore(EntityMethods, VersionMethods):
     @coded_graph_errors("recovering a session")
     def recover_context(
         self, tenant: str, session: str, *, viewer: str | None = None, turns: int | None = None,
-        budget_chars: int | None = None,
+        budget_chars: int | None = None, store_summary: bool = True,
     ) -> Recovery:
-        """After a compaction: latest handoff, session summary, newest turns and a cursor."""
-        return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars)
+        """After a compaction: latest handoff, session summary, newest turns and a cursor.
+
+        ``store_summary=False`` (a read-only caller) writes nothing: a stale or missing summary is
+        replaced by an extractive one that is not stored (``summary_error`` says so)."""
+        return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars, store_summary)

@@ -22,13 +22,14 @@ class VersionMethods:
     @coded_graph_errors("updating a memory")
     def update_memory(
         self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
-        salience: float | None = None, agent: str | None = None,
+        salience: float | None = None, agent: str | None = None, own_only: bool = False,
     ) -> UpdateResult:
         """Correct a memory: a new version (new ref) that SUPERSEDES ``ref``, which is kept with its
         ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
-        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked."""
+        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked;
+        ``own_only`` (a write scope): SCOPE_DENIED unless ``agent`` wrote it."""
         return self.versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
-                                    salience=salience)
+                                    salience=salience, own_only=own_only)
 
     @coded_graph_errors("updating a memory")
     def update_memory_as_operator(
@@ -40,14 +41,15 @@ class VersionMethods:
                                     salience=salience)
 
     @coded_graph_errors("locking a memory")
-    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
-        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was."""
-        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False)
+    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
+        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was.
+        ``own_only`` (a write scope): SCOPE_DENIED unless ``viewer`` wrote it."""
+        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False, own_only=own_only)
 
     @coded_graph_errors("unlocking a memory")
-    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
-        """Undo :meth:`lock_memory`; False if it was not locked."""
-        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False)
+    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
+        """Undo :meth:`lock_memory`; False if it was not locked. ``own_only`` as for lock_memory."""
+        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False, own_only=own_only)
 
     @coded_graph_errors("locking a memory")
     def set_lock_as_operator(self, tenant: str, ref: str, locked: bool) -> bool:

@@ -28,7 +28,8 @@ from typing import IO, Any
 
 from memory_core.errors import MemoryCoreError
 from tools.bridge_lines import read_line
-from tools.shared_server import Announcement, SharedServerError, bridge_token
+from tools.mcp_registry import read_only_names
+from tools.shared_server import Announcement, BridgeBinding, SharedServerError, bridge_token
 
 MCP_PATH = "/mcp"
 ATTACH_PATH = "/mcp-bridge/attach"  # held open while the client is connected: the shared server is not idle
@@ -43,9 +44,8 @@ MAX_CONCURRENT = 16
 # Calls that can be sent twice without harm when the connection broke mid-call.
 SAFE_METHODS = frozenset({"initialize", "ping", "tools/list", "resources/list", "prompts/list",
                           "resources/templates/list", "completion/complete", "logging/setLevel"})
-# Tools that only read: a call of one is resent too.
-READ_ONLY_TOOLS = frozenset({"recall", "recall_with_context", "get_contents", "query_recent_turns", "check_memory",
-                             "related"})
+# Tools that only read (their registry spec says so): a call of one is resent too.
+READ_ONLY_TOOLS = read_only_names()
 Message = dict[str, Any]
 Locate = Callable[[], Announcement]
 
@@ -61,10 +61,9 @@ class _MaybeDelivered(Exception):
 class Bridge:
     """One stdio client's connection to the shared server (``locate`` finds or starts it)."""
 
-    def __init__(self, locate: Locate, tenant: str | None, agent: str | None,
-                 stdin: IO[bytes], stdout: IO[bytes]) -> None:
+    def __init__(self, locate: Locate, binding: BridgeBinding, stdin: IO[bytes], stdout: IO[bytes]) -> None:
         self._locate = locate
-        self._tenant, self._agent = tenant, agent
+        self._binding = binding
         self._stdin, self._stdout = stdin, stdout
         self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
@@ -186,7 +185,7 @@ class Bridge:
     def _headers(self, session: str | None, message: Any = None) -> dict[str, str]:
         assert self._server is not None
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   "Authorization": f"Bearer {bridge_token(self._server.secret, self._tenant, self._agent)}"}
+                   "Authorization": f"Bearer {bridge_token(self._server.secret, self._binding)}"}
         modern = _modern_headers(message)
         if modern is not None:
             return {**headers, **modern}  # self-contained: no session
@@ -271,7 +270,7 @@ class Bridge:
             conn.connect()
             assert conn.sock is not None
             conn.sock.settimeout(None)
-            token = bridge_token(server.secret, self._tenant, self._agent)
+            token = bridge_token(server.secret, self._binding)
             conn.request("GET", ATTACH_PATH, headers={"Authorization": f"Bearer {token}"})
             conn.getresponse().read()  # returns when the server stops
         except OSError:

@@ -32,7 +32,7 @@ from mcp_types import CallToolResult
 from memory_core import MemoryCore
 from memory_core.config import Settings, load_settings
 from memory_core.embedding import HashEmbedder
-from tools.mcp_server import TOOLS as SERVER_TOOLS
+from tools.mcp_registry import TOOL_SPECS
 from tools.mcp_server import build_server
 
 LONG = os.environ.get("MEMORY_CORE_RELIABILITY", "").strip().lower() == "long"
@@ -42,7 +42,7 @@ RESULTS_PATH = ROOT / "bench" / "results" / "reliability.json"
 CALL_TIMEOUT_S = 120.0
 
 # every tool the server registers (the contract tests pin the names themselves)
-TOOLS = tuple(fn.__name__ for fn, _hints in SERVER_TOOLS)
+TOOLS = tuple(spec.name for spec in TOOL_SPECS)
 
 # ---- the results table -------------------------------------------------------------------
 
