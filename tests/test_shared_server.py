@@ -6,7 +6,6 @@ the first one starts the shared server, later ones join it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -25,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.support.mcp_contract import ToolContract
 from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, stdio_params
+from tests.support.processes import shared_servers, stop_shared_servers
 from tools.shared_server import (
     ANNOUNCEMENT,
     BridgeBinding,
@@ -47,25 +47,8 @@ def bridged(data_dir: Path, *extra: str, idle_s: float = 3.0, **env: str) -> Std
     )
 
 
-def shared_servers(data_dir: Path) -> list[int]:
-    """Pids of background servers serving ``data_dir`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--shared" in args and str(data_dir).encode() in args:
-            found.append(int(entry.name))
-    return found
-
-
 def stop_servers(data_dir: Path) -> None:
-    for pid in shared_servers(data_dir):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    stop_shared_servers(data_dir)
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,7 @@ def token(
                                 field="scope")
     granted = DEFAULT_SCOPE if scope is None else parse_scope(scope)
     if granted is None:
-        raise InvalidInputError(f"'{scope[:80]}' is not a scope: one of {', '.join(SCOPE_NAMES)}.", field="scope")
+        raise InvalidInputError(f"'{str(scope)[:80]}' is not a scope: one of {', '.join(SCOPE_NAMES)}.", field="scope")
     if tenant is not None and not TENANT_PATTERN.match(tenant):
         raise InvalidInputError(
             f"'{tenant[:80]}' is not a tenant name: 1-128 characters, letters, digits and _.:@- "
