@@ -310,7 +310,7 @@ class MemoryCore(EntityMethods, VersionMethods):
         type: str | None = None, session: str | None = None, agent: str | None = None, channel: str | None = None,
         source_id: str | None = None, project_id: str | None = None,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None, include_superseded: bool = False,
+        now: datetime | str | None = None, include_superseded: bool = False, collapse: bool = True,
     ) -> RecallResult:
         """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine`.
 
@@ -318,12 +318,15 @@ class MemoryCore(EntityMethods, VersionMethods):
         pool, 'X' = X ∪ global, '@auto'; deep: no time decay. An empty query returns the most
         recent memories. Only the newest version of a corrected memory is returned (its row says
         ``supersedes``); ``include_superseded`` or ``deep`` add the older versions, marked ``valid_to``.
+        Copies of one fact are one row, the newest, with ``repeats`` and the others' refs in ``also``
+        (:mod:`memory_core.recall.collapse`), so ``limit`` counts distinct facts; ``collapse=False`` or
+        ``deep`` return every copy.
         """
         with self.graph.consistent_reads(tenant):  # one version check per request on PostgreSQL
             return self.recaller.recall(
                 tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
                 channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
-                deep=deep, preset=preset, now=now, include_superseded=include_superseded,
+                deep=deep, preset=preset, now=now, include_superseded=include_superseded, collapse=collapse,
             )
 
     @coded_graph_errors("recalling")
@@ -332,9 +335,10 @@ class MemoryCore(EntityMethods, VersionMethods):
         limit: int | None = None, type: str | None = None, session: str | None = None, agent: str | None = None,
         channel: str | None = None, source_id: str | None = None, project_id: str | None = None,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None, include_superseded: bool = False,
+        now: datetime | str | None = None, include_superseded: bool = False, collapse: bool = True,
     ) -> RecallResult:
-        """Recall sharpened by the recent conversation; never returns what the context already holds."""
+        """Recall sharpened by the recent conversation; never returns what the context already holds.
+        Repeats collapse as in :meth:`recall`."""
         if isinstance(context, str) or not isinstance(context, Sequence):
             raise InvalidInputError("'context' must be a list of {role, content} objects.", field="context")
         texts: list[str] = []
@@ -349,6 +353,7 @@ class MemoryCore(EntityMethods, VersionMethods):
                 channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
                 deep=deep, preset=preset, now=now, context_text=recent or None,
                 held_context=[t for t in texts if normalize(t)], include_superseded=include_superseded,
+                collapse=collapse,
             )
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
