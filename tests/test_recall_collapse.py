@@ -46,6 +46,7 @@ def test_restatements_that_differ_in_case_space_or_word_edge_punctuation_are_one
     ("The timeout is 3.5 s", "The timeout is 35 s"),
     ("The balance is -5", "The balance is 5"),
     ("flags in a.yaml", "flags in a-yaml"),
+    ("Maria: the beach trip was lovely", "Maria: the beach trip was lovely?"),  # telling, asking
 ])  # fmt: skip
 def test_near_identical_texts_that_say_different_things_stay_apart(a: str, b: str) -> None:
     assert fact_key(a) != fact_key(b)

@@ -8,7 +8,9 @@ out of ``limit``. This step runs after ranking, on the ranked rows, and keeps th
   case-folded, split on whitespace, with the punctuation at the ends of each word dropped
   (sentence marks, quotes, brackets, markdown emphasis) and word order kept — so ``"Thanks,
   Nate!"`` equals ``"thanks Nate"`` and ``"…/ledger-svc.yaml."`` equals ``"…/ledger-svc.yaml"``,
-  while ``3.5`` / ``35``, ``-5`` / ``5`` and ``a.yaml`` / ``a-yaml`` stay different. Rows whose
+  while ``3.5`` / ``35``, ``-5`` / ``5`` and ``a.yaml`` / ``a-yaml`` stay different. A question
+  mark is kept: ``"the trip was lovely?"`` asks, ``"the trip was lovely"`` tells (recall ranks
+  them apart too, :mod:`.answer_type`). Rows whose
   stored ``content_hash`` (whitespace and case folded) is equal are grouped without reading their
   text; the leaders of those groups are then compared by :func:`fact_key`.
 - Nothing looser. Word-set similarity was measured on the three workloads
@@ -31,8 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 # Dropped from both ends of each word: sentence marks, quotes, brackets, markdown emphasis.
-# Kept (they change what a word says): - + $ % # @ / \ ~ = & and everything inside a word.
-WORD_EDGES = ".,;:!?\"'`()[]{}<>*_“”‘’«»…"
+# Kept (they change what a word says): ? - + $ % # @ / \ ~ = & and everything inside a word.
+WORD_EDGES = ".,;:!\"'`()[]{}<>*_“”‘’«»…"
 LEADERS_MARGIN = 4  # leaders read beyond the distinct ones still needed, so one read usually suffices
 
 
