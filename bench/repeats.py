@@ -28,7 +28,7 @@ from bench import madial
 from bench.coding_data import generate
 from bench.locomo_data import load_locomo
 from memory_core.recall.collapse import fact_key
-from memory_core.write_rows import content_hash
+from memory_core.write.rows import content_hash
 
 WORD = re.compile(r"\w+")
 THRESHOLDS = (0.9, 0.8, 0.7)

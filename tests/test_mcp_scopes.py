@@ -28,8 +28,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
 from memory_core.scopes import Scope
+from memory_core.settings.schema import load_settings
 from tests.support.mcp_harness import (
     BASE_ENV,
     ROOT,
@@ -41,7 +41,7 @@ from tests.support.mcp_harness import (
 )
 from tests.support.processes import stop_shared_servers
 from tools.auth import hash_token, token_config_line
-from tools.mcp_registry import SPECS_BY_NAME, TOOL_SPECS, allowed_names
+from tools.mcp.registry import SPECS_BY_NAME, TOOL_SPECS, allowed_names
 
 pytestmark = pytest.mark.anyio
 

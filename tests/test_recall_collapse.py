@@ -16,12 +16,12 @@ from mcp import Client
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.config import Settings, load_settings
 from memory_core.recall.collapse import Copy, collapse, fact_key
+from memory_core.settings.schema import Settings, load_settings
 from tests.conftest import open_core
 from tools.cli.app import app
-from tools.mcp_server import build_server
-from tools.preview import expand_rows
+from tools.mcp.preview import expand_rows
+from tools.mcp.server import build_server
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 FLAGS = "Ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml."

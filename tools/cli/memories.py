@@ -122,7 +122,7 @@ def recall(
             deep=deep, preset=preset, collapse=collapse,
         )
     if opts.json:
-        from tools.preview import recall_response  # the one recall envelope; loads with the command
+        from tools.mcp.preview import recall_response  # the one recall envelope; loads with the command
 
         out = recall_response(result, [m.to_dict() for m in result.messages])
         render.emit_json({**out, "diagnostics": result.diagnostics} if explain else out)
