@@ -1,5 +1,5 @@
 """The one tool registry: tools/list, the annotations, the bound schemas and the bridge's retry set
-all follow from ``tools.mcp.registry.TOOL_SPECS``, so a tool added there is complete everywhere."""
+all follow from ``tools.registry.TOOL_SPECS``, so a tool added there is complete everywhere."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from memory_core.scopes import Scope
 from memory_core.settings.schema import load_settings
 from tools.bridge import client as bridge
 from tools.mcp import surface as mcp_surface
-from tools.mcp.registry import SPECS_BY_NAME, TOOL_SPECS, Effect, allowed_names, read_only_names
 from tools.mcp.server import build_server
+from tools.registry import SPECS_BY_NAME, TOOL_SPECS, Effect, allowed_names, read_only_names
 
 pytestmark = pytest.mark.anyio
 

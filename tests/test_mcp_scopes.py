@@ -41,7 +41,7 @@ from tests.support.mcp_harness import (
 )
 from tests.support.processes import stop_shared_servers
 from tools.auth import hash_token, token_config_line
-from tools.mcp.registry import SPECS_BY_NAME, TOOL_SPECS, allowed_names
+from tools.registry import SPECS_BY_NAME, TOOL_SPECS, allowed_names
 
 pytestmark = pytest.mark.anyio
 

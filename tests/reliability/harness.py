@@ -32,8 +32,8 @@ from mcp_types import CallToolResult
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings.schema import Settings, load_settings
-from tools.mcp.registry import TOOL_SPECS
 from tools.mcp.server import build_server
+from tools.registry import TOOL_SPECS
 
 LONG = os.environ.get("MEMORY_CORE_RELIABILITY", "").strip().lower() == "long"
 MODE = "long" if LONG else "ci"

@@ -29,7 +29,7 @@ from typing import IO, Any
 from memory_core.errors import MemoryCoreError
 from tools.bridge.lines import read_line
 from tools.bridge.shared_server import Announcement, BridgeBinding, SharedServerError, bridge_token
-from tools.mcp.registry import read_only_names
+from tools.registry import read_only_names
 
 MCP_PATH = "/mcp"
 ATTACH_PATH = "/mcp-bridge/attach"  # held open while the client is connected: the shared server is not idle

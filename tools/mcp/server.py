@@ -61,7 +61,6 @@ from tools.http.guard import HostPolicy, HttpGuard, check_body_budget
 from tools.http.listen import listen, url_host
 from tools.mcp.context import ServerState, error_result
 from tools.mcp.preview import PreviewShaper
-from tools.mcp.registry import SPECS_BY_NAME, TOOL_SPECS
 from tools.mcp.stdio_replies import ParseErrorReplies
 from tools.mcp.surface import (
     describe,
@@ -74,6 +73,7 @@ from tools.mcp.surface import (
     surface_values,
     with_defaults,
 )
+from tools.registry import SPECS_BY_NAME, TOOL_SPECS
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore  # loads with the stores, not with the server
@@ -207,7 +207,7 @@ def build_server(
         }
     values, defaults = surface_values(settings), live_defaults(settings)
     tools = []
-    for spec in TOOL_SPECS:  # the registry: one ToolSpec per tool (tools/mcp/registry.py)
+    for spec in TOOL_SPECS:  # the registry: one ToolSpec per tool (tools/registry.py)
         fn = spec.function()
         tool = Tool.from_function(fn, name=spec.name, description=describe(fn, values),
                                   annotations=ToolAnnotations(**spec.hints()), structured_output=False)

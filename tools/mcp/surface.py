@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from memory_core.scopes import Scope
 from memory_core.settings.schema import Settings
 from tools.mcp.params import GET_CONTENTS_REFS_CAP, RECALL_LIMIT_CAP, RECENT_TURNS_LIMIT_CAP
-from tools.mcp.registry import allowed_names, author_tools
+from tools.registry import allowed_names, author_tools
 
 # What a tool with "same arguments as X" does not repeat of X's (types and bounds stay).
 SHARED_KEYWORDS = frozenset({"description", "default"})
@@ -63,7 +63,7 @@ def recall_cap(settings: Settings) -> int:
 
 def live_defaults(settings: Settings) -> dict[str, dict[str, object]]:
     """Schema keywords that come from the settings: ``{argument: {keyword: value}}``, for the
-    arguments a tool's spec lists in ``settings_defaults`` (:mod:`tools.mcp.registry`).
+    arguments a tool's spec lists in ``settings_defaults`` (:mod:`tools.registry`).
 
     The tools pass an omitted ``limit`` / ``turns`` to the service as None (its settings decide),
     and clamp ``limit`` to ``server.mcp_limit_cap``; the schema states both.
@@ -205,7 +205,7 @@ async def shape_tool_list(ctx: ServerRequestContext[Any, Any], call_next: CallNe
 
     The binding is read where the tools read it (``TenantScope``: the request's bearer token,
     else the server's configuration), so the listed schemas match what a call may name, and only
-    the tools the connection's scope allows are listed (``tools.mcp.registry.allowed_names``).
+    the tools the connection's scope allows are listed (``tools.registry.allowed_names``).
     """
     result = await call_next(ctx)
     if ctx.method != "tools/list" or result is None:

@@ -1,5 +1,8 @@
 """The one registry of MCP tools: every list of tools is derived from :data:`TOOL_SPECS`.
 
+It sits beside the MCP server (:mod:`tools.mcp`) and the stdio bridge (:mod:`tools.bridge`),
+not inside either, because both read it.
+
 A :class:`ToolSpec` says, for one tool: its name (the name of its function), the module that
 defines the function, what it does to the store (:class:`Effect`, from which its MCP
 annotations follow), the least access :class:`~memory_core.scopes.Scope` that may call it,
