@@ -14,6 +14,7 @@ Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
     │   └── SecretRejectedError      SECRET_REJECTED
     ├── TenantMismatchError          TENANT_MISMATCH
     ├── AgentMismatchError           AGENT_MISMATCH
+    ├── ScopeDeniedError             SCOPE_DENIED
     ├── NotFoundError                NOT_FOUND
     ├── LockedError                  LOCKED
     ├── SupersededError              SUPERSEDED
@@ -92,6 +93,13 @@ class AgentMismatchError(MemoryCoreError):
     """A connection bound to an agent named another one as author or viewer."""
 
     code = "AGENT_MISMATCH"
+
+
+class ScopeDeniedError(MemoryCoreError):
+    """The call is outside what the connection's scope allows (a read scope writing, a write scope
+    changing another agent's row); nothing was changed."""
+
+    code = "SCOPE_DENIED"
 
 
 class NotFoundError(MemoryCoreError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,9 +54,17 @@ class MemoryRow:
     supersedes: str | None = None  # the version this row corrects (update_memory)
     valid_to: datetime | None = None  # set on a superseded version: when the newer one replaced it
     locked: bool = False
+    # recall only: the copies of this fact among the rows ranked (this one is the newest), and the
+    # others' refs, newest first (see memory_core.recall.collapse)
+    repeats: int = 1
+    also: tuple[str, ...] = ()
 
     def scored(self, confidence: float, match_reason: dict[str, Any] | None) -> MemoryRow:
         return replace(self, confidence=confidence, match_reason=match_reason)
+
+    def with_repeats(self, also: Sequence[str]) -> MemoryRow:
+        """This row standing for itself and the copies ``also`` of the same fact."""
+        return replace(self, repeats=1 + len(also), also=tuple(also))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -81,6 +90,9 @@ class MemoryRow:
             out["valid_to"] = iso(self.valid_to)
         if self.locked:
             out["locked"] = True
+        if self.repeats > 1:
+            out["repeats"] = self.repeats
+            out["also"] = list(self.also)
         if self.confidence is not None:
             out["confidence"] = round(self.confidence, 4)
         if self.match_reason is not None:

@@ -25,7 +25,7 @@ from memory_core.entities.worker import build_entity_worker
 from memory_core.errors import InvalidInputError, LockedError
 from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
 from memory_core.open import OpenOptions, Parts, open_parts
-from memory_core.reads import Reader, visible
+from memory_core.reads import Reader, check_own, visible
 from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
@@ -89,13 +89,14 @@ class MemoryCore:
     @coded_graph_errors("updating a memory")
     def update_memory(
         self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
-        salience: float | None = None, agent: str | None = None,
+        salience: float | None = None, agent: str | None = None, own_only: bool = False,
     ) -> UpdateResult:
         """Correct a memory: a new version (new ref) that SUPERSEDES ``ref``, which is kept with its
         ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
-        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked."""
+        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked;
+        ``own_only`` (a write scope): SCOPE_DENIED unless ``agent`` wrote it."""
         return self.versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
-                                    salience=salience)
+                                    salience=salience, own_only=own_only)
 
     @coded_graph_errors("updating a memory")
     def update_memory_as_operator(
@@ -107,14 +108,15 @@ class MemoryCore:
                                     salience=salience)
 
     @coded_graph_errors("locking a memory")
-    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
-        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was."""
-        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False)
+    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
+        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was.
+        ``own_only`` (a write scope): SCOPE_DENIED unless ``viewer`` wrote it."""
+        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False, own_only=own_only)
 
     @coded_graph_errors("unlocking a memory")
-    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
-        """Undo :meth:`lock_memory`; False if it was not locked."""
-        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False)
+    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
+        """Undo :meth:`lock_memory`; False if it was not locked. ``own_only`` as for lock_memory."""
+        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False, own_only=own_only)
 
     @coded_graph_errors("locking a memory")
     def set_lock_as_operator(self, tenant: str, ref: str, locked: bool) -> bool:
@@ -237,20 +239,21 @@ class MemoryCore:
         return self.writer.add_many(list(items))
 
     @coded_graph_errors("deleting a memory")
-    def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
+    def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
         """Remove a memory from both stores, as ``viewer``; False when the viewer cannot read it.
 
         Another agent's private (``visibility="agent"``) memory reads as missing, exactly like
-        another tenant's: it is not deleted and its existence is not revealed.
+        another tenant's: it is not deleted and its existence is not revealed. ``own_only`` (a
+        write-scoped connection) refuses, SCOPE_DENIED, a memory ``viewer`` did not write.
         """
-        return self._delete(tenant, ref, v.name(viewer, "viewer", required=False), operator=False)
+        return self._delete(tenant, ref, v.name(viewer, "viewer", required=False), operator=False, own_only=own_only)
 
     @coded_graph_errors("deleting a memory")
     def delete_memory_as_operator(self, tenant: str, ref: str) -> bool:
         """The operator's delete (CLI): any memory of the tenant, private or not."""
-        return self._delete(tenant, ref, None, operator=True)
+        return self._delete(tenant, ref, None, operator=True, own_only=False)
 
-    def _delete(self, tenant: str, ref: str, viewer: str | None, *, operator: bool) -> bool:
+    def _delete(self, tenant: str, ref: str, viewer: str | None, *, operator: bool, own_only: bool) -> bool:
         tenant = v.tenant(tenant)
         parsed = parse_ref(ref)
         if parsed.kind != MEMORY:
@@ -259,6 +262,8 @@ class MemoryCore:
             attrs = self.graph.memory(tenant, parsed.id)
             if attrs is None or not (operator or visible(attrs, viewer)):
                 return False
+            if own_only:
+                check_own(attrs, viewer, "viewer")
             if attrs.locked:
                 raise LockedError(f"{parsed} is locked; unlock it before deleting it.", ref=str(parsed))
             return self.writer.delete(tenant, parsed.id)
@@ -302,7 +307,7 @@ class MemoryCore:
         type: str | None = None, session: str | None = None, agent: str | None = None, channel: str | None = None,
         source_id: str | None = None, project_id: str | None = None,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None, include_superseded: bool = False,
+        now: datetime | str | None = None, include_superseded: bool = False, collapse: bool = True,
     ) -> RecallResult:
         """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine`.
 
@@ -310,12 +315,15 @@ class MemoryCore:
         pool, 'X' = X ∪ global, '@auto'; deep: no time decay. An empty query returns the most
         recent memories. Only the newest version of a corrected memory is returned (its row says
         ``supersedes``); ``include_superseded`` or ``deep`` add the older versions, marked ``valid_to``.
+        Copies of one fact are one row, the newest, with ``repeats`` and the others' refs in ``also``
+        (:mod:`memory_core.recall.collapse`), so ``limit`` counts distinct facts; ``collapse=False`` or
+        ``deep`` return every copy.
         """
         with self.graph.consistent_reads(tenant):  # one version check per request on PostgreSQL
             return self.recaller.recall(
                 tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
                 channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
-                deep=deep, preset=preset, now=now, include_superseded=include_superseded,
+                deep=deep, preset=preset, now=now, include_superseded=include_superseded, collapse=collapse,
             )
 
     @coded_graph_errors("recalling")
@@ -324,9 +332,10 @@ class MemoryCore:
         limit: int | None = None, type: str | None = None, session: str | None = None, agent: str | None = None,
         channel: str | None = None, source_id: str | None = None, project_id: str | None = None,
         exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None, include_superseded: bool = False,
+        now: datetime | str | None = None, include_superseded: bool = False, collapse: bool = True,
     ) -> RecallResult:
-        """Recall sharpened by the recent conversation; never returns what the context already holds."""
+        """Recall sharpened by the recent conversation; never returns what the context already holds.
+        Repeats collapse as in :meth:`recall`."""
         if isinstance(context, str) or not isinstance(context, Sequence):
             raise InvalidInputError("'context' must be a list of {role, content} objects.", field="context")
         texts: list[str] = []
@@ -341,6 +350,7 @@ class MemoryCore:
                 channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
                 deep=deep, preset=preset, now=now, context_text=recent or None,
                 held_context=[t for t in texts if normalize(t)], include_superseded=include_superseded,
+                collapse=collapse,
             )
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
@@ -368,7 +378,10 @@ class MemoryCore:
     @coded_graph_errors("recovering a session")
     def recover_context(
         self, tenant: str, session: str, *, viewer: str | None = None, turns: int | None = None,
-        budget_chars: int | None = None,
+        budget_chars: int | None = None, store_summary: bool = True,
     ) -> Recovery:
-        """After a compaction: latest handoff, session summary, newest turns and a cursor."""
-        return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars)
+        """After a compaction: latest handoff, session summary, newest turns and a cursor.
+
+        ``store_summary=False`` (a read-only caller) writes nothing: a stale or missing summary is
+        replaced by an extractive one that is not stored (``summary_error`` says so)."""
+        return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars, store_summary)

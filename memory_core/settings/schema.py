@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memory_core.scopes import DEFAULT_SCOPE, Scope
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
 ENV_PREFIX = "MEMORY_CORE_"
@@ -103,10 +104,12 @@ def _tenant_name(value: str | None) -> str | None:
 
 
 class TokenBinding(_Section):
-    """What one bearer token binds: a tenant and, optionally, the one agent it acts as."""
+    """What one bearer token binds: a tenant, optionally the one agent it acts as, and what it
+    may do (``scope``; an entry without one is ``write``, see :mod:`memory_core.scopes`)."""
 
     tenant: str
     agent: str | None = None
+    scope: Scope = DEFAULT_SCOPE
 
     _check_agent = field_validator("agent")(_agent_name)
 
@@ -116,7 +119,10 @@ class ServerSettings(_Section):
     port: int = Field(8765, ge=0, le=65535)
     tenant: str | None = None
     agent: str | None = None
-    # sha256(token) -> "tenant" or {tenant = "...", agent = "..."}; a plain string binds the tenant only
+    # what a connection no token binds may do (stdio, HTTP without tokens): read | write | admin
+    scope: Scope = DEFAULT_SCOPE
+    # sha256(token) -> "tenant" or {tenant = "...", agent = "...", scope = "..."}; a plain string binds
+    # the tenant only, with the default scope (write)
     tokens: dict[str, TokenBinding] = Field(default_factory=dict)
     mcp_limit_cap: int = Field(50, ge=1)
     operator_token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
@@ -185,7 +191,8 @@ class Settings(_Section):
 # Variables that share the prefix but are not settings (test-suite switches among them).
 TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
 NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY"})
-BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent"}  # -> server.<key>
+BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent",
+               "MEMORY_CORE_SCOPE": "scope"}  # -> server.<key>
 
 
 def load_settings(
@@ -196,8 +203,8 @@ def load_settings(
 ) -> Settings:
     """Defaults ← TOML file (``path`` or ``$MEMORY_CORE_CONFIG``) ← env vars ← ``overrides``.
 
-    ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` bind the server's tenant and agent; set but
-    malformed, they fail here (CONFIG_INVALID), as does any unknown ``MEMORY_CORE_*`` variable
+    ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` / ``MEMORY_CORE_SCOPE`` bind the server's tenant,
+    agent and scope; set but malformed, they fail here (CONFIG_INVALID), as does any unknown ``MEMORY_CORE_*`` variable
     (with the setting it probably meant).
     """
     from memory_core.settings.sources import layered_settings  # pydantic-settings loads only here

@@ -1,8 +1,8 @@
 """The HTTP server's side of bridged stdio clients: bridge tokens, and knowing when it is idle.
 
 - :class:`BridgeTokenVerifier` accepts the bridge tokens of :mod:`tools.bridge.shared_server` (the
-  binding of one stdio client, signed with this start's secret). The claims carry that
-  binding, unbound included (``BRIDGE_CLAIM``): :class:`tools.auth.TenantScope` then ignores
+  binding of one stdio client — tenant, agent, scope — signed with this start's secret). The
+  claims carry that binding, unbound included (``BRIDGE_CLAIM``): :class:`tools.auth.TenantScope` then ignores
   the server's own ``server.tenant`` / ``server.agent`` for the connection.
 - :class:`ChainedTokenVerifier` puts it in front of the configured ``[server.tokens]``.
 - :class:`BridgeAuth` is the ASGI guard for servers without configured tokens (the SDK's
@@ -31,7 +31,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tools.auth import AGENT_CLAIM, BRIDGE_CLAIM, TENANT_CLAIM
+from tools.auth import AGENT_CLAIM, BRIDGE_CLAIM, SCOPE_CLAIM, TENANT_CLAIM
 from tools.bridge.shared_server import HELLO_PATH, NONCE, TOKEN_PREFIX, read_bridge_token, server_proof
 
 
@@ -45,10 +45,11 @@ class BridgeTokenVerifier:
         binding = read_bridge_token(self._secret, token)
         if binding is None:
             return None
-        tenant, agent = binding
-        claims: dict[str, Any] = {BRIDGE_CLAIM: True, TENANT_CLAIM: tenant, AGENT_CLAIM: agent}
-        client_id = f"bridge:{tenant or '-'}/{agent or '-'}"
-        return AccessToken(token=token, client_id=client_id, scopes=[], subject=tenant, claims=claims)
+        claims: dict[str, Any] = {BRIDGE_CLAIM: True, TENANT_CLAIM: binding.tenant, AGENT_CLAIM: binding.agent,
+                                  SCOPE_CLAIM: binding.scope.value}
+        client_id = f"bridge:{binding.tenant or '-'}/{binding.agent or '-'}"
+        return AccessToken(token=token, client_id=client_id, scopes=[binding.scope.value], subject=binding.tenant,
+                           claims=claims)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         return self.verify(token)

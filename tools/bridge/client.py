@@ -48,12 +48,14 @@ from memory_core.errors import MemoryCoreError
 from tools.bridge.lines import read_line
 from tools.bridge.shared_server import (
     Announcement,
+    BridgeBinding,
     SharedServerError,
     UnprovenServer,
     bridge_token,
     connect_verified,
     say_on_stderr,
 )
+from tools.registry import read_only_names
 
 MCP_PATH = "/mcp"
 ATTACH_PATH = "/mcp-bridge/attach"  # held open while the client is connected: the shared server is not idle
@@ -76,9 +78,8 @@ GUARD_REFUSALS = {
 # Calls that can be sent twice without harm when the connection broke mid-call.
 SAFE_METHODS = frozenset({"initialize", "ping", "tools/list", "resources/list", "prompts/list",
                           "resources/templates/list", "completion/complete", "logging/setLevel"})
-# Tools that only read: a call of one is resent too.
-READ_ONLY_TOOLS = frozenset({"recall", "recall_with_context", "get_contents", "query_recent_turns", "check_memory",
-                             "related"})
+# Tools that only read (their registry spec says so): a call of one is resent too.
+READ_ONLY_TOOLS = read_only_names()
 Message = dict[str, Any]
 Locate = Callable[[], Announcement]
 Say = Callable[[str], None]
@@ -135,10 +136,10 @@ class _Call:
 class Bridge:
     """One stdio client's connection to the shared server (``locate`` finds or starts it)."""
 
-    def __init__(self, locate: Locate, tenant: str | None, agent: str | None,
-                 stdin: IO[bytes], stdout: IO[bytes], say: Say | None = None) -> None:
+    def __init__(self, locate: Locate, binding: BridgeBinding, stdin: IO[bytes], stdout: IO[bytes],
+                 say: Say | None = None) -> None:
         self._locate = locate
-        self._tenant, self._agent = tenant, agent
+        self._binding = binding
         self._stdin, self._stdout = stdin, stdout
         self._say = say or say_on_stderr
         self._write_lock = threading.Lock()
@@ -295,7 +296,7 @@ class Bridge:
     def _headers(self, server: Announcement, session: str | None, message: Any = None) -> dict[str, str]:
         """The headers of a request to ``server`` (the one its connection was verified with)."""
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   "Authorization": f"Bearer {bridge_token(server.secret, self._tenant, self._agent)}"}
+                   "Authorization": f"Bearer {bridge_token(server.secret, self._binding)}"}
         modern = _modern_headers(message)
         if modern is not None:
             return {**headers, **modern}  # self-contained: no session
@@ -403,7 +404,7 @@ class Bridge:
         try:
             assert conn.sock is not None
             conn.sock.settimeout(None)
-            token = bridge_token(server.secret, self._tenant, self._agent)
+            token = bridge_token(server.secret, self._binding)
             conn.request("GET", ATTACH_PATH, headers={"Authorization": f"Bearer {token}"})
             conn.getresponse().read()  # returns (or breaks) when the server stops
         except (OSError, http.client.HTTPException):

@@ -16,8 +16,8 @@ Trust runs both ways, and rests on the secret in the 0600 file (docs/shared-serv
   same connection. A stale record (a server killed with SIGKILL) whose pid and port now belong
   to someone else's process is therefore ignored: the client starts its own server.
 - The server authenticates bridged connections by their *bridge token*: the binding of the
-  stdio client (tenant and agent, ``None`` when unbound) signed with the secret
-  (HMAC-SHA256). The server takes the binding from the token alone, so a bridged client cannot
+  stdio client (tenant and agent, ``None`` when unbound, and its access scope) signed with the
+  secret (HMAC-SHA256). The server takes the binding from the token alone, so a bridged client cannot
   act outside it; only a process that can read the 0600 file (the owner of the data directory)
   can mint one.
 
@@ -47,6 +47,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from memory_core.errors import ConfigError, MemoryCoreError, StoreError, StoreLockedError
+from memory_core.scopes import DEFAULT_SCOPE, Scope, parse_scope
 
 ANNOUNCEMENT = "mcp-server.json"
 START_LOCK = "mcp-server.start.lock"
@@ -57,7 +58,8 @@ HELLO_PATH = "/mcp-bridge/hello"
 NONCE = re.compile(r"[0-9a-f]{32,128}")
 MAX_HELLO_BYTES = 1024  # the proof's answer is ~80 bytes; an impostor may send anything
 START_TIMEOUT_S = 60.0
-_BINDING_ENV = ("MEMORY_CORE_TENANT", "MEMORY_CORE_AGENT", "MEMORY_CORE_SERVER_TENANT", "MEMORY_CORE_SERVER_AGENT")
+_BINDING_ENV = ("MEMORY_CORE_TENANT", "MEMORY_CORE_AGENT", "MEMORY_CORE_SCOPE", "MEMORY_CORE_SERVER_TENANT",
+                "MEMORY_CORE_SERVER_AGENT", "MEMORY_CORE_SERVER_SCOPE")
 
 
 class SharedServerError(StoreError):
@@ -251,14 +253,26 @@ def _sign(secret: str, payload: str) -> str:
     return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
 
 
-def bridge_token(secret: str, tenant: str | None, agent: str | None) -> str:
+@dataclass(frozen=True)
+class BridgeBinding:
+    """What a bridged stdio client is bound to: tenant and agent (None: unbound) and its scope."""
+
+    tenant: str | None
+    agent: str | None
+    scope: Scope = DEFAULT_SCOPE
+
+
+def bridge_token(secret: str, binding: BridgeBinding) -> str:
     """The bearer token of a bridged connection: its binding, signed with the directory's secret."""
-    payload = _b64(json.dumps({"tenant": tenant, "agent": agent}, separators=(",", ":")).encode())
+    body = {"tenant": binding.tenant, "agent": binding.agent, "scope": binding.scope.value}
+    payload = _b64(json.dumps(body, separators=(",", ":")).encode())
     return f"{TOKEN_PREFIX}{payload}.{_sign(secret, payload)}"
 
 
-def read_bridge_token(secret: str, token: str) -> tuple[str | None, str | None] | None:
-    """The (tenant, agent) a valid bridge token binds; None for anything else."""
+def read_bridge_token(secret: str, token: str) -> BridgeBinding | None:
+    """The binding a valid bridge token carries; None for anything else (a forged or altered one).
+
+    A token without a scope (a bridge of a version before scopes) has the default scope."""
     if not token.startswith(TOKEN_PREFIX):
         return None
     payload, _, signature = token[len(TOKEN_PREFIX):].partition(".")
@@ -268,10 +282,13 @@ def read_bridge_token(secret: str, token: str) -> tuple[str | None, str | None] 
         binding = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except ValueError:
         return None
-    tenant, agent = binding.get("tenant"), binding.get("agent")
+    if not isinstance(binding, dict):
+        return None
+    tenant, agent, scope = binding.get("tenant"), binding.get("agent"), binding.get("scope", DEFAULT_SCOPE.value)
     if not all(value is None or isinstance(value, str) for value in (tenant, agent)):
         return None
-    return tenant, agent
+    parsed = parse_scope(scope)
+    return None if parsed is None else BridgeBinding(tenant, agent, parsed)
 
 
 def new_secret() -> str:

@@ -58,13 +58,16 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
 
 
 def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool = False) -> None:
-    """Memories as a table: ref, type, session, agent, time (+ confidence and signal), preview."""
+    """Memories as a table: ref, type, session, agent, time (+ confidence and signal), preview.
+
+    A row standing for repeats of its fact shows ``×N`` after its ref (``--json`` names the others)."""
     columns = ["ref", "type", "session", "agent", "time"]
     if scored:
         columns += ["confidence", "signal"]
     body = []
     for row in rows:
-        cells: list[Any] = [row.ref, row.type, row.session, row.agent, iso(row.timestamp)[:19].replace("T", " ")]
+        ref = row.ref if row.repeats <= 1 else f"{row.ref} ×{row.repeats}"
+        cells: list[Any] = [ref, row.type, row.session, row.agent, iso(row.timestamp)[:19].replace("T", " ")]
         if scored:
             reason = row.match_reason or {}
             cells += ["" if row.confidence is None else f"{row.confidence:.3f}", reason.get("signal", "")]

@@ -59,6 +59,7 @@ ExcludeContents = Annotated[
     ),
 ]
 Deep = Annotated[bool, Field(description="No time decay: an exhaustive search.")]
+Collapse = Annotated[bool | None, Field()]  # omitted: true; the recall description says what it does
 FullContent = Annotated[
     bool,
     Field(

@@ -8,6 +8,7 @@ the SDK's typed context. Errors map once, here and in ``tools.mcp.context``:
 - ``MemoryCoreError``            -> tool error ``<CODE>: <sentence>`` (its own code)
 - arguments failing the schema   -> tool error ``INVALID_INPUT``
 - unknown tool name              -> tool error ``UNKNOWN_TOOL``
+- a tool the connection's scope does not allow -> tool error ``SCOPE_DENIED`` (nothing runs)
 - anything else (a bug)          -> tool error ``INTERNAL_ERROR``; traceback in the server log only
 - stdio line that is not JSON-RPC -> JSON-RPC error ``-32700`` / ``-32600`` (``tools.mcp.stdio_replies``)
 - HTTP, before any tool runs      -> 421 foreign Host, 403 foreign Origin, 413 body over
@@ -64,27 +65,16 @@ from tools.mcp.preview import PreviewShaper
 from tools.mcp.stdio_replies import ParseErrorReplies
 from tools.mcp.surface import (
     describe,
-    hide_bound_arguments,
     inline_definitions,
     lean_schema,
     live_defaults,
     recall_cap,
+    shape_tool_list,
     share_descriptions,
     surface_values,
     with_defaults,
 )
-from tools.mcp.tools.memory import (
-    add_memory,
-    check_memory,
-    create_handoff,
-    delete_memory,
-    get_contents,
-    query_recent_turns,
-)
-from tools.mcp.tools.recall import recall, recall_with_context
-from tools.mcp.tools.related import related
-from tools.mcp.tools.sessions import recover_context, summarize_session
-from tools.mcp.tools.versions import lock_memory, unlock_memory, update_memory
+from tools.registry import SPECS_BY_NAME, TOOL_SPECS
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore  # loads with the stores, not with the server
@@ -107,32 +97,6 @@ INSTRUCTIONS = (
     "Errors read '<CODE>: <sentence>'."
 )
 
-READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-
-# The registry: (tool function, annotations), in the order agents see them.
-TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
-    (add_memory, WRITE),
-    (recall, READ),
-    (recall_with_context, READ),
-    (get_contents, READ),
-    (query_recent_turns, READ),
-    (check_memory, READ),
-    (related, READ),
-    (create_handoff, WRITE),
-    (delete_memory, DESTRUCTIVE),
-    (update_memory, WRITE),
-    (lock_memory, WRITE),
-    (unlock_memory, WRITE),
-    (recover_context, WRITE),  # it may store a fresh summary episode
-    (summarize_session, WRITE),
-]
-# A tool whose description says "same arguments as X" lists them without descriptions.
-SAME_ARGUMENTS_AS = {"recall_with_context": "recall", "update_memory": "add_memory", "lock_memory": "delete_memory",
-                     "unlock_memory": "delete_memory"}
-
-
 log = logging.getLogger(__name__)
 
 
@@ -142,8 +106,15 @@ class MemoryMCPServer(MCPServer[ServerState]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        if name not in {tool.name for tool in await self.list_tools()}:
+        spec = SPECS_BY_NAME.get(name)
+        if spec is None or name not in {tool.name for tool in await self.list_tools()}:
             return error_result("UNKNOWN_TOOL", f"There is no tool named {name[:80]!r}.")
+        if context is not None:
+            granted = context.request_context.lifespan_context.scope.access()
+            if not granted.allows(spec.scope):
+                return error_result("SCOPE_DENIED", f"This connection's scope is '{granted}'; {name} needs "
+                                    f"'{spec.scope}' (a token or MEMORY_CORE_SCOPE grants it).",
+                                    scope=granted.value, needed=spec.scope.value, tool=name)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
@@ -214,7 +185,7 @@ def build_server(
                     full_content_budget_chars=settings.recall.full_content_budget_chars,
                     recover_turn_chars=settings.recover.turn_preview_chars,
                 ),
-                scope=TenantScope(settings.server.tenant, settings.server.agent),
+                scope=TenantScope(settings.server.tenant, settings.server.agent, settings.server.scope),
                 limiter=anyio.CapacityLimiter(CORE_THREADS),
                 recall_limit_cap=recall_cap(settings),
             )
@@ -237,15 +208,19 @@ def build_server(
         }
     values, defaults = surface_values(settings), live_defaults(settings)
     tools = []
-    for fn, hints in TOOLS:
-        tool = Tool.from_function(fn, description=describe(fn, values), annotations=hints, structured_output=False)
+    for spec in TOOL_SPECS:  # the registry: one ToolSpec per tool (tools/registry.py)
+        fn = spec.function()
+        tool = Tool.from_function(fn, name=spec.name, description=describe(fn, values),
+                                  annotations=ToolAnnotations(**spec.hints()), structured_output=False)
         tool.fn_metadata = ContainerJsonOnly.model_construct(**dict(tool.fn_metadata))
         lean = lean_schema(inline_definitions(tool.parameters), values)
-        tool.parameters = with_defaults(lean, defaults.get(tool.name, {}))
+        tool.parameters = with_defaults(lean, {arg: defaults[arg] for arg in spec.settings_defaults})
         tools.append(tool)
     by_name = {tool.name: tool for tool in tools}
-    for name, like in SAME_ARGUMENTS_AS.items():
-        by_name[name].parameters = share_descriptions(by_name[name].parameters, by_name[like].parameters)
+    for spec in TOOL_SPECS:
+        if spec.same_arguments_as is not None:
+            like = by_name[spec.same_arguments_as]
+            by_name[spec.name].parameters = share_descriptions(by_name[spec.name].parameters, like.parameters)
     return MemoryMCPServer(
         SERVER_NAME,
         version=package_version(),
@@ -253,7 +228,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
         tools=tools,
-        middleware=[hide_bound_arguments],
+        middleware=[shape_tool_list],
         **auth,
     )
 

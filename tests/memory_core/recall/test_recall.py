@@ -60,7 +60,9 @@ def test_a_superseded_handoff_ranks_below_its_successor_even_milliseconds_apart(
 def test_type_filter_recency_gives_a_new_row_about_0_3_over_a_week_old_one(core: MemoryCore) -> None:
     old = core.add_memory("acme", "s", "a", "deploy checklist for friday", type="decision", timestamp=ago(7)).ref
     new = core.add_memory("acme", "s2", "a", "deploy checklist for friday", type="decision").ref
-    res = {m.ref: m.confidence for m in core.recall("acme", "deploy checklist friday", type="decision").messages}
+    # two copies of one text isolate the recency signal; collapsed, they would be one row
+    res = {m.ref: m.confidence for m in core.recall("acme", "deploy checklist friday", type="decision",
+                                                   collapse=False).messages}
     assert res[new] - res[old] == pytest.approx(0.5 * (1 - math.exp(-1)), abs=0.03)
     deep = {m.ref: m.confidence for m in core.recall("acme", "deploy checklist friday", type="decision",
                                                     deep=True).messages}

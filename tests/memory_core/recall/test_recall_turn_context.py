@@ -60,7 +60,9 @@ def test_a_reply_gains_the_similarity_of_its_authors_previous_turn(picnic_core: 
     question = "what happened at the picnic?"  # no row holds its words: only the vector branch matches
 
     def order(preset: str | None = None) -> list[str]:
-        ranked = [m.ref for m in picnic_core.recall("acme", question, limit=10, preset=preset).messages]
+        # the same reply twice isolates the context signal; collapsed, the two would be one row
+        ranked = [m.ref for m in picnic_core.recall("acme", question, limit=10, preset=preset,
+                                                     collapse=False).messages]
         return [r for r in ranked if r in (after_picnic, after_weather)]
 
     assert order(preset="no-context") == [after_weather, after_picnic]  # a tie: the newer first

@@ -88,7 +88,8 @@ def test_a_date_in_the_query_favours_rows_of_that_time(core: MemoryCore) -> None
     for day in range(1, 29):
         core.add_memory("acme", f"day{day}", "a", "we talked about the garden", timestamp=datetime(2023, 5, day, 12,
                                                                                                   tzinfo=UTC))
-    res = core.recall("acme", "What did we say about the garden on 8 May, 2023?", limit=5)
+    # the same words every day isolate the date signal; collapsed, they would be one row (the newest)
+    res = core.recall("acme", "What did we say about the garden on 8 May, 2023?", limit=5, collapse=False)
     # the day itself, or up to 14 days later (things are told a few days after they happen)
     assert all("2023-05-08" <= m.timestamp.date().isoformat() <= "2023-05-22" for m in res.messages)
     assert all(m.match_reason["time"] == 1.0 for m in res.messages)

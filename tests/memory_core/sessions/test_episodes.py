@@ -201,3 +201,27 @@ def test_recover_context_does_not_wait_long_for_a_slow_model(
     finally:
         core.close()  # waits for the in-flight refresh to finish writing
     assert llm.request_count - before == 2
+
+
+def test_recover_context_without_storing_writes_nothing_and_calls_no_model(
+    summarizing_core: MemoryCore, llm: FakeLLM,
+) -> None:
+    """A read-scoped caller: a current stored summary is returned as is; otherwise an extractive one,
+    made now and not stored; the model is never asked."""
+    core = summarizing_core
+    asked = llm.request_count
+    core.add_memory("acme", "s", "a", "We chose Postgres for the ledger.")
+    fresh = core.recover_context("acme", "s", store_summary=False).episode
+    assert fresh is not None and fresh.ref is None and fresh.summary_source == "fallback"
+    assert fresh.summary_error == "read-only: summary not stored" and "Postgres" in fresh.summary
+    assert core.graph.session_episode("acme", "s") is None and llm.request_count == asked
+    llm.enqueue(ok("The team picked Postgres for the ledger."))
+    stored = core.summarize_session("acme", "s")
+    again = core.recover_context("acme", "s", store_summary=False).episode
+    assert again is not None and (again.ref, again.summary, again.cached) == (stored.ref, stored.summary, True)
+    core.add_memory("acme", "s", "a", "The ledger migration starts Monday.")
+    newer = core.recover_context("acme", "s", store_summary=False).episode
+    assert newer is not None and newer.ref is None and "Monday" in newer.summary
+    kept = core.graph.session_episode("acme", "s")
+    assert kept is not None and f"mem:{kept.last_id}" == stored.last_ref  # the stored summary did not move
+    assert llm.request_count == asked + 1  # summarize_session's request only

@@ -6,7 +6,6 @@ the first one starts the shared server, later ones join it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -25,7 +24,15 @@ from mcp.shared.exceptions import MCPError
 
 from tests.support.mcp_contract import ToolContract
 from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, stdio_params
-from tools.bridge.shared_server import ANNOUNCEMENT, bridge_token, is_alive, live_announcement, read_announcement
+from tests.support.processes import shared_servers, stop_shared_servers
+from tools.bridge.shared_server import (
+    ANNOUNCEMENT,
+    BridgeBinding,
+    bridge_token,
+    is_alive,
+    live_announcement,
+    read_announcement,
+)
 
 CALL_TIMEOUT_S = 90  # every step that waits is bounded: a hang fails the test
 
@@ -40,25 +47,8 @@ def bridged(data_dir: Path, *extra: str, idle_s: float = 3.0, **env: str) -> Std
     )
 
 
-def shared_servers(data_dir: Path) -> list[int]:
-    """Pids of background servers serving ``data_dir`` (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--shared" in args and str(data_dir).encode() in args:
-            found.append(int(entry.name))
-    return found
-
-
 def stop_servers(data_dir: Path) -> None:
-    for pid in shared_servers(data_dir):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    stop_shared_servers(data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -241,8 +231,8 @@ async def test_the_shared_server_listens_on_loopback_and_refuses_requests_withou
             assert found is not None and found.shared and found.address[0] == "127.0.0.1"
             body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
             headers = {"Accept": "application/json, text/event-stream"}
-            forged = bridge_token("not-the-secret", None, None)
-            tampered = bridge_token(found.secret, "acme", None).replace("mcb1.", "mcb1.x", 1)
+            forged = bridge_token("not-the-secret", BridgeBinding(None, None))
+            tampered = bridge_token(found.secret, BridgeBinding("acme", None)).replace("mcb1.", "mcb1.x", 1)
             async with httpx2.AsyncClient(timeout=10) as http:
                 for token in (None, "some-token", forged, tampered):
                     auth = {"Authorization": f"Bearer {token}"} if token else {}
@@ -294,16 +284,20 @@ def test_an_unwritable_data_directory_fails_with_a_coded_error(tmp_path: Path) -
         ensure_shared_server(blocker / "data", None)
 
 
-def test_bridge_tokens_carry_their_binding_and_reject_any_change() -> None:
+def test_bridge_tokens_carry_their_binding_and_scope_and_reject_any_change() -> None:
+    from memory_core.scopes import Scope
     from tools.bridge.shared_server import read_bridge_token
 
-    token = bridge_token("s3cret", "acme", "alice")
-    assert read_bridge_token("s3cret", token) == ("acme", "alice")
-    assert read_bridge_token("s3cret", bridge_token("s3cret", None, None)) == (None, None)
+    token = bridge_token("s3cret", BridgeBinding("acme", "alice", Scope.READ))
+    assert read_bridge_token("s3cret", token) == BridgeBinding("acme", "alice", Scope.READ)
+    unbound = bridge_token("s3cret", BridgeBinding(None, None))
+    assert read_bridge_token("s3cret", unbound) == BridgeBinding(None, None, Scope.WRITE)
     assert read_bridge_token("other", token) is None
     payload, signature = token.removeprefix("mcb1.").split(".")
-    forged_payload = bridge_token("whatever", "beta", "alice").removeprefix("mcb1.").split(".")[0]
-    assert read_bridge_token("s3cret", f"mcb1.{forged_payload}.{signature}") is None
+    # the scope is inside the signed payload: a read binding cannot be turned into an admin one
+    for forged in (BridgeBinding("beta", "alice", Scope.READ), BridgeBinding("acme", "alice", Scope.ADMIN)):
+        forged_payload = bridge_token("whatever", forged).removeprefix("mcb1.").split(".")[0]
+        assert read_bridge_token("s3cret", f"mcb1.{forged_payload}.{signature}") is None
     assert read_bridge_token("s3cret", f"mcb1.{payload}.{'0' * len(signature)}") is None
 
 

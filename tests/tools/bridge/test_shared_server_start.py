@@ -18,7 +18,7 @@ from mcp import Client
 
 from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, http_client
 from tests.tools.bridge.test_shared_server import CALL_TIMEOUT_S, bridged, stop_servers
-from tools.bridge.shared_server import bridge_token, ensure_shared_server, read_announcement
+from tools.bridge.shared_server import BridgeBinding, bridge_token, ensure_shared_server, read_announcement
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ async def test_tools_list_answers_while_the_store_open_is_blocked_and_the_first_
     with anyio.fail_after(CALL_TIMEOUT_S):
         found = await anyio.to_thread.run_sync(
             lambda: ensure_shared_server(data_dir, None, command=slow_server_command(data_dir)))
-        async with http_client(found.url, bridge_token(found.secret, "acme", None)) as client:
+        async with http_client(found.url, bridge_token(found.secret, BridgeBinding("acme", None))) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert {"add_memory", "recall"} <= names and not gate.exists()  # answered; the open still waits
             async with anyio.create_task_group() as tasks:

@@ -60,6 +60,30 @@ def test_a_malformed_memory_core_agent_fails_at_start(raw: str) -> None:
     assert err.value.code == "CONFIG_INVALID" and err.value.fields["key"] == "MEMORY_CORE_AGENT"
 
 
+def test_memory_core_scope_binds_the_stdio_scope_and_write_is_the_default() -> None:
+    assert load_settings(environ={"MEMORY_CORE_SCOPE": "read"}).server.scope == "read"
+    assert load_settings(environ={}).server.scope == "write"
+
+
+@pytest.mark.parametrize("raw", ["", "READ", "root", "read,write"])
+def test_a_malformed_memory_core_scope_fails_at_start(raw: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(environ={"MEMORY_CORE_SCOPE": raw})
+    assert err.value.code == "CONFIG_INVALID" and err.value.fields["key"] == "MEMORY_CORE_SCOPE"
+    assert "read, write, admin" in err.value.message
+
+
+def test_the_stdio_bridge_refuses_to_start_with_a_malformed_scope(tmp_path: Path) -> None:
+    """Before any shared server is started for it (a launch that fails must not leave one running)."""
+    proc = subprocess.run(
+        [sys.executable, *SERVER_COMMAND, "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT, env=server_env(MEMORY_CORE_SCOPE="everything"), capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == EXIT_CONFIG and "MEMORY_CORE_SCOPE" in proc.stderr
+    assert not (tmp_path / "data" / "mcp-server.json").exists()
+
+
 def test_the_stdio_server_refuses_to_start_with_a_malformed_agent(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, *SERVER_COMMAND, "--data-dir", str(tmp_path / "data")],

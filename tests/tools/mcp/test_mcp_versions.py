@@ -53,14 +53,16 @@ async def test_a_stale_update_is_superseded_naming_the_head_and_a_locked_one_is_
     stale = await ann.call("update_memory", ref=old, agent="ann", content="Release freeze starts Friday")
     assert error_code(stale) == "SUPERSEDED"
     assert (stale.structured_content or {})["error"]["head"] == new["ref"]
-    assert await ann.ok("lock_memory", ref=new["ref"]) == {"ref": new["ref"], "locked": True, "changed": True}
-    assert (await ann.ok("lock_memory", ref=new["ref"]))["changed"] is False
-    for tool, args in (("update_memory", {"agent": "ann", "content": "x"}), ("delete_memory", {})):
+    locked = await ann.ok("lock_memory", ref=new["ref"], viewer="ann")
+    assert locked == {"ref": new["ref"], "locked": True, "changed": True}
+    assert (await ann.ok("lock_memory", ref=new["ref"], viewer="ann"))["changed"] is False
+    for tool, args in (("update_memory", {"agent": "ann", "content": "x"}), ("delete_memory", {"viewer": "ann"})):
         refused = await ann.call(tool, ref=new["ref"], **args)
         assert error_code(refused) == "LOCKED", tool
         assert refused.content[0].text.startswith("LOCKED: ")  # type: ignore[union-attr]
-    assert await ann.ok("unlock_memory", ref=new["ref"]) == {"ref": new["ref"], "locked": False, "changed": True}
-    assert (await ann.ok("delete_memory", ref=new["ref"]))["deleted"] is True
+    unlocked = await ann.ok("unlock_memory", ref=new["ref"], viewer="ann")
+    assert unlocked == {"ref": new["ref"], "locked": False, "changed": True}
+    assert (await ann.ok("delete_memory", ref=new["ref"], viewer="ann"))["deleted"] is True
 
 
 async def test_arguments_are_checked_strictly_as_their_json_types(ann: Caller) -> None:

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings.schema import load_settings
-from tests.support.ui_store import AGENT_TOKEN, OPERATOR_TOKEN, populate, ui_settings
+from tests.support.ui_store import ADMIN_TOKEN, AGENT_TOKEN, OPERATOR_TOKEN, populate, ui_settings
 from tools.ui import standalone_app
 from tools.ui.auth import COOKIE, safe_next
 
@@ -53,9 +53,13 @@ def test_a_wrong_bearer_token_gets_401(app_client: TestClient) -> None:
         assert app_client.get(path, headers={**bearer("nope"), "Accept": "text/html"}).status_code == 401
 
 
-def test_a_tenant_bound_agent_token_gets_403_on_every_page(app_client: TestClient) -> None:
+@pytest.mark.parametrize("token", [AGENT_TOKEN, ADMIN_TOKEN])
+def test_a_tenant_bound_agent_token_gets_403_on_every_page_whatever_its_scope(
+    app_client: TestClient, token: str,
+) -> None:
+    """An admin scope is one tenant's: the inspector, which shows every tenant, stays the operator's."""
     for path in PAGES:
-        r = app_client.get(path, headers=bearer(AGENT_TOKEN))
+        r = app_client.get(path, headers=bearer(token))
         assert r.status_code == 403 and "Agent tokens cannot open the inspector" in r.text, path
         assert "Turn 1" not in r.text
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tools.mcp.context import Ctx, mcp_tool, state_of
-from tools.mcp.identity import Author, Viewer, author_of, viewer_of
+from tools.mcp.identity import Author, Viewer, author_of, own_only, viewer_of
 from tools.mcp.params import (
     RECENT_TURNS_LIMIT_DEFAULT,
     Channel,
@@ -105,7 +105,8 @@ async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, view
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    deleted = await state.call(lambda core: core.delete_memory(tenant_id, ref, viewer=who))
+    mine = own_only(state)
+    deleted = await state.call(lambda core: core.delete_memory(tenant_id, ref, viewer=who, own_only=mine))
     return {"ref": ref, "deleted": bool(deleted)}
 
 
