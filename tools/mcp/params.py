@@ -38,7 +38,7 @@ TypeFilter = Annotated[
     Field(description="Only this type (note, handoff, ...); favours the newest."),
 ]
 SessionFilter = Annotated[str | None, Field(description="Only this session.")]
-AgentFilter = Annotated[str | None, Field(description="Only memories written by this agent.")]
+AgentFilter = Annotated[str | None, Field(description="Only this agent's memories.")]
 ChannelFilter = Annotated[str | None, Field(description="Only this channel.")]
 SourceFilter = Annotated[
     str | None,
@@ -47,23 +47,23 @@ SourceFilter = Annotated[
 ProjectFilter = Annotated[
     str | None,
     Field(
-        description="Omit: all. '': global pool only. 'X': X plus global. '@auto': your configured "
-        "project, echoed as resolved_project_id."
+        description="Omit: all. '': global pool. 'X': X plus global. '@auto': your configured project "
+        "(echoed as resolved_project_id)."
     ),
 ]
 ExcludeContents = Annotated[
     list[str] | None,
     Field(
         max_length=EXCLUDE_CONTENTS_CAP,
-        description="Texts you already hold (previews work): rows they match are skipped.",
+        description="Texts you hold (previews work): matching rows are skipped.",
     ),
 ]
-Deep = Annotated[bool, Field(description="No time decay: an exhaustive search.")]
+Deep = Annotated[bool, Field(description="No time decay; exhaustive.")]
 Collapse = Annotated[bool | None, Field()]  # omitted: true; the recall description says what it does
 FullContent = Annotated[
     bool,
     Field(
-        description="Whole texts, up to $full_budget chars a response (past it the least relevant rows stay "
+        description="Whole texts, up to $full_budget chars a response (then the least relevant stay "
         "previews)."
     ),
 ]

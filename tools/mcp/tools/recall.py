@@ -52,11 +52,11 @@ async def recall(
     full_content: FullContent = False,
     collapse: Collapse = None,
 ) -> dict[str, Any]:
-    """Relevant memories, best first (semantic, keyword and entity search, fused): {messages, shared?}.
+    """Relevant memories, best first (semantic + keyword + entity search): {messages, shared?}.
     Row: ref, content (at most $preview_chars chars; a cut one adds content_truncated, content_len:
-    expand with get_contents or full_content), match_reason (the signal ranking keyed on, per-branch
-    scores), type unless 'turn', repeats, also (its copies; collapse=false: rows); values every row
-    shares go once in shared. gate_fallback=true: only weak matches.
+    expand with get_contents or full_content), match_reason (ranking signal, per-branch scores), type
+    unless 'turn', repeats, also (its copies; collapse=false: rows); values every row shares go once
+    in shared. gate_fallback=true: only weak matches.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

@@ -54,11 +54,11 @@ async def _set_lock(ctx: Ctx, ref: str, tenant: str | None, viewer: str | None, 
 
 @mcp_tool
 async def lock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Refuse update and delete of ref (LOCKED) until unlock_memory. Returns {ref, locked, changed}."""
+    """Refuse update and delete of ref (LOCKED) until unlock_memory: {ref, locked, changed}."""
     return await _set_lock(ctx, ref, tenant, viewer, True)
 
 
 @mcp_tool
 async def unlock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Undo lock_memory. Returns {ref, locked, changed}."""
+    """Undo lock_memory: {ref, locked, changed}."""
     return await _set_lock(ctx, ref, tenant, viewer, False)
