@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from memory_core.errors import InvalidCursorError, InvalidRefError
 
 REF_PATTERN = re.compile(r"^(mem|ep):([1-9][0-9]{0,17})$")
+MAX_ID = 10**18 - 1  # the largest id a ref can name (18 digits)
 MEMORY = "mem"
 EPISODE = "ep"
 
