@@ -26,6 +26,14 @@ Finding kinds, and what :func:`repair` does about each::
                                                               -> both: end the old version at the newer
                       one's time and relink it (after orphans are restored: a lost old version comes
                       back from its vector record current and unlinked)
+    version_self      a memory names itself as the version it corrects
+    version_cycle     versions correct each other in a cycle (none of them is current)
+    version_fork      two versions correct the same one      -> all three: the linked rows become one
+                      chain by time, the newest current (see :mod:`memory_core.doctor_versions`)
+    id_sequence       the shared id sequence is past the largest id a ref can name
+                                                              -> move it back to one past the largest
+                                                                 id in use
+    id_unnameable     a row whose id is past that range       -> nothing (reported: no ref reaches it)
 
 An unacknowledged add (journal entry present) is rolled back, never restored: the caller
 saw it fail. A restore never deletes the record it restores from: it is journaled as a
@@ -52,7 +60,7 @@ from memory_core.doctor_scan import Finding, StoreCounts, all_tenants, memory_ro
 from memory_core.entities import doctor as entity_doctor
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
-from memory_core.refs import MEMORY, memory_ref, parse_ref
+from memory_core.refs import MAX_ID, MEMORY, memory_ref, parse_ref
 from memory_core.store_errors import graph_errors
 from memory_core.vector_deadline import vector_store_wedged
 from memory_core.write_rows import content_hash, embedding_text, vector_metadata
@@ -129,6 +137,7 @@ def repair(core: MemoryCore) -> DoctorReport:
         core.graph.invalidate()  # rows may have changed underneath (damage, a restored backup)
         _, before = scan(core)
         done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in core.writer.recover()]
+        done += _reset_id_sequence(core)
         _, found = scan(core)  # after recovery: records of rolled-back adds are gone, not orphans
         kinds = {f.kind for f in found}
         if "graph_stale" in kinds:
@@ -152,23 +161,36 @@ def repair(core: MemoryCore) -> DoctorReport:
 
 
 def _relink_versions(core: MemoryCore) -> list[Repair]:
-    """Close and relink broken version chains (read afresh: restores above may have made them)."""
+    """Close, relink and straighten broken version chains (read afresh: restores above may have made
+    them), one graph transaction per tenant."""
     core.graph.invalidate()
     done: list[Repair] = []
     for tenant in all_tenants(core):
         fixes = version_findings(core, tenant, {r["id"]: r for r in memory_rows(core, tenant)})
         if not fixes:
             continue
-        rows = core.graph.memories(tenant, [new for _f, (_old, new, _end, _link) in fixes])
         with core.graph.transaction() as tx:
-            for finding, (old, new, end, link) in fixes:
-                if end:
-                    tx.set_memory_state(tenant, old, {"valid_to_us": rows[new].ts_us})
-                if link:
+            for finding, fix in fixes:
+                for mem_id, state in fix.states.items():
+                    tx.set_memory_state(tenant, mem_id, state)
+                if fix.unlink:
+                    tx.erase_edges([(memory_ref(new), memory_ref(old), SUPERSEDES) for new, old in fix.unlink])
+                for new, old in fix.link:
                     tx.write_edge(tenant, memory_ref(new), memory_ref(old), SUPERSEDES)
-                done.append(Repair(finding.kind, tenant, finding.ref, f"ended {memory_ref(old)} at "
-                                   f"{memory_ref(new)}'s time and linked them" if end else "relinked"))
+                done.append(Repair(finding.kind, tenant, finding.ref,
+                                   fix.describe() or "mended with the finding before it (the same rows)"))
     return done
+
+
+def _reset_id_sequence(core: MemoryCore) -> list[Repair]:
+    """A sequence moved past the nameable range goes back to one past the largest id in use."""
+    space = core.maintenance.id_space(MAX_ID)
+    if space.next_id <= MAX_ID:
+        return []
+    next_id = (space.largest or 0) + 1
+    core.maintenance.reset_id_sequence(next_id)
+    return [Repair("id_sequence", "", None, f"moved the id sequence back from {space.next_id} to {next_id}, one "
+                   "past the largest id in use")]
 
 
 def _restore_structure(core: MemoryCore) -> list[Repair]:
