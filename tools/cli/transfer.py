@@ -16,6 +16,9 @@ from memory_core.errors import NotFoundError
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
+SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="Import the rest past refused lines (listed).")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; report what would be written.")]
+
 if TYPE_CHECKING:
     from rich.progress import Progress
 
@@ -92,41 +95,57 @@ def import_(
     ctx: typer.Context,
     file: Annotated[str, typer.Argument(help="A JSONL export; '-' reads standard input.")],
     tenant: TenantOpt = None,
+    skip_bad: SkipBadOpt = False,
+    dry_run: DryRunOpt = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Import a JSONL export into --tenant (lines of other tenants are refused). Idempotent.
+    """Import a JSONL export into --tenant (lines of other tenants are refused). Idempotent, crash-safe.
 
-    Memories keep their refs when the id is free; a memory already present (same session,
-    timestamp and content) is skipped, so re-importing a file writes nothing new. Exit 1
-    when some lines were refused (they are listed).
+    A memory already present (same session, timestamp and content) is skipped and left as it is,
+    so re-importing a file (or finishing an interrupted import) writes nothing twice. Memories keep
+    their refs when the id is free. By default the import stops at the first refused line (the
+    lines before it are in; fix it and run again); --skip-bad imports the rest and lists what it
+    refused. --dry-run writes nothing and says what would be written. Exit 1 when lines were refused.
 
     Example: memory-core import acme.jsonl --tenant acme
 
-    JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "errors",
-    "error_lines": [{line, code, message}]} (states: rows whose version or lock state was set)
+    JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "entities", "mentions",
+    "relations", "errors", "error_lines": [{line, code, message}], "notes", "stopped_at", "dry_run"}
+    (+ "sample" with --dry-run; states: rows written with a version or lock state)
     """
-    from memory_core.transfer import import_lines  # loads with the command, not with --help
+    from memory_core.importers.jsonl import import_lines  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     total = None if file == "-" else _count_lines(Path(file))
     with _source(file) as lines, opts.core() as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
-        counts = import_lines(core, lines, tenant_of(tenant), lambda n: bar.advance(task, n))
+        counts = import_lines(core, lines, tenant_of(tenant), lambda n: bar.advance(task, n), skip_bad=skip_bad,
+                              dry_run=dry_run)
     if opts.json:
         render.emit_json(counts.to_dict())
     else:
+        verb = "Would import" if dry_run else "Imported"
         typer.echo(
-            f"Imported into {tenant}: {counts.written} written ({counts.remapped} under new refs), "
-            f"{counts.skipped} already present, {counts.edges} edges, {counts.errors} refused."
+            f"{verb} into {tenant}: {counts.written} written ({counts.remapped} under new refs), "
+            f"{counts.skipped} already present, {counts.edges} edges, {counts.states} with a version state, "
+            f"{counts.entities} new entities, {counts.errors} refused."
         )
+        if counts.sample:
+            render.table("first rows", ["line", "ref", "session", "type", "content"],
+                         ([r["line"], r["ref"], r["session"], r["type"], r["content"][:80]] for r in counts.sample))
         if counts.error_lines:
             render.table(
                 "refused lines",
                 ["line", "code", "message"],
                 ([e["line"], e["code"], e["message"]] for e in counts.error_lines),
             )
+        for note in counts.notes:
+            typer.echo(f"note: line {note['line']}: {note['message']}")
+        if counts.stopped_at is not None:
+            typer.echo(f"Stopped at line {counts.stopped_at}; the lines before it are imported. Fix it and run the "
+                       "import again (nothing is written twice), or pass --skip-bad to import the rest.")
     if counts.errors:
         raise typer.Exit(EXIT_PROBLEMS)
 
@@ -140,14 +159,16 @@ def _count_lines(path: Path) -> int | None:
 
 
 @contextlib.contextmanager
-def _source(file: str) -> Iterator[Iterator[str]]:
+def _source(file: str) -> Iterator[Iterator[bytes]]:
+    """The file's lines as bytes (each decoded by the importer, so a line that is not UTF-8 is
+    reported by number rather than ending the import)."""
     if file == "-":
-        yield iter(sys.stdin)
+        yield iter(sys.stdin.buffer)
         return
     path = Path(file)
     if not path.is_file():
         raise NotFoundError(f"There is no file {file} to import.", path=file)
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         yield iter(fh)
 
 

@@ -1,0 +1,1 @@
+"""Moving memory in: memory-core's own JSONL export (:mod:`.jsonl`) and the formats of other tools."""
