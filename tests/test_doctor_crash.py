@@ -2,7 +2,8 @@
 
 The store is damaged the ways doctor repairs (memories whose SQLite rows are gone, so their
 Chroma record is the only copy; a ghost record; an orphan whose id an episode now holds; a
-record too incomplete to rebuild; a missing and a stale vector record; stale lexical rows).
+record too incomplete to rebuild; a missing and a stale vector record; stale lexical rows; a
+version cycle and a version fork).
 A dry run counts the repair's steps at the store boundaries (before and after every vector
 write and every SQLite write transaction, see tests/support/repair_crash.py); then, for
 EVERY step, a fresh copy of the damaged store is repaired in a subprocess that ends with
@@ -123,9 +124,23 @@ def damage(core: MemoryCore) -> None:
     core.vectors.upsert("globex", ["mem:600"], embed([UNREBUILDABLE]), [UNREBUILDABLE],
                         [{"tenant": "globex", "kind": "memory"}])
     core.vectors.delete("acme", [refs["acme", "pruning the pear orchard"]])
+    plant_broken_chains(core)
     stale = refs["globex", "ship the cider on friday"]
     core.vectors.upsert("globex", [stale], embed(["tampered text"]), ["tampered text"],
                         [{**GHOST, "tenant": "globex", "session": "s1", "agent": "alice", "type": "turn"}])
+
+
+def plant_broken_chains(core: MemoryCore) -> None:
+    """Version chains a crafted import used to write: a two-row cycle and a fork (two versions of one row)."""
+    ids = [int(core.add_memory("initech", "s1", "ann", f"initech version {i}",
+                               timestamp=f"2026-03-01T10:00:0{i}+00:00").ref.split(":")[1]) for i in range(5)]
+    links = {ids[0]: ids[1], ids[1]: ids[0], ids[3]: ids[2], ids[4]: ids[2]}  # newer -> the version it corrects
+    with core.writer.lock, core.graph.transaction() as tx:
+        for new, old in links.items():
+            tx.set_memory_state("initech", new, {"supersedes_id": old})
+            tx.set_memory_state("initech", old, {"valid_to_us": 1_772_400_000_000_000})
+            tx.write_edge("initech", f"mem:{new}", f"mem:{old}", "SUPERSEDES")
+    core.graph.invalidate()
 
 
 def memories(core: MemoryCore) -> Counter[Memory]:
@@ -169,7 +184,8 @@ def damaged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         damage(core)
         before = set(memories(core))
         assert {f.kind for f in check(core).findings} >= {"vector_orphan", "vector_missing", "vector_stale",
-                                                          "lexical_stale", "dangling_edge"}
+                                                          "lexical_stale", "dangling_edge", "version_cycle",
+                                                          "version_fork"}
     return template, before
 
 
@@ -187,6 +203,8 @@ def test_a_repair_run_to_completion_restores_every_memory(damaged: tuple[Store, 
         assert set(held) == before - {("globex", UNREBUILDABLE)}
         assert ("globex", UNREBUILDABLE) in quarantined(data_dir)
         assert_stores_agree(core)
+        current = {m.content for m in core.recall("initech", "", limit=10).messages}
+        assert current == {"initech version 1", "initech version 4"}  # each mended chain: its newest is current
 
 
 def test_a_repair_killed_at_any_step_loses_no_memory(damaged: tuple[Store, set[Memory]], tmp_path: Path) -> None:
