@@ -100,9 +100,7 @@ def _note(file: Path, shown: str) -> Read:
         meta["created"] = created.isoformat()
     meta["modified"] = modified.isoformat()
     seen: Counter[str] = Counter()
-    for index, block in enumerate(parts):
-        if block.kind == "heading":
-            continue
+    for index, block in enumerate(b for b in parts if b.kind != "heading"):
         item = _item(block, title, note_entity, meta)
         where = Where(shown, block.line)
         if len(item["relations"]) > MAX_RELATIONS:
@@ -145,7 +143,7 @@ def _item(block: Block, title: str, note: dict[str, Any], meta: dict[str, Any]) 
             out["meta"].update(category=category, observation_tags=tags, context=context)
         else:
             out["kind"] = "item"
-    if block.kind in ("paragraph", "item"):
+    if block.kind in ("paragraph", "item") and out["kind"] != "relation":
         targets += [(LINKS_TO, t) for t in _inline_links(block.text) if (LINKS_TO, t) not in targets]
     entities = [note]
     relations = []

@@ -25,7 +25,7 @@ def files(path: Path) -> list[tuple[Path, str]]:
     """The Markdown files of ``path`` (itself, or every one under it outside hidden folders), with the
     name each is reported under (relative to the folder)."""
     if path.is_file():
-        return [(path, str(path))]
+        return [(path, path.name)]
     found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
                    and not any(part.startswith(".") for part in p.relative_to(path).parts))
     return [(p, str(p.relative_to(path))) for p in found]
@@ -49,12 +49,14 @@ def _file(file: Path, shown: str) -> Read:
     base = file_time(file)
     headings: list[tuple[int, str]] = []
     seen: Counter[tuple[str, str]] = Counter()
-    for index, block in enumerate(blocks(front.body, front.first_line)):
+    index = -1
+    for block in blocks(front.body, front.first_line):
         if block.kind == "heading" and not block.quoted:
             headings = [h for h in headings if h[0] < block.level] + [(block.level, block.text)]
             continue
         path = [h for _level, h in headings]
         session = f"{stem}/{slug(path[-1])}" if path else stem
+        index += 1
         seen[(session, block.text)] += 1
         key = source_key(NAME, shown, " / ".join(path), block.text, seen[(session, block.text)])
         meta = {NAME: {"file": shown, "headings": path}}

@@ -41,7 +41,6 @@ from memory_core.importers.source import (
     Where,
     entity_kind,
     file_time,
-    read_text,
     relation_words,
     slug,
     source_key,
@@ -65,18 +64,19 @@ class _Entity:
 
 def read(path: Path, shown: str | None = None) -> Read:
     """The memories ``path`` (a memory.json / memory.jsonl) becomes, in file order."""
-    shown = shown or str(path)
-    text = read_text(path, shown)
-    if isinstance(text, Problem):
-        yield text
-        return
+    shown = shown or path.name
     session = f"{NAME}:{slug(path.stem)}"
     when = file_time(path)
     entities: dict[str, _Entity] = {}  # by exact name, as the MCP server keys them
     by_norm: dict[str, _Entity] = {}  # as memory-core matches them
     undefined: dict[str, Where] = {}  # relation ends no entity line defined (yet)
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), 1):
         where = Where(shown, number)
+        try:
+            line = raw.decode("utf-8").removeprefix("\ufeff")
+        except UnicodeDecodeError as exc:
+            yield Problem(where, f"The line is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1}).")
+            continue
         if not line.strip():
             continue
         record = _record(line, where)

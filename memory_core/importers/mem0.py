@@ -50,7 +50,7 @@ _decoder = json.JSONDecoder()
 
 def read(path: Path, shown: str | None = None) -> Read:
     """The memories a mem0 export (JSON or JSONL) becomes, in file order."""
-    shown = shown or str(path)
+    shown = shown or path.name
     text = read_text(path, shown)
     if isinstance(text, Problem):
         yield text

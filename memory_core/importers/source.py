@@ -179,8 +179,9 @@ def write_source(
         try:
             core.writer.prepare(item, extract=False)
         except MemoryCoreError as exc:
-            name = exc.fields.get("field")
-            ordered.append(Problem(got.where.at(str(name)) if name else got.where, exc.message, exc.code))
+            name = exc.fields.get("field")  # the source's own field when the reader named one, else the add's
+            where = got.where if got.where.field or not name else got.where.at(str(name))
+            ordered.append(Problem(where, exc.message, exc.code))
             continue
         ordered.append((got, item))
         entities |= {entity_norm(e["name"]) for e in got.entities}

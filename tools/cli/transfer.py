@@ -93,15 +93,32 @@ def _sink(out: Path | None) -> Iterator[IO[str]]:
 
 def import_(
     ctx: typer.Context,
-    file: Annotated[str, typer.Argument(help="A JSONL export; '-' reads standard input.")],
+    file: Annotated[str, typer.Argument(help="A JSONL export ('-': standard input), or with --from the "
+                                             "other tool's file or folder.")],
     tenant: TenantOpt = None,
+    source: Annotated[str | None, typer.Option(
+        "--from", help="Move in from another tool: mcp-memory (memory.json), basic-memory (a notes folder), mem0 "
+                       "(an export or get_all JSON), markdown (CLAUDE.md or a folder of .md files).")] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", help="With --from: the author of memories whose source names none (default: the format's "
+                        "name).")] = None,
     skip_bad: SkipBadOpt = False,
     dry_run: DryRunOpt = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Import a JSONL export into --tenant (lines of other tenants are refused). Idempotent, crash-safe.
+    """Import a JSONL export, or another tool's memory (--from), into --tenant. Idempotent, crash-safe.
+
+    With --from FORMAT, PATH is that tool's memory: each format's mapping (entities, relations,
+    sessions, timestamps) is in docs/import.md. Running it again adds only what is new.
+    Example: memory-core import ~/.mcp/memory.json --from mcp-memory --tenant acme --dry-run
+
+    JSON with --from: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped",
+    "by_kind": {kind: {read, written, skipped}}, "entities", "relations", "sessions", "errors",
+    "error_items": [{file, line, field, code, message}], "notes", "stopped_at"} (+ "sample" with --dry-run)
+
+    Without --from, FILE is memory-core's own JSONL (lines of other tenants are refused).
 
     A memory already present (same session, timestamp and content) is skipped and left as it is,
     so re-importing a file (or finishing an interrupted import) writes nothing twice. Memories keep
@@ -118,6 +135,9 @@ def import_(
     from memory_core.importers.jsonl import import_lines  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
+    if source is not None:
+        _import_source(opts, source, file, tenant_of(tenant), agent, skip_bad=skip_bad, dry_run=dry_run)
+        return
     total = None if file == "-" else _count_lines(Path(file))
     with _source(file) as lines, opts.core() as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
@@ -147,6 +167,43 @@ def import_(
             typer.echo(f"Stopped at line {counts.stopped_at}; the lines before it are imported. Fix it and run the "
                        "import again (nothing is written twice), or pass --skip-bad to import the rest.")
     if counts.errors:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str | None, *, skip_bad: bool,
+                   dry_run: bool) -> None:
+    """import --from FORMAT PATH: another tool's memory, with a progress bar on a terminal."""
+    from memory_core.importers import import_source  # loads with the command, not with --help
+
+    with opts.core() as core, _progress(opts.json) as bar:
+        task = bar.add_task(f"import {source} into {tenant}", total=None)
+        report = import_source(core, source, path, tenant, agent=agent, dry_run=dry_run, skip_bad=skip_bad,
+                               progress=lambda n: bar.advance(task, n),
+                               total=lambda n: bar.update(task, total=n))
+    if opts.json:
+        render.emit_json(report.to_dict())
+    else:
+        verb = "Would import" if dry_run else "Imported"
+        typer.echo(f"{verb} {report.path} ({source}) into {tenant} as {report.agent}: {report.written} memories "
+                   f"written, {report.skipped} already present, {report.errors} refused; {report.entities} "
+                   f"entities, {report.relations} relations, {report.sessions} sessions.")
+        render.table("by kind", ["kind", "read", "written", "already present"],
+                     ([k, c["read"], c["written"], c["skipped"]] for k, c in report.by_kind.items()))
+        if report.sample:
+            render.table("first rows", ["where", "kind", "session", "content", "entities"],
+                         ([f"{r['file']}:{r['line']}", r["kind"], r["session"], render.preview(r["content"]),
+                           ", ".join(r["entities"])] for r in report.sample))
+        if report.error_items:
+            render.table("refused", ["file", "line", "field", "code", "message"],
+                         ([e["file"], e["line"], e["field"] or "", e["code"], e["message"]]
+                          for e in report.error_items))
+        for note in report.notes:
+            typer.echo(f"note: {note['file']}:{note['line']}: {note['message']}")
+        if report.stopped_at is not None:
+            typer.echo(f"Stopped at {report.stopped_at['file']}:{report.stopped_at['line']}; what comes before it "
+                       "is imported. Fix it and run the import again (nothing is written twice), or pass --skip-bad "
+                       "to import the rest.")
+    if report.errors:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
