@@ -22,23 +22,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from memory_core import MemoryCore
 from memory_core.doctor import check, repair
 from tests.support.agreement import assert_stores_agree
-from tests.support.repair_crash import CRASH_EXIT, open_store
+from tests.support.repair_crash import CRASH_EXIT
 from tests.support.store_checks import LONG
+from tests.support.store_copy import Store
 
 BACKENDS = ("sqlite", "postgres")
 STRIDE = {"sqlite": 1, "postgres": 1 if LONG else 3}  # which steps a kill tries: every STRIDE-th (and the last)
@@ -48,49 +44,6 @@ GHOST = {"session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_0
 UNREBUILDABLE = "half a record"
 
 Memory = tuple[str, str]  # (tenant, content)
-
-
-@dataclass(frozen=True)
-class Store:
-    """A damaged store that can be copied: its data directory and, on PostgreSQL, its database."""
-
-    backend: str
-    data_dir: Path
-    admin_dsn: str = ""
-    dbname: str = ""
-
-    @property
-    def storage(self) -> dict[str, Any]:
-        if self.backend == "sqlite":
-            return {}
-        from tests.support.postgres import with_dbname
-
-        return {"graph": "postgres", "postgres_dsn": with_dbname(self.admin_dsn, self.dbname)}
-
-    def copy(self, data_dir: Path) -> Store:
-        shutil.copytree(self.data_dir, data_dir)
-        if self.backend == "sqlite":
-            return Store(self.backend, data_dir)
-        from psycopg.conninfo import conninfo_to_dict
-
-        from tests.support.postgres import fresh_database
-
-        copied = conninfo_to_dict(fresh_database(self.admin_dsn, template=self.dbname))["dbname"]
-        return Store(self.backend, data_dir, self.admin_dsn, str(copied))
-
-    def remove(self) -> None:
-        shutil.rmtree(self.data_dir)
-        if self.backend != "sqlite":
-            import psycopg
-            from psycopg import sql
-
-            with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(self.dbname)))
-
-    @contextmanager
-    def opened(self) -> Iterator[MemoryCore]:
-        with open_store(self.data_dir, self.storage) as core:
-            yield core
 
 
 def delete_rows(core: MemoryCore, ids: list[int]) -> None:
