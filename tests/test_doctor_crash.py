@@ -30,9 +30,10 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.doctor import check, repair
+from memory_core.operator.doctor import check, repair
 from tests.support.agreement import assert_stores_agree
 from tests.support.repair_crash import CRASH_EXIT
+from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import LONG
 from tests.support.store_copy import Store
 
@@ -48,8 +49,8 @@ Memory = tuple[str, str]  # (tenant, content)
 
 def delete_rows(core: MemoryCore, ids: list[int]) -> None:
     """Rows gone from the graph store behind the service's back (a bad restore, a hand edit)."""
-    if core.db is not None:
-        with core.db.transaction() as cur:
+    if sqlite_db(core) is not None:
+        with sqlite_db(core).transaction() as cur:
             cur.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
         return
     import psycopg

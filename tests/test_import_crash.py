@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.doctor import check
-from memory_core.transfer import export_tenant
+from memory_core.operator.doctor import check
+from memory_core.operator.transfer import export_tenant
 from tests.conftest import open_core
 from tests.support.import_crash import run_import
 from tests.support.repair_crash import CRASH_EXIT

@@ -21,13 +21,14 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.doctor import check, repair
+from memory_core.operator.doctor import check, repair
+from memory_core.operator.transfer import export_tenant, import_lines
 from memory_core.refs import MAX_ID
-from memory_core.transfer import export_tenant, import_lines
-from memory_core.write_rows import content_hash
+from memory_core.settings.schema import load_settings
+from memory_core.write.rows import content_hash
 from tests.conftest import open_core
 from tests.support.agreement import assert_stores_agree
+from tests.support.sqlite import sqlite_db
 from tools.cli.app import app
 
 T0 = "2026-03-01T10:00:00.000000+00:00"
@@ -89,8 +90,9 @@ def test_an_entity_ref_at_the_end_of_the_range_is_imported_under_a_fresh_ref(sto
 
 def set_sequence(core: MemoryCore, next_id: int) -> None:
     """The damage an import used to do: the shared id sequence moved to ``next_id``."""
-    if core.db is not None:
-        with core.db.transaction() as cur:
+    db = sqlite_db(core)
+    if db is not None:
+        with db.transaction() as cur:
             cur.execute("UPDATE meta SET value = ? WHERE key = 'next_id'", (str(next_id),))
         return
     import psycopg

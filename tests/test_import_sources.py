@@ -19,11 +19,11 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.doctor import check
 from memory_core.errors import NotFoundError
 from memory_core.importers import import_source
-from memory_core.transfer import export_tenant
+from memory_core.operator.doctor import check
+from memory_core.operator.transfer import export_tenant
+from memory_core.settings.schema import load_settings
 from tests.conftest import open_core
 from tests.support.agreement import assert_stores_agree
 from tools.cli.app import app

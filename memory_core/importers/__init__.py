@@ -1,4 +1,4 @@
-"""Moving memory in: memory-core's own JSONL export (:mod:`.jsonl`) and the formats of other tools.
+"""Moving memory in from other tools (memory-core's own JSONL is :mod:`memory_core.operator.jsonl_import`).
 
 ``import_source(core, "mcp-memory", "memory.json", "acme")`` reads a source with its format's
 reader (one module each: :mod:`.mcp_memory`, :mod:`.basic_memory`, :mod:`.mem0`, :mod:`.markdown`)

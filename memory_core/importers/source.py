@@ -31,7 +31,7 @@ from memory_core import validation as v
 from memory_core.entities.declared import KIND_PATTERN
 from memory_core.errors import MemoryCoreError
 from memory_core.store_errors import graph_errors
-from memory_core.write_rows import scoped_idempotency_key
+from memory_core.write.rows import scoped_idempotency_key
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from memory_core.importers import import_source, jsonl, source
+from memory_core.importers import import_source, source
+from memory_core.operator import jsonl_import as jsonl
 from tests.support.repair_crash import Steps, count_transactions, open_store
 
 TENANT = "acme"

@@ -58,7 +58,7 @@ def export(
 
     JSON (with --out): {"tenant", "exported", "out"}; without --out the JSONL goes to stdout.
     """
-    from memory_core.transfer import export_count, export_tenant  # loads with the command, not with --help
+    from memory_core.operator.transfer import export_count, export_tenant  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
@@ -132,7 +132,7 @@ def import_(
     "relations", "errors", "error_lines": [{line, code, message}], "notes", "stopped_at", "dry_run"}
     (+ "sample" with --dry-run; states: rows written with a version or lock state)
     """
-    from memory_core.importers.jsonl import import_lines  # loads with the command, not with --help
+    from memory_core.operator.jsonl_import import import_lines  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     if source is not None:
