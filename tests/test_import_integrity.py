@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
+from memory_core.errors import StoreError
 from memory_core.operator.doctor import check, repair
 from memory_core.operator.transfer import export_tenant, import_lines
 from memory_core.refs import MAX_ID
@@ -113,6 +114,21 @@ def test_doctor_reports_an_id_sequence_past_the_nameable_range_and_a_repair_brin
     fresh = store.add_memory("globex", "g1", "zed", "after the repair").ref
     assert int(fresh.split(":")[1]) == int(kept.split(":")[1]) + 1
     assert check(store).ok
+
+
+def test_a_row_past_the_nameable_range_is_reported_by_doctor_and_refused_by_export_with_a_code(
+        store: MemoryCore) -> None:
+    store.add_memory("acme", "s1", "ann", "a nameable memory")
+    set_sequence(store, MAX_ID + 1)  # what the unbounded import did: every later row is unnameable
+    store.add_memory("acme", "s1", "ann", "a memory nobody can name")
+    found = [(f.kind, f.ref) for f in check(store).findings]
+    assert ("id_sequence", None) in found and ("id_unnameable", f"mem:{MAX_ID + 1}") in found
+    with pytest.raises(StoreError) as refused:
+        list(export_tenant(store, "acme"))
+    assert refused.value.code == "STORE_ERROR" and str(MAX_ID) in refused.value.message
+    repaired = repair(store)
+    assert [f.kind for f in repaired.remaining or []] == ["id_unnameable"]  # reported, never renumbered
+    assert int(store.add_memory("globex", "g", "zed", "next").ref.split(":")[1]) < 1000
 
 
 def test_doctor_leaves_a_sequence_alone_that_still_has_room(store: MemoryCore) -> None:
@@ -219,6 +235,18 @@ def test_skip_bad_imports_the_lines_after_a_line_that_is_not_utf8(tmp_path: Path
     out = json.loads(result.stdout)
     assert (out["written"], out["errors"], out["stopped_at"]) == (3, 1, None)
     assert contents(data_dir) == ["good line 1", "good line 2", "good line 4"]
+
+
+def test_a_dry_run_of_a_jsonl_file_writes_nothing_and_says_what_it_would_write(store: MemoryCore) -> None:
+    v1 = line("mem:1", "the port is 8080", valid_to="2026-03-01T11:00:00+00:00")
+    v2 = line("mem:2", "the port is 8443", "2026-03-01T11:00:00+00:00", supersedes="mem:1", locked=True)
+    counts = import_lines(store, jsonl(v1, v2, line("mem:3", "third"), {"bad": 1}), "acme", dry_run=True)
+    assert (counts.written, counts.states, counts.errors, counts.stopped_at, counts.dry_run) == (3, 2, 1, None, True)
+    assert [s["ref"] for s in counts.sample] == ["mem:1", "mem:2", "mem:3"]
+    assert list(export_tenant(store, "acme")) == []
+    import_lines(store, jsonl(v1, v2), "acme")
+    again = import_lines(store, jsonl(v1, v2, line("mem:3", "third")), "acme", dry_run=True)
+    assert (again.written, again.skipped) == (1, 2)
 
 
 def test_the_library_reports_a_line_of_bytes_that_is_not_utf8(store: MemoryCore) -> None:

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from memory_core import validation as v
 from memory_core.entities.transfer import EntityExporter
+from memory_core.errors import StoreError
 from memory_core.operator.export_format import ExportEdge, ExportLine
 from memory_core.operator.jsonl_import import ImportCounts, import_lines
 from memory_core.reads import row_from_attrs
-from memory_core.refs import memory_ref
+from memory_core.refs import MAX_ID, memory_ref
 from memory_core.store_errors import graph_errors
 from memory_core.write.rows import public_idempotency_key
 
@@ -59,6 +60,9 @@ def _export_chunk(core: MemoryCore, tenant: str, ids: list[int], entities: Entit
     for mem_id, a in attrs.items():
         if mem_id not in contents:
             continue
+        if mem_id > MAX_ID:  # left by an import before ids were bounded: no line can name it
+            raise StoreError(f"{memory_ref(mem_id)} has an id past the largest a ref can name ({MAX_ID}), so an "
+                             "export cannot write it; `memory-core doctor` lists such rows.", ref=memory_ref(mem_id))
         row = row_from_attrs(a, contents[mem_id]).to_dict()
         edges = [ExportEdge(kind=e.kind, node=e.other) for e in graph.edges_of(tenant, memory_ref(mem_id))
                  if e.direction == "out"]
