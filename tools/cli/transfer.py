@@ -110,27 +110,26 @@ def import_(
 ) -> None:
     """Import a JSONL export, or another tool's memory (--from), into --tenant. Idempotent, crash-safe.
 
-    With --from FORMAT, PATH is that tool's memory: each format's mapping (entities, relations,
-    sessions, timestamps) is in docs/import.md. Running it again adds only what is new.
-    Example: memory-core import ~/.mcp/memory.json --from mcp-memory --tenant acme --dry-run
+    Running an import again writes nothing twice, and finishes one that was interrupted. By default
+    it stops at the first item it refuses (what comes before is in; fix it and run again);
+    --skip-bad imports the rest and lists what it refused; --dry-run writes nothing and says what
+    would be written. Exit 1 when something was refused.
 
-    JSON with --from: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped",
-    "by_kind": {kind: {read, written, skipped}}, "entities", "relations", "sessions", "errors",
-    "error_items": [{file, line, field, code, message}], "notes", "stopped_at"} (+ "sample" with --dry-run)
-
-    Without --from, FILE is memory-core's own JSONL (lines of other tenants are refused).
-
-    A memory already present (same session, timestamp and content) is skipped and left as it is,
-    so re-importing a file (or finishing an interrupted import) writes nothing twice. Memories keep
-    their refs when the id is free. By default the import stops at the first refused line (the
-    lines before it are in; fix it and run again); --skip-bad imports the rest and lists what it
-    refused. --dry-run writes nothing and says what would be written. Exit 1 when lines were refused.
-
-    Example: memory-core import acme.jsonl --tenant acme
+    memory-core's JSONL (FILE, '-' for standard input): lines of other tenants are refused; a
+    memory already present (same session, timestamp and content) is skipped and left as it is;
+    memories keep their refs when the id is free. Example: memory-core import acme.jsonl -t acme
 
     JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "entities", "mentions",
     "relations", "errors", "error_lines": [{line, code, message}], "notes", "stopped_at", "dry_run"}
     (+ "sample" with --dry-run; states: rows written with a version or lock state)
+
+    --from FORMAT: FILE is that tool's file or folder; the mapping of each format (entities,
+    relations, sessions, timestamps) is in docs/import.md.
+    Example: memory-core import ~/.mcp/memory.json --from mcp-memory -t acme --dry-run
+
+    JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped",
+    "by_kind": {kind: {read, written, skipped}}, "entities", "relations", "sessions", "errors",
+    "error_items": [{file, line, field, code, message}], "notes", "stopped_at"} (+ "sample")
     """
     from memory_core.operator.jsonl_import import import_lines  # loads with the command, not with --help
 
