@@ -204,9 +204,15 @@ def write_source(
         return report
     for start in range(0, len(todo), WRITE_BATCH):
         chunk = todo[start : start + WRITE_BATCH]
-        results = core.writer.add_many([item for _got, item in chunk], extract=extract)
-        for (got, _item), result in zip(chunk, results, strict=True):
-            what = "written" if result.created else "skipped"
+        present = [_present(core, tenant, item) for _got, item in chunk]  # written before: not embedded again
+        for (got, _item), there in zip(chunk, present, strict=True):
+            if there:
+                report.skipped += 1
+                report.count(got.kind, "skipped")
+        fresh = [entry for entry, there in zip(chunk, present, strict=True) if not there]
+        results = core.writer.add_many([item for _got, item in fresh], extract=extract) if fresh else []
+        for (got, _item), result in zip(fresh, results, strict=True):
+            what = "written" if result.created else "skipped"  # another writer may have taken the key meanwhile
             setattr(report, what, getattr(report, what) + 1)
             report.count(got.kind, what)
         if progress is not None:
@@ -214,16 +220,21 @@ def write_source(
     return report
 
 
+def _present(core: MemoryCore, tenant: str, item: dict[str, Any]) -> bool:
+    """Whether the tenant holds the item's key already (an earlier run wrote it)."""
+    scoped = scoped_idempotency_key(item["idempotency_key"], "tenant", str(item["agent"]))
+    assert scoped is not None
+    with graph_errors("reading the tenant"):
+        return core.graph.by_idempotency_key(tenant, scoped) is not None
+
+
 def _dry(core: MemoryCore, tenant: str, todo: list[tuple[SourceItem, dict[str, Any]]], report: SourceReport) -> None:
     """Count what would be written (an item whose key the tenant holds, or an earlier item of the
     source holds, would be answered, not written) and keep the first rows."""
-    keys: set[str] = set()
+    keys: set[str] = set()  # a source item's key is a shared (tenant-wide) one
     for got, item in todo:
-        scoped = scoped_idempotency_key(got.key, "tenant", str(item["agent"]))
-        assert scoped is not None
-        with graph_errors("reading the tenant"):
-            present = scoped in keys or core.graph.by_idempotency_key(tenant, scoped) is not None
-        keys.add(scoped)
+        present = got.key in keys or _present(core, tenant, item)
+        keys.add(got.key)
         what = "skipped" if present else "written"
         setattr(report, what, getattr(report, what) + 1)
         report.count(got.kind, what)
