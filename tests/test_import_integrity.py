@@ -341,3 +341,18 @@ def test_doctor_reports_cycles_self_loops_and_forks_and_repairs_each_to_one_chai
     assert check(store).ok
     assert repair(store).repairs == []
     assert_stores_agree(store)
+
+
+def test_links_and_keys_of_a_file_never_reach_another_tenants_rows(store: MemoryCore) -> None:
+    foreign = store.add_memory("globex", "g1", "zed", "globex's own fact", idempotency_key="k1").ref
+    fid = int(foreign.split(":")[1])
+    newer = line("mem:50", "a correction of a row the file does not hold", supersedes=foreign,
+                 edges=[{"kind": "SUPERSEDES", "node": foreign}], idempotency_key="k1", locked=True)
+    counts = import_lines(store, jsonl(newer), "acme")
+    assert (counts.written, counts.errors) == (1, 0)  # globex's key is not acme's
+    [row] = list(export_tenant(store, "acme"))
+    assert row["supersedes"] is None and row["locked"] is True
+    assert {e["kind"] for e in row["edges"]} == {"AUTHORED_BY", "IN_SESSION"}
+    kept = store.graph.memory("globex", fid)
+    assert kept is not None and (kept.valid_to_us, kept.locked) == (None, False)
+    assert [e for e in store.graph.edges_of("globex", foreign) if e.kind == "SUPERSEDES"] == []
