@@ -23,6 +23,7 @@ from graph.maintenance_api import (
     DanglingEdge,
     DiskUse,
     EdgeRow,
+    IdSpace,
     LexicalState,
     MissingStructure,
     NodeRow,
@@ -115,6 +116,26 @@ class SqliteMaintenance:
                 return self.db.id_in_use(cur, item_id)
             finally:
                 cur.close()
+
+    def id_space(self, limit: int) -> IdSpace:
+        with store_errors("reading the id sequence"), self.db.lock:
+            conn = self.db.conn
+            next_id = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'").fetchone()[0])
+            largest = conn.execute(
+                "SELECT max(id) FROM (SELECT max(id) AS id FROM memories WHERE id <= :n UNION ALL "
+                "SELECT max(id) FROM episodes WHERE id <= :n UNION ALL SELECT max(id) FROM entities WHERE id <= :n "
+                "UNION ALL SELECT max(CAST(substr(item_id, instr(item_id, ':') + 1) AS INTEGER)) FROM journal "
+                "WHERE CAST(substr(item_id, instr(item_id, ':') + 1) AS INTEGER) <= :n)", {"n": limit}).fetchone()[0]
+            beyond = conn.execute(
+                "SELECT 'memory', tenant, id FROM memories WHERE id > :n UNION ALL SELECT 'episode', tenant, id "
+                "FROM episodes WHERE id > :n UNION ALL SELECT 'entity', tenant, id FROM entities WHERE id > :n "
+                "ORDER BY 3 LIMIT 500", {"n": limit}).fetchall()
+        return IdSpace(next_id, None if largest is None else int(largest),
+                       tuple((str(k), str(t), int(i)) for k, t, i in beyond))
+
+    def reset_id_sequence(self, next_id: int) -> None:
+        with store_errors("resetting the id sequence"), self.db.transaction() as cur:
+            cur.execute("UPDATE meta SET value = ? WHERE key = 'next_id'", (str(next_id),))
 
     # ---- episodes, journal --------------------------------------------------------------------
     def episode_ids(self, tenant: str) -> list[int]:

@@ -1,27 +1,24 @@
 """Entities in export files: each memory line carries the entities it mentions (whole records:
 ref, name, kind, aliases) and the relations it declared, so every line stands alone.
 
-On import (after the memories are in) an entity keeps its ref when the tenant holds the same
-entity under it, joins the tenant's entity that already answers to one of its names, or is
-written under its ref (a fresh one if that id is taken); its aliases nobody holds are added.
-Mentions and relations are then written between the stored refs; what is there already is
-not written again, so a re-import writes nothing.
+On import (in the transaction that writes each memory) an entity keeps its ref when the tenant
+holds the same entity under it, joins the tenant's entity that already answers to one of its
+names, or is written under its ref (a fresh one if that id is taken or past MAX_KEPT_ID); its
+aliases nobody holds are added. Mentions and relations are then written between the stored
+refs; a memory already present is skipped whole, so a re-import writes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.api import SHARED_VIEW, EntityRecord, EntityRelation, GraphStore, MemoryNode, entity_norm
+from graph.api import SHARED_VIEW, EntityRecord, EntityRelation, GraphStore, GraphTxn, MemoryNode, entity_norm
 from memory_core.entities import declared
-from memory_core.refs import parse_ref
-
-if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+from memory_core.refs import MAX_KEPT_ID
 
 ENTITY_REF = r"^ent:[1-9][0-9]{0,17}$"
 
@@ -92,40 +89,55 @@ class EntityImportCounts:
     relations: int = 0
 
 
-def restore(core: MemoryCore, tenant: str, items: Sequence[tuple[str, list[ExportEntity], list[ExportRelation]]],
-            refs: dict[str, str]) -> EntityImportCounts:
-    """Write the entities, mentions and relations of imported lines (``refs``: file ref -> stored ref)."""
-    counts = EntityImportCounts()
-    if not any(ents or rels for _ref, ents, rels in items):
-        return counts
-    with core.writer.lock:
-        records = core.graph.entity_records(tenant)
-        held = {entity_norm(a): r.id for r in records for a in (r.name, *r.aliases)}
-        mapped: dict[str, int] = {}
-        with core.graph.transaction() as tx:
-            for _ref, ents, _rels in items:
-                for ent in ents:
-                    if ent.ref in mapped:
-                        continue
-                    norms = [entity_norm(n) for n in (ent.name, *ent.aliases)]
-                    file_id = int(ent.ref[4:])
-                    target = file_id if held.get(norms[0]) == file_id else next(
-                        (held[n] for n in norms if n in held), None)
-                    if target is None:
-                        target = file_id if not tx.id_in_use(file_id) else tx.allocate_ids(1)[0]
-                        tx.reserve_ids_through(target)
-                    record = EntityRecord(target, ent.name, ent.kind, tuple(ent.aliases), ent.created_us)
-                    counts.entities += tx.restore_entity(tenant, record)
-                    for n in norms:
-                        held.setdefault(n, target)
-                    mapped[ent.ref] = target
-            for ref, ents, rels in items:
-                if ref not in refs:
+@dataclass
+class EntityRestore:
+    """The entities an import has resolved so far: ``held`` (normalised name -> entity id, read from
+    the tenant before the import's first write and grown as it writes) and ``mapped`` (entity ref in
+    the file -> the stored id). :meth:`write` works on a copy (:meth:`attempt`), kept only once the
+    transaction it ran in has committed (:meth:`keep`)."""
+
+    held: dict[str, int]
+    mapped: dict[str, int]
+
+    @classmethod
+    def of(cls, graph: GraphStore, tenant: str) -> EntityRestore:
+        records = graph.entity_records(tenant)
+        return cls({entity_norm(a): r.id for r in records for a in (r.name, *r.aliases)}, {})
+
+    def attempt(self) -> EntityRestore:
+        return EntityRestore(dict(self.held), dict(self.mapped))
+
+    def keep(self, attempt: EntityRestore) -> None:
+        self.held, self.mapped = attempt.held, attempt.mapped
+
+    def write(self, tx: GraphTxn, tenant: str,
+              items: Sequence[tuple[int, list[ExportEntity], list[ExportRelation]]]) -> EntityImportCounts:
+        """Inside the transaction that wrote the memories ``items`` name (stored id, entities, relations):
+        their entities (each keeps its ref when the tenant holds the same entity under it, joins the
+        entity that answers to one of its names, or is written under its ref when that id is free
+        and at most MAX_KEPT_ID, else under a fresh one), mentions, alias views and relations."""
+        counts = EntityImportCounts()
+        for _mem, ents, _rels in items:
+            for ent in ents:
+                if ent.ref in self.mapped:
                     continue
-                mem_id = parse_ref(refs[ref]).id
-                counts.mentions += tx.restore_mentions(tenant, mem_id, [mapped[e.ref] for e in ents])
-                tx.restore_alias_views(tenant, mem_id, [n for e in ents for n in (e.name, *e.aliases)])
-                counts.relations += tx.restore_relations(tenant, [
-                    EntityRelation(mapped[r.src], mapped[r.dst], r.label, mem_id) for r in rels
-                    if r.src in mapped and r.dst in mapped])
-    return counts
+                norms = [entity_norm(n) for n in (ent.name, *ent.aliases)]
+                file_id = int(ent.ref[4:])
+                target = file_id if self.held.get(norms[0]) == file_id else next(
+                    (self.held[n] for n in norms if n in self.held), None)
+                if target is None:
+                    keep = file_id <= MAX_KEPT_ID and not tx.id_in_use(file_id)
+                    target = file_id if keep else tx.allocate_ids(1)[0]
+                    tx.reserve_ids_through(target)
+                record = EntityRecord(target, ent.name, ent.kind, tuple(ent.aliases), ent.created_us)
+                counts.entities += tx.restore_entity(tenant, record)
+                for n in norms:
+                    self.held.setdefault(n, target)
+                self.mapped[ent.ref] = target
+        for mem_id, ents, rels in items:
+            counts.mentions += tx.restore_mentions(tenant, mem_id, [self.mapped[e.ref] for e in ents])
+            tx.restore_alias_views(tenant, mem_id, [n for e in ents for n in (e.name, *e.aliases)])
+            counts.relations += tx.restore_relations(tenant, [
+                EntityRelation(self.mapped[r.src], self.mapped[r.dst], r.label, mem_id) for r in rels
+                if r.src in self.mapped and r.dst in self.mapped])
+        return counts

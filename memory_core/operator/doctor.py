@@ -33,6 +33,14 @@ Finding kinds, and what :func:`repair` does about each::
                       and embedding) from the redacted text; then purge the old text from the SQLite
                       file (index segments, freed pages, WAL). An entity the extractor named after a
                       secret (``ent:<id>``) is removed with its mentions and relations.
+    version_self      a memory names itself as the version it corrects
+    version_cycle     versions correct each other in a cycle (none of them is current)
+    version_fork      two versions correct the same one      -> all three: the linked rows become one
+                      chain by time, the newest current (see :mod:`memory_core.operator.doctor_versions`)
+    id_sequence       the shared id sequence is past the largest id a ref can name
+                                                              -> move it back to one past the largest
+                                                                 id in use
+    id_unnameable     a row whose id is past that range       -> nothing (reported: no ref reaches it)
 
 An unacknowledged add (journal entry present) is rolled back, never restored: the caller
 saw it fail. A restore never deletes the record it restores from: it is journaled as a
@@ -72,7 +80,7 @@ from memory_core.operator.doctor_scan import (
     version_findings,
 )
 from memory_core.operator.doctor_secrets import memory_secrets, redacted_text
-from memory_core.refs import EPISODE, MEMORY, episode_ref, memory_ref, parse_ref
+from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref, parse_ref
 from memory_core.sessions.episodes import episode_vector_metadata
 from memory_core.store_errors import graph_errors
 from memory_core.vectors.deadline import vector_store_wedged
@@ -152,6 +160,7 @@ def repair(core: MemoryCore) -> DoctorReport:
         core.graph.invalidate()  # rows may have changed underneath (damage, a restored backup)
         _, before = scan(core)
         done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in core.writer.recover()]
+        done += _reset_id_sequence(core)
         _, found = scan(core)  # after recovery: records of rolled-back adds are gone, not orphans
         kinds = {f.kind for f in found}
         if "graph_stale" in kinds:
@@ -179,22 +188,24 @@ def repair(core: MemoryCore) -> DoctorReport:
 
 
 def _relink_versions(core: MemoryCore) -> list[Repair]:
-    """Close and relink broken version chains (read afresh: restores above may have made them)."""
+    """Close, relink and straighten broken version chains (read afresh: restores above may have made
+    them), one graph transaction per tenant."""
     core.graph.invalidate()
     done: list[Repair] = []
     for tenant in all_tenants(core):
         fixes = version_findings(core, tenant, {r["id"]: r for r in memory_rows(core, tenant)})
         if not fixes:
             continue
-        rows = core.graph.memories(tenant, [new for _f, (_old, new, _end, _link) in fixes])
         with core.graph.transaction() as tx:
-            for finding, (old, new, end, link) in fixes:
-                if end:
-                    tx.set_memory_state(tenant, old, {"valid_to_us": rows[new].ts_us})
-                if link:
+            for finding, fix in fixes:
+                for mem_id, state in fix.states.items():
+                    tx.set_memory_state(tenant, mem_id, state)
+                if fix.unlink:
+                    tx.erase_edges([(memory_ref(new), memory_ref(old), SUPERSEDES) for new, old in fix.unlink])
+                for new, old in fix.link:
                     tx.write_edge(tenant, memory_ref(new), memory_ref(old), SUPERSEDES)
-                done.append(Repair(finding.kind, tenant, finding.ref, f"ended {memory_ref(old)} at "
-                                   f"{memory_ref(new)}'s time and linked them" if end else "relinked"))
+                done.append(Repair(finding.kind, tenant, finding.ref,
+                                   fix.describe() or "mended with the finding before it (the same rows)"))
     return done
 
 
@@ -265,6 +276,17 @@ def _purge_rewritten(core: MemoryCore, tenants: list[str]) -> list[Repair]:
         return [Repair("secret_stored", t, None, "purged the old text from the graph store's files") for t in tenants]
     return [Repair("secret_stored", t, None, "the graph store keeps old row versions until VACUUM FULL "
                                              "(see docs/secrets.md)") for t in tenants]
+
+
+def _reset_id_sequence(core: MemoryCore) -> list[Repair]:
+    """A sequence moved past the nameable range goes back to one past the largest id in use."""
+    space = core.maintenance.id_space(MAX_ID)
+    if space.next_id <= MAX_ID:
+        return []
+    next_id = (space.largest or 0) + 1
+    core.maintenance.reset_id_sequence(next_id)
+    return [Repair("id_sequence", "", None, f"moved the id sequence back from {space.next_id} to {next_id}, one "
+                   "past the largest id in use")]
 
 
 def _restore_structure(core: MemoryCore) -> list[Repair]:

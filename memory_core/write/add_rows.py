@@ -27,13 +27,25 @@ ADD_FIELDS = frozenset({
 })
 
 
+@dataclass(frozen=True)
+class ItemRef:
+    """Another item of the same add_many call, by its index: an edge or a version link to a row whose
+    id is only known once the call assigns it (imports write a version and its predecessor together).
+    A link to an item that is not written (its idempotency key answered it) is dropped."""
+
+    position: int
+
+
 @dataclass
 class PreparedAdd:
     row: dict[str, Any]
     idempotency_key: str | None
+    position: int = 0  # its index in the add_many call
     preferred_id: int | None = None  # imports keep their refs when the id is free
     restore: bool = False  # doctor: the record under preferred_id existed before; never delete it
     edges: list[tuple[str, str]] = field(default_factory=list)  # extra (target node, kind) from this memory
+    links: list[tuple[str | ItemRef, str]] = field(default_factory=list)  # the same as given (resolved each write)
+    supersedes_item: ItemRef | None = None  # a version link to another item of the call
     supersedes: int | None = None  # update_memory: the version this row ends (in the same transaction)
     entities: list[EntitySpec] = field(default_factory=list)  # declared, then extracted (MENTIONS)
     relations: list[RelationSpec] = field(default_factory=list)

@@ -2,11 +2,12 @@
 
 The store is damaged the ways doctor repairs (memories whose SQLite rows are gone, so their
 Chroma record is the only copy; a ghost record; an orphan whose id an episode now holds; a
-record too incomplete to rebuild; a missing and a stale vector record; stale lexical rows;
-secrets stored in clear before the secrets guard existed, in memories, their metadata, a session
-summary and the entities extracted from them, one of them also in a lost row's orphan record).
-Memories are compared with their secrets redacted (a repair rewrites them), and after the
-second repair no secret is left in the graph, the lexical index or the vector records.
+record too incomplete to rebuild; a missing and a stale vector record; stale lexical rows; a
+version cycle and a version fork; secrets stored in clear before the secrets guard existed, in
+memories, their metadata, a session summary and the entities extracted from them, one of them also
+in a lost row's orphan record). Memories are compared with their secrets redacted (a repair rewrites
+them), and after the second repair no secret is left in the graph, the lexical index or the vector
+records.
 A dry run counts the repair's steps at the store boundaries (before and after every vector
 write and every SQLite write transaction, see tests/support/repair_crash.py); then, for
 EVERY step, a fresh copy of the damaged store is repaired in a subprocess that ends with
@@ -25,15 +26,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -44,10 +40,11 @@ from memory_core.secret_guard import SecretGuard, detect
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import graph_backends
 from tests.support.paths import ROOT
-from tests.support.repair_crash import CRASH_EXIT, open_store
+from tests.support.repair_crash import CRASH_EXIT
 from tests.support.secrets_corpus import SAMPLES
 from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import LONG
+from tests.support.store_copy import Store
 
 STRIDE = {"sqlite": 1, "postgres": 1 if LONG else 3}  # which steps a kill tries: every STRIDE-th (and the last)
 GHOST = {"session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
@@ -58,49 +55,6 @@ SECRET_TEXTS = [s.text for s in PLANTED]
 SECRET_VALUES = [line for s in PLANTED for _k, v in s.secrets for line in v.split("\n") if len(line) >= 20]
 
 Memory = tuple[str, str]  # (tenant, content)
-
-
-@dataclass(frozen=True)
-class Store:
-    """A damaged store that can be copied: its data directory and, on PostgreSQL, its database."""
-
-    backend: str
-    data_dir: Path
-    admin_dsn: str = ""
-    dbname: str = ""
-
-    @property
-    def storage(self) -> dict[str, Any]:
-        if self.backend == "sqlite":
-            return {}
-        from tests.support.postgres import with_dbname
-
-        return {"graph": "postgres", "postgres_dsn": with_dbname(self.admin_dsn, self.dbname)}
-
-    def copy(self, data_dir: Path) -> Store:
-        shutil.copytree(self.data_dir, data_dir)
-        if self.backend == "sqlite":
-            return Store(self.backend, data_dir)
-        from psycopg.conninfo import conninfo_to_dict
-
-        from tests.support.postgres import fresh_database
-
-        copied = conninfo_to_dict(fresh_database(self.admin_dsn, template=self.dbname))["dbname"]
-        return Store(self.backend, data_dir, self.admin_dsn, str(copied))
-
-    def remove(self) -> None:
-        shutil.rmtree(self.data_dir)
-        if self.backend != "sqlite":
-            import psycopg
-            from psycopg import sql
-
-            with psycopg.connect(self.admin_dsn, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(self.dbname)))
-
-    @contextmanager
-    def opened(self) -> Iterator[MemoryCore]:
-        with open_store(self.data_dir, self.storage) as core:
-            yield core
 
 
 def delete_rows(core: MemoryCore, ids: list[int]) -> None:
@@ -151,9 +105,23 @@ def damage(core: MemoryCore) -> None:
     core.vectors.upsert("globex", ["mem:600"], embed([UNREBUILDABLE]), [UNREBUILDABLE],
                         [{"tenant": "globex", "kind": "memory"}])
     core.vectors.delete("acme", [refs["acme", "pruning the pear orchard"]])
+    plant_broken_chains(core)
     stale = refs["globex", "ship the cider on friday"]
     core.vectors.upsert("globex", [stale], embed(["tampered text"]), ["tampered text"],
                         [{**GHOST, "tenant": "globex", "session": "s1", "agent": "alice", "type": "turn"}])
+
+
+def plant_broken_chains(core: MemoryCore) -> None:
+    """Version chains a crafted import used to write: a two-row cycle and a fork (two versions of one row)."""
+    ids = [int(core.add_memory("initech", "s1", "ann", f"initech version {i}",
+                               timestamp=f"2026-03-01T10:00:0{i}+00:00").ref.split(":")[1]) for i in range(5)]
+    links = {ids[0]: ids[1], ids[1]: ids[0], ids[3]: ids[2], ids[4]: ids[2]}  # newer -> the version it corrects
+    with core.writer.lock, core.graph.transaction() as tx:
+        for new, old in links.items():
+            tx.set_memory_state("initech", new, {"supersedes_id": old})
+            tx.set_memory_state("initech", old, {"valid_to_us": 1_772_400_000_000_000})
+            tx.write_edge("initech", f"mem:{new}", f"mem:{old}", "SUPERSEDES")
+    core.graph.invalidate()
 
 
 def memories(core: MemoryCore) -> Counter[Memory]:
@@ -212,7 +180,8 @@ def damaged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         damage(core)
         before = set(memories(core))
         assert {f.kind for f in check(core).findings} >= {"vector_orphan", "vector_missing", "vector_stale",
-                                                          "lexical_stale", "dangling_edge", "secret_stored"}
+                                                          "lexical_stale", "dangling_edge", "secret_stored",
+                                                          "version_cycle", "version_fork"}
     return template, before
 
 
@@ -231,6 +200,8 @@ def test_a_repair_run_to_completion_restores_every_memory(damaged: tuple[Store, 
         assert ("globex", UNREBUILDABLE) in quarantined(data_dir)
         assert_stores_agree(core)
         assert_no_secret_left(core)
+        current = {m.content for m in core.recall("initech", "", limit=10).messages}
+        assert current == {"initech version 1", "initech version 4"}  # each mended chain: its newest is current
 
 
 def test_a_repair_killed_at_any_step_loses_no_memory(damaged: tuple[Store, set[Memory]], tmp_path: Path) -> None:

@@ -148,8 +148,10 @@ def test_import_refuses_lines_of_another_tenant_and_malformed_lines_without_writ
         "\n",
         json.dumps(good) + "\n",
     ]
-    counts = import_lines(second, lines, "acme")
-    assert (counts.lines, counts.written, counts.errors) == (6, 1, 5)
+    stopped = import_lines(second, lines, "acme")  # by default the import stops at the first refused line
+    assert (stopped.lines, stopped.written, stopped.errors, stopped.stopped_at) == (1, 0, 1, 1)
+    counts = import_lines(second, lines, "acme", skip_bad=True)
+    assert (counts.lines, counts.written, counts.errors, counts.stopped_at) == (6, 1, 5, None)
     assert [e["code"] for e in counts.error_lines] == [
         "TENANT_MISMATCH", "INVALID_INPUT", "INVALID_INPUT", "INVALID_INPUT", "INVALID_INPUT"]
     assert [e["line"] for e in counts.error_lines] == [1, 2, 3, 4, 5]
