@@ -23,7 +23,9 @@ Pipeline for one query inside one tenant:
    a row that ends by asking a question holds none (:mod:`.answer_type`);
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
    asks whether the query matched at all (its best row) and falls back to lexical matches
-   rather than return nothing; rows then need only a minimal relevance.
+   rather than return nothing; rows then need only a minimal relevance;
+6. order: by confidence, except under ``type: "handoff"`` (not ``deep``), where the rows the
+   gate kept come newest first (:func:`newest_first`; docs/recall-ordering.md).
 """
 
 from __future__ import annotations
@@ -68,6 +70,23 @@ class Lexical:
 
     bm25: list[LexicalHit] = field(default_factory=list)
     keywords: list[LexicalHit] = field(default_factory=list)
+
+
+NEWEST_FIRST = "newest_first"
+NEWEST_FIRST_TYPES = frozenset({"handoff"})
+
+
+def newest_first(filters: RecallFilters, deep: bool) -> bool:
+    """Whether the rows that pass the quality gate are ordered by time, not by confidence.
+
+    Under ``type: "handoff"`` the newest handoff is the one a resuming agent needs, whatever
+    its wording: relevance decides which handoffs are admitted, time their order. Other types
+    keep the weighted recency (``type_recency_*``): a decision, note or error is one fact among
+    many, and the newest one about something else must not outrank the one the query asks for
+    (a decision that changed is corrected with ``update_memory``; recall then shows only its
+    newest version). ``deep`` turns time off altogether, this rule included.
+    """
+    return not deep and filters.type in NEWEST_FIRST_TYPES
 
 
 class Recaller:
@@ -247,6 +266,9 @@ class Recaller:
             and (conf >= row_gate or c.evidence >= cfg.evidence_gate)]
         if not kept and scored:
             weak = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
+            if newest_first(filters, deep):
+                result.order = NEWEST_FIRST
+                weak.sort(key=lambda c: (-attrs[c.id].ts_us, c.id))
             result.messages = self.reader.rows_any(filters.tenant, [c.id for c in weak[:limit]], filters.viewer)
             result.gate_fallback = bool(result.messages)
             return
@@ -258,8 +280,12 @@ class Recaller:
                 rerank.model_query(reading.text, reading.lead),
                 cfg.rerank_top, cfg.rerank_weight, self.reranker)
             stages.lap("rerank")
-        top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
-                                                            -attrs[item[1].id].ts_us, item[1].id))
+        if newest_first(filters, deep):  # relevance admitted them; time orders them
+            result.order = NEWEST_FIRST
+            top = heapq.nsmallest(limit, kept, key=lambda item: (-attrs[item[1].id].ts_us, -item[0], item[1].id))
+        else:
+            top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
+                                                                -attrs[item[1].id].ts_us, item[1].id))
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
         refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by, c.entity_via)
                 if k is not None}
