@@ -268,18 +268,18 @@ def package_version() -> str:
 class ContainerJsonOnly(FuncMetadata):
     """Tool arguments are validated strictly, as the JSON types the schema states.
 
-    - The SDK JSON-decodes string arguments of any non-``str`` parameter, so the string
-      ``"null"`` became None for every ``str | None`` argument (a session named "null" lost its
-      filter, an idempotency key "null" was ignored). Keep decoding only where it yields a list
-      or an object (clients that send ``exclude_contents`` as a JSON string still work).
+    - The SDK JSON-decodes string arguments of any non-``str`` parameter: the string ``"null"``
+      became None for every ``str | None`` argument (a session named "null" lost its filter), and
+      ``refs``, ``entities``, ``metadata``, ``source``, ``exclude_contents`` or ``context`` sent
+      as a JSON *string* became a list or an object. Nothing is decoded: a string where the
+      schema says array or object is the wrong type.
     - pydantic's lax mode turned ``limit: "10"`` or ``true`` into 10 or 1, ``deep: "yes"`` into
       True and ``salience: true`` into 1.0; strict mode refuses them, so a wrong type is
       INVALID_INPUT naming the argument instead of a silently different call.
     """
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
-        parsed = super().pre_parse_json(data)
-        return {k: v if isinstance(v, list | dict) else data[k] for k, v in parsed.items()}
+        return data
 
     def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
         model = self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate), strict=True)
