@@ -222,8 +222,10 @@ class GraphTxn(Protocol):
         """Clear this writer's intents for ``refs``; returns how many it cleared (an intent another
         replica took over, its lease having lapsed, is that replica's now and stays)."""
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None: ...
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
-        """The newest same-content memory of the session within the window that the writer can read."""
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
+        """The newest same-content memory of the session within the window that the writer can read.
+        Only current versions count, and never ``corrects``, the version ``row`` supersedes: a new
+        version of a row (or a return to an older text of its chain) is not a repeat of it."""
     def write_memory(self, row: Mapping[str, Any]) -> None: ...
     def erase_memory(self, tenant: str, mem_id: int) -> bool: ...
     def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
