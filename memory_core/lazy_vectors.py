@@ -61,8 +61,8 @@ class LazyVectorStore:
     def all_ids(self, tenant: str) -> set[str]:
         return self.open().all_ids(tenant)
 
-    def count(self, tenant: str) -> int:
-        return self.open().count(tenant)
+    def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
+        return self.open().count(tenant, where)
 
     def tenants(self) -> list[str]:
         return self.open().tenants()

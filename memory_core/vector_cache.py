@@ -185,8 +185,8 @@ class VectorCacheBudget:
     def all_ids(self, tenant: str) -> set[str]:
         return self._run(tenant, lambda: self.inner.all_ids(tenant))
 
-    def count(self, tenant: str) -> int:
-        return self._run(tenant, lambda: self.inner.count(tenant))
+    def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
+        return self._run(tenant, lambda: self.inner.count(tenant, where))
 
     def tenants(self) -> list[str]:
         return self._run(None, self.inner.tenants)

@@ -230,8 +230,8 @@ class DeadlineVectorStore:
     def all_ids(self, tenant: str) -> set[str]:
         return self._call("get", lambda: self.inner.all_ids(tenant))
 
-    def count(self, tenant: str) -> int:
-        return self._call("count", lambda: self.inner.count(tenant))
+    def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
+        return self._call("count", lambda: self.inner.count(tenant, where))
 
     def tenants(self) -> list[str]:
         return self._call("list", self.inner.tenants)
