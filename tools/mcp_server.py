@@ -10,6 +10,8 @@ the SDK's typed context. Errors map once, here and in ``tools.mcp_context``:
 - unknown tool name              -> tool error ``UNKNOWN_TOOL``
 - anything else (a bug)          -> tool error ``INTERNAL_ERROR``; traceback in the server log only
 - stdio line that is not JSON-RPC -> JSON-RPC error ``-32700`` / ``-32600`` (``tools.stdio_replies``)
+- a request holding a lone surrogate -> tools/call: tool error ``INVALID_INPUT``; others: ``-32602``,
+  under the request's own id (``tools.unencodable``, on every transport)
 - HTTP, before any tool runs      -> 421 foreign Host, 403 foreign Origin, 413 body over
   ``server.max_request_bytes``, 503 past ``server.max_inflight_bytes`` (``tools.http_guard``)
 
@@ -32,13 +34,15 @@ import anyio.to_thread
 import uvicorn
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 from starlette.types import ASGIApp
 
@@ -84,6 +88,7 @@ from tools.mcp_version_tools import lock_memory, unlock_memory, update_memory
 from tools.preview import PreviewShaper
 from tools.shared_server import new_secret
 from tools.stdio_replies import ParseErrorReplies
+from tools.unencodable import UnencodableRequests, marked_paths, sentence
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore  # loads with the stores, not with the server
@@ -141,6 +146,9 @@ class MemoryMCPServer(MCPServer[ServerState]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        bad = marked_paths(_request_meta(context))
+        if bad is not None:  # a lone surrogate in the call (tools/unencodable.py): its arguments never arrived
+            return error_result("INVALID_INPUT", sentence(bad), field=bad[0])
         if name not in {tool.name for tool in await self.list_tools()}:
             return error_result("UNKNOWN_TOOL", f"There is no tool named {name[:80]!r}.")
         try:
@@ -161,6 +169,24 @@ class MemoryMCPServer(MCPServer[ServerState]):
             lowlevel = self._lowlevel_server
             replying = ParseErrorReplies(read_stream, write_stream)
             await lowlevel.run(replying, write_stream, lowlevel.create_initialization_options())
+
+
+def _request_meta(context: Context[ServerState, Any] | None) -> object:
+    try:
+        return None if context is None else context.request_context.meta
+    except ValueError:  # a context made outside a request
+        return None
+
+
+async def refuse_unencodable(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+    """``ServerMiddleware``: a request other than ``tools/call`` that held a lone surrogate (its
+    stand-in carries the marker, see :mod:`tools.unencodable`) gets ``-32602`` under its own id."""
+    if ctx.method != "tools/call":
+        bad = marked_paths((ctx.params or {}).get("_meta"))
+        if bad is not None:
+            raise MCPError(code=INVALID_PARAMS, message=sentence(bad), data={"code": "INVALID_INPUT",
+                                                                             "field": bad[0]})
+    return await call_next(ctx)
 
 
 _JSON_TYPES: tuple[tuple[type, str], ...] = (
@@ -252,7 +278,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
         tools=tools,
-        middleware=[hide_bound_arguments],
+        middleware=[refuse_unencodable, hide_bound_arguments],
         **auth,
     )
 
@@ -358,7 +384,7 @@ async def serve_http(
     app.mount("/ui", DeferredUI(stores, _inspector))
     inner: ASGIApp = app if tokens else BridgeAuth(app, bridge, require=shared)
     guarded = HttpGuard(
-        inner,
+        UnencodableRequests(inner, MCP_PATH),
         policy=HostPolicy.for_bind(host, bound_port),
         max_request_bytes=settings.server.max_request_bytes,
         max_inflight_bytes=settings.server.max_inflight_bytes,
