@@ -54,6 +54,19 @@ class EntityNode:
         return ent_node(self.id)
 
 
+def unique_aliases(aliases: Iterable[str]) -> tuple[str, ...]:
+    """Aliases in order, one per normal form: a name its author's private key and a shared memory
+    both hold (graph.entity_link) is listed once, at its first place."""
+    seen: set[str] = set()
+    out = []
+    for alias in aliases:
+        norm = entity_norm(alias)
+        if norm not in seen:
+            seen.add(norm)
+            out.append(alias)
+    return tuple(out)
+
+
 def display_name(entity_id: int, visible_aliases: Sequence[str]) -> str:
     """An entity's name for one viewer: the first alias it may read, else its ref."""
     return visible_aliases[0] if visible_aliases else ent_node(entity_id)

@@ -56,7 +56,7 @@ _TOKEN = re.compile(r"[\w'’.@/-]+")
 class EntityReads(Protocol):
     """What the branch reads of the graph store (the entity part of :class:`GraphStore`)."""
 
-    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]: ...
+    def entity_ids(self, tenant: str, names: Sequence[str], viewer: str | None = None) -> dict[str, int]: ...
     def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
                         limit: int | None = None) -> dict[int, list[int]]: ...
     def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
@@ -126,7 +126,8 @@ class EntityBranch:
         total = max(1, g.count(tenant))
         names = query_names(reading.text, skip)
         hits.lookups = len(names)
-        ids = list(dict.fromkeys(g.entity_ids(tenant, names).values()))  # one indexed read for all names
+        # one indexed read for all names; a name only another agent's private memories declared names nothing
+        ids = list(dict.fromkeys(g.entity_ids(tenant, names, viewer).values()))
         if not ids:
             return hits
         # an entity's visible mentions counted up to one past the rarity cap (an index count: a hub
