@@ -19,11 +19,12 @@ no id, kind or spelling, and stays invisible to it (issue 37, point 10).
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from graph.api import EntitySpec, RelationSpec, entity_norm
+from graph.entity_values import SHARED_VIEW, name_keys, resolve_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,36 +58,9 @@ class EntityRows(Protocol):
     def write_relations(self, tenant: str, writer: Writer, rows: Sequence[tuple[int, int, str]]) -> None: ...
 
 
-SHARED_VIEW = ""  # an alias_seen row for '' : a shared memory declared the name, every agent may see it
-PRIVATE_KEY_SEP = "\x1f"  # never in a normalised name (whitespace to str.split) nor in an agent id
-
-
 def seen_by(writer: Writer) -> str:
     """Who may see the names this memory declares: everyone ('') or only its author."""
     return SHARED_VIEW if writer.shared else writer.agent
-
-
-def private_key(agent: str, norm: str) -> str:
-    """The alias key of a name only ``agent`` may read, once a plain key had to make way."""
-    return f"{agent}{PRIVATE_KEY_SEP}{norm}"
-
-
-def name_keys(norm: str, viewer: str | None, *, shared_first: bool = False) -> list[str]:
-    """The alias keys a viewer resolves ``norm`` through, in order of preference."""
-    if not viewer:
-        return [norm]
-    return [norm, private_key(viewer, norm)] if shared_first else [private_key(viewer, norm), norm]
-
-
-def resolve_key(found: Mapping[str, tuple[int, frozenset[str]]], norm: str, viewer: str | None, *,
-                shared_first: bool = False) -> int | None:
-    """The entity ``norm`` names for ``viewer`` (None: shared names only), through a key it may
-    read: its own private key, then the plain key (``shared_first``: the other way round)."""
-    for key in name_keys(norm, viewer, shared_first=shared_first):
-        held = found.get(key)
-        if held is not None and (key != norm or SHARED_VIEW in held[1] or (viewer is not None and viewer in held[1])):
-            return held[0]
-    return None
 
 
 def display_name(name: str) -> str:

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
+from memory_core.settings.schema import load_settings
 from tests.support.ui_store import OPERATOR_TOKEN, ui_settings
 from tools.cli.app import app
 from tools.ui import standalone_app
@@ -95,7 +95,7 @@ def test_the_inspector_flags_only_real_disagreement(data_dir: Path) -> None:
 
 
 def test_every_vector_backend_counts_episode_vectors_apart_and_only_in_their_tenant(core: MemoryCore) -> None:
-    from memory_core.admin import Operator
+    from memory_core.operator.stats import Operator
 
     for i in range(3):
         core.add_memory("acme", "s1", "ann", f"turn {i} about the harvest")

@@ -1,6 +1,6 @@
 """Entities on PostgreSQL: the store's reads (:class:`PgEntityReads`) and the write transaction's
 rows (:class:`PgEntityWrites`), over the tables of migration step 5; semantics follow
-:mod:`graph.sqlite_entities` method by method.
+:mod:`graph.sqlite.entities` method by method.
 
 Two replicas naming one new entity at once: the alias row's primary key decides (the second
 INSERT waits for the first to commit, finds the name taken and uses that entity; its own
@@ -16,8 +16,8 @@ from typing import Any
 from psycopg import sql
 
 from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_node, entity_norm
-from graph.entity_link import Writer, link, name_keys, private_key, resolve_key, seen_by
-from graph.entity_values import display_names, unique_aliases
+from graph.entity_link import Writer, link, seen_by
+from graph.entity_values import display_names, name_keys, private_key, resolve_key, unique_aliases
 from graph.pg.counts import mention_key
 
 SCHEMA_V5 = """

@@ -18,8 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.api import EntityRecord, EntityRelation, GraphStore, GraphTxn, MemoryNode, entity_norm
-from graph.entity_link import SHARED_VIEW, name_keys, resolve_key
+from graph.api import (
+    SHARED_VIEW,
+    EntityRecord,
+    EntityRelation,
+    GraphStore,
+    GraphTxn,
+    MemoryNode,
+    entity_norm,
+    name_keys,
+    resolve_key,
+)
 from memory_core.entities import declared
 from memory_core.refs import parse_ref
 

@@ -1,4 +1,4 @@
-"""Inspection commands: tenants (operator-wide), sessions, stats, graph — over memory_core.admin."""
+"""Inspection commands: tenants (operator-wide), sessions, stats, graph — over memory_core.operator.stats."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def tenants(
     JSON: {"tenants": [{tenant, memories, vectors, episodes, episode_vectors, sessions, agents, last_activity}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.admin import Operator  # loads the graph store only when the command runs
+    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
         rows = Operator(core).tenants()
@@ -52,7 +52,7 @@ def sessions(
     JSON: {"sessions": [{session, memories, turns, first_activity, last_activity, latest_handoff, episode}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.admin import Operator  # loads the graph store only when the command runs
+    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
         rows = Operator(core).sessions(tenant_of(tenant))
@@ -91,7 +91,7 @@ def stats(
     without --vectors), disk_bytes}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.admin import Operator  # loads the graph store only when the command runs
+    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
         result = Operator(core).stats(tenant_of(tenant), count_vectors=vectors)
@@ -135,7 +135,7 @@ def graph(
     JSON: {node, kind, label, edges: [{direction, kind, node: {…}}], more}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.admin import Operator  # loads the graph store only when the command runs
+    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
         result = Operator(core).graph_neighbourhood(tenant_of(tenant), ref, depth)
