@@ -1,4 +1,4 @@
-"""The stand-in for a request holding a lone surrogate (tools/mcp/unencodable.py), as pure logic;
+"""The stand-in for a request holding a lone surrogate (tools/http/unencodable.py), as pure logic;
 the transports are tested end to end in test_mcp_stdio_parse_errors.py and
 test_mcp_http_lone_surrogate.py."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tools.mcp.unencodable import MARK, SURROGATE_ESCAPE, marked_line, marked_request, sentence, unencodable_paths
+from tools.http.unencodable import MARK, SURROGATE_ESCAPE, marked_line, marked_request, sentence, unencodable_paths
 
 
 @pytest.mark.parametrize("code", [0xD800, 0xDBFF, 0xDC00, 0xDFFF])

@@ -4,7 +4,7 @@ The same replies as the in-process stdio server (:mod:`tools.mcp.stdio_replies`)
 library only, so a bridge starts without importing the MCP SDK:
 
 - a request holding a lone surrogate escape (``"\\ud800"``) -> forwarded as its stand-in
-  (:mod:`tools.mcp.unencodable`): the server answers it under its own id
+  (:mod:`tools.http.unencodable`): the server answers it under its own id
 - not JSON, not UTF-8, or a notification holding a lone surrogate -> ``-32700``, ``id: null``
 - JSON that is not a JSON-RPC 2.0 message -> ``-32600``, with its ``id`` when usable
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.mcp.unencodable import marked_request
+from tools.http.unencodable import marked_request
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -11,7 +11,7 @@ the SDK's typed context. Errors map once, here and in ``tools.mcp.context``:
 - anything else (a bug)          -> tool error ``INTERNAL_ERROR``; traceback in the server log only
 - stdio line that is not JSON-RPC -> JSON-RPC error ``-32700`` / ``-32600`` (``tools.mcp.stdio_replies``)
 - a request holding a lone surrogate -> tools/call: tool error ``INVALID_INPUT``; others: ``-32602``,
-  under the request's own id (``tools.mcp.unencodable``, on every transport)
+  under the request's own id (``tools.http.unencodable``, on every transport)
 - HTTP, before any tool runs      -> 421 foreign Host, 403 foreign Origin, 413 body over
   ``server.max_request_bytes``, 503 past ``server.max_inflight_bytes`` (``tools.http.guard``)
 
@@ -62,6 +62,7 @@ from tools.bridge.deferred_core import (
 from tools.bridge.shared_server import new_secret
 from tools.http.guard import HostPolicy, HttpGuard, check_body_budget
 from tools.http.listen import listen, url_host
+from tools.http.unencodable import UnencodableRequests, marked_paths, sentence
 from tools.mcp.context import ServerState, error_result
 from tools.mcp.preview import PreviewShaper
 from tools.mcp.stdio_replies import ParseErrorReplies
@@ -88,7 +89,6 @@ from tools.mcp.tools.recall import recall, recall_with_context
 from tools.mcp.tools.related import related
 from tools.mcp.tools.sessions import recover_context, summarize_session
 from tools.mcp.tools.versions import lock_memory, unlock_memory, update_memory
-from tools.mcp.unencodable import UnencodableRequests, marked_paths, sentence
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore  # loads with the stores, not with the server
@@ -147,7 +147,7 @@ class MemoryMCPServer(MCPServer[ServerState]):
         self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         bad = marked_paths(_request_meta(context))
-        if bad is not None:  # a lone surrogate in the call (tools/mcp/unencodable.py): its arguments never arrived
+        if bad is not None:  # a lone surrogate in the call (tools/http/unencodable.py): its arguments never arrived
             return error_result("INVALID_INPUT", sentence(bad), field=bad[0])
         if name not in {tool.name for tool in await self.list_tools()}:
             return error_result("UNKNOWN_TOOL", f"There is no tool named {name[:80]!r}.")
@@ -180,7 +180,7 @@ def _request_meta(context: Context[ServerState, Any] | None) -> object:
 
 async def refuse_unencodable(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
     """``ServerMiddleware``: a request other than ``tools/call`` that held a lone surrogate (its
-    stand-in carries the marker, see :mod:`tools.mcp.unencodable`) gets ``-32602`` under its own id."""
+    stand-in carries the marker, see :mod:`tools.http.unencodable`) gets ``-32602`` under its own id."""
     if ctx.method != "tools/call":
         bad = marked_paths((ctx.params or {}).get("_meta"))
         if bad is not None:

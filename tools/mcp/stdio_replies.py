@@ -5,7 +5,7 @@ session drops it, so a client that sent a bad line (not JSON, or JSON holding a 
 surrogate escape such as ``"\\ud800"``) waited for its own timeout. ``ParseErrorReplies``
 sits on the read side: it answers such a line on the write side and reads on.
 
-- a request holding a lone surrogate   -> passed on as its stand-in (:mod:`tools.mcp.unencodable`),
+- a request holding a lone surrogate   -> passed on as its stand-in (:mod:`tools.http.unencodable`),
   which the server answers under the request's own id (INVALID_INPUT for a tools/call)
 - not JSON (or a notification holding a lone surrogate) -> ``-32700`` Parse error, ``id: null``
 - JSON, but not a JSON-RPC message      -> ``-32600`` Invalid Request, with the line's ``id``
@@ -24,7 +24,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
 from pydantic import ValidationError
 
-from tools.mcp.unencodable import marked_line
+from tools.http.unencodable import marked_line
 
 INVALID_REQUEST = -32600
 
