@@ -146,3 +146,5 @@ class RecallResult:
     resolved_project_id: str | None = None
     operating_context_warning: str | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    # "newest_first": the rows are ordered by time, not confidence (``type: "handoff"``); None: by confidence
+    order: str | None = None

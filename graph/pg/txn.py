@@ -118,7 +118,7 @@ class PgTxn(PgEntityWrites):
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
         self._x("DELETE FROM journal WHERE seq = ANY(%s::bigint[])", [list(seqs)])
 
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read.
         An advisory lock on (tenant, session, hash) makes concurrent replicas see each other's add."""
         self._x("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
@@ -126,9 +126,10 @@ class PgTxn(PgEntityWrites):
         found = self._x(
             "SELECT id FROM memories WHERE tenant = %s AND session = %s AND content_hash = %s "
             "AND ts_us BETWEEN %s AND %s AND (visibility <> 'agent' OR agent = %s) "
+            "AND valid_to_us IS NULL AND id IS DISTINCT FROM %s "
             "ORDER BY ts_us DESC, id DESC LIMIT 1",
             [row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"]]).fetchone()
+             row["agent"], corrects]).fetchone()
         return None if found is None else int(found[0])
 
     # ---- memories -----------------------------------------------------------------------------

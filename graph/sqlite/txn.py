@@ -91,13 +91,14 @@ class SqliteTxn(SqliteEntityWrites):
         self.effects.tenants.update(self._all_tenants())
 
     # ---- memories ----------------------------------------------------------------------------
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         found = self.cur.execute(
             "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "
             "AND ts_us BETWEEN ? AND ? AND (visibility != 'agent' OR agent = ?) "
+            "AND valid_to_us IS NULL AND id IS NOT ? "
             "ORDER BY ts_us DESC, id DESC LIMIT 1",
             (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"]),
+             row["agent"], corrects),
         ).fetchone()
         return None if found is None else int(found[0])
 

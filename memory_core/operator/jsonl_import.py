@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from graph.api import SUPERSEDES, GraphTxn, mem_node
 from memory_core import validation as v
-from memory_core.entities.transfer import EntityImportCounts, EntityRestore
+from memory_core.entities.transfer import EntityImportCounts, EntityRestore, ImportedMemory
 from memory_core.errors import MemoryCoreError
 from memory_core.models import to_us
 from memory_core.operator.export_format import ExportLine
@@ -431,8 +431,7 @@ class _JsonlImport:
 
     def _write(self, todo: list[tuple[int, ExportLine]]) -> list[str]:
         if self.entities is None:
-            with graph_errors("importing entities"):
-                self.entities = EntityRestore.of(self.core.graph, self.tenant)
+            self.entities = EntityRestore({})
         restore = self.entities
         positions = {line.ref: i for i, (_n, line) in enumerate(todo)}
         links = [self._links(line, positions) for _n, line in todo]
@@ -441,8 +440,8 @@ class _JsonlImport:
         def linked(tx: GraphTxn, written: list[tuple[int, int]]) -> None:
             attempt = restore.attempt()  # may run again (a retried transaction): start from what committed
             outcome["counts"] = attempt.write(tx, self.tenant, [
-                (mem_id, todo[pos][1].entities, todo[pos][1].relations) for pos, mem_id in written
-                if todo[pos][1].entities or todo[pos][1].relations])
+                ImportedMemory(mem_id, line.agent, line.visibility == "tenant", line.entities, line.relations)
+                for pos, mem_id in written if (line := todo[pos][1]).entities or line.relations])
             outcome["entities"] = attempt
 
         results = self.core.writer.add_many(

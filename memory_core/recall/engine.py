@@ -24,7 +24,9 @@ Pipeline for one query inside one tenant:
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
    asks whether the query matched at all (its best row) and falls back to lexical matches
    rather than return nothing; rows then need only a minimal relevance;
-6. repeats (:mod:`.collapse`): copies of one fact become one row, the newest, carrying
+6. order: by confidence, except under ``type: "handoff"`` (not ``deep``), where the rows the
+   gate kept come newest first (:func:`newest_first`; docs/recall-ordering.md).
+7. repeats (:mod:`.collapse`): copies of one fact become one row, the newest, carrying
    ``repeats`` and the other refs, so ``limit`` counts distinct facts (off with ``collapse=False``
    or ``deep``); the empty query's most recent rows and the gate's fallback collapse the same way.
 """
@@ -74,6 +76,23 @@ class Lexical:
 
     bm25: list[LexicalHit] = field(default_factory=list)
     keywords: list[LexicalHit] = field(default_factory=list)
+
+
+NEWEST_FIRST = "newest_first"
+NEWEST_FIRST_TYPES = frozenset({"handoff"})
+
+
+def newest_first(filters: RecallFilters, deep: bool) -> bool:
+    """Whether the rows that pass the quality gate are ordered by time, not by confidence.
+
+    Under ``type: "handoff"`` the newest handoff is the one a resuming agent needs, whatever
+    its wording: relevance decides which handoffs are admitted, time their order. Other types
+    keep the weighted recency (``type_recency_*``): a decision, note or error is one fact among
+    many, and the newest one about something else must not outrank the one the query asks for
+    (a decision that changed is corrected with ``update_memory``; recall then shows only its
+    newest version). ``deep`` turns time off altogether, this rule included.
+    """
+    return not deep and filters.type in NEWEST_FIRST_TYPES
 
 
 class Recaller:
@@ -283,6 +302,9 @@ class Recaller:
             and (conf >= row_gate or c.evidence >= cfg.evidence_gate)]
         if not kept and scored:
             weak = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
+            if newest_first(filters, deep):
+                result.order = NEWEST_FIRST
+                weak.sort(key=lambda c: (-attrs[c.id].ts_us, c.id))
             if collapsing:
                 result.messages = self._distinct_rows(filters, [attrs[c.id] for c in weak], limit,
                                                       result.diagnostics)
@@ -298,8 +320,15 @@ class Recaller:
                 rerank.model_query(reading.text, reading.lead),
                 cfg.rerank_top, cfg.rerank_weight, self.reranker)
             stages.lap("rerank")
-        def rank(item: tuple[float, Candidate]) -> tuple[float, float, int, int]:
-            return -item[0], -(item[1].cosine or 0.0), -attrs[item[1].id].ts_us, item[1].id
+        if newest_first(filters, deep):  # relevance admitted them; time orders them
+            result.order = NEWEST_FIRST
+
+            def rank(item: tuple[float, Candidate]) -> tuple[float, ...]:
+                return -attrs[item[1].id].ts_us, -item[0], item[1].id
+        else:
+
+            def rank(item: tuple[float, Candidate]) -> tuple[float, ...]:
+                return -item[0], -(item[1].cosine or 0.0), -attrs[item[1].id].ts_us, item[1].id
 
         # collapsing ranks every kept row: a fact's copies below the cut are still its repeats
         top = sorted(kept, key=rank) if collapsing else heapq.nsmallest(limit, kept, key=rank)

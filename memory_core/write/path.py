@@ -265,7 +265,7 @@ class WritePath:
             now_us = time.time_ns() // 1000
             for p in prepared:
                 row = p.row
-                dup = tx.duplicate_of(row, window_us) if window_us else None
+                dup = tx.duplicate_of(row, window_us, p.supersedes) if window_us else None
                 row["duplicate_of"] = None if dup is None else memory_ref(dup)
                 tx.write_memory(row)
                 for dst, kind in p.edges:

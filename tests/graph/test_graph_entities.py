@@ -254,12 +254,13 @@ def test_entity_names_are_read_in_one_batch_and_only_where_the_viewer_sees_a_men
                                  visibility="agent", agent="ann")
     _m2, (again,) = _add(store, "b", [EntitySpec("payments api")], agent="bob")
     _m3, (other,) = _add(store, "c", [EntitySpec("Payments API")], tenant="globex")
-    assert again == shared
-    wanted = [shared, secret, other, 999_999]
+    assert again != shared  # ann's name was hers alone: bob's declaration is an entity of its own
+    wanted = [shared, secret, again, other, 999_999]
     for viewer in (None, "ann", "bob"):
         one_by_one = {e: n.name for e in wanted if (n := store.entity("acme", e, viewer)) is not None}
         assert store.entity_names("acme", wanted, viewer) == one_by_one
-    assert store.entity_names("acme", wanted, "ann") == {shared: "Payments API", secret: "Project Falcon"}
-    assert store.entity_names("acme", wanted, "bob") == {shared: "Payments API"}
+    assert store.entity_names("acme", wanted, "ann") == {shared: "Payments API", secret: "Project Falcon",
+                                                         again: "payments api"}
+    assert store.entity_names("acme", wanted, "bob") == {again: "payments api"}
     assert store.entity_names("globex", wanted, None) == {other: "Payments API"}
     assert store.entity_names("acme", [], None) == {}

@@ -47,8 +47,9 @@ def test_another_tenants_names_resolve_to_nothing(store: GraphStore) -> None:
     assert store.entity_ids("acme", ["Falcon"]) == {}
 
 
-def test_a_private_only_entity_resolves_to_its_id_but_its_mentions_stay_private(store: GraphStore) -> None:
+def test_a_private_only_entity_resolves_only_for_its_author_and_its_mentions_stay_private(store: GraphStore) -> None:
     (falcon,) = _add(store, "acme", [EntitySpec("Falcon")], visibility="agent", agent="bob")
-    assert store.entity_ids("acme", ["falcon"]) == {"falcon": falcon}
+    assert store.entity_ids("acme", ["falcon"], "bob") == {"falcon": falcon}
+    assert store.entity_ids("acme", ["falcon"]) == store.entity_ids("acme", ["falcon"], "ann") == {}
     assert store.entity_mentions("acme", [falcon], "ann") == {}
     assert list(store.entity_mentions("acme", [falcon], "bob")) == [falcon]

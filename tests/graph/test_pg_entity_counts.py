@@ -52,8 +52,8 @@ def test_kept_counts_follow_adds_private_rows_merges_erased_links_deletes_and_re
 
 
 def test_entity_counts_names_and_listing_never_read_the_mention_rows(store: PostgresGraphStore, dsn: str) -> None:
-    for i in range(40):
-        add_mentioning(store, ["Hub"] + (["Rare"] if i < 3 else []), agent=f"a{i % 4}", private=i % 10 == 0)
+    for i in range(40):  # named in a shared memory first: one entity each, whoever mentions it after
+        add_mentioning(store, ["Hub"] + (["Rare"] if i < 3 else []), agent=f"a{i % 4}", private=i % 10 == 1)
     hub, rare = (store.entity_ids("acme", ["hub", "rare"])[n] for n in ("hub", "rare"))
     want = {v: (_visible(dsn, "acme", hub, v), _visible(dsn, "acme", rare, v)) for v in VIEWERS}
     _sql(dsn, "ALTER TABLE mentions RENAME TO mentions_away")

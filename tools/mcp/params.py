@@ -35,7 +35,7 @@ RecallLimit = Annotated[
 ]
 TypeFilter = Annotated[
     str | None,
-    Field(description="Only this type (note, handoff, ...); favours the newest."),
+    Field(description="Only this type (note, decision, ...); favours the newest. handoff: newest first."),
 ]
 SessionFilter = Annotated[str | None, Field(description="Only this session.")]
 AgentFilter = Annotated[str | None, Field(description="Only this agent's memories.")]

@@ -11,6 +11,8 @@ the SDK's typed context. Errors map once, here and in ``tools.mcp.context``:
 - a tool the connection's scope does not allow -> tool error ``SCOPE_DENIED`` (nothing runs)
 - anything else (a bug)          -> tool error ``INTERNAL_ERROR``; traceback in the server log only
 - stdio line that is not JSON-RPC -> JSON-RPC error ``-32700`` / ``-32600`` (``tools.mcp.stdio_replies``)
+- a request holding a lone surrogate -> tools/call: tool error ``INVALID_INPUT``; others: ``-32602``,
+  under the request's own id (``tools.http.unencodable``, on every transport)
 - HTTP, before any tool runs      -> 421 foreign Host, 403 foreign Origin, 413 body over
   ``server.max_request_bytes``, 503 past ``server.max_inflight_bytes`` (``tools.http.guard``)
 
@@ -34,13 +36,15 @@ import anyio.to_thread
 import uvicorn
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 from starlette.types import ASGIApp
 
@@ -60,6 +64,7 @@ from tools.bridge.deferred_core import (
 from tools.bridge.shared_server import new_secret
 from tools.http.guard import FORM_MAX_BYTES, BodyCap, HostPolicy, HttpGuard, check_body_budget
 from tools.http.listen import listen, url_host
+from tools.http.unencodable import UnencodableRequests, marked_paths, sentence
 from tools.mcp.context import ServerState, error_result
 from tools.mcp.preview import PreviewShaper
 from tools.mcp.stdio_replies import ParseErrorReplies
@@ -106,6 +111,9 @@ class MemoryMCPServer(MCPServer[ServerState]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        bad = marked_paths(_request_meta(context))
+        if bad is not None:  # a lone surrogate in the call (tools/http/unencodable.py): its arguments never arrived
+            return error_result("INVALID_INPUT", sentence(bad), field=bad[0])
         spec = SPECS_BY_NAME.get(name)
         if spec is None or name not in {tool.name for tool in await self.list_tools()}:
             return error_result("UNKNOWN_TOOL", f"There is no tool named {name[:80]!r}.")
@@ -133,6 +141,24 @@ class MemoryMCPServer(MCPServer[ServerState]):
             lowlevel = self._lowlevel_server
             replying = ParseErrorReplies(read_stream, write_stream)
             await lowlevel.run(replying, write_stream, lowlevel.create_initialization_options())
+
+
+def _request_meta(context: Context[ServerState, Any] | None) -> object:
+    try:
+        return None if context is None else context.request_context.meta
+    except ValueError:  # a context made outside a request
+        return None
+
+
+async def refuse_unencodable(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+    """``ServerMiddleware``: a request other than ``tools/call`` that held a lone surrogate (its
+    stand-in carries the marker, see :mod:`tools.http.unencodable`) gets ``-32602`` under its own id."""
+    if ctx.method != "tools/call":
+        bad = marked_paths((ctx.params or {}).get("_meta"))
+        if bad is not None:
+            raise MCPError(code=INVALID_PARAMS, message=sentence(bad), data={"code": "INVALID_INPUT",
+                                                                             "field": bad[0]})
+    return await call_next(ctx)
 
 
 _JSON_TYPES: tuple[tuple[type, str], ...] = (
@@ -228,7 +254,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
         tools=tools,
-        middleware=[shape_tool_list],
+        middleware=[refuse_unencodable, shape_tool_list],
         **auth,
     )
 
@@ -244,18 +270,18 @@ def package_version() -> str:
 class ContainerJsonOnly(FuncMetadata):
     """Tool arguments are validated strictly, as the JSON types the schema states.
 
-    - The SDK JSON-decodes string arguments of any non-``str`` parameter, so the string
-      ``"null"`` became None for every ``str | None`` argument (a session named "null" lost its
-      filter, an idempotency key "null" was ignored). Keep decoding only where it yields a list
-      or an object (clients that send ``exclude_contents`` as a JSON string still work).
+    - The SDK JSON-decodes string arguments of any non-``str`` parameter: the string ``"null"``
+      became None for every ``str | None`` argument (a session named "null" lost its filter), and
+      ``refs``, ``entities``, ``metadata``, ``source``, ``exclude_contents`` or ``context`` sent
+      as a JSON *string* became a list or an object. Nothing is decoded: a string where the
+      schema says array or object is the wrong type.
     - pydantic's lax mode turned ``limit: "10"`` or ``true`` into 10 or 1, ``deep: "yes"`` into
       True and ``salience: true`` into 1.0; strict mode refuses them, so a wrong type is
       INVALID_INPUT naming the argument instead of a silently different call.
     """
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
-        parsed = super().pre_parse_json(data)
-        return {k: v if isinstance(v, list | dict) else data[k] for k, v in parsed.items()}
+        return data
 
     def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
         model = self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate), strict=True)
@@ -334,7 +360,7 @@ async def serve_http(
     )
     app.mount("/ui", DeferredUI(stores, _inspector))
     guarded: ASGIApp = HttpGuard(
-        app,
+        UnencodableRequests(app, MCP_PATH),
         policy=HostPolicy.for_bind(host, bound_port),
         max_request_bytes=settings.server.max_request_bytes,
         max_inflight_bytes=settings.server.max_inflight_bytes,

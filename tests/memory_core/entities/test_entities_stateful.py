@@ -49,35 +49,72 @@ def _variant(name: str, how: int) -> str:
 
 @dataclass
 class EntityModel:
-    """Per tenant: model entity -> its normalised aliases and kind; which memory mentions which."""
+    """Per tenant, the alias keys as graph.entity_link writes them: a plain key per name (its
+    entity and who may read it: '' or private authors) and the private keys of names that had to
+    make way (agent, name) -> entity; kinds; which memory mentions which entity."""
 
-    norms: dict[str, dict[int, list[str]]] = field(default_factory=lambda: {t: {} for t in TENANTS})
+    plain: dict[str, dict[str, int]] = field(default_factory=lambda: {t: {} for t in TENANTS})
+    seen: dict[str, dict[str, set[str]]] = field(default_factory=lambda: {t: {} for t in TENANTS})
+    private: dict[str, dict[tuple[str, str], int]] = field(default_factory=lambda: {t: {} for t in TENANTS})
+    order: dict[str, dict[int, list[str]]] = field(default_factory=lambda: {t: {} for t in TENANTS})  # names by pos
     kinds: dict[str, dict[int, str | None]] = field(default_factory=lambda: {t: {} for t in TENANTS})
     mentions: dict[str, set[int]] = field(default_factory=dict)  # memory ref -> model entities
     relations: set[tuple[str, int, int, str, str]] = field(default_factory=set)  # (tenant, src, dst, label, ref)
-    seen: dict[str, dict[str, set[str]]] = field(default_factory=lambda: {t: {} for t in TENANTS})  # norm -> readers
     counter: int = 0
 
-    def find(self, tenant: str, norm: str) -> int | None:
-        return next((e for e, ns in self.norms[tenant].items() if norm in ns), None)
+    def find(self, tenant: str, norm: str, viewer: str | None, shared_first: bool = False) -> int | None:
+        """The entity ``norm`` names for ``viewer``: its private key, else a plain key it may read
+        (``shared_first``: a shared memory's declaration, the other way round)."""
+        readers = {"", viewer} if viewer else {""}
+        plain = self.plain[tenant][norm] if norm in self.plain[tenant] and \
+            self.seen[tenant].get(norm, set()) & readers else None
+        mine = self.private[tenant].get((viewer, norm)) if viewer is not None else None
+        return (plain if plain is not None else mine) if shared_first else (mine if mine is not None else plain)
 
-    def declare(self, tenant: str, names: list[str], kind: str | None) -> int:
-        """As graph.entity_link.link: the first known name decides, unknown names become aliases."""
-        norms = [entity_norm(n) for n in names]
-        entity = next((e for n in norms if (e := self.find(tenant, n)) is not None), None)
-        if entity is None:
-            self.counter += 1
-            entity = self.counter
-            self.norms[tenant][entity], self.kinds[tenant][entity] = [], None
-        for n in norms:
-            if self.find(tenant, n) is None:
-                self.norms[tenant][entity].append(n)
-        if kind and self.kinds[tenant][entity] is None:
-            self.kinds[tenant][entity] = kind
-        return entity
+    def names(self, tenant: str, entity: int, viewer: str | None) -> set[str]:
+        """The normalised names of ``entity`` ``viewer`` may read."""
+        readers = {"", viewer} if viewer else {""}
+        plain = {n for n, e in self.plain[tenant].items() if e == entity and self.seen[tenant].get(n, set()) & readers}
+        return plain | {n for (a, n), e in self.private[tenant].items() if e == entity and a == viewer}
+
+    def declare(self, tenant: str, agent: str, shared: bool, specs: list[tuple[list[str], str | None]]) -> list[int]:
+        """As graph.entity_link.link: names another agent's private key holds make way, the first
+        name the writer may read decides, its unknown names become aliases; returns the entities."""
+        view = "" if shared else agent
+        wanted = list(dict.fromkeys(entity_norm(n) for names, _kind in specs for n in names))
+        for n in wanted:
+            if n in self.plain[tenant] and not self.seen[tenant].get(n, set()) & {"", agent}:
+                entity = self.plain[tenant].pop(n)
+                for reader in self.seen[tenant].pop(n, set()):
+                    self.private[tenant].setdefault((reader, n), entity)
+        known = {n: e for n in wanted if (e := self.find(tenant, n, agent, shared)) is not None}
+        held = {n for n in wanted if n in self.plain[tenant]}
+        out = []
+        for names, kind in specs:
+            norms = [entity_norm(n) for n in names]
+            entity = next((known[n] for n in norms if n in known), None)
+            if entity is None:
+                self.counter += 1
+                entity = self.counter
+                self.order[tenant][entity], self.kinds[tenant][entity] = [], None
+            for n in norms:
+                if n not in known or (shared and n not in held and known[n] == entity):
+                    self.plain[tenant][n] = entity
+                    held.add(n)
+                    known.setdefault(n, entity)
+                    self.order[tenant][entity].append(n)
+            if kind and self.kinds[tenant][entity] is None:
+                self.kinds[tenant][entity] = kind
+            out.append(entity)
+        for n in wanted:
+            if n in held:
+                self.seen[tenant].setdefault(n, set()).add(view)
+        return out
 
     def merge(self, tenant: str, keep: int, gone: int) -> None:
-        self.norms[tenant][keep] += self.norms[tenant].pop(gone)
+        self.plain[tenant] = {n: keep if e == gone else e for n, e in self.plain[tenant].items()}
+        self.private[tenant] = {k: keep if e == gone else e for k, e in self.private[tenant].items()}
+        self.order[tenant][keep] += self.order[tenant].pop(gone)
         kind = self.kinds[tenant].pop(gone)
         self.kinds[tenant][keep] = self.kinds[tenant][keep] or kind
         for ents in self.mentions.values():
@@ -100,6 +137,7 @@ class EntityMachine(RuleBasedStateMachine):
         self.core = self.opener(self.data_dir)
         self.entities = EntityModel()
         self.live: dict[str, dict[str, str | None]] = {t: {} for t in TENANTS}  # ref -> private author or None
+        self.stored: dict[str, dict[int, int]] = {t: {} for t in TENANTS}  # model entity -> stored id
 
     def teardown(self) -> None:
         self.core.close()
@@ -135,14 +173,16 @@ class EntityMachine(RuleBasedStateMachine):
         res = self.core.add_memories([item])[0] if batch else self.core.add_memory(**item)
         assert res.created
         self.live[tenant][res.ref] = agent if private else None
-        ids = {self.entities.declare(tenant, [d["name"], *d.get("aliases", [])], d.get("kind")) for d in declared}
-        for d in declared:  # '' : every agent may read the name; an agent: only its private memories declared it
-            for name in (d["name"], *d.get("aliases", [])):
-                self.entities.seen[tenant].setdefault(entity_norm(name), set()).add(agent if private else "")
-        self.entities.mentions[res.ref] = ids
+        specs = [([d["name"], *d.get("aliases", [])], d.get("kind")) for d in declared]
+        specs += [([r[end]], None) for r in relations for end in ("from", "to")]
+        ids = self.entities.declare(tenant, agent, not private, specs)
+        self.entities.mentions[res.ref] = set(ids)
+        for (names, _kind), entity in zip(specs, ids, strict=True):  # the store resolves each name as its author
+            stored = self.core.graph.entity_ids(tenant, [names[0]], agent if private else None).get(names[0])
+            assert stored is not None and self.stored[tenant].setdefault(entity, stored) == stored, "resolved apart"
         for rel in relations:
-            src = self.entities.find(tenant, entity_norm(rel["from"]))
-            dst = self.entities.find(tenant, entity_norm(rel["to"]))
+            src = self.entities.find(tenant, entity_norm(rel["from"]), agent, not private)
+            dst = self.entities.find(tenant, entity_norm(rel["to"]), agent, not private)
             assert src is not None and dst is not None
             if src != dst:
                 self.entities.relations.add((tenant, src, dst, rel["label"], res.ref))
@@ -165,10 +205,8 @@ class EntityMachine(RuleBasedStateMachine):
     @rule(tenant=st.sampled_from(TENANTS), keep=st.sampled_from(NAMES + ALIASES),
           gone=st.sampled_from(NAMES + ALIASES), viewer=st.sampled_from(VIEWERS), how=st.integers(0, 3))
     def merge_entities(self, tenant: str, keep: str, gone: str, viewer: str | None, how: int) -> None:
-        k, g = (self.entities.find(tenant, entity_norm(x)) for x in (keep, gone))
-        readers = {"", viewer} if viewer else {""}
-        named = all(self.entities.seen[tenant].get(entity_norm(x), set()) & readers for x in (keep, gone))
-        if k is None or g is None or not named or not self._visible(tenant, k, viewer) \
+        k, g = (self.entities.find(tenant, entity_norm(x), viewer) for x in (keep, gone))
+        if k is None or g is None or not self._visible(tenant, k, viewer) \
                 or not self._visible(tenant, g, viewer):  # a name the viewer may not read names nothing
             expected = "NOT_FOUND"
         elif k == g:
@@ -176,7 +214,9 @@ class EntityMachine(RuleBasedStateMachine):
         else:
             merged = self.core.merge_entities(tenant, _variant(keep, how), gone, viewer=viewer)
             assert entity_norm(keep) in {entity_norm(a) for a in merged.kept.aliases}
+            assert merged.kept.id == self.stored[tenant][k]
             self.entities.merge(tenant, k, g)
+            del self.stored[tenant][g]
             return
         with pytest.raises(MemoryCoreError) as err:
             self.core.merge_entities(tenant, _variant(keep, how), gone, viewer=viewer)
@@ -189,11 +229,10 @@ class EntityMachine(RuleBasedStateMachine):
         live = {ref for t in TENANTS for ref in self.live[t]}
         for tenant in TENANTS:
             records = graph.entity_records(tenant)
-            by_norm = {entity_norm(a): r.id for r in records for a in r.aliases}
-            stored = {e: {by_norm.get(n) for n in ns} for e, ns in model.norms[tenant].items()}
-            assert all(len(ids) == 1 and None not in ids for ids in stored.values()), "aliases split an entity"
-            to_store = {e: next(iter(ids)) for e, ids in stored.items()}
+            to_store = self.stored[tenant]
+            assert set(to_store) == set(model.kinds[tenant]), "a model entity was never resolved"
             assert len(set(to_store.values())) == len(to_store) == len(records), "entities merged or extra"
+            assert set(to_store.values()) == {r.id for r in records}
             assert {to_store[e]: k for e, k in model.kinds[tenant].items()} == {r.id: r.kind for r in records}
             assert sorted((s, d, lb, f"mem:{m}") for s, d, lb, m in
                           ((r.src, r.dst, r.label, r.mem_id) for r in graph.all_relations(tenant))) == sorted(
@@ -208,13 +247,13 @@ class EntityMachine(RuleBasedStateMachine):
                 nodes = self.core.list_entities(tenant, viewer=viewer)
                 listed = {e.id: e.mentions for e in nodes}
                 assert listed == counts, (tenant, viewer)
-                readers = {"", viewer} if viewer else {""}
                 from_store = {v: k for k, v in to_store.items()}
                 for node in nodes:  # only names some memory the viewer may read declared, the first one its name
-                    wanted = {n for n in model.norms[tenant][from_store[node.id]]
-                              if model.seen[tenant].get(n, set()) & readers}
+                    wanted = model.names(tenant, from_store[node.id], viewer)
                     assert {entity_norm(a) for a in node.aliases} == wanted, "a private alias is shown"
-                    assert node.aliases and node.name == node.aliases[0]
+                    assert node.name == (node.aliases[0] if node.aliases else node.ref)
+                    for n in wanted:  # and each of them names this entity for the viewer
+                        assert model.find(tenant, n, viewer) is not None
                 for mems in graph.entity_mentions(tenant, listed, viewer).values():
                     assert {f"mem:{m}" for m in mems} <= readable, "a viewer reads another's private mention"
             for other in TENANTS:

@@ -350,3 +350,25 @@ def test_doctor_restores_a_lost_old_version_superseded_and_linked_again(vcore: M
     assert [r.ref for r in vcore.history("acme", v1)] == [v1, v2]
     assert [r.ref for r in vcore.recall("acme", "cache TTL").messages] == [v2]
     assert check(vcore).ok
+
+
+def test_a_metadata_only_correction_is_not_reported_as_a_duplicate_of_what_it_corrects(vcore: MemoryCore) -> None:
+    # issue 37, point 4: same content, same session, within the window, but a new version, not a repeat
+    old = vcore.add_memory("acme", "s1", "ann", "The deploy target is staging-3", type="fact")
+    meta = vcore.update_memory("acme", old.ref, metadata={"checked": True})
+    assert meta.added.duplicate_of is None and meta.supersedes == old.ref
+    salience = vcore.update_memory("acme", meta.added.ref, salience=0.9)
+    assert salience.added.duplicate_of is None
+    # back to v1's text after a change: still no repeat of its own history
+    changed = vcore.update_memory("acme", salience.added.ref, content="The deploy target is staging-4")
+    reverted = vcore.update_memory("acme", changed.added.ref, content="The deploy target is staging-3")
+    assert reverted.added.duplicate_of is None
+
+
+def test_a_correction_that_repeats_another_current_row_is_still_reported(vcore: MemoryCore) -> None:
+    other = vcore.add_memory("acme", "s1", "ann", "The deploy target is staging-4", type="fact")
+    old = vcore.add_memory("acme", "s1", "ann", "The deploy target is staging-3", type="fact")
+    new = vcore.update_memory("acme", old.ref, content="The deploy target is staging-4")
+    assert new.added.duplicate_of == other.ref
+    # and a plain add repeating a current row still is one
+    assert vcore.add_memory("acme", "s1", "ann", "The deploy target is staging-4").duplicate_of == new.added.ref

@@ -1,8 +1,13 @@
-"""stdio: every line that is not a JSON-RPC message is answered with a JSON-RPC error.
+"""stdio: every line that is not a JSON-RPC message is answered with a JSON-RPC error, and a
+request holding a lone surrogate escape (``"\\ud800"``) is answered under its own id.
 
-Before, the SDK's transport dropped such a line and the client waited for its own timeout.
-The server is the real ``memory-core serve`` subprocess; the test writes raw bytes to its
-stdin and reads raw lines from its stdout.
+Before, the SDK's transport dropped such a line and the client waited for its own timeout; a
+lone surrogate then got a parse error with ``id: null``, and the client still waited (issue 37,
+point 2). The line is valid JSON: only a string cannot be encoded, so a ``tools/call`` gets a
+coded INVALID_INPUT tool error naming the argument, any other request a JSON-RPC error with its
+id. The server is the real ``memory-core serve`` subprocess, both ways it runs over stdio: the
+bridge to the shared server (the default) and the in-process server (``--exclusive``); the
+test writes raw bytes to its stdin and reads raw lines from its stdout.
 """
 
 from __future__ import annotations
@@ -57,10 +62,11 @@ class RawStdio:
         return message
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RawStdio]:
+@pytest.fixture(params=["bridge", "exclusive"])
+def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RawStdio]:
+    mode = ["--exclusive"] if request.param == "exclusive" else []
     proc = subprocess.Popen(
-        [str(BIN), "serve", "--data-dir", str(tmp_path / "data")],
+        [str(BIN), "serve", *mode, "--data-dir", str(tmp_path / "data")],
         cwd=ROOT, env=server_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     raw = RawStdio(proc)
@@ -86,9 +92,8 @@ def _add(content_json: str, request_id: int) -> bytes:
     [
         b"this is not json\n",
         b'{"jsonrpc": "2.0", "id": 3, "method": "ping"\n',  # cut short
-        _add('"half a pair \\ud800 of surrogates"', 4),
-        _add('"a lone low surrogate \\udc00"', 5),
         b'\xff\xfe{"jsonrpc":"2.0","id":6,"method":"ping"}\n',  # not UTF-8
+        b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"\\ud800","progress":1}}\n',
     ],
 )
 def test_a_line_that_is_not_valid_json_gets_a_parse_error_reply(server: RawStdio, line: bytes) -> None:
@@ -107,12 +112,57 @@ def test_json_that_is_not_a_json_rpc_message_gets_invalid_request_with_its_id(se
     assert (reply["id"], reply["error"]["code"]) == (None, -32600)
 
 
+def _recent(server: RawStdio, request_id: int) -> list[dict[str, Any]]:
+    page = {"name": "query_recent_turns", "arguments": {"tenant": "acme", "session": "raw"}}
+    server.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": page})
+    reply = server.reply()
+    assert reply["id"] == request_id
+    turns: list[dict[str, Any]] = reply["result"]["structuredContent"]["turns"]
+    return turns
+
+
 def test_after_a_bad_line_the_server_answers_on_and_wrote_nothing(server: RawStdio) -> None:
-    server.write(_add('"\\ud800"', 11))
+    server.write(b'{"jsonrpc":"2.0","id":11,"method":"tools/call","params":\n')
     assert server.reply()["error"]["code"] == -32700
     server.write(b"\n")  # a blank line carries no message: no reply, and nothing out of step
-    page = {"name": "query_recent_turns", "arguments": {"tenant": "acme", "session": "raw"}}
-    server.send({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": page})
+    assert _recent(server, 12) == []
+
+
+@pytest.mark.parametrize(
+    ("content_json", "field"),
+    [
+        ('"\\ud800"', "content"),
+        ('"half a pair \\ud800 of surrogates"', "content"),
+        ('"a lone low surrogate \\udc00"', "content"),
+        ('"ok", "entities": [{"name": "Orion \\udfff"}]', "entities[0].name"),
+        ('"ok", "metadata": {"\\ud800key": 1}', "metadata"),
+    ],
+)
+def test_a_lone_surrogate_in_a_tool_call_is_invalid_input_under_the_calls_own_id(
+    server: RawStdio, content_json: str, field: str
+) -> None:
+    server.write(_add(content_json, 21))
     reply = server.reply()
-    assert reply["id"] == 12
-    assert reply["result"]["structuredContent"]["turns"] == []
+    assert reply["id"] == 21 and "error" not in reply
+    result = reply["result"]
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert text.startswith("INVALID_INPUT: ") and f"'{field}" in text and "lone surrogate" in text, text
+    assert "\n" not in text and text.endswith(".")
+    error = result["structuredContent"]["error"]
+    assert error["code"] == "INVALID_INPUT" and error["field"].startswith(field)
+    assert _recent(server, 22) == []  # nothing was written
+    good = _add('"a good line after it"', 23)
+    server.write(good)
+    assert server.reply()["result"].get("isError") is not True
+    assert [t["content"] for t in _recent(server, 24)] == ["a good line after it"]
+
+
+def test_a_lone_surrogate_in_another_request_is_a_json_rpc_error_under_its_own_id(server: RawStdio) -> None:
+    server.write(b'{"jsonrpc":"2.0","id":"list-1","method":"tools/list","params":{"cursor":"\\ud800"}}\n')
+    reply = server.reply()
+    assert reply["id"] == "list-1" and reply["error"]["code"] == -32602
+    assert "lone surrogate" in reply["error"]["message"]
+    server.send({"jsonrpc": "2.0", "id": 31, "method": "tools/list"})
+    listed = server.reply()
+    assert listed["id"] == 31 and listed["result"]["tools"]

@@ -84,3 +84,13 @@ def test_show_lists_the_version_chain_of_a_corrected_memory(store: tuple[Path, d
     assert shown.exit_code == 0 and "versions" in shown.stdout and new["ref"] in shown.stdout
     code, out = run(path, "show", new["ref"], "--tenant", "acme")
     assert code == 0 and [v["ref"] for v in out["neighbours"]["versions"]] == [refs["fact"], new["ref"]]
+
+
+def test_a_metadata_only_update_is_a_new_version_not_a_duplicate(store: tuple[Path, dict[str, str]]) -> None:
+    path, refs = store
+    code, new = run(path, "update", refs["fact"], "--metadata", '{"checked": true}', "--tenant", "acme")
+    assert code == 0 and new["supersedes"] == refs["fact"] and new["created"] is True
+    assert "duplicate_of" not in new or new["duplicate_of"] is None
+    table = runner.invoke(app, ["update", new["ref"], "--metadata", '{"checked": false}', "--tenant", "acme",
+                                "--data-dir", str(path)])
+    assert table.exit_code == 0 and "duplicate" not in table.stdout.lower()

@@ -3,17 +3,20 @@
 pydantic's lax mode used to coerce: ``limit: "10"`` became 10, ``deep: "yes"`` True and
 ``salience: true`` 1.0 (stored). Every integer, boolean and number argument of every tool now
 refuses another JSON type with INVALID_INPUT naming the argument, and nothing is written.
+Lists and objects sent as JSON strings (``refs: '["mem:1"]'``, ``metadata: '{...}'``) were decoded
+by the SDK; they are refused the same way (issue 37, point 15), over stdio and HTTP.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from mcp import Client
 
-from tests.support.mcp_harness import Caller, error_code, stdio_params
+from tests.support.mcp_harness import Caller, error_code, http_client, running_http_server, stdio_params
 
 # The smallest valid call of each tool; the wrong-typed argument is added to it.
 VALID_CALLS: dict[str, dict[str, Any]] = {
@@ -113,7 +116,62 @@ async def test_right_types_still_work_including_a_whole_number_salience(acme: Ca
     assert [m["ref"] for m in recalled["messages"]] == [added["ref"]]
     row = (await acme.ok("get_contents", refs=[added["ref"]]))["found"][0]
     assert row["salience"] == 1.0
-    listed = await acme.ok("recall", query="typed right", exclude_contents='["nothing held"]')
-    assert added["ref"] in [m["ref"] for m in listed["messages"]]  # a JSON-string list is still decoded
+    listed = await acme.ok("recall", query="typed right", exclude_contents=["nothing held"])
+    assert added["ref"] in [m["ref"] for m in listed["messages"]]
+
+
+# A valid list or object for each container argument, sent once as itself and once as a JSON string.
+CONTAINER_VALUES: dict[str, Any] = {
+    "refs": ["mem:1"], "entities": [{"name": "Orion"}], "relations": [], "metadata": {"k": "v"},
+    "source": {"id": "discord:1"}, "exclude_contents": ["held"], "context": [{"role": "user", "content": "hi"}],
+}
+
+
+def _container_types(schema: dict[str, Any]) -> set[str]:
+    types = {schema["type"]} if isinstance(schema.get("type"), str) else set()
+    for option in schema.get("anyOf", []):
+        types |= _container_types(option)
+    return types & {"array", "object"}
+
+
+async def refuses_json_strings_for_containers(caller: Caller) -> set[str]:
+    """Every list or object argument of every tool, sent as a JSON string: INVALID_INPUT naming it."""
+    tools = {tool.name: tool for tool in (await caller.client.list_tools()).tools}
+    probed: set[str] = set()
+    for name, tool in tools.items():
+        for argument, schema in tool.input_schema["properties"].items():
+            if not _container_types(schema):
+                continue
+            as_string = json.dumps(CONTAINER_VALUES[argument])
+            result = await caller.call(name, **{**VALID_CALLS[name], argument: as_string})
+            assert error_code(result) == "INVALID_INPUT", (name, argument, result.content)
+            text = result.content[0].text  # type: ignore[union-attr]
+            assert f"'{argument}'" in text and "(got a string)" in text, text
+            probed.add(argument)
+    return probed
+
+
+@pytest.mark.anyio
+async def test_list_and_object_arguments_sent_as_json_strings_are_refused_over_stdio(acme: Caller) -> None:
+    probed = await refuses_json_strings_for_containers(acme)
+    assert {"refs", "entities", "metadata", "source", "exclude_contents", "context"} <= probed
+
+
+@pytest.mark.anyio
+async def test_a_json_string_metadata_writes_nothing(acme: Caller) -> None:
+    result = await acme.call("add_memory", session="strict-json", agent="a", content="metadata as a string",
+                             metadata='{"k": "v"}')
+    assert error_code(result) == "INVALID_INPUT"
+    assert (await acme.ok("query_recent_turns", session="strict-json"))["turns"] == []
+
+
+@pytest.mark.anyio
+async def test_list_and_object_arguments_sent_as_json_strings_are_refused_over_http(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    with running_http_server(tmp_path_factory.mktemp("strict-http")) as url:
+        async with http_client(url, None) as client:
+            probed = await refuses_json_strings_for_containers(Caller(client, "acme"))
+    assert {"refs", "entities", "metadata", "source", "exclude_contents", "context"} <= probed
 
 

@@ -23,7 +23,7 @@ def test_memory_page_graph_and_entity_page_show_a_memorys_entities(tmp_path: Pat
     with MemoryCore.open(tmp_path / "d", settings=settings, embedder=HashEmbedder(), in_memory_vectors=True) as core:
         private = core.add_memory("acme", "s1", "ann", "mine", visibility="agent",
                                   entities=[{"name": "Heron", "kind": "project", "aliases": ["<b>ann-heron</b>"]}]).ref
-        shared = core.add_memory("acme", "s1", "bob", "the release", entities=[{"name": "heron"}]).ref
+        shared = core.add_memory("acme", "s1", "ann", "the release", entities=[{"name": "heron"}]).ref
         heron = core.graph.entity_by_name("acme", "heron", None)
         assert heron is not None
         client = TestClient(standalone_app(core), base_url=BASE, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})
