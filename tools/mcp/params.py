@@ -35,7 +35,7 @@ RecallLimit = Annotated[
 ]
 TypeFilter = Annotated[
     str | None,
-    Field(description="Only this type (note, decision, ...); favours the newest. handoff: newest first."),
+    Field(description="Only this type (note, decision, ...); favours the newest, handoffs come newest first."),
 ]
 SessionFilter = Annotated[str | None, Field(description="Only this session.")]
 AgentFilter = Annotated[str | None, Field(description="Only this agent's memories.")]
@@ -99,7 +99,7 @@ Cursor = Annotated[
 MemoryType = Annotated[
     str,
     Field(
-        description="turn, note, decision, error, fact, task, ... (handoff: as create_handoff)."
+        description="turn, note, decision, error, fact, task, ... (handoff: use create_handoff)."
     ),
 ]
 Role = Annotated[str | None, Field(description="For turns: user, assistant, system or tool.")]
@@ -115,19 +115,19 @@ Salience = Annotated[
 ]
 Visibility = Annotated[
     Literal["tenant", "agent"],
-    Field(description="'agent': only you see it; 'tenant': all its agents do."),
+    Field(description="'agent': only you see it; 'tenant': every agent."),
 ]
 Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit for now.")]
 IdempotencyKey = Annotated[
     str | None,
     Field(description="Calls with the same key store once."),
 ]
-Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object kept with it.")]
+Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object.")]
 ENTITIES_CAP = 32
 Entities = Annotated[
     list[dict[str, object]] | None,
     Field(max_length=ENTITIES_CAP,
-          description="[{name, kind?, aliases?}] it is about (names in content are found too)."),
+          description="[{name, kind?, aliases?}] it is about; names in content are found too."),
 ]
 Relations = Annotated[
     list[dict[str, object]] | None,

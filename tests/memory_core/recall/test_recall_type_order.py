@@ -78,7 +78,7 @@ def test_equally_relevant_decisions_come_newest_first(core: MemoryCore) -> None:
                           timestamp=ago(26)).ref
     new = core.add_memory("acme", "b", "planner", "decision: ship the billing migration on friday", type="decision",
                           timestamp=ago(2)).ref
-    result = core.recall("acme", "billing migration friday", type="decision")
+    result = core.recall("acme", "billing migration friday", type="decision", collapse=False)  # the same text twice
     assert [m.ref for m in result.messages][:2] == [new, old]
 
 
