@@ -8,7 +8,7 @@ PORT ?= 8765
 
 PG_BINDIR := $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
-.PHONY: install chromium postgres serve test lint bench bench-locomo reliability clean
+.PHONY: install chromium postgres serve test check lint bench bench-locomo reliability clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -39,6 +39,12 @@ test: $(STAMP) chromium postgres
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# the fast inner loop: lint, types and every test not marked slow (see docs/architecture.md)
+check: $(STAMP) postgres
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -140,22 +140,27 @@ def cycles(root: Path) -> list[list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_memory_core_and_graph_never_import_tools_and_graph_never_imports_memory_core() -> None:
     assert layer_offences(ROOT) == []
 
 
+@pytest.mark.slow
 def test_memory_core_reaches_the_graph_only_through_its_seams() -> None:
     assert graph_seam_offences(ROOT) == []
 
 
+@pytest.mark.slow
 def test_memory_core_imports_no_database_or_vector_client_outside_its_vector_package() -> None:
     assert client_offences(ROOT) == []
 
 
+@pytest.mark.slow
 def test_the_graph_backends_never_import_each_other() -> None:
     assert backend_offences(ROOT) == []
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_units() -> None:
     assert cycles(ROOT) == []
 

@@ -19,6 +19,7 @@ PROBE_FIELDS = {
 LATENCY_FIELDS = {"p50_ms", "p95_ms", "n"}
 
 
+@pytest.mark.slow
 def test_the_quick_run_on_1k_writes_every_figure_for_both_layouts(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
     main(["--quick", "--sizes", "1000", "--queries", "10", "--cache-dir", str(tmp_path / "cache"),

@@ -18,6 +18,7 @@ def minilm() -> MiniLMEmbedder:
     return embedding.shared_minilm()
 
 
+@pytest.mark.slow
 def test_minilm_gives_unit_vectors_that_rank_paraphrases_close(minilm: MiniLMEmbedder) -> None:
     a, b, c = np.array(minilm.embed(["The cat sat on the mat.", "A cat is sitting on a rug.",
                                      "Quarterly revenue grew by nine percent."]))
@@ -26,6 +27,7 @@ def test_minilm_gives_unit_vectors_that_rank_paraphrases_close(minilm: MiniLMEmb
     assert a @ b > a @ c + 0.3
 
 
+@pytest.mark.slow
 def test_dynamic_padding_gives_the_same_vector_alone_and_in_a_batch(minilm: MiniLMEmbedder) -> None:
     short = "short text"
     alone = np.array(minilm.embed([short])[0])
@@ -90,6 +92,7 @@ def test_the_threads_setting_reaches_the_model_runs() -> None:
     assert np.allclose(one.embed(["the kiln schedule"]), default.embed(["the kiln schedule"]), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_with_one_thread_a_run_a_batch_is_split_into_runs_side_by_side_in_order() -> None:
     texts = [f"note {i}: the {['deploy', 'cache', 'kiln', 'invoice'][i % 4]} moved to day {i}" for i in range(41)]
     one = MiniLMEmbedder(threads=1)
@@ -117,6 +120,7 @@ print(min(burnt))
 """
 
 
+@pytest.mark.slow
 def test_the_model_leaves_the_cores_idle_once_a_run_returns() -> None:
     """onnxruntime's pool threads spin after each run by default: ~45 ms of a core burnt after a
     5 ms query embedding, taken from other requests, the writer and whatever shares the machine.
@@ -133,6 +137,7 @@ def test_the_model_leaves_the_cores_idle_once_a_run_returns() -> None:
     assert float(out.stdout.strip()) < 0.01
 
 
+@pytest.mark.slow
 def test_a_query_runs_on_half_the_cores_and_gets_the_vectors_embed_gives(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(embedding.os, "cpu_count", lambda: 4)
     model = MiniLMEmbedder()
@@ -145,6 +150,7 @@ def test_a_query_runs_on_half_the_cores_and_gets_the_vectors_embed_gives(monkeyp
     assert np.allclose(model.embed_query(texts[:1]), model.embed(texts[:1]), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_query_uses_the_main_session_when_threads_are_set_or_the_batch_is_not_a_query(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

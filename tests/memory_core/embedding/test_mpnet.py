@@ -35,6 +35,7 @@ def model() -> MPNetEmbedder:
     return mpnet.shared_mpnet()
 
 
+@pytest.mark.slow
 def test_the_graph_reproduces_the_reference_model_alone_and_in_a_batch(model: MPNetEmbedder) -> None:
     texts = list(REFERENCE)
     batch = np.array(model.embed(texts))
@@ -48,11 +49,13 @@ def test_the_graph_reproduces_the_reference_model_alone_and_in_a_batch(model: MP
     assert abs(batch[0] @ batch[2] - 0.0618) < 1e-3
 
 
+@pytest.mark.slow
 def test_it_ranks_a_paraphrase_first(model: MPNetEmbedder) -> None:
     q, kiln, deploy = np.array(model.embed(["when is the pottery kiln fired now?", KILN, DEPLOY]))
     assert q @ kiln > q @ deploy + 0.3
 
 
+@pytest.mark.slow
 def test_texts_past_the_models_length_are_truncated_not_refused(model: MPNetEmbedder) -> None:
     long = " ".join(f"word{i}" for i in range(2_000))
     vec = np.array(model.embed([long])[0])
@@ -101,6 +104,7 @@ def test_joined_parts_read_and_seek_across_part_boundaries(tmp_path: Path) -> No
         assert joined.read() == data[-3:]
 
 
+@pytest.mark.slow
 def test_a_store_moves_to_the_model_by_export_and_import(model: MPNetEmbedder, tmp_path: Path) -> None:
     from memory_core.operator.transfer import export_tenant, import_lines
 

@@ -27,6 +27,7 @@ def open_remote(data_dir: Path, api_base: str) -> MemoryCore:
     return MemoryCore.open(data_dir, settings=settings)
 
 
+@pytest.mark.slow
 def test_memories_are_embedded_by_the_provider_and_recalled(provider: FakeLLM, tmp_path: Path) -> None:
     before = provider.request_count
     with open_remote(tmp_path / "d", provider.api_base) as core:
@@ -38,6 +39,7 @@ def test_memories_are_embedded_by_the_provider_and_recalled(provider: FakeLLM, t
     assert provider.request_count - before == 2  # one batch for the adds, one for the query
 
 
+@pytest.mark.slow
 def test_a_transient_provider_failure_is_retried(provider: FakeLLM, tmp_path: Path) -> None:
     with open_remote(tmp_path / "d", provider.api_base) as core:
         before = provider.request_count
@@ -46,6 +48,7 @@ def test_a_transient_provider_failure_is_retried(provider: FakeLLM, tmp_path: Pa
         assert provider.request_count - before == 2
 
 
+@pytest.mark.slow
 def test_a_provider_that_is_down_fails_the_add_and_writes_nothing(tmp_path: Path) -> None:
     with open_remote(tmp_path / "d", "http://127.0.0.1:9") as core:
         with pytest.raises(MemoryCoreError) as err:
@@ -54,6 +57,7 @@ def test_a_provider_that_is_down_fails_the_add_and_writes_nothing(tmp_path: Path
         assert core.graph.count("acme") == 0 and core.vectors.count("acme") == 0
 
 
+@pytest.mark.slow
 def test_a_reply_of_the_wrong_dimension_is_refused(provider: FakeLLM, tmp_path: Path) -> None:
     settings = load_settings(environ={}, overrides={"embedding": {
         "provider": "litellm", "model": "openai/fake-embedder", "api_base": provider.api_base, "dimension": 16}})

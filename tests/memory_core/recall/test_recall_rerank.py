@@ -115,6 +115,7 @@ def test_the_shipped_cross_encoder_ranks_the_answer_first() -> None:
     assert max(range(3), key=lambda i: logits[i]) == 1
 
 
+@pytest.mark.slow
 def test_recall_with_the_model_lifts_the_answer_over_word_overlap(core: MemoryCore,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(6):
@@ -194,6 +195,7 @@ def test_a_missing_package_or_a_changed_file_fails_with_a_clear_code(tmp_path: P
         rerank.model_files()
 
 
+@pytest.mark.slow
 def test_a_server_configured_for_the_preset_loads_the_model_at_start(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rerank, "_SHARED", {})
@@ -215,6 +217,7 @@ def test_a_server_configured_for_the_preset_loads_the_model_at_start(tmp_path: P
         core.close()
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_server_configured_with_the_preset_reranks_over_mcp(tmp_path: Path) -> None:
     params = stdio_params(tmp_path / "data", MEMORY_CORE_RECALL_PRESET=RERANK, MEMORY_CORE_EMBEDDING_THREADS="1")

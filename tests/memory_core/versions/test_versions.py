@@ -64,6 +64,7 @@ def test_an_update_writes_a_new_version_that_supersedes_the_old_one_which_is_kep
     assert vcore.graph.count("acme") == 2  # the old version is kept, not replaced
 
 
+@pytest.mark.slow
 def test_recall_returns_only_the_newest_version_and_says_which_one_it_supersedes(vcore: MemoryCore) -> None:
     old = vcore.add_memory("acme", "s1", "ann", "Payments API timeout is 30 seconds", type="fact")
     mid = vcore.update_memory("acme", old.ref, content="Payments API timeout is 45 seconds")
