@@ -51,12 +51,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.core
-	$(BIN)/python -m bench.recall_latency
-	$(BIN)/python -m bench.token_economy
+	$(BIN)/python -m bench.latency.core
+	$(BIN)/python -m bench.latency.recall
+	$(BIN)/python -m bench.quality.token_economy
 
 bench-locomo: $(STAMP)
-	$(BIN)/python -m bench.locomo --data ../shared/data/locomo_dev.json
+	$(BIN)/python -m bench.quality.locomo --data ../shared/data/locomo_dev.json
 
 reliability: $(STAMP)
 	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability

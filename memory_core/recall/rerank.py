@@ -14,7 +14,7 @@ any row recall returns (:meth:`.RecallFilters.admits`). The model's logit, as a 
 over the head, is blended with recall's own confidence standardised the same way
 (``rerank_weight`` × model + the rest × recall), and the blend is mapped back onto the head's
 confidence range: rows past the head keep their place below it, and a row's confidence still
-orders the answer. Measured in ``bench.rerank`` (the README gives the gain and the cost).
+orders the answer. Measured in ``bench.quality.rerank`` (the README gives the gain and the cost).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def model_query(query: str, lead: str = "") -> str:
     """What the model reads as the query: recall_with_context's last context entry (its last
     ``LEAD_CHARS`` characters, from a word's start), then the query itself. A reply ("I'd love
     to!") means little without the turn it answers, and that turn names what is asked about
-    (bench.rerank: MADial recall_with_context hit@5 0.693 with the bare query, 0.764 with the
+    (bench.quality.rerank: MADial recall_with_context hit@5 0.693 with the bare query, 0.764 with the
     turn before it; the recall that chose the head already reads the whole context)."""
     query = query[:MAX_QUERY_CHARS]
     lead = " ".join(lead.split())
@@ -167,7 +167,7 @@ def blend(head: list[tuple[float, Candidate]], logits: Sequence[float], weight: 
 
     Standard scores, not min-max: one outlier at either end of the head (a row the model is sure
     of, or one recall barely kept) no longer squeezes every other row's differences to nothing
-    (bench.rerank, leave-one-conversation-out on LoCoMo: the standardised blend at 0.4 was picked
+    (bench.quality.rerank, leave-one-conversation-out on LoCoMo: the standardised blend at 0.4 was picked
     for 4 of 5 held-out conversations over min-max at any weight)."""
     confs = [conf for conf, _c in head]
     lo, hi = min(confs), max(confs)

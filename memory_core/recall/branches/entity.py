@@ -23,7 +23,7 @@ filter checks as any candidate):
    score, so the hop reorders no well-matched rows) (mentioned by at most ``entity_hop_df`` of the tenant, and
    at most ``entity_pool`` memories) — entity → memory → entity → memory. On LoCoMo dev two
    evidence turns of one question share such an entity 85 times as often as two random turns
-   of the conversation (``bench.entity_overlap``).
+   of the conversation (``bench.quality.entity_overlap``).
 
 The contributions land in ``Candidate.entity`` (added to ``base`` and ``graph``) and
 ``Candidate.entities`` (the names that carried it), which ``match_reason`` reports.

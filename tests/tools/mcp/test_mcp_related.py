@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from mcp import Client
 
-from bench.token_economy import cl100k
+from bench.quality.token_economy import cl100k
 from tests.support.mcp_harness import Caller, error_code, stdio_params
 
 pytestmark = pytest.mark.anyio

@@ -80,7 +80,7 @@ async def test_arguments_are_checked_strictly_as_their_json_types(ann: Caller) -
 
 
 async def test_the_version_tools_are_listed_tersely_with_the_binding_shaping(ann: Caller) -> None:
-    from bench.token_economy import cl100k
+    from bench.quality.token_economy import cl100k
 
     tools = {t.name: t for t in (await ann.client.list_tools()).tools}
     encoding = cl100k()
