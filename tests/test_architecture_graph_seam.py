@@ -64,7 +64,7 @@ def test_no_module_outside_graph_runs_sql_or_reads_networkx_internals() -> None:
 
 
 def test_doctor_transfer_and_admin_are_not_exempt() -> None:
-    converted = ["memory_core/operator/doctor.py", "memory_core/operator/doctor_scan.py",
+    converted = ["memory_core/operator/doctor/run.py", "memory_core/operator/doctor/scan.py",
                  "memory_core/operator/transfer.py",
                  "memory_core/operator/stats.py"]
     assert [m for m in converted if exempt(m)] == []

@@ -209,7 +209,7 @@ def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under
         core.close()
 
 def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_them(tmp_path: Path) -> None:
-    from memory_core.operator.doctor import check, repair
+    from memory_core.operator.doctor.run import check, repair
 
     core = _open(tmp_path / "data")
     try:
@@ -226,7 +226,7 @@ def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_the
 
 
 def test_doctor_finds_a_drifted_entity_mention_count_and_repair_recounts_it(tmp_path: Path) -> None:
-    from memory_core.operator.doctor import check, repair
+    from memory_core.operator.doctor.run import check, repair
 
     core = _open(tmp_path / "data")
     try:

@@ -16,7 +16,7 @@ from graph.sqlite.db import GraphDB, window_table_name
 from graph.sqlite.maintenance import SqliteMaintenance
 from memory_core import MemoryCore
 from memory_core.errors import StoreFullError, StoreReadOnlyError
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 

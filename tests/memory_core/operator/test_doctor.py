@@ -13,7 +13,7 @@ import pytest
 from graph.sqlite.db import window_table_name
 from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from memory_core.operator.transfer import export_tenant
 from tests.support.agreement import assert_stores_agree
 from tests.support.sqlite import sqlite_db

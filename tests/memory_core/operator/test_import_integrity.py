@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from memory_core import MemoryCore
 from memory_core.errors import StoreError
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from memory_core.operator.transfer import export_tenant, import_lines
 from memory_core.refs import MAX_ID
 from memory_core.settings.schema import load_settings

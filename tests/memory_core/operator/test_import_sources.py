@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
 from memory_core.importers import import_source
-from memory_core.operator.doctor import check
+from memory_core.operator.doctor.run import check
 from memory_core.operator.transfer import export_tenant
 from memory_core.settings.schema import load_settings
 from tests.support.agreement import assert_stores_agree

@@ -336,7 +336,7 @@ def test_threads_of_one_process_correcting_one_version_at_once_make_exactly_one_
 
 
 def test_doctor_restores_a_lost_old_version_superseded_and_linked_again(vcore: MemoryCore) -> None:
-    from memory_core.operator.doctor import check, repair
+    from memory_core.operator.doctor.run import check, repair
 
     v1 = vcore.add_memory("acme", "s1", "ann", "the cache TTL is 60s", type="fact").ref
     v2 = vcore.update_memory("acme", v1, content="the cache TTL is 300s").added.ref

@@ -1,4 +1,4 @@
-"""Version chains as doctor sees them: each kind of damage with the fix :func:`memory_core.operator.doctor.repair`
+"""Version chains as doctor sees them: each kind of damage with the fix :func:`memory_core.operator.doctor.run.repair`
 applies (in one graph transaction per tenant, so a repair killed at any instant leaves a chain
 either as it was or mended).
 

@@ -4,7 +4,7 @@ A store written before the guard existed (or under ``security.secrets = "allow"`
 secrets in a memory's content, metadata or source, in a session summary (an EPISODE), and in the
 Chroma record written from them. :func:`memory_secrets` and :func:`episode_secrets` say where, by
 field and kind (never the value); :func:`redacted_memory` is the change a repair writes.
-The repair itself (graph first, then the vector record, see :mod:`memory_core.operator.doctor`) is
+The repair itself (graph first, then the vector record, see :mod:`memory_core.operator.doctor.run`) is
 crash-safe because the graph is the reference: a repair killed after the graph rewrite leaves a
 vector record whose document differs from the graph's content, which the next scan reports as
 ``vector_stale`` (memories) or ``secret_stored`` (an episode's record) and the next repair rewrites.

@@ -1,4 +1,4 @@
-"""Read-only scans behind :mod:`memory_core.operator.doctor`: per tenant, which memories each store holds.
+"""Read-only scans behind :mod:`memory_core.operator.doctor.run`: per tenant, which memories each store holds.
 
 The graph store's own checks (its lexical index term by term against the stored content,
 its lexical window, missing derived nodes and edges, dangling edges) come from
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.entities import doctor as entity_doctor
-from memory_core.operator import doctor_versions as versions
-from memory_core.operator.doctor_secrets import describe, memory_secrets
-from memory_core.operator.doctor_versions import VersionFix
+from memory_core.operator.doctor import versions
+from memory_core.operator.doctor.secrets import describe, memory_secrets
+from memory_core.operator.doctor.versions import VersionFix
 from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref
 from memory_core.secret_guard import detect
 from memory_core.secret_guard.detect import looks_like_token
@@ -29,7 +29,7 @@ CHUNK = 500
 
 @dataclass(frozen=True)
 class Finding:
-    """One disagreement: its kind (see :mod:`memory_core.operator.doctor`), tenant, ref and a sentence."""
+    """One disagreement: its kind (see :mod:`memory_core.operator.doctor.run`), tenant, ref and a sentence."""
 
     kind: str
     tenant: str
@@ -103,7 +103,7 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
 
 def version_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, Any]]
                      ) -> list[tuple[Finding, VersionFix]]:
-    """Broken version chains of the tenant (see :mod:`memory_core.operator.doctor_versions`), each with its fix."""
+    """Broken version chains of the tenant (see :mod:`memory_core.operator.doctor.versions`), each with its fix."""
     return [(Finding(f.kind, f.tenant, f.ref, f.detail), fix)
             for f, fix in versions.version_findings(core, tenant, rows)]
 

@@ -36,7 +36,7 @@ Finding kinds, and what :func:`repair` does about each::
     version_self      a memory names itself as the version it corrects
     version_cycle     versions correct each other in a cycle (none of them is current)
     version_fork      two versions correct the same one      -> all three: the linked rows become one
-                      chain by time, the newest current (see :mod:`memory_core.operator.doctor_versions`)
+                      chain by time, the newest current (see :mod:`memory_core.operator.doctor.versions`)
     id_sequence       the shared id sequence is past the largest id a ref can name
                                                               -> move it back to one past the largest
                                                                  id in use
@@ -70,7 +70,7 @@ from graph.maintenance_api import MissingStructure
 from memory_core.entities import doctor as entity_doctor
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
-from memory_core.operator.doctor_scan import (
+from memory_core.operator.doctor.scan import (
     Finding,
     StoreCounts,
     all_tenants,
@@ -79,7 +79,7 @@ from memory_core.operator.doctor_scan import (
     secret_findings,
     version_findings,
 )
-from memory_core.operator.doctor_secrets import memory_secrets, redacted_text
+from memory_core.operator.doctor.secrets import memory_secrets, redacted_text
 from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref, parse_ref
 from memory_core.sessions.episodes import episode_vector_metadata
 from memory_core.store_errors import graph_errors
