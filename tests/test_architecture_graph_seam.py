@@ -24,7 +24,7 @@ ALLOWED_FOR_NOW: frozenset[str] = frozenset()  # emptied: every module goes thro
 # and in-memory FTS5 baselines that recall is compared with. Permanent.
 OWN_DATABASES = frozenset({"bench/latency/embed_cache.py", "bench/quality/locomo.py", "bench/quality/ranking.py",
                            # bulk-fills a throwaway PostgreSQL database with SQL to time reads at 300k rows
-                           "bench/scale/pg_store.py"})
+                           "bench/scale/pg/store.py"})
 
 SQL_CALLS = frozenset({"execute", "executemany", "executescript"})
 NETWORKX_INTERNALS = frozenset({"_node", "_pred", "_succ", "_adj"})

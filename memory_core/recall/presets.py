@@ -71,7 +71,7 @@ class RecallConfig:
     session_scaled: bool = False  # the bonus times the row's share of the best base
     # entities (:mod:`.entity_branch`): rows mentioning what the query names gain w_entity × the mean
     # weight² of its entities they mention; the best entity_seeds rows lift memories sharing a rare entity
-    # with them to at least entity_hop × their base × the entity's weight (bench.quality.entity_recall: LoCoMo dev
+    # with them to at least entity_hop × their base × the entity's weight (bench.quality.entities.recall: LoCoMo dev
     # multi-hop any@5 0.704 -> 0.718, leave-one-conversation-out picks 0.4 over off in 4 of 5 conversations)
     w_entity: float = 0.3
     entity_hop: float = 0.4

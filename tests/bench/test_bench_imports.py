@@ -1,5 +1,5 @@
 """Every benchmark module imports: a benchmark is run by hand (``python -m bench.<group>.<name>``), so a
-helper renamed in one module broke ``bench.scale.pg_counts`` and ``bench.scale.pg_store`` without any run
+helper renamed in one module broke ``bench.scale.pg.counts`` and ``bench.scale.pg.store`` without any run
 noticing. Importing runs no benchmark (each one starts under ``if __name__ == "__main__"``)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(bench.__path__, "bench.")
 
 
 def test_the_benchmarks_are_found() -> None:
-    assert {"bench.quality.locomo", "bench.scale.pg_counts", "bench.scale.pg_store", "bench.scale.run",
+    assert {"bench.quality.locomo", "bench.scale.pg.counts", "bench.scale.pg.store", "bench.scale.run",
             "bench.latency.recall"} <= set(MODULES)
 
 

@@ -1,6 +1,6 @@
 """The entity branch of recall on and off, side by side on every workload, ingesting once.
 
-    python -m bench.quality.entity_recall [--variants '{"w_entity": 0.2}' ...]
+    python -m bench.quality.entities.recall [--variants '{"w_entity": 0.2}' ...]
 
 Rows: ``off`` (the balanced preset without the entity branch: ``w_entity = entity_hop = 0``),
 ``on`` (the balanced preset as shipped) and any extra variants (JSON overrides of the balanced

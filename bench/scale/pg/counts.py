@@ -11,7 +11,7 @@ cached), beside ``memory_ids`` (a scan of every row, for scale). Every row menti
 Sizes are printed side by side: a kept count or a neighbourhood reads the same at every size,
 the scan grows with it.
 
-    python -m bench.scale.pg_counts [--sizes 2000 20000] [--dsn DSN]
+    python -m bench.scale.pg.counts [--sizes 2000 20000] [--dsn DSN]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import hashlib
 from typing import Any
 
 from bench.common import postgres_database
-from bench.scale.pg_store import p50_ms
+from bench.scale.pg.store import p50_ms
 from graph.api import EntitySpec
 from graph.keys import DAY_US
 from graph.pg import PostgresGraphStore

@@ -1,6 +1,6 @@
 """What the entity extractor costs per memory, next to embedding the same memory with MiniLM.
 
-    python -m bench.quality.entity_extract [--data ../shared/data/locomo_dev.json] [--rows 512]
+    python -m bench.quality.entities.extract [--data ../shared/data/locomo_dev.json] [--rows 512]
 
 The texts: LoCoMo dev turns ("speaker: text") and the coding workload's memories (errors,
 paths, identifiers). Both sides run in this process on the same texts: ``extract_entities``

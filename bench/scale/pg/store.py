@@ -8,7 +8,7 @@ Two loads into a throwaway server (or ``--dsn``, an empty database):
   tsvector, without its counters' per-row cost): lexical p50 per tenant, where a word common to
   every tenant must not cost what all tenants' rows cost.
 
-    python -m bench.scale.pg_store [--rows 20000] [--spread 300000] [--dsn DSN]
+    python -m bench.scale.pg.store [--rows 20000] [--spread 300000] [--dsn DSN]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the lexical window of both. The lexical ranking alone is scored against the evid
 frac@10, MRR@20: the recall pipeline fuses this with vectors, so these are not recall figures);
 ``overlap@10`` is how many of SQLite's top 10 PostgreSQL also ranks in its top 10.
 
-    python -m bench.scale.pg_lexical --data ../shared/data/locomo_dev.json [--dsn DSN]
+    python -m bench.scale.pg.lexical --data ../shared/data/locomo_dev.json [--dsn DSN]
 
 Without ``--dsn`` a throwaway server is started (``initdb``/``pg_ctl``, as the tests do).
 """

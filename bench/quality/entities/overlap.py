@@ -1,6 +1,6 @@
 """How often LoCoMo's evidence turns share an extracted entity — with the question, with each other.
 
-    python -m bench.quality.entity_overlap [--data ../shared/data/locomo_dev.json]
+    python -m bench.quality.entities.overlap [--data ../shared/data/locomo_dev.json]
 
 Measured before any storage exists, to decide what an entity branch of recall can do. Turn
 entities come from ``extract_entities`` over the turn's own text (without the "speaker:"
