@@ -28,7 +28,6 @@ import os
 import secrets
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from memory_core import launcher
 from memory_core.errors import ConfigError, MemoryCoreError, StoreError, StoreLockedError
 
 ANNOUNCEMENT = "mcp-server.json"
@@ -171,8 +171,10 @@ def _start_lock(data_dir: Path) -> Iterator[None]:
 
 def server_command(data_dir: Path, config: Path | None) -> list[str]:
     """The detached background server: ``memory-core serve --http --shared`` on a free loopback port."""
-    args = [sys.executable, "-c", "from tools.cli.app import main; main()", "serve", "--http", "--shared",
-            "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir), "--json"]
+    # ``python -P -m memory_core``: neither the launcher's working directory nor a PYTHONPATH holding
+    # other ``tools``/``graph`` packages can shadow ours (memory_core.launcher)
+    args = launcher.command("serve", "--http", "--shared", "--host", "127.0.0.1", "--port", "0",
+                            "--data-dir", str(data_dir), "--json")
     if config is not None:
         args += ["--config", str(config.resolve())]
     return args
