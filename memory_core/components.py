@@ -9,8 +9,8 @@ from pathlib import Path
 
 from graph.api import GraphStore
 from memory_core.config import Settings
-from memory_core.embedding import Embedder, HashEmbedder, shared_minilm
-from memory_core.errors import ConfigError
+from memory_core.embedding import Embedder, HashEmbedder, shared_fastembed, shared_minilm
+from memory_core.errors import ConfigError, EmbedderMismatchError
 from memory_core.lazy_vectors import LazyVectorStore
 from memory_core.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.vector_cache import VectorCacheBudget
@@ -23,10 +23,14 @@ def build_embedder(settings: Settings) -> Embedder:
         return HashEmbedder(emb.dimension)
     if emb.provider == "minilm":
         return shared_minilm(emb.threads)
-    if emb.provider == "mpnet":  # the 'mpnet' extra: a larger local model, ~10x MiniLM's cost a text
-        from memory_core.mpnet import shared_mpnet
-
-        return shared_mpnet(emb.threads)
+    if emb.provider == "fastembed":
+        if not emb.model:
+            raise ConfigError("embedding.provider 'fastembed' needs embedding.model (e.g. 'BAAI/bge-small-en-v1.5').",
+                              key="embedding.model")
+        cache_dir = emb.cache_dir or os.environ.get("FASTEMBED_CACHE_PATH") or str(FASTEMBED_CACHE)
+        return shared_fastembed(emb.model, model_path=emb.model_path and str(Path(emb.model_path).expanduser()),
+                                cache_dir=str(Path(cache_dir).expanduser()), batch_size=emb.batch_size,
+                                threads=emb.threads)
     if not emb.model:
         raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
                           key="embedding.model")
@@ -34,6 +38,16 @@ def build_embedder(settings: Settings) -> Embedder:
 
     return LiteLLMEmbedder(emb.model, dimension=emb.dimension, api_base=emb.api_base, api_key_env=emb.api_key_env,
                            batch_size=emb.batch_size)
+
+
+FASTEMBED_CACHE = Path("~/.cache/memory-core/fastembed")  # not fastembed's default, a temporary directory
+REMOVED_EMBEDDERS = {"all-mpnet-base-v2-onnx/768": "embedding.provider 'mpnet', removed in this release"}
+MOVE_TO_NEW_MODEL = (
+    "There is no command that re-embeds a directory in place; move to the configured model through a new data "
+    "directory: 'memory-core tenants' lists the tenants, 'memory-core export --tenant T --out T.jsonl' exports "
+    "each (export reads the graph only: it opens the directory whatever the embedding settings), then "
+    "'memory-core import T.jsonl --tenant T --data-dir NEW' embeds every memory again with the configured model."
+)
 
 
 def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
@@ -45,12 +59,15 @@ def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
             tx.set_meta("embedder", identity, overwrite=False)
         stored = graph.meta("embedder")
     if stored != identity:
-        raise ConfigError(
+        removed = REMOVED_EMBEDDERS.get(stored or "")
+        if removed:
+            raise EmbedderMismatchError(
+                f"This data directory holds vectors from '{stored}' ({removed}); they cannot be queried with "
+                f"'{identity}'. {MOVE_TO_NEW_MODEL}", key="embedding.provider", stored=stored)
+        raise EmbedderMismatchError(
             f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
-            "incompatible embeddings. Use the original embedding settings, or move to the new model through a new "
-            "data directory: 'memory-core export' each tenant, then 'memory-core import' it there (every memory "
-            "is embedded again).",
-            key="embedding.provider",
+            f"incompatible embeddings. Use the original embedding settings, or: {MOVE_TO_NEW_MODEL}",
+            key="embedding.provider", stored=stored or "",
         )
 
 

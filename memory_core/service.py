@@ -115,6 +115,7 @@ class MemoryCore(EntityMethods, VersionMethods):
         summary_provider: SummaryProvider | None = None,
         lock: DirLock | None = None,
         announcement: str | None = None,
+        check_embedder_model: bool = True,
     ) -> MemoryCore:
         """Open (creating if needed) a store. ``settings`` default to config file + env.
 
@@ -122,6 +123,8 @@ class MemoryCore(EntityMethods, VersionMethods):
         (:func:`memory_core.dir_lock.claim`); the store owns it from here (and releases it if the open fails).
         ``announcement`` names the file where a running server announces itself, so
         STORE_LOCKED can say which one holds the directory (see :class:`DirLock`).
+        ``check_embedder_model=False`` opens a directory written with another embedding model
+        (EMBEDDER_MISMATCH otherwise) for commands that read the graph only: export, tenants.
         """
         settings = settings or load_settings(config_path)
         root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
@@ -145,7 +148,8 @@ class MemoryCore(EntityMethods, VersionMethods):
                 vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)
                 provider = summary_provider or build_summary_provider(settings)
                 embedder = embedder or build_embedder(settings)
-                check_embedder(graph, embedder)
+                if check_embedder_model:  # off only for reads of the graph alone (export, tenants)
+                    check_embedder(graph, embedder)
                 return cls(settings, root, store, vectors, embedder, lock, provider)
         except BaseException:
             for o in opened:

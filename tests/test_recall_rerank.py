@@ -202,7 +202,7 @@ def test_a_server_configured_for_the_preset_loads_the_model_at_start(tmp_path: P
     try:
         for thread in core.warm_up_in_background():
             thread.join(timeout=120)
-        assert rerank._SHARED[1]._session is not None
+        assert rerank._SHARED[1]._model is not None
     finally:
         core.close()
     monkeypatch.setattr(rerank, "_SHARED", {})

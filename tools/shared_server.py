@@ -36,7 +36,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from memory_core import launcher
-from memory_core.errors import ConfigError, MemoryCoreError, StoreError, StoreLockedError
+from memory_core.errors import ConfigError, EmbedderMismatchError, MemoryCoreError, StoreError, StoreLockedError
 
 ANNOUNCEMENT = "mcp-server.json"
 START_LOCK = "mcp-server.start.lock"
@@ -261,7 +261,8 @@ def _start_failure(out_path: Path, data_dir: Path) -> MemoryCoreError:
             if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
                 error = parsed["error"]
     message = str(error.get("message") or f"see {data_dir / SERVER_LOG}")
-    known: dict[str, type[MemoryCoreError]] = {StoreLockedError.code: StoreLockedError, ConfigError.code: ConfigError}
+    known: dict[str, type[MemoryCoreError]] = {StoreLockedError.code: StoreLockedError, ConfigError.code: ConfigError,
+                                              EmbedderMismatchError.code: EmbedderMismatchError}
     if error.get("code") in known:
         return known[error["code"]](message, data_dir=str(data_dir))
     code = error.get("code", "unknown")

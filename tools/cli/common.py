@@ -111,13 +111,16 @@ class Common:
         return cls(config, data_dir, json_out)
 
     @contextmanager
-    def core(self) -> Iterator[MemoryCore]:
-        """Open the store once for this command (settings: --config, then env), close it after."""
+    def core(self, graph_only: bool = False) -> Iterator[MemoryCore]:
+        """Open the store once for this command (settings: --config, then env), close it after.
+        ``graph_only``: the command never embeds nor queries vectors (export, tenants), so a directory
+        written with another embedding model opens too (the way to move it to a new model)."""
         from memory_core.service import MemoryCore  # the store's modules load only for commands that open it
         from tools.shared_server import ANNOUNCEMENT
 
         # STORE_LOCKED names the running server (pid, URL) that holds the directory, and how to stop it
-        core = MemoryCore.open(self.data_dir, config_path=self.config, announcement=ANNOUNCEMENT)
+        core = MemoryCore.open(self.data_dir, config_path=self.config, announcement=ANNOUNCEMENT,
+                               check_embedder_model=not graph_only)
         try:
             yield core
         finally:
