@@ -12,12 +12,12 @@
 # 5. adds a memory through replica 1 and recalls it through replica 2, over MCP with the token;
 # 6. stops everything and deletes the temporary directory (also on failure or Ctrl-C).
 #
-# Settings it reads: MEMORY_CORE_BIN (default: .venv/bin/memory-core, else `memory-core` on PATH),
+# Settings it reads: MEMCORE_BIN (default: .venv/bin/memory-core, else `memory-core` on PATH),
 # KEEP=1 to leave the temporary directory (logs) behind. Any MEMORY_CORE_* variable reaches the replicas.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
-mc="${MEMORY_CORE_BIN:-}"
+mc="${MEMCORE_BIN:-}"
 if [ -z "$mc" ]; then
     if [ -x "$here/.venv/bin/memory-core" ]; then mc="$here/.venv/bin/memory-core"; else mc="$(command -v memory-core)"; fi
 fi

@@ -23,7 +23,7 @@ def test_the_replicas_quickstart_adds_through_one_replica_and_recalls_through_th
     if not (shutil.which("initdb") or list(Path("/usr/lib/postgresql").glob("*/bin/initdb"))):
         pytest.skip("PostgreSQL is not installed (make install)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")}
-    env |= {"MEMORY_CORE_BIN": str(Path(sys.executable).with_name("memory-core")),
+    env |= {"MEMCORE_BIN": str(Path(sys.executable).with_name("memory-core")),
             "MEMORY_CORE_EMBEDDING_PROVIDER": "hash"}  # the quickstart's steps, without loading a model twice
     out = subprocess.run(["bash", str(ROOT / "examples" / "replicas.sh")], env=env, capture_output=True, text=True,
                          timeout=900, cwd="/")  # a directory PostgreSQL's unprivileged user may enter
