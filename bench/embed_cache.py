@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_core.embedding import Embedder, shared_fastembed, shared_minilm
+from memory_core.embedding.local import Embedder, shared_fastembed, shared_minilm
 
 
 def cache_dir() -> Path:

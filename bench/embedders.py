@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import print_table
-from memory_core.embedding import (
+from memory_core.embedding.local import (
     MODEL_SHA256,
     TOKENIZER_SHA256,
     MiniLMEmbedder,

@@ -1,6 +1,6 @@
 """The graph store's seam: what ``memory_core`` may ask of the durable graph, and nothing else.
 
-A backend (:mod:`graph.sqlite_store` over one SQLite file; a PostgreSQL one for replicas)
+A backend (:mod:`graph.sqlite.store` over one SQLite file; a PostgreSQL one for replicas)
 implements :class:`GraphStore`. Every read takes the tenant and returns frozen values
 (:class:`MemoryNode`, :class:`EpisodeNode`, ...): another tenant's node reads exactly like
 a missing one, and no caller can change the store by changing what it was given. Backends
@@ -29,9 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from graph.agent_names import AgentNameIndex as AgentNameIndex
+from graph.entity_values import SHARED_VIEW as SHARED_VIEW
 from graph.entity_values import EntityNode as EntityNode
 from graph.entity_values import EntityRecord as EntityRecord
 from graph.entity_values import EntityRelation as EntityRelation
@@ -40,11 +42,11 @@ from graph.entity_values import RelationSpec as RelationSpec
 from graph.entity_values import ent_node as ent_node
 from graph.entity_values import entity_node as entity_node
 from graph.entity_values import entity_norm as entity_norm
+from graph.errors import ErrorKind as ErrorKind
+from graph.errors import GraphStoreError as GraphStoreError
 
 if TYPE_CHECKING:  # networkx is imported only by what traverses
     import networkx as nx
-
-    from graph.agent_names import AgentNameIndex
 
 AGENT_MEMORY = "AGENT_MEMORY"
 AGENT = "AGENT"
@@ -194,21 +196,6 @@ class LexicalHit:
     turn: float = 0.0  # window hits: the score of the memory's own text alone (0 if only its predecessor matched)
 
 
-ErrorKind = Literal["full", "read_only", "busy", "unavailable", "corrupt", "io", "schema", "conflict"]
-
-
-@dataclass
-class GraphStoreError(Exception):
-    """A failure of the durable graph store, by kind (never by message text)."""
-
-    kind: ErrorKind
-    detail: str
-    cause: BaseException | None = field(default=None, repr=False)
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.detail}"
-
-
 class GraphTxn(Protocol):
     """One write transaction. Rows are dicts with the columns of a memory (see MemoryNode, plus
     ``content`` and ``idempotency_key``) or an episode (see EpisodeNode)."""
@@ -266,22 +253,29 @@ class GraphTxn(Protocol):
         """Doctor: delete these (memory id, entity id) MENTIONS and these RELATED rows; how many existed."""
 
 
-class GraphStore(Protocol):
-    """The durable graph, read by tenant and written in transactions."""
+class MemoryReads(Protocol):
+    """A tenant's memories by id or idempotency key."""
 
-    # ---- nodes ------------------------------------------------------------------------------
     def memory(self, tenant: str, mem_id: int) -> MemoryNode | None: ...
     def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]:
         """The tenant's memories among ``ids`` (absent and foreign ids are left out)."""
     def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]: ...
-    def episode(self, tenant: str, ep_id: int) -> EpisodeNode | None: ...
-    def session_episode(self, tenant: str, session: str) -> EpisodeNode | None: ...
-    def episodes(self, tenant: str) -> list[EpisodeNode]: ...
     def by_idempotency_key(self, tenant: str, key: str) -> MemoryNode | None: ...
     def memory_ids(self, tenant: str) -> list[int]:
         """Every memory id of the tenant, newest first (scans: doctor, exports, tests)."""
 
-    # ---- order --------------------------------------------------------------------------------
+
+class EpisodeReads(Protocol):
+    """A tenant's episodes (session summaries)."""
+
+    def episode(self, tenant: str, ep_id: int) -> EpisodeNode | None: ...
+    def session_episode(self, tenant: str, session: str) -> EpisodeNode | None: ...
+    def episodes(self, tenant: str) -> list[EpisodeNode]: ...
+
+
+class Timeline(Protocol):
+    """Memories in (timestamp, id) order: pages, neighbours in a session, bounds."""
+
     def page(self, tenant: str, session: str | None, before: Key | None, limit: int, *,
              turns_only: bool = False) -> list[Key]:
         """Keys strictly older than ``before`` (or the newest), newest first; ``session`` None
@@ -294,6 +288,11 @@ class GraphStore(Protocol):
     def adjacent_many(self, tenant: str, nodes: Iterable[MemoryNode]) -> dict[int, tuple[Key | None, Key | None]]:
         """(previous, next) in its session for each of the tenant's memories."""
     def bounds(self, tenant: str, session: str | None) -> tuple[Key, Key] | None: ...
+
+
+class Counts(Protocol):
+    """Counts the store keeps as it writes: never a scan of the rows."""
+
     def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int: ...
     def counts_by_day(self, tenant: str, first_day: int, days: int) -> list[int]:
         """Memories per UTC day (day number = ts_us // 86_400_000_000), ``days`` days from ``first_day``."""
@@ -301,22 +300,28 @@ class GraphStore(Protocol):
     def hidden_count(self, tenant: str, session: str, viewer: str | None) -> int:
         """How many of the session's memories are private to an agent other than ``viewer``."""
     def non_turn_count(self, tenant: str) -> int: ...
+    def private_count(self, tenant: str) -> int:
+        """How many of the tenant's memories are private to their author."""
 
-    # ---- fields -------------------------------------------------------------------------------
+
+class FieldReads(Protocol):
+    """Memories by an indexed field (type, agent, channel) or a source-id prefix."""
+
     def field_ids(self, tenant: str, field: str, value: str, limit: int | None) -> list[int]:
         """Memory ids whose ``field`` (one of INDEXED_FIELDS) equals ``value``, newest first."""
     def field_count(self, tenant: str, field: str, value: str) -> int: ...
     def field_counts(self, tenant: str, field: str) -> dict[str, int]:
         """Memories per value of ``field`` (one of INDEXED_FIELDS)."""
-    def private_count(self, tenant: str) -> int:
-        """How many of the tenant's memories are private to their author."""
     def source_prefix_ids(self, tenant: str, prefix: str, limit: int | None) -> list[int]: ...
     def source_prefix_count(self, tenant: str, prefix: str) -> int: ...
     def sessions_in_channel(self, tenant: str, channel: str) -> set[str]:
         """Sessions holding a *shared* memory written in ``channel``."""
     def session_has_channel(self, tenant: str, session: str, channel: str) -> bool: ...
 
-    # ---- edges --------------------------------------------------------------------------------
+
+class EdgeReads(Protocol):
+    """Edges of a node, supersession, and k-hop neighbourhoods."""
+
     def edges_of(self, tenant: str, node: str) -> list[EdgeRef]: ...
     def superseders(self, tenant: str, ids: Iterable[int]) -> dict[int, list[int]]:
         """For each memory id, the memories that SUPERSEDE it."""
@@ -325,7 +330,10 @@ class GraphStore(Protocol):
         """The k-hop subgraph around ``node`` (see :mod:`graph.traversal`), with node
         attributes; cached and evicted by the store (read it, never change it)."""
 
-    # ---- entities (viewer: an agent sees shared mentions and its own private ones) ----------
+
+class EntityReads(Protocol):
+    """Entities and their mentions and relations (viewer: an agent sees shared mentions and its own private ones)."""
+
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
         """The entity when the viewer can see a memory that mentions it."""
     def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]:
@@ -363,12 +371,18 @@ class GraphStore(Protocol):
     def all_relations(self, tenant: str) -> list[EntityRelation]:
         """Every RELATED row of the tenant (export, doctor)."""
 
-    # ---- tenants and agents -------------------------------------------------------------------
+
+class TenantReads(Protocol):
+    """The tenants, and each tenant's agents."""
+
     def tenants(self) -> list[str]: ...
     def agents(self, tenant: str) -> frozenset[str]: ...
     def agent_names(self, tenant: str) -> AgentNameIndex: ...
 
-    # ---- lexical ------------------------------------------------------------------------------
+
+class LexicalSearch(Protocol):
+    """BM25 and phrase search in one tenant, filters pushed down."""
+
     def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *, own: bool = False) -> list[LexicalHit]:
         """BM25 over each memory's window (its text + the previous shared memory of its session)."""
     def lexical_windows(self, f: RowFilter, terms: Sequence[str], limit: int) -> tuple[list[LexicalHit],
@@ -377,7 +391,10 @@ class GraphStore(Protocol):
     def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
         """Exact phrases in each memory's own text."""
 
-    # ---- journal, meta, lifecycle -------------------------------------------------------------
+
+class Journal(Protocol):
+    """The write-ahead intents that crash recovery replays (shared between replicas on PostgreSQL)."""
+
     def journal(self, limit: int | None = None) -> list[JournalEntry]:
         """Entries this process may act on (on a shared store: its own and those of dead replicas)."""
     def claim_journal(self, seqs: Iterable[int]) -> list[int]:
@@ -385,6 +402,11 @@ class GraphStore(Protocol):
         shared store, two recovering replicas never both get one)."""
     def journal_size(self) -> int:
         """Every pending entry, whoever owns it."""
+
+
+class StoreLifecycle(Protocol):
+    """Meta values, transactions, versions for caches, and closing."""
+
     def meta(self, key: str) -> str | None: ...
     def transaction(self) -> AbstractContextManager[GraphTxn]: ...
     def version(self, tenant: str) -> int:
@@ -396,3 +418,33 @@ class GraphStore(Protocol):
     def invalidate(self) -> None:
         """Drop every cache (after a repair rewrote rows underneath)."""
     def close(self) -> None: ...
+
+
+class GraphStore(MemoryReads, EpisodeReads, Timeline, Counts, FieldReads, EdgeReads, EntityReads, TenantReads,
+                 LexicalSearch, Journal, StoreLifecycle, Protocol):
+    """The durable graph, read by tenant and written in transactions: every concern above, in one store.
+
+    Code that needs one concern takes its narrow Protocol (recall's lexical branch a
+    :class:`LexicalSearch`, the entity walk an :class:`EntityReads`); the service holds the whole store.
+    """
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    return {f.name: getattr(value, f.name) for f in fields(value)}
+
+
+def node_attrs(store: GraphStore, tenant: str, node: str) -> dict[str, Any] | None:
+    """A node's attributes (with ``kind``), or None when it is absent or another tenant's."""
+    kind, _, rest = node.partition(":")
+    if kind == "mem" and rest.isdigit():
+        mem = store.memory(tenant, int(rest))
+        return None if mem is None else {**_plain(mem), "source": dict(mem.source), "metadata": dict(mem.metadata)}
+    if kind == "ep" and rest.isdigit():
+        ep = store.episode(tenant, int(rest))
+        return None if ep is None else _plain(ep)
+    prefix = f"{kind}:{tenant}/"
+    if kind == "agent" and node.startswith(prefix) and (name := node[len(prefix):]) in store.agents(tenant):
+        return {"kind": AGENT, "tenant": tenant, "agent": name}
+    if kind == "session" and node.startswith(prefix) and store.count(tenant, node[len(prefix):]) > 0:
+        return {"kind": SESSION, "tenant": tenant, "session": node[len(prefix):]}
+    return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from graph.api import EntitySpec, RelationSpec, entity_norm
+from graph.entity_values import SHARED_VIEW
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,6 @@ class EntityRows(Protocol):
     def write_relations(self, tenant: str, writer: Writer, rows: Sequence[tuple[int, int, str]]) -> None: ...
 
 
-SHARED_VIEW = ""  # an alias_seen row for '' : a shared memory declared the name, every agent may see it
 
 
 def seen_by(writer: Writer) -> str:

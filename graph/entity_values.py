@@ -7,6 +7,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+SHARED_VIEW = ""  # an alias_seen row for '' : a shared memory declared the name, every agent may see it
+
 
 def ent_node(entity_id: int) -> str:
     return f"ent:{entity_id}"

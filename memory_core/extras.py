@@ -3,7 +3,7 @@
 ``make serve`` asks this before installing, so a server gets what its configuration uses and
 nothing else: ``postgres`` when the graph is on PostgreSQL (``storage.graph``), ``rerank`` when
 the default recall preset reads the cross-encoder (``recall.preset``). The same layering as
-:func:`memory_core.config.load_settings` decides: the TOML file (``CONFIG``, else
+:func:`memory_core.settings.schema.load_settings` decides: the TOML file (``CONFIG``, else
 ``$MEMORY_CORE_CONFIG``), then ``MEMORY_CORE_<SECTION>_<KEY>`` variables.
 
 Standard library only: it runs with the system's Python before the virtual environment exists.

@@ -9,7 +9,8 @@ package and the command would die with ``No module named 'tools.cli'``.
 :func:`main` binds both names to the packages installed beside this one before anything imports
 them; the rest of the import path is left as the user set it (a ``PYTHONPATH`` may be how a
 Python environment finds its libraries). Every process memory-core starts runs this entry point
-with ``python -P`` (:func:`command`), so the working directory is never on its path either.
+with ``python -P -m memory_core`` (tools/bridge/shared_server.py), so the working directory is never
+on its path either.
 
 This module is the one place ``memory_core`` imports ``tools``: it is the process's entry point,
 not part of the core (tests/test_architecture.py names it as the exception).
@@ -67,12 +68,6 @@ def drop_working_directory() -> None:
     first = sys.path[0]
     if first == "" or Path(first).resolve() == Path(os.getcwd()).resolve():
         del sys.path[0]
-
-
-def command(*args: str) -> list[str]:
-    """The argv that runs ``memory-core ARGS`` in a new process of this interpreter: ``-P`` keeps the
-    working directory off its path and :func:`main` pins our packages (whatever ``PYTHONPATH`` holds)."""
-    return [sys.executable, "-P", "-m", "memory_core", *args]
 
 
 def main() -> None:

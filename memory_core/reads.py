@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from graph.api import EpisodeNode, GraphStore, Key, MemoryNode, agent_node, session_node
-from memory_core.entities.service import memory_entity_list
 from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
 from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
 from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
@@ -69,6 +68,17 @@ def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
         valid_to=from_us(attrs.valid_to_us) if attrs.valid_to_us is not None else None,
         locked=attrs.locked,
     )
+
+
+MEMORY_ENTITY_CAP = 64  # a memory declares at most 32; the extractor adds a few more
+
+
+def memory_entity_list(graph: GraphStore, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, object]]:
+    """The entities one memory mentions, as the viewer (who may read the memory) sees them: only
+    names and aliases some memory it may read declared (see :mod:`graph.api`)."""
+    ids = graph.memory_entities(tenant, [mem_id]).get(mem_id, [])[:MEMORY_ENTITY_CAP]
+    nodes = [graph.entity(tenant, i, viewer) for i in ids]
+    return [{"ref": n.ref, "name": n.name, "kind": n.kind, "aliases": list(n.aliases)} for n in nodes if n is not None]
 
 
 class Reader:

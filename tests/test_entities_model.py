@@ -12,7 +12,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.entities.model import parse_answer
-from memory_core.summary import SummaryProviderError
+from memory_core.provider.errors import ProviderError
 from tests.conftest import open_core
 from tests.support.fake_llm import FakeLLM, fake_llm, malformed, ok, slow, status
 
@@ -85,7 +85,7 @@ def test_without_extract_entities_no_model_call_is_made(llm: FakeLLM, tmp_path: 
 
 
 def test_an_answer_that_is_not_a_json_object_is_a_malformed_response() -> None:
-    with pytest.raises(SummaryProviderError) as err:
+    with pytest.raises(ProviderError) as err:
         parse_answer("[1, 2]")
     assert err.value.reason == "malformed response"
     assert parse_answer('Sure! {"entities": [{"name": "Ada"}]}').entities[0].name == "Ada"

@@ -22,6 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from memory_core import launcher
 from tests.support.mcp_harness import BASE_ENV, ROOT, Caller
 from tests.test_shared_server import stop_servers
+from tools.bridge.shared_server import server_command
 
 BIN = Path(sys.executable).with_name("memory-core")
 CALL_TIMEOUT_S = 120
@@ -92,8 +93,8 @@ def test_python_m_memory_core_ignores_the_working_directory_and_pythonpath(proje
     assert '"tenant":"acme"' in out.stdout.replace(" ", "")
 
 
-def test_every_process_memory_core_starts_runs_isolated_from_the_working_directory() -> None:
-    argv = launcher.command("serve")
+def test_every_process_memory_core_starts_runs_isolated_from_the_working_directory(tmp_path: Path) -> None:
+    argv = server_command(tmp_path, None)  # the shared background server: the one process it starts
     assert argv[:4] == [sys.executable, "-P", "-m", "memory_core"]
 
 

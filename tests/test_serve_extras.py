@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.config import load_settings
 from memory_core.extras import serve_extras
 from memory_core.recall.presets import PRESETS
+from memory_core.settings.schema import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

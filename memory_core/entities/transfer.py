@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.api import EntityRecord, EntityRelation, GraphStore, MemoryNode, entity_norm
-from graph.entity_link import SHARED_VIEW
+from graph.api import SHARED_VIEW, EntityRecord, EntityRelation, GraphStore, MemoryNode, entity_norm
 from memory_core.entities import declared
 from memory_core.refs import parse_ref
 

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from graph.api import GraphStore, MemoryNode
-from memory_core.embedding import verified_file
+from memory_core.embedding.local import verified_file
+from memory_core.embedding.runtime import LOAD_ERRORS, import_fastembed, model_folder, stop_spinning
 from memory_core.errors import EmbeddingError
-from memory_core.fastembed_runtime import LOAD_ERRORS, import_fastembed, model_folder, stop_spinning
 from memory_core.recall.filters import RecallFilters
 from memory_core.recall.scoring import Candidate
 
