@@ -160,7 +160,8 @@ class FastEmbedEmbedder:
         fastembed = import_fastembed()
         options: dict[str, Any] = {"specific_model_path": folder} if folder else {}
         try:
-            model = fastembed.TextEmbedding(self.model, cache_dir=self._cache_dir, threads=threads,
+            # a local folder is its own cache: fastembed creates no fastembed_cache directory in /tmp for it
+            model = fastembed.TextEmbedding(self.model, cache_dir=self._cache_dir or folder, threads=threads,
                                             providers=["CPUExecutionProvider"], **options)
             stop_spinning(model)
         except LOAD_ERRORS as exc:

@@ -91,7 +91,7 @@ class CrossEncoder:
             with model_folder(files, {"model_max_length": MAX_TOKENS, "pad_token": "[PAD]"}) as folder:
                 try:
                     loaded = fastembed.rerank.cross_encoder.TextCrossEncoder(
-                        FASTEMBED_NAME, specific_model_path=str(folder), threads=self._threads,
+                        FASTEMBED_NAME, specific_model_path=str(folder), cache_dir=str(folder), threads=self._threads,
                         providers=["CPUExecutionProvider"])
                     stop_spinning(loaded)
                 except LOAD_ERRORS as exc:
