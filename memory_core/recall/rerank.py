@@ -102,8 +102,10 @@ class CrossEncoder:
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         if self._model is None:
             self._load()
-        # batches of similar lengths: each is padded to its longest pair only
-        order = sorted(range(len(passages)), key=lambda i: len(passages[i]))
+        # batches of similar lengths in tokens (as truncated): each is padded to its longest pair only. The
+        # int8 model's dynamic quantisation reads the padded batch, so the same batches give the same logits
+        lengths = [self._model.token_count([(query, p)]) for p in passages]
+        order = sorted(range(len(passages)), key=lambda i: lengths[i])
         logits = self._model.rerank(query, [passages[i] for i in order], batch_size=BATCH)
         out = [0.0] * len(passages)
         for i, logit in zip(order, logits, strict=True):
