@@ -7,7 +7,7 @@ Errors map once, here (called from the app's group, see :mod:`tools.cli.app`)::
     exit 2  usage or invalid input   INVALID_INPUT, TENANT_REQUIRED, INVALID_REF, INVALID_CURSOR, …
     exit 3  not found                NOT_FOUND
     exit 4  store or service error   STORE_ERROR, STORE_LOCKED, STORE_UNAVAILABLE, EMBEDDING_UNAVAILABLE, …
-    exit 5  configuration            CONFIG_INVALID
+    exit 5  configuration            CONFIG_INVALID, EMBEDDER_MISMATCH
     exit 6  conflict                 LOCKED, SUPERSEDED (the memory is locked, or a newer version exists)
 
 The message names the stable code (``memory-core: NOT_FOUND: …`` on stderr); with
