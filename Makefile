@@ -37,7 +37,7 @@ install-serve: $(BIN)/python
 
 install: $(STAMP) chromium postgres
 
-# Debian's headless Chromium for the inspector's browser test (tests/test_ui_browser.py skips without it)
+# Debian's headless Chromium for the inspector's browser test (tests/tools/ui/test_ui_browser.py skips without it)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
@@ -70,9 +70,7 @@ bench-locomo: $(STAMP)
 	$(BIN)/python -m bench.locomo --data ../shared/data/locomo_dev.json
 
 reliability: $(STAMP)
-	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider \
-		tests/test_crash.py tests/test_doctor_crash.py tests/test_store_stateful.py tests/test_disk_faults.py \
-		tests/test_multiprocess.py tests/reliability
+	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 
 clean:
 	rm -rf $(VENV) .memory-core

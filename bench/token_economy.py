@@ -9,7 +9,15 @@ It also counts the tokens of the ``tools/list`` answer every agent receives (its
 compact), unbound and on a connection bound to a tenant and an agent. Goal: ≤ 2,500.
 Prints one JSON line (tokens, ratio, per-row overhead, surface); ``--out`` also writes it to a file.
 
+``--repeats`` measures instead a store where agents restated facts (:data:`FACTS`, six of them
+two to four times across sessions, with the variations agents make: case, a missing period,
+markdown emphasis, spacing) among unrelated notes, with the default embedder: a ``limit=10``
+recall with repeats collapsed (the default) and with ``collapse: false`` (every copy, as before
+collapsing existed), and the smallest limit at which the uncollapsed recall shows as many
+distinct facts as the collapsed one does at 10.
+
     python -m bench.token_economy [--rows 40] [--chars 2000] [--out bench/results/token_economy.json]
+    python -m bench.token_economy --repeats [--out PATH]
 """
 
 from __future__ import annotations
@@ -38,6 +46,23 @@ CORPUS_MODULES = (
 )  # fmt: skip
 GOAL = 0.35
 SURFACE_GOAL = 2500
+# (fact, how many times agents stored it): restated facts about one service, as in issue 41
+FACTS: tuple[tuple[str, int], ...] = (
+    ("Ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml.", 4),
+    ("Ledger-svc connects to Postgres at pg-ledger.internal:5432 with the ledger_rw role.", 3),
+    ("Ledger-svc deploys only on Tuesdays and Thursdays after 14:00 UTC.", 3),
+    ("The ledger-svc healthcheck endpoint is /healthz on port 8081.", 2),
+    ("Ledger-svc retries webhook deliveries 5 times with exponential backoff.", 2),
+    ("Ledger-svc logs go to the ledger-prod index in OpenSearch.", 2),
+    ("Ledger-svc uses Redis db 3 for idempotency keys with a 24 h TTL.", 1),
+    ("The ledger-svc on-call rotation is owned by the payments-infra team.", 1),
+    ("Ledger-svc runs database migrations with alembic upgrade head before each deploy.", 1),
+    ("Ledger-svc rate-limits the public API to 200 requests per minute per client.", 1),
+    ("Ledger-svc stores monthly statements in the s3://ledger-statements bucket.", 1),
+    ("Ledger-svc's canary takes 10% of traffic for 30 minutes before a full rollout.", 1),
+)
+RESTATED = (str, str.lower, lambda t: t.rstrip("."), lambda t: f"**{t[:-1]}**.", lambda t: t.replace(" ", "  ", 2))
+REPEATS_QUERY = "how is ledger-svc configured and deployed"
 
 
 def cl100k() -> tiktoken.Encoding:
@@ -119,13 +144,70 @@ async def measure(rows: int, chars: int) -> dict[str, Any]:
     }
 
 
+async def measure_repeats(filler_rows: int = 30, filler_chars: int = 400) -> dict[str, Any]:
+    """A limit-10 recall on a store of restated facts: collapsed (default) and ``collapse: false``."""
+    from memory_core.recall.collapse import fact_key
+
+    encoding = cl100k()
+    settings = load_settings(environ={})  # the default, shipped embedder: the quality gate is calibrated for it
+    filler = rows_of(corpus(), filler_rows, filler_chars)
+    notes = [(text if copy == 0 else RESTATED[copy % len(RESTATED)](text), copy)
+             for text, copies in FACTS for copy in range(copies)]
+    with tempfile.TemporaryDirectory() as data_dir:
+        async with Client(build_server(settings, data_dir=data_dir)) as client:
+            for i, (content, copy) in enumerate(notes):  # copy n written in session n, a day apart
+                args = {"tenant": "bench", "session": f"day-{copy}", "agent": f"agent-{i % 3}", "content": content,
+                        "type": "note", "timestamp": f"2026-03-{copy + 1:02d}T09:{i:02d}:00+00:00"}
+                await client.call_tool("add_memory", args)
+            for i, content in enumerate(filler):
+                await client.call_tool("add_memory", {"tenant": "bench", "session": f"day-{i % 4}", "agent": "x",
+                                                      "content": content, "type": "note"})
+
+            async def recall(limit: int, collapse: bool) -> tuple[int, list[dict[str, Any]]]:
+                query = {"tenant": "bench", "query": REPEATS_QUERY, "limit": limit, "collapse": collapse}
+                text = (await client.call_tool("recall", query)).content[0].text  # type: ignore[union-attr]
+                return len(encoding.encode(text)), json.loads(text)["messages"]
+
+            def summary(tokens: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
+                facts = {fact_key(r["content"]) for r in rows}
+                known = {fact_key(text) for text, _ in FACTS}
+                return {"tokens": tokens, "rows": len(rows), "distinct_facts": len(facts),
+                        "service_facts": len(facts & known), "repeat_rows": len(rows) - len(facts),
+                        "repeat_tokens": repeat_tokens(rows),
+                        "tokens_per_distinct_fact": round(tokens / max(1, len(facts)), 1)}
+
+            def repeat_tokens(rows: list[dict[str, Any]]) -> int:
+                """What the repeats cost: a row whose fact came earlier, or a row's ``repeats`` and ``also``."""
+                seen: set[str] = set()
+                spent = 0
+                for row in rows:
+                    key = fact_key(row["content"])
+                    part = row if key in seen else {k: row[k] for k in ("repeats", "also") if k in row}
+                    spent += len(encoding.encode(json.dumps(part, separators=(",", ":")))) if part else 0
+                    seen.add(key)
+                return spent
+
+            collapsed = summary(*await recall(10, True))
+            uncollapsed = summary(*await recall(10, False))
+            limit = 10  # the smallest limit at which every copy shown covers as many facts as 10 collapsed rows
+            while limit < 50:
+                wider = summary(*await recall(limit, False))
+                if wider["distinct_facts"] >= collapsed["distinct_facts"]:
+                    break
+                limit += 1
+    return {"stored_rows": len(notes) + len(filler), "facts": len(FACTS), "fact_copies": len(notes),
+            "query": REPEATS_QUERY, "collapsed_limit_10": collapsed, "uncollapsed_limit_10": uncollapsed,
+            "uncollapsed_same_facts": {"limit": limit, **wider}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=40)
     parser.add_argument("--chars", type=int, default=2000)
+    parser.add_argument("--repeats", action="store_true", help="measure the store of restated facts instead")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    result = anyio.run(measure, args.rows, args.chars)
+    result = anyio.run(measure_repeats) if args.repeats else anyio.run(measure, args.rows, args.chars)
     line = json.dumps(result)
     print(line)
     if args.out:

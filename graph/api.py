@@ -20,9 +20,11 @@ another, declared by a memory.
 
 Entities live in their own tables (not the generic node/edge rows): their names and aliases
 resolve by :func:`entity_norm` (NFC, case-folded, whitespace collapsed), one entity per
-normalised alias per tenant. Each MENTIONS and RELATED row carries the visibility of the
-memory that wrote it, so an entity (or relation) seen only in an agent's private memories is
-visible only to that agent: entity reads take the ``viewer``.
+normalised alias and reader: a name only an agent's private memories declared is that agent's
+alone, and another agent declaring it gets an entity of its own (:mod:`graph.entity_link`).
+Each MENTIONS and RELATED row carries the visibility of the memory that wrote it, so an entity
+(or relation) seen only in an agent's private memories is visible only to that agent: entity
+reads take the ``viewer``.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from graph.entity_values import RelationSpec as RelationSpec
 from graph.entity_values import ent_node as ent_node
 from graph.entity_values import entity_node as entity_node
 from graph.entity_values import entity_norm as entity_norm
+from graph.entity_values import name_keys as name_keys
+from graph.entity_values import resolve_key as resolve_key
 from graph.errors import ErrorKind as ErrorKind
 from graph.errors import GraphStoreError as GraphStoreError
 
@@ -64,6 +68,8 @@ Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenan
 
 INDEXED_FIELDS = ("type", "agent", "channel")
 MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked")  # what GraphTxn.set_memory_state sets
+# what GraphTxn.rewrite_memory may replace (doctor: secrets stored before the guard, redacted in place)
+REWRITE_FIELDS = ("content", "content_len", "content_hash", "metadata", "source", "source_id")
 
 
 def agent_node(tenant: str, agent: str) -> str:
@@ -209,8 +215,10 @@ class GraphTxn(Protocol):
         """Clear this writer's intents for ``refs``; returns how many it cleared (an intent another
         replica took over, its lease having lapsed, is that replica's now and stays)."""
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None: ...
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
-        """The newest same-content memory of the session within the window that the writer can read."""
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
+        """The newest same-content memory of the session within the window that the writer can read.
+        Only current versions count, and never ``corrects``, the version ``row`` supersedes: a new
+        version of a row (or a return to an older text of its chain) is not a repeat of it."""
     def write_memory(self, row: Mapping[str, Any]) -> None: ...
     def erase_memory(self, tenant: str, mem_id: int) -> bool: ...
     def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
@@ -219,6 +227,11 @@ class GraphTxn(Protocol):
     def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
         """Set any of ``locked``, ``valid_to_us``, ``supersedes_id`` (locks, imports, repairs);
         False when the tenant has no such memory."""
+    def rewrite_memory(self, tenant: str, mem_id: int, changes: Mapping[str, Any]) -> bool:
+        """Replace any of REWRITE_FIELDS of a stored memory in place (doctor's redaction of secrets
+        stored before the guard); its lexical index and window rows follow, and so does the window of
+        the next row of its session when this one lends it its words. False when the tenant has no
+        such memory."""
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None: ...
     def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None: ...
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None: ...
@@ -231,9 +244,16 @@ class GraphTxn(Protocol):
     def link_entities(self, tenant: str, mem_id: int, entities: Sequence[EntitySpec],
                       relations: Sequence[RelationSpec], now_us: int) -> list[int]:
         """Resolve each declared entity (and each relation end) by its normalised name or an
-        alias, creating the ones not known yet; add new aliases (an alias another entity holds
-        is left to it); write MENTIONS from the memory to each and its RELATED edges. Returns
-        the entity ids the memory mentions, in declaration order, without repeats."""
+        alias as the memory's author may read it (:mod:`graph.entity_link`), creating the ones not
+        known yet; add new aliases (an alias another entity holds is left to it); write MENTIONS
+        from the memory to each and its RELATED edges. Returns the entity ids the memory mentions,
+        in declaration order, without repeats."""
+    def lookup_keys(self, tenant: str, keys: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        """For each alias key found: the entity holding it and who may read it (see
+        :mod:`graph.entity_link`; import resolves names as a line's author would)."""
+    def rekey_private(self, tenant: str, norm: str) -> None:
+        """Move a plain alias key no shared memory declared to its readers' private keys (see
+        :meth:`graph.entity_link.EntityRows.rekey_private`)."""
     def merge_entities(self, tenant: str, keep: int, merge: int) -> bool:
         """Move ``merge``'s aliases, mentions and relations onto ``keep`` and remove ``merge``
         (False when either is not the tenant's, or they are the same entity)."""
@@ -251,6 +271,10 @@ class GraphTxn(Protocol):
     def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
                            relations: Sequence[EntityRelation]) -> int:
         """Doctor: delete these (memory id, entity id) MENTIONS and these RELATED rows; how many existed."""
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        """Doctor: remove the entity whole (its name, aliases and who saw them, its MENTIONS and its
+        RELATED edges either way): an entity named by a secret stored before the guard. False when
+        the tenant has no such entity."""
 
 
 class MemoryReads(Protocol):
@@ -339,11 +363,12 @@ class EntityReads(Protocol):
     def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]:
         """The name :meth:`entity` gives each entity the viewer sees (absent: the others), in one read."""
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
-        """The entity a name or alias resolves to (see :func:`entity_norm`), if the viewer sees it."""
-    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
-        """The entity each name or alias resolves to, keyed by the name as given (names that resolve
-        to none are absent). Ids only, no viewer and no mention count (one indexed read for all the
-        names; recall's entity branch): whatever is read about an entity next takes the viewer."""
+        """The entity a name or alias resolves to for the viewer (see :func:`entity_norm`; a name
+        the viewer may not read resolves to nothing), if the viewer sees it."""
+    def entity_ids(self, tenant: str, names: Sequence[str], viewer: str | None = None) -> dict[str, int]:
+        """The entity each name or alias resolves to for the viewer (None: shared names only), keyed
+        by the name as given (names that resolve to none are absent). Ids only, no mention count
+        (one indexed read for all the names; recall's entity branch): what is read next takes the viewer."""
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
         """The entities the viewer sees, most mentioned first (then by name)."""
@@ -363,9 +388,9 @@ class EntityReads(Protocol):
     def entity_records(self, tenant: str, ids: Iterable[int] | None = None) -> list[EntityRecord]:
         """Every entity of the tenant (or those among ``ids``), by id (export, the operator's
         inspector; not viewer-filtered)."""
-    def alias_views(self, tenant: str) -> dict[str, frozenset[str]]:
-        """Export: for each normalised alias, who may read it: ``''`` (a shared memory declared it)
-        and/or the agents whose private memories did."""
+    def alias_views(self, tenant: str) -> dict[tuple[int, str], frozenset[str]]:
+        """Export: for each (entity id, normalised alias), who may read it: ``''`` (a shared memory
+        declared it) and/or the agents whose private memories did."""
     def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
         """Every (memory id, entity id) MENTIONS row of the tenant (export, doctor)."""
     def all_relations(self, tenant: str) -> list[EntityRelation]:

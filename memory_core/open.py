@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from graph.api import GraphStore
 from graph.errors import GraphConfigError, GraphStoreError, SchemaVersionError
@@ -142,6 +143,28 @@ class Parts:
     lock: DirLock | None
     summary_provider: SummaryProvider | None
 
+    def close(self) -> None:
+        """Close the graph store and release the directory's lock (the vectors close with the service)."""
+        self.graph.close()
+        if self.lock is not None:
+            self.lock.release()
+
+
+class OpenOptions(TypedDict, total=False):
+    """How to open a store, beyond its data directory (see :meth:`memory_core.service.MemoryCore.open`)."""
+
+    settings: Settings | None  # default: the config file (``config_path`` or the default one) and the environment
+    config_path: str | os.PathLike[str] | None
+    embedder: Embedder | None  # default: the configured one
+    vector_store: VectorStore | None  # default: the configured Chroma
+    in_memory_vectors: bool  # the in-memory fake instead of Chroma (tests)
+    summary_provider: SummaryProvider | None  # default: the configured model provider, if enabled
+    lock: DirLock | None  # the directory's lock when the caller claimed it already; the store owns it from here
+    announcement: str | None  # the file where a running server announces itself (named by STORE_LOCKED)
+    # False: open a directory written with another embedding model (EMBEDDER_MISMATCH otherwise), for
+    # commands that read the graph only (export, tenants)
+    check_embedder_model: bool
+
 
 @contextmanager
 def _coded_open_errors(root: Path) -> Iterator[None]:
@@ -159,25 +182,14 @@ def _coded_open_errors(root: Path) -> Iterator[None]:
         raise os_error(exc, f"opening the store in {root}") from exc
 
 
-def open_parts(
-    data_dir: str | os.PathLike[str] | None = None,
-    *,
-    settings: Settings | None = None,
-    config_path: str | os.PathLike[str] | None = None,
-    embedder: Embedder | None = None,
-    vector_store: VectorStore | None = None,
-    in_memory_vectors: bool = False,
-    summary_provider: SummaryProvider | None = None,
-    lock: DirLock | None = None,
-    announcement: str | None = None,
-    check_embedder_model: bool = True,
-) -> Parts:
+def open_parts(data_dir: str | os.PathLike[str] | None = None, **options: Unpack[OpenOptions]) -> Parts:
     """Open (creating if needed) the stores of ``data_dir``; see :meth:`memory_core.service.MemoryCore.open`."""
-    settings = settings or load_settings(config_path)
+    settings = options.get("settings") or load_settings(options.get("config_path"))
+    lock, vector_store, embedder = options.get("lock"), options.get("vector_store"), options.get("embedder")
     root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
     # replicas share nothing local: no directory lock (PostgreSQL and the Chroma server coordinate)
     if lock is None and not is_replicated(settings):
-        lock = claim(root, announcement=announcement)
+        lock = claim(root, announcement=options.get("announcement"))
     elif lock is None:  # still the replica's own place (the announcement for joining launches)
         with _coded_open_errors(root):
             root.mkdir(parents=True, exist_ok=True)
@@ -188,12 +200,12 @@ def open_parts(
             opened.append(store)
             graph = store.graph
             if vector_store is None:
-                vector_store = InMemoryVectorStore() if in_memory_vectors else open_vector_store(
+                vector_store = InMemoryVectorStore() if options.get("in_memory_vectors") else open_vector_store(
                     settings, root, rows=graph.count)
             vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)
-            provider = summary_provider or build_summary_provider(settings)
+            provider = options.get("summary_provider") or build_summary_provider(settings)
             embedder = embedder or build_embedder(settings)
-            if check_embedder_model:  # off only for reads of the graph alone (export, tenants)
+            if options.get("check_embedder_model", True):  # off only for reads of the graph alone
                 check_embedder(graph, embedder)
             return Parts(settings, root, store, vectors, embedder, lock, provider)
     except BaseException:

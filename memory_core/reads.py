@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from graph.api import EpisodeNode, GraphStore, Key, MemoryNode, agent_node, session_node
-from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
+from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError, ScopeDeniedError
 from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
 from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
 
@@ -43,6 +43,21 @@ def episode_attrs(a: EpisodeNode) -> MemoryNode:
 def visible(attrs: MemoryNode, viewer: str | None) -> bool:
     """Private (visibility='agent') memories are shown only to the agent that wrote them."""
     return attrs.visibility != "agent" or (viewer is not None and attrs.agent == viewer)
+
+
+def check_own(attrs: MemoryNode, actor: str | None, field: str) -> None:
+    """Refuse (SCOPE_DENIED) a change to a memory ``actor`` did not write: what a write-scoped
+    connection may correct, lock or delete is its own rows only. ``actor`` None (an unbound
+    connection that named no agent) owns nothing; ``field`` is the argument that names it."""
+    ref = memory_ref(attrs.id)
+    if actor is None:
+        raise ScopeDeniedError(
+            f"A write-scoped connection changes only its own memories: name yourself as '{field}' (the author "
+            f"of {ref}), or use an admin scope.", ref=ref, scope="write", needed="admin")
+    if attrs.agent != actor:
+        raise ScopeDeniedError(
+            f"{ref} was written by agent '{attrs.agent}', not '{actor}'; a write-scoped connection changes only "
+            "its own memories (an admin scope may change anyone's).", ref=ref, scope="write", needed="admin")
 
 
 def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:

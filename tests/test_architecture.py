@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 PACKAGES = ("memory_core", "graph", "tools")
 GRAPH_SEAMS = frozenset({"graph.api", "graph.maintenance_api", "graph.errors", "graph.open"})
 CLIENTS = frozenset({"sqlite3", "psycopg", "psycopg_pool", "chromadb"})

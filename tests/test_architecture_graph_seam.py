@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ast
 from fnmatch import fnmatch
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 SCANNED = ("memory_core", "tools", "bench")
 
 # Modules the lead is still moving behind graph.api.GraphStore (issue 11 §1). Each entry is

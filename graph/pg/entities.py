@@ -17,7 +17,7 @@ from psycopg import sql
 
 from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_node, entity_norm
 from graph.entity_link import Writer, link, seen_by
-from graph.entity_values import display_names
+from graph.entity_values import display_names, name_keys, private_key, resolve_key, unique_aliases
 from graph.pg.counts import mention_key
 
 SCHEMA_V5 = """
@@ -70,6 +70,20 @@ def _ids(ids: Iterable[int]) -> list[int]:
     return list(dict.fromkeys(int(i) for i in ids))
 
 
+_KEYS = ("SELECT a.norm, a.entity_id, s.viewer FROM entity_aliases a LEFT JOIN alias_seen s ON s.tenant = a.tenant "
+         "AND s.norm = a.norm WHERE a.tenant = %s AND a.norm = ANY(%s::text[])")
+
+
+def _held(rows: Iterable[tuple[Any, ...]]) -> dict[str, tuple[int, frozenset[str]]]:
+    """Each alias key found: the entity holding it and who may read it (graph.entity_link)."""
+    out: dict[str, tuple[int, set[str]]] = {}
+    for key, entity_id, viewer in rows:
+        held = out.setdefault(str(key), (int(entity_id), set()))
+        if viewer is not None:
+            held[1].add(str(viewer))
+    return {k: (e, frozenset(v)) for k, (e, v) in out.items()}
+
+
 class PgEntityReads:
     """Entity reads (``_q`` comes from :class:`graph.pg.reads.Reads`)."""
 
@@ -82,7 +96,7 @@ class PgEntityReads:
         for entity_id, alias in self._q(f"SELECT a.entity_id, a.alias FROM entity_aliases a WHERE a.entity_id = "
                                         f"ANY(%s::bigint[]){seen} ORDER BY a.entity_id, a.pos", [list(ids), *extra]):
             out.setdefault(int(entity_id), []).append(str(alias))
-        return {k: tuple(v) for k, v in out.items()}
+        return {k: unique_aliases(v) for k, v in out.items()}
 
     def _nodes(self, tenant: str, rows: list[tuple[Any, ...]], viewer: str | None) -> list[EntityNode]:
         aliases = self._aliases([int(r[0]) for r in rows], viewer)
@@ -102,20 +116,17 @@ class PgEntityReads:
         return display_names(seen, self._aliases(seen, viewer)) if seen else {}
 
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
-        found = self._q(f"SELECT a.entity_id FROM entity_aliases a WHERE a.tenant = %s AND a.norm = %s AND {_SEEN}",
-                        [tenant, entity_norm(name), _viewer(viewer)])
-        return self.entity(tenant, int(found[0][0]), viewer) if found else None
+        entity_id = self.entity_ids(tenant, [name], viewer).get(name)
+        return None if entity_id is None else self.entity(tenant, entity_id, viewer)
 
-    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
-        by_norm: dict[str, list[str]] = {}
-        for name in names:
-            by_norm.setdefault(entity_norm(name), []).append(name)
-        out: dict[str, int] = {}
-        if by_norm:
-            for norm, entity_id in self._q("SELECT norm, entity_id FROM entity_aliases WHERE tenant = %s AND "
-                                           "norm = ANY(%s)", [tenant, list(by_norm)]):
-                out.update((name, int(entity_id)) for name in by_norm[str(norm)])
-        return out
+    def entity_ids(self, tenant: str, names: Sequence[str], viewer: str | None = None) -> dict[str, int]:
+        norms = {name: entity_norm(name) for name in names}
+        if not norms:
+            return {}
+        keys = [k for n in dict.fromkeys(norms.values()) for k in name_keys(n, viewer)]
+        found = _held(self._q(_KEYS, [tenant, keys]))
+        resolved = {name: resolve_key(found, norm, viewer) for name, norm in norms.items()}
+        return {name: e for name, e in resolved.items() if e is not None}
 
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
@@ -164,10 +175,12 @@ class PgEntityReads:
         aliases = self._aliases([int(r[0]) for r in rows], None, everyone=True)
         return [EntityRecord(int(i), str(n), k, aliases.get(int(i), ()), int(c)) for i, n, k, c in rows]
 
-    def alias_views(self, tenant: str) -> dict[str, frozenset[str]]:
-        out: dict[str, set[str]] = {}
-        for norm, viewer in self._q("SELECT norm, viewer FROM alias_seen WHERE tenant = %s", [tenant]):
-            out.setdefault(str(norm), set()).add(str(viewer))
+    def alias_views(self, tenant: str) -> dict[tuple[int, str], frozenset[str]]:
+        out: dict[tuple[int, str], set[str]] = {}
+        for entity_id, alias, viewer in self._q(
+                "SELECT a.entity_id, a.alias, s.viewer FROM entity_aliases a JOIN alias_seen s ON s.tenant = a.tenant "
+                "AND s.norm = a.norm WHERE a.tenant = %s", [tenant]):
+            out.setdefault((int(entity_id), entity_norm(str(alias))), set()).add(str(viewer))
         return {k: frozenset(v) for k, v in out.items()}
 
     def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
@@ -213,10 +226,25 @@ class PgEntityWrites:
         raise NotImplementedError
 
     # ---- graph.entity_link.EntityRows ----------------------------------------------------------
-    def lookup_norms(self, tenant: str, norms: Sequence[str]) -> dict[str, int]:
-        rows = self._x("SELECT norm, entity_id FROM entity_aliases WHERE tenant = %s AND norm = ANY(%s::text[])",
-                       [tenant, list(norms)]).fetchall()
-        return {str(n): int(e) for n, e in rows}
+    def lookup_keys(self, tenant: str, keys: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        return _held(self._x(_KEYS, [tenant, list(keys)]).fetchall())
+
+    def rekey_private(self, tenant: str, norm: str) -> None:
+        row = self._x("SELECT entity_id, alias, pos FROM entity_aliases WHERE tenant = %s AND norm = %s FOR UPDATE",
+                      [tenant, norm]).fetchone()
+        if row is None:
+            return
+        viewers = [str(v) for (v,) in self._x("SELECT viewer FROM alias_seen WHERE tenant = %s AND norm = %s",
+                                              [tenant, norm]).fetchall() if v]
+        for viewer in viewers or [""]:  # '' : a key no viewer resolves (the name was restored without readers)
+            key = private_key(viewer, norm)
+            self._x("INSERT INTO entity_aliases (tenant, norm, entity_id, alias, pos) VALUES (%s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING", [tenant, key, row[0], row[1], row[2]])
+            if viewer:
+                self._x("INSERT INTO alias_seen (tenant, norm, viewer) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                        [tenant, key, viewer])
+        self._x("DELETE FROM entity_aliases WHERE tenant = %s AND norm = %s", [tenant, norm])
+        self._x("DELETE FROM alias_seen WHERE tenant = %s AND norm = %s", [tenant, norm])
 
     def create_entity(self, tenant: str, name: str, kind: str | None, now_us: int) -> int:
         entity_id = self.allocate_ids(1)[0]
@@ -362,6 +390,21 @@ class PgEntityWrites:
                                 "AND tenant = %s RETURNING 1", [r.src, r.dst, r.label, r.mem_id, tenant]).fetchall())
         self.touch(tenant)
         return gone
+
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        found = self._x("SELECT id FROM entities WHERE id = %s AND tenant = %s FOR UPDATE",
+                        [entity_id, tenant]).fetchone()
+        if found is None:
+            return False
+        self._x("DELETE FROM alias_seen WHERE tenant = %s AND norm IN (SELECT norm FROM entity_aliases "
+                "WHERE entity_id = %s AND tenant = %s)", [tenant, entity_id, tenant])
+        self._x("DELETE FROM entity_aliases WHERE entity_id = %s AND tenant = %s", [entity_id, tenant])
+        self._counted(self._x(f"DELETE FROM mentions WHERE entity_id = %s AND tenant = %s{_COUNTED}",
+                              [entity_id, tenant]).fetchall(), -1)
+        self._x("DELETE FROM relations WHERE (src = %s OR dst = %s) AND tenant = %s", [entity_id, entity_id, tenant])
+        self._x("DELETE FROM entities WHERE id = %s AND tenant = %s", [entity_id, tenant])
+        self.touch(tenant)
+        return True
 
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""

@@ -25,6 +25,7 @@ from graph.api import (
     AUTHORED_BY,
     IN_SESSION,
     MEMORY_STATE_FIELDS,
+    REWRITE_FIELDS,
     SESSION,
     SUMMARIZES,
     agent_node,
@@ -117,7 +118,7 @@ class PgTxn(PgEntityWrites):
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
         self._x("DELETE FROM journal WHERE seq = ANY(%s::bigint[])", [list(seqs)])
 
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read.
         An advisory lock on (tenant, session, hash) makes concurrent replicas see each other's add."""
         self._x("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
@@ -125,9 +126,10 @@ class PgTxn(PgEntityWrites):
         found = self._x(
             "SELECT id FROM memories WHERE tenant = %s AND session = %s AND content_hash = %s "
             "AND ts_us BETWEEN %s AND %s AND (visibility <> 'agent' OR agent = %s) "
+            "AND valid_to_us IS NULL AND id IS DISTINCT FROM %s "
             "ORDER BY ts_us DESC, id DESC LIMIT 1",
             [row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"]]).fetchone()
+             row["agent"], corrects]).fetchone()
         return None if found is None else int(found[0])
 
     # ---- memories -----------------------------------------------------------------------------
@@ -218,6 +220,37 @@ class PgTxn(PgEntityWrites):
         if done is not None:
             self._tenants[tenant] += 1
         return done is not None
+
+    def rewrite_memory(self, tenant: str, mem_id: int, changes: Mapping[str, Any]) -> bool:
+        """Replace text fields of a memory in place (its tsv_win is generated from the content); the
+        next row's window is re-pointed when this one is shared, and the lexical length sum follows."""
+        unknown = set(changes) - set(REWRITE_FIELDS)
+        if unknown:
+            raise ValueError(f"not a rewritable memory field: {sorted(unknown)}")
+        found = self._x("SELECT session, ts_us, visibility, content FROM memories WHERE id = %s AND tenant = %s",
+                        [mem_id, tenant]).fetchone()
+        if found is None:
+            return False
+        if not changes:
+            return True
+        session, ts_us, visibility, old = found
+        self._lock_session(tenant, str(session))
+        sets = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in changes)
+        values = [json.dumps(dict(v), ensure_ascii=False) if k in ("metadata", "source") else v
+                  for k, v in changes.items()]
+        done = self._x(sql.SQL("UPDATE memories m SET {} FROM (SELECT id, length(tsv_win) AS len FROM memories "
+                               "WHERE id = %s FOR UPDATE) o WHERE m.id = o.id AND m.tenant = %s "
+                               "RETURNING length(m.tsv_win) - o.len").format(sets),
+                       [*values, mem_id, tenant]).fetchone()
+        if done is None:
+            return False
+        self._count(tenant, lex_len_sum=int(done[0]))
+        new = changes.get("content", old)
+        if new != old and visibility == "tenant":
+            nxt = self._neighbour(tenant, str(session), (int(ts_us), mem_id), after=True)
+            if nxt is not None:  # the next row's window holds this text
+                self._repoint(tenant, int(nxt[0]), str(new))
+        return True
 
     # ---- nodes, edges, episodes, meta -----------------------------------------------------------
     def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:

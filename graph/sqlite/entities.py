@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from graph.api import EntityNode, EntityRecord, EntityRelation, EntitySpec, RelationSpec, entity_node, entity_norm
 from graph.entity_link import Writer, link, seen_by
-from graph.entity_values import display_names
+from graph.entity_values import display_names, name_keys, private_key, resolve_key, unique_aliases
 
 _CHUNK = 400
 _VISIBLE = "(shared = 1 OR agent = ?)"
@@ -72,7 +72,8 @@ MENTION_TRIGGERS = (
 MENTION_COUNTS_SQL = (f"SELECT tenant, 'mention', {MENTION_COUNT_KEY.format(m='m')}, count(*) FROM mentions m "
                       f"GROUP BY tenant, {MENTION_COUNT_KEY.format(m='m')}")
 
-# Which names a viewer may read: one row per (alias, '' or the private author) that declared it.
+# Which names a viewer may read: one row per (alias key, '' or the private author) that declared it
+# (graph.entity_link: a private key's one row names its agent).
 # A store from before step 6 gets the old rule for its aliases (seen by whoever sees a mention).
 _SEEN = "EXISTS (SELECT 1 FROM alias_seen s WHERE s.tenant = a.tenant AND s.norm = a.norm AND s.viewer IN ('', ?))"
 
@@ -89,6 +90,21 @@ def _chunks(ids: Iterable[int]) -> Iterable[list[int]]:
 
 def _viewer(viewer: str | None) -> str:
     return "\x00" if viewer is None else viewer  # no agent is named NUL: None sees shared rows only
+
+
+def _lookup_keys(run: Callable[[str, Sequence[Any]], list[Any]], tenant: str,
+                 keys: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+    """Each alias key found: the entity holding it and who may read it (graph.entity_link)."""
+    out: dict[str, tuple[int, set[str]]] = {}
+    for start in range(0, len(keys), _CHUNK):
+        chunk = list(keys[start:start + _CHUNK])
+        for key, entity_id, viewer in run("SELECT a.norm, a.entity_id, s.viewer FROM entity_aliases a LEFT JOIN "
+                                          "alias_seen s ON s.tenant = a.tenant AND s.norm = a.norm WHERE a.tenant = ? "
+                                          f"AND a.norm IN ({_marks(len(chunk))})", [tenant, *chunk]):
+            held = out.setdefault(str(key), (int(entity_id), set()))
+            if viewer is not None:
+                held[1].add(str(viewer))
+    return {k: (e, frozenset(v)) for k, (e, v) in out.items()}
 
 
 class SqliteEntityReads:
@@ -109,7 +125,10 @@ class SqliteEntityReads:
                                               f"IN ({_marks(len(chunk))}){seen} ORDER BY a.entity_id, a.pos",
                                               [*chunk, *extra]):
                 out.setdefault(int(entity_id), []).append(str(alias))
-        return {k: tuple(v) for k, v in out.items()}
+        return {k: unique_aliases(v) for k, v in out.items()}
+
+    def _keys(self, tenant: str, keys: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        return _lookup_keys(self._all, tenant, keys)
 
     def _nodes(self, tenant: str, rows: list[Any], viewer: str | None) -> list[EntityNode]:
         aliases = self._aliases([int(r[0]) for r in rows], viewer)
@@ -133,22 +152,14 @@ class SqliteEntityReads:
         return display_names(seen, self._aliases(seen, viewer)) if seen else {}
 
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
-        found = self._all(f"SELECT a.entity_id FROM entity_aliases a WHERE a.tenant = ? AND a.norm = ? AND {_SEEN}",
-                          (tenant, entity_norm(name), _viewer(viewer)))
-        return self.entity(tenant, int(found[0][0]), viewer) if found else None
+        entity_id = self.entity_ids(tenant, [name], viewer).get(name)
+        return None if entity_id is None else self.entity(tenant, entity_id, viewer)
 
-    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
-        by_norm: dict[str, list[str]] = {}
-        for name in names:
-            by_norm.setdefault(entity_norm(name), []).append(name)
-        norms = list(by_norm)
-        out: dict[str, int] = {}
-        for start in range(0, len(norms), 500):
-            chunk = norms[start:start + 500]
-            for norm, entity_id in self._all(f"SELECT norm, entity_id FROM entity_aliases WHERE tenant = ? AND norm "
-                                             f"IN ({_marks(len(chunk))})", [tenant, *chunk]):
-                out.update((name, int(entity_id)) for name in by_norm[str(norm)])
-        return out
+    def entity_ids(self, tenant: str, names: Sequence[str], viewer: str | None = None) -> dict[str, int]:
+        norms = {name: entity_norm(name) for name in names}
+        found = self._keys(tenant, [k for n in dict.fromkeys(norms.values()) for k in name_keys(n, viewer)])
+        resolved = {name: resolve_key(found, norm, viewer) for name, norm in norms.items()}
+        return {name: e for name, e in resolved.items() if e is not None}
 
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
@@ -219,10 +230,12 @@ class SqliteEntityReads:
         aliases = self._aliases([int(r[0]) for r in rows], None, everyone=True)
         return [EntityRecord(int(i), str(n), k, aliases.get(int(i), ()), int(c)) for i, n, k, c in rows]
 
-    def alias_views(self, tenant: str) -> dict[str, frozenset[str]]:
-        out: dict[str, set[str]] = {}
-        for norm, viewer in self._all("SELECT norm, viewer FROM alias_seen WHERE tenant = ?", (tenant,)):
-            out.setdefault(str(norm), set()).add(str(viewer))
+    def alias_views(self, tenant: str) -> dict[tuple[int, str], frozenset[str]]:
+        out: dict[tuple[int, str], set[str]] = {}
+        for entity_id, alias, viewer in self._all(
+                "SELECT a.entity_id, a.alias, s.viewer FROM entity_aliases a JOIN alias_seen s ON s.tenant = a.tenant "
+                "AND s.norm = a.norm WHERE a.tenant = ?", (tenant,)):
+            out.setdefault((int(entity_id), entity_norm(str(alias))), set()).add(str(viewer))
         return {k: frozenset(v) for k, v in out.items()}
 
     def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
@@ -247,14 +260,25 @@ class SqliteEntityWrites:
         raise NotImplementedError
 
     # ---- graph.entity_link.EntityRows ----------------------------------------------------------
-    def lookup_norms(self, tenant: str, norms: Sequence[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for start in range(0, len(norms), _CHUNK):
-            chunk = list(norms[start:start + _CHUNK])
-            out.update({str(n): int(e) for n, e in self.cur.execute(
-                f"SELECT norm, entity_id FROM entity_aliases WHERE tenant = ? AND norm IN ({_marks(len(chunk))})",
-                [tenant, *chunk])})
-        return out
+    def lookup_keys(self, tenant: str, keys: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        return _lookup_keys(lambda q, args: self.cur.execute(q, args).fetchall(), tenant, keys)
+
+    def rekey_private(self, tenant: str, norm: str) -> None:
+        row = self.cur.execute("SELECT entity_id, alias, pos FROM entity_aliases WHERE tenant = ? AND norm = ?",
+                               (tenant, norm)).fetchone()
+        if row is None:
+            return
+        viewers = [str(v) for (v,) in self.cur.execute("SELECT viewer FROM alias_seen WHERE tenant = ? AND norm = ?",
+                                                       (tenant, norm)).fetchall() if v]
+        for viewer in viewers or [""]:  # '' : a key no viewer resolves (the name was restored without readers)
+            key = private_key(viewer, norm)
+            self.cur.execute("INSERT OR IGNORE INTO entity_aliases (tenant, norm, entity_id, alias, pos) "
+                             "VALUES (?, ?, ?, ?, ?)", (tenant, key, row[0], row[1], row[2]))
+            if viewer:
+                self.cur.execute("INSERT OR IGNORE INTO alias_seen (tenant, norm, viewer) VALUES (?, ?, ?)",
+                                 (tenant, key, viewer))
+        self.cur.execute("DELETE FROM entity_aliases WHERE tenant = ? AND norm = ?", (tenant, norm))
+        self.cur.execute("DELETE FROM alias_seen WHERE tenant = ? AND norm = ?", (tenant, norm))
 
     def create_entity(self, tenant: str, name: str, kind: str | None, now_us: int) -> int:
         entity_id = self.allocate_ids(1)[0]
@@ -388,6 +412,20 @@ class SqliteEntityWrites:
                                      "AND tenant = ?", (r.src, r.dst, r.label, r.mem_id, tenant)).rowcount
         self._touched(tenant)
         return gone
+
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        cur = self.cur
+        if cur.execute("SELECT 1 FROM entities WHERE id = ? AND tenant = ?", (entity_id, tenant)).fetchone() is None:
+            return False
+        norms = [str(r[0]) for r in cur.execute("SELECT norm FROM entity_aliases WHERE entity_id = ? AND tenant = ?",
+                                                (entity_id, tenant))]
+        cur.executemany("DELETE FROM alias_seen WHERE tenant = ? AND norm = ?", [(tenant, n) for n in norms])
+        cur.execute("DELETE FROM entity_aliases WHERE entity_id = ? AND tenant = ?", (entity_id, tenant))
+        cur.execute("DELETE FROM mentions WHERE entity_id = ? AND tenant = ?", (entity_id, tenant))
+        cur.execute("DELETE FROM relations WHERE (src = ? OR dst = ?) AND tenant = ?", (entity_id, entity_id, tenant))
+        cur.execute("DELETE FROM entities WHERE id = ? AND tenant = ?", (entity_id, tenant))
+        self._touched(tenant)
+        return True
 
     def erase_entity_rows(self, mem_id: int) -> None:
         """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any
 from graph.agent_names import AgentNameIndex
 from graph.api import (
     AGENT,
+    INDEXED_FIELDS,
+    SUPERSEDES,
+    EdgeRef,
     EpisodeNode,
     JournalEntry,
     Key,
@@ -31,13 +34,12 @@ from graph.keys import SEP
 from graph.node_cache import LRU
 from graph.sqlite.adjacency_cache import AdjacencyCache
 from graph.sqlite.db import GraphDB
-from graph.sqlite.edges import SqliteEdges, adjacent_sql, order_index, packed_key
 from graph.sqlite.entities import SqliteEntityReads
 from graph.sqlite.errors import sqlite_errors
-from graph.sqlite.fields import SqliteFieldReads
 from graph.sqlite.lexical import SqliteLexical
 from graph.sqlite.rows import EPISODE_SELECT, NODE_SELECT, episode_from_row, node_from_row
 from graph.sqlite.txn import SqliteTxn
+from graph.sqlite.walks import adjacent_sql, order_index, packed_key
 from graph.traversal import neighbourhood
 
 if TYPE_CHECKING:
@@ -49,9 +51,11 @@ NEIGHBOURHOODS = 64
 _CHUNK = 500
 _ADJACENT_CHUNK = 300  # three parameters a row: under SQLite's oldest bound of 999 variables
 _PAGE_STEP = 64
+# the partial index edges_supersedes serves only a query that names its kind as this literal
+_CHAINED = f"tenant = ? AND kind = '{SUPERSEDES}'"
 
 
-class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
+class SqliteGraphStore(SqliteEntityReads):
     def __init__(self, db: GraphDB, *, cache_nodes: int = DEFAULT_CACHE_NODES) -> None:
         self.db = db
         self.nodes: LRU[int, MemoryNode] = LRU(cache_nodes)
@@ -267,6 +271,93 @@ class SqliteGraphStore(SqliteEdges, SqliteEntityReads, SqliteFieldReads):
 
     def non_turn_count(self, tenant: str) -> int:
         return self._count(tenant, "nonturn", "")
+
+    # ---- fields ---------------------------------------------------------------------------
+    def field_ids(self, tenant: str, field: str, value: str, limit: int | None) -> list[int]:
+        if field not in INDEXED_FIELDS:
+            raise ValueError(f"not an indexed field: {field}")
+        rows = self._all(f"SELECT id FROM memories INDEXED BY memories_{field} WHERE tenant = ? AND {field} = ? "
+                         "ORDER BY ts_us DESC, id DESC "
+                         "LIMIT ?", (tenant, value, -1 if limit is None else limit))
+        return [int(r[0]) for r in rows]
+
+    def field_count(self, tenant: str, field: str, value: str) -> int:
+        if field not in INDEXED_FIELDS:
+            raise ValueError(f"not an indexed field: {field}")
+        return self._count(tenant, field, value)
+
+    def field_counts(self, tenant: str, field: str) -> dict[str, int]:
+        if field not in INDEXED_FIELDS:
+            raise ValueError(f"not an indexed field: {field}")
+        rows = self._all("SELECT key, n FROM counts WHERE tenant = ? AND scope = ? AND n > 0 ORDER BY key",
+                         (tenant, field))
+        return {str(k): int(n) for k, n in rows}
+
+    def private_count(self, tenant: str) -> int:
+        row = self._one("SELECT coalesce(sum(n), 0) FROM counts WHERE tenant = ? AND scope = 'private'", (tenant,))
+        return int(row[0])
+
+    def source_prefix_ids(self, tenant: str, prefix: str, limit: int | None) -> list[int]:
+        rows = self._all("SELECT id FROM memories INDEXED BY memories_source WHERE tenant = ? AND source_id >= ? "
+                         "AND source_id < ? "
+                         "ORDER BY source_id, id LIMIT ?", (tenant, prefix, prefix + chr(0x10FFFF),
+                                                            -1 if limit is None else limit))
+        return [int(r[0]) for r in rows if r[0] is not None]
+
+    def source_prefix_count(self, tenant: str, prefix: str) -> int:
+        row = self._one("SELECT count(*) FROM memories INDEXED BY memories_source WHERE tenant = ? AND source_id >= ? "
+                        "AND source_id < ?",
+                        (tenant, prefix, prefix + chr(0x10FFFF)))
+        return int(row[0])
+
+    def sessions_in_channel(self, tenant: str, channel: str) -> set[str]:
+        rows = self._all("SELECT key FROM counts WHERE tenant = ? AND scope = 'schan' AND key >= ? AND key < ? "
+                         "AND n > 0", (tenant, channel + SEP, channel + chr(0x20)))
+        return {str(r[0]).split(SEP, 1)[1] for r in rows}
+
+    def session_has_channel(self, tenant: str, session: str, channel: str) -> bool:
+        return self._count(tenant, "schan", f"{channel}{SEP}{session}") > 0
+
+    # ---- edges -------------------------------------------------------------------------------
+    def _node_tenant(self, conn: sqlite3.Connection, node: str) -> str | None:
+        kind, _, rest = node.partition(":")
+        if kind == "mem" and rest.isdigit():
+            row = conn.execute("SELECT tenant FROM memories WHERE id = ?", (int(rest),)).fetchone()
+        elif kind == "ep" and rest.isdigit():
+            row = conn.execute("SELECT tenant FROM episodes WHERE id = ?", (int(rest),)).fetchone()
+        elif kind == "ent" and rest.isdigit():
+            row = conn.execute("SELECT tenant FROM entities WHERE id = ?", (int(rest),)).fetchone()
+        else:
+            row = conn.execute("SELECT tenant FROM nodes WHERE node_id = ?", (node,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def edges_of(self, tenant: str, node: str) -> list[EdgeRef]:
+        with self._read() as conn:
+            if self._node_tenant(conn, node) != tenant:
+                return []
+            out = [EdgeRef("out", k, d) for d, k in conn.execute(
+                "SELECT dst, kind FROM edges WHERE src = ? AND tenant = ?", (node, tenant))]
+            out += [EdgeRef("in", k, s) for s, k in conn.execute(
+                "SELECT src, kind FROM edges WHERE dst = ? AND tenant = ?", (node, tenant))]
+            return [e for e in out if self._node_tenant(conn, e.other) == tenant]
+
+    def superseders(self, tenant: str, ids: Iterable[int]) -> dict[int, list[int]]:
+        """On the partial index of SUPERSEDES edges (schema step 8): a tenant with no chain costs one
+        seek, not one probe of the whole-table ``edges_dst`` index per id (recall asks ~200 ids)."""
+        wanted = [f"mem:{i}" for i in ids]
+        out: dict[int, list[int]] = {}
+        with self._read() as conn:
+            if not wanted or conn.execute(f"SELECT 1 FROM edges INDEXED BY edges_supersedes WHERE {_CHAINED} "
+                                          "LIMIT 1", (tenant,)).fetchone() is None:
+                return out
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start:start + _CHUNK]
+                for src, dst in conn.execute(f"SELECT src, dst FROM edges INDEXED BY edges_supersedes WHERE "
+                                             f"{_CHAINED} AND dst IN ({','.join('?' * len(chunk))})",
+                                             [tenant, *chunk]):
+                    if str(src).startswith("mem:"):
+                        out.setdefault(int(str(dst)[4:]), []).append(int(str(src)[4:]))
+        return out
 
     def neighbourhood(self, tenant: str, node: str, depth: int, max_nodes: int, hub_degree: int,
                       children: int = 8) -> nx.MultiDiGraph:

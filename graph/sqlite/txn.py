@@ -19,6 +19,7 @@ from graph.api import (
     AUTHORED_BY,
     IN_SESSION,
     MEMORY_STATE_FIELDS,
+    REWRITE_FIELDS,
     SESSION,
     SUMMARIZES,
     MemoryNode,
@@ -90,13 +91,14 @@ class SqliteTxn(SqliteEntityWrites):
         self.effects.tenants.update(self._all_tenants())
 
     # ---- memories ----------------------------------------------------------------------------
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         found = self.cur.execute(
             "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "
             "AND ts_us BETWEEN ? AND ? AND (visibility != 'agent' OR agent = ?) "
+            "AND valid_to_us IS NULL AND id IS NOT ? "
             "ORDER BY ts_us DESC, id DESC LIMIT 1",
             (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"]),
+             row["agent"], corrects),
         ).fetchone()
         return None if found is None else int(found[0])
 
@@ -171,6 +173,41 @@ class SqliteTxn(SqliteEntityWrites):
         sets = ", ".join(f"{k} = ?" for k in state)
         self.cur.execute(f"UPDATE memories SET {sets} WHERE id = ? AND tenant = ?", (*values, mem_id, tenant))
         return self._state_written(tenant, mem_id)
+
+    def rewrite_memory(self, tenant: str, mem_id: int, changes: Mapping[str, Any]) -> bool:
+        """Replace text fields of a memory in place; its FTS row, its window row and the next row's
+        window (when this one is shared) follow in this transaction."""
+        unknown = set(changes) - set(REWRITE_FIELDS)
+        if unknown:
+            raise ValueError(f"not a rewritable memory field: {sorted(unknown)}")
+        cur = self.cur
+        found = cur.execute("SELECT content, session, ts_us, visibility FROM memories WHERE id = ? AND tenant = ?",
+                            (mem_id, tenant)).fetchone()
+        if found is None:
+            return False
+        if not changes:
+            return True
+        old, session, ts_us, visibility = found
+        values = [json.dumps(v, ensure_ascii=False) if k in ("metadata", "source") else v for k, v in changes.items()]
+        sets = ", ".join(f"{k} = ?" for k in changes)
+        cur.execute(f"UPDATE memories SET {sets} WHERE id = ? AND tenant = ?", (*values, mem_id, tenant))
+        if "content" in changes and changes["content"] != old:
+            new = changes["content"]
+            fts = self.db.fts_table(cur, tenant, create=False)
+            if fts is not None:
+                cur.execute(f"INSERT INTO {fts} ({fts}, rowid, content) VALUES ('delete', ?, ?)", (mem_id, old))
+                cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)", (mem_id, new))
+            win = self.db.window_table(cur, tenant, create=False)
+            if win is not None:
+                cur.execute(f"UPDATE {win} SET content = ? WHERE rowid = ?", (new, mem_id))
+                nxt = self._adjacent(tenant, session, (ts_us, mem_id), after=True)
+                if nxt is not None and visibility == "tenant":  # the next row's window holds this text
+                    cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (new, nxt[0]))
+            self.effects.fts_changed = True
+        row = cur.execute(f"SELECT {NODE_SELECT} FROM memories WHERE id = ?", (mem_id,)).fetchone()
+        self.effects.written.append(node_from_row(tuple(row)))
+        self.effects.tenants.add(tenant)
+        return True
 
     def _state_written(self, tenant: str, mem_id: int) -> bool:
         """After an UPDATE of one row's state: the cache learns the new node at commit."""

@@ -26,6 +26,21 @@ Finding kinds, and what :func:`repair` does about each::
                                                               -> both: end the old version at the newer
                       one's time and relink it (after orphans are restored: a lost old version comes
                       back from its vector record current and unlinked)
+    secret_stored     a memory's content, metadata or source, or a session summary, holds a secret in
+                      clear (stored before the secrets guard existed, or under security.secrets = "allow";
+                      not reported under "allow")       -> redact it in the graph (its lexical index and
+                      window follow in the same transaction), then rewrite its vector record (document
+                      and embedding) from the redacted text; then purge the old text from the SQLite
+                      file (index segments, freed pages, WAL). An entity the extractor named after a
+                      secret (``ent:<id>``) is removed with its mentions and relations.
+    version_self      a memory names itself as the version it corrects
+    version_cycle     versions correct each other in a cycle (none of them is current)
+    version_fork      two versions correct the same one      -> all three: the linked rows become one
+                      chain by time, the newest current (see :mod:`memory_core.operator.doctor_versions`)
+    id_sequence       the shared id sequence is past the largest id a ref can name
+                                                              -> move it back to one past the largest
+                                                                 id in use
+    id_unnameable     a row whose id is past that range       -> nothing (reported: no ref reaches it)
 
 An unacknowledged add (journal entry present) is rolled back, never restored: the caller
 saw it fail. A restore never deletes the record it restores from: it is journaled as a
@@ -35,6 +50,10 @@ carries ``restored_from``, so a repeated repair deletes the leftover record inst
 restoring it twice. An unrebuildable record is deleted only after its quarantine line is
 fsynced. A lexical rebuild re-indexes the tenant's own rows only (FTS5 ``rebuild`` on
 the shared external-content table would index every tenant's rows, so it is never used).
+A secret's redaction writes the graph first: killed before the vector record is rewritten, the
+record's document differs from the redacted content (``vector_stale`` for a memory,
+``secret_stored`` for an episode's record), so the next repair finishes it. Restored orphans and
+quarantined records are redacted too (the secrets guard never lets doctor write a secret back).
 """
 
 from __future__ import annotations
@@ -51,8 +70,18 @@ from graph.maintenance_api import MissingStructure
 from memory_core.entities import doctor as entity_doctor
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
 from memory_core.models import from_us
-from memory_core.operator.doctor_scan import Finding, StoreCounts, all_tenants, memory_rows, scan, version_findings
-from memory_core.refs import MEMORY, memory_ref, parse_ref
+from memory_core.operator.doctor_scan import (
+    Finding,
+    StoreCounts,
+    all_tenants,
+    memory_rows,
+    scan,
+    secret_findings,
+    version_findings,
+)
+from memory_core.operator.doctor_secrets import memory_secrets, redacted_text
+from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref, parse_ref
+from memory_core.sessions.episodes import episode_vector_metadata
 from memory_core.store_errors import graph_errors
 from memory_core.vectors.deadline import vector_store_wedged
 from memory_core.write.rows import content_hash, embedding_text, vector_metadata
@@ -61,6 +90,8 @@ if TYPE_CHECKING:
     from memory_core.service import MemoryCore
 
 EMBED_BATCH = 64
+EPISODE_FIELDS = ("id", "tenant", "session", "summary", "summary_source", "summary_error", "first_id", "last_id",
+                  "turn_count", "last_ts_us", "handoff_id", "created_us", "updated_us")
 VECTOR_KINDS = ("vector_missing", "vector_stale")
 LEXICAL_KINDS = ("lexical_stale", "lexical_missing")
 
@@ -129,6 +160,7 @@ def repair(core: MemoryCore) -> DoctorReport:
         core.graph.invalidate()  # rows may have changed underneath (damage, a restored backup)
         _, before = scan(core)
         done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in core.writer.recover()]
+        done += _reset_id_sequence(core)
         _, found = scan(core)  # after recovery: records of rolled-back adds are gone, not orphans
         kinds = {f.kind for f in found}
         if "graph_stale" in kinds:
@@ -144,7 +176,11 @@ def repair(core: MemoryCore) -> DoctorReport:
         for tenant in sorted({f.tenant for f in found if f.kind in LEXICAL_KINDS}):
             done.append(_rebuild_lexical(core, tenant))
         done += _restore_orphans(core, [f for f in found if f.kind == "vector_orphan"])
-        done += _reembed(core, [f for f in found if f.kind in VECTOR_KINDS])
+        # read afresh: restores and the dangling-edge repair above change what holds a secret (an entity a
+        # lost memory mentioned is unmentioned now)
+        redacted = _redact_secrets(core, _secret_findings(core) if core.writer.guard.active else [])
+        done += redacted + _purge_rewritten(core, sorted({r.tenant for r in redacted if r.ref}))
+        done += _reembed(core, [f for f in found if f.kind in VECTOR_KINDS])  # reads the rows redacted above
         done += _relink_versions(core)
         core.graph.invalidate()
         counts, remaining = scan(core)
@@ -152,23 +188,105 @@ def repair(core: MemoryCore) -> DoctorReport:
 
 
 def _relink_versions(core: MemoryCore) -> list[Repair]:
-    """Close and relink broken version chains (read afresh: restores above may have made them)."""
+    """Close, relink and straighten broken version chains (read afresh: restores above may have made
+    them), one graph transaction per tenant."""
     core.graph.invalidate()
     done: list[Repair] = []
     for tenant in all_tenants(core):
         fixes = version_findings(core, tenant, {r["id"]: r for r in memory_rows(core, tenant)})
         if not fixes:
             continue
-        rows = core.graph.memories(tenant, [new for _f, (_old, new, _end, _link) in fixes])
         with core.graph.transaction() as tx:
-            for finding, (old, new, end, link) in fixes:
-                if end:
-                    tx.set_memory_state(tenant, old, {"valid_to_us": rows[new].ts_us})
-                if link:
+            for finding, fix in fixes:
+                for mem_id, state in fix.states.items():
+                    tx.set_memory_state(tenant, mem_id, state)
+                if fix.unlink:
+                    tx.erase_edges([(memory_ref(new), memory_ref(old), SUPERSEDES) for new, old in fix.unlink])
+                for new, old in fix.link:
                     tx.write_edge(tenant, memory_ref(new), memory_ref(old), SUPERSEDES)
-                done.append(Repair(finding.kind, tenant, finding.ref, f"ended {memory_ref(old)} at "
-                                   f"{memory_ref(new)}'s time and linked them" if end else "relinked"))
+                done.append(Repair(finding.kind, tenant, finding.ref,
+                                   fix.describe() or "mended with the finding before it (the same rows)"))
     return done
+
+
+def _redact_secrets(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
+    """Redact stored secrets: each memory's row in one graph transaction (content, hash, lexical
+    index and window, metadata, source), then its vector record from the redacted row; each
+    summary likewise. The graph goes first, so a kill in between leaves a difference the next scan
+    reports (see the module docstring)."""
+    by_tenant: dict[str, list[str]] = {}
+    for f in findings:
+        by_tenant.setdefault(f.tenant, []).append(str(f.ref))
+    done: list[Repair] = []
+    for tenant, all_refs in sorted(by_tenant.items()):
+        entities = [r for r in all_refs if r.startswith("ent:")]
+        if entities:  # one transaction: an entity named by a secret goes whole (its mentions and relations)
+            with core.graph.transaction() as tx:
+                for ref in entities:
+                    tx.erase_entity(tenant, int(ref.split(":", 1)[1]))
+            done += [Repair("secret_stored", tenant, ref, "removed the entity named by a secret, with its "
+                                                          "mentions and relations") for ref in entities]
+        refs = [r for r in all_refs if not r.startswith("ent:")]
+        mem_ids = [parse_ref(r).id for r in refs if parse_ref(r).kind == MEMORY]
+        rows = memory_rows(core, tenant, mem_ids)
+        for start in range(0, len(rows), EMBED_BATCH):
+            chunk = rows[start : start + EMBED_BATCH]
+            changed = [(row, memory_secrets(row)[1]) for row in chunk]
+            with core.graph.transaction() as tx:
+                for row, changes in changed:
+                    if changes:
+                        tx.rewrite_memory(tenant, row["id"], changes)
+            clean = [{**row, **changes} for row, changes in changed]
+            ids = [memory_ref(r["id"]) for r in clean]
+            vectors = core.embedder.embed([embedding_text(r) for r in clean])
+            core.vectors.delete(tenant, ids)  # upsert merges metadata: no stale key (an old source_id) survives
+            core.vectors.upsert(tenant, ids, vectors, [r["content"] for r in clean],
+                                [vector_metadata(r) for r in clean])
+            done += [Repair("secret_stored", tenant, ref, "redacted the secrets in the graph, the lexical index "
+                                                          "and the vector record (document and embedding)")
+                     for ref in ids]
+        for ep_id in [parse_ref(r).id for r in refs if parse_ref(r).kind == EPISODE]:
+            episode = core.graph.episode(tenant, ep_id)
+            if episode is None:
+                continue
+            row = {name: getattr(episode, name) for name in EPISODE_FIELDS}
+            row["summary"] = redacted_text(episode.summary)
+            if row["summary"] != episode.summary:
+                with core.graph.transaction() as tx:
+                    tx.write_episode(row)
+            ref = episode_ref(ep_id)
+            core.vectors.upsert(tenant, [ref], core.embedder.embed([row["summary"]]), [row["summary"]],
+                                [episode_vector_metadata(row)])
+            done.append(Repair("secret_stored", tenant, ref, "redacted the secrets in the summary and its vector "
+                                                             "record"))
+    return done
+
+
+def _secret_findings(core: MemoryCore) -> list[Finding]:
+    core.graph.invalidate()
+    return [f for tenant in all_tenants(core)
+            for f in secret_findings(core, tenant, {r["id"]: r for r in memory_rows(core, tenant)})]
+
+
+def _purge_rewritten(core: MemoryCore, tenants: list[str]) -> list[Repair]:
+    """The old text of redacted rows out of the graph store's files (index segments, freed pages, WAL)."""
+    if not tenants:
+        return []
+    if core.maintenance.purge_rewritten(tenants):
+        return [Repair("secret_stored", t, None, "purged the old text from the graph store's files") for t in tenants]
+    return [Repair("secret_stored", t, None, "the graph store keeps old row versions until VACUUM FULL "
+                                             "(see docs/secrets.md)") for t in tenants]
+
+
+def _reset_id_sequence(core: MemoryCore) -> list[Repair]:
+    """A sequence moved past the nameable range goes back to one past the largest id in use."""
+    space = core.maintenance.id_space(MAX_ID)
+    if space.next_id <= MAX_ID:
+        return []
+    next_id = (space.largest or 0) + 1
+    core.maintenance.reset_id_sequence(next_id)
+    return [Repair("id_sequence", "", None, f"moved the id sequence back from {space.next_id} to {next_id}, one "
+                   "past the largest id in use")]
 
 
 def _restore_structure(core: MemoryCore) -> list[Repair]:
@@ -208,6 +326,8 @@ def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
             if ref not in records:
                 continue  # gone since the scan
             document, meta = records[ref]
+            if core.writer.guard.active:  # redacted under reject too: a repair is nobody's write to refuse
+                document = redacted_text(document)
             item = _restorable(tenant, ref, document, meta)
             if item is not None:
                 earlier = _restored_earlier(core, tenant, ref, document)
@@ -247,7 +367,8 @@ def _id_taken(core: MemoryCore, ref: str) -> bool:
 
 
 def _restored_earlier(core: MemoryCore, tenant: str, ref: str, document: str) -> str | None:
-    """The memory an earlier (interrupted) repair restored from this record under a new ref."""
+    """The memory an earlier (interrupted) repair restored from this record under a new ref (its
+    content as restored: redacted when the record held a secret)."""
     found = core.maintenance.restored_from(tenant, content_hash(document), ref)
     return None if found is None else memory_ref(found)
 

@@ -11,10 +11,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from graph.api import SUPERSEDES
 from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.entities import doctor as entity_doctor
-from memory_core.refs import EPISODE, MEMORY, memory_ref
+from memory_core.operator import doctor_versions as versions
+from memory_core.operator.doctor_secrets import describe, memory_secrets
+from memory_core.operator.doctor_versions import VersionFix
+from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref
+from memory_core.secret_guard import detect
+from memory_core.secret_guard.detect import looks_like_token
 from memory_core.write.rows import vector_metadata
 
 if TYPE_CHECKING:
@@ -69,6 +73,7 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
     pending = {(e.tenant, e.item_id) for e in journal}
     findings += [Finding("journal_pending", e.tenant, e.item_id,
                          f"an interrupted {e.op} (journaled at {e.created_us} µs)") for e in journal]
+    findings += id_findings(core)
     counts = []
     stale = core.maintenance.stale_counts()
     for tenant in all_tenants(core):
@@ -85,6 +90,8 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
         findings += [f for f, _fix in version_findings(core, tenant, rows)]
         findings += [Finding("dangling_edge", tenant, ref, f"{what}: the memory or entity is gone")
                      for ref, what in entity_doctor.dangling(core.graph, tenant, rows).lines()]
+        if core.writer.guard.active:  # under security.secrets = "allow" stored secrets are the operator's choice
+            findings += secret_findings(core, tenant, rows)
         memory_vectors = sum(1 for ref in vector_ids if ref.startswith(MEMORY + ":"))
         counts.append(StoreCounts(tenant, len(rows), counted, memory_vectors, indexed))
     findings += [Finding("graph_missing", m.tenant, m.ref, missing_detail(m))
@@ -95,25 +102,63 @@ def scan(core: MemoryCore) -> tuple[list[StoreCounts], list[Finding]]:
 
 
 def version_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, Any]]
-                     ) -> list[tuple[Finding, tuple[int, int, bool, bool]]]:
-    """Broken version chains (update_memory): a row naming in ``supersedes_id`` an older row of
-    the tenant that is still current, or that lacks its SUPERSEDES edge to it. Only damage does
-    this (an old row lost and restored from its vector record comes back current and unlinked);
-    the newer row holds the link, so each comes with its fix: (old id, new id, end it, link it)."""
+                     ) -> list[tuple[Finding, VersionFix]]:
+    """Broken version chains of the tenant (see :mod:`memory_core.operator.doctor_versions`), each with its fix."""
+    return [(Finding(f.kind, f.tenant, f.ref, f.detail), fix)
+            for f, fix in versions.version_findings(core, tenant, rows)]
+
+
+def id_findings(core: MemoryCore) -> list[Finding]:
+    """The shared id sequence and rows past the largest id a ref can name (imports used to put them there)."""
+    space = core.maintenance.id_space(MAX_ID)
     out = []
-    for row in rows.values():
-        old = rows.get(row["supersedes_id"]) if row.get("supersedes_id") is not None else None
-        if old is None:
-            continue
-        ref, old_ref = memory_ref(row["id"]), memory_ref(old["id"])
-        linked = any(e.direction == "out" and e.kind == SUPERSEDES and e.other == old_ref
-                     for e in core.graph.edges_of(tenant, ref))
-        if old["valid_to_us"] is None:
-            out.append((Finding("version_open", tenant, old_ref, f"{ref} corrects it, yet it is still current"),
-                        (old["id"], row["id"], True, not linked)))
-        elif not linked:
-            out.append((Finding("version_unlinked", tenant, ref, f"its SUPERSEDES edge to {old_ref} is missing"),
-                        (old["id"], row["id"], False, True)))
+    if space.next_id > MAX_ID:
+        out.append(Finding("id_sequence", "", None, f"the id sequence hands out {space.next_id} next, past the "
+                           f"largest id a ref can name ({MAX_ID}): no ref could reach a new memory"))
+    prefix = {"memory": "mem", "episode": "ep", "entity": "ent"}
+    out += [Finding("id_unnameable", tenant, f"{prefix[kind]}:{item}", f"this {kind}'s id is past the nameable "
+                    "range: no ref reaches it and export refuses it (doctor does not renumber rows)")
+            for kind, tenant, item in space.beyond]
+    return out
+
+
+def secret_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, Any]]) -> list[Finding]:
+    """Memories and session summaries holding secrets in clear (stored before the guard existed, or
+    under ``allow``), episodes whose vector record still does (a repair interrupted after the
+    graph), and entities the extractor named after a secret: one ``secret_stored`` finding each,
+    naming fields and kinds, never a value."""
+    out = []
+    values: dict[int, list[str]] = {}  # memory id -> the secrets in its content
+    for mem_id, row in sorted(rows.items()):
+        scan, _changes = memory_secrets(row)
+        if scan.found:
+            out.append(Finding("secret_stored", tenant, memory_ref(mem_id),
+                               f"secrets stored in clear ({describe(scan)})"))
+            values[mem_id] = [row["content"][x.start:x.end] for x in scan.found if x.field == "content"]
+    episodes = core.graph.episodes(tenant)
+    records = core.vectors.documents(tenant, [episode_ref(e.id) for e in episodes]) if episodes else {}
+    for e in episodes:
+        ref = episode_ref(e.id)
+        where = (["its summary"] if detect(e.summary) else []) + (
+            ["its vector record"] if ref in records and detect(records[ref][0]) else [])
+        if where:
+            out.append(Finding("secret_stored", tenant, ref, f"secrets stored in clear in {' and '.join(where)}"))
+    # entities the extractor named after a secret of the text it read (a bare key has no context to be
+    # recognised by: it is matched against the secrets of the memories that mention it)
+    mentioned: dict[int, set[str]] = {}
+    for mem_id, entity_ids in core.graph.memory_entities(tenant, list(values)).items():
+        for entity_id in entity_ids:
+            mentioned.setdefault(entity_id, set()).update(values.get(mem_id, []))
+    # and entities nothing mentions any more (their memory was lost) named like a token
+    unmentioned = {r.id for r in core.graph.entity_records(tenant)} - {e for _m, e in core.graph.all_mentions(tenant)}
+    suspects = core.graph.entity_records(tenant, sorted(set(mentioned) | unmentioned)) if mentioned or unmentioned \
+        else []
+    for record in suspects:
+        names = (record.name, *record.aliases)
+        if any(detect(n) for n in names) or any(
+                len(n) >= 8 and (n in v or v in n) for n in names for v in mentioned.get(record.id, ())) or (
+                record.id in unmentioned and any(looks_like_token(n) for n in names)):
+            out.append(Finding("secret_stored", tenant, f"ent:{record.id}", "an entity named after a secret"))
     return out
 
 

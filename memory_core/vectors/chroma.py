@@ -297,9 +297,20 @@ class ChromaVectorStore:
             for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
         }
 
-    def count(self, tenant: str) -> int:
+    def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
         col = self._collection(tenant, create=False)
-        return 0 if col is None else int(self._run(col.count))
+        if col is None:
+            return 0
+        if not where:
+            return int(self._run(col.count))
+        n, offset, page = 0, 0, 5000  # Chroma counts a filter only by listing its ids
+        while True:
+            res = self._run(functools.partial(col.get, where=_scoped(tenant, where), include=[], limit=page,
+                                              offset=offset))
+            n += len(res["ids"])
+            if len(res["ids"]) < page:
+                return n
+            offset += page
 
     def tenants(self) -> list[str]:
         self._reset_if_failed(reading=True)

@@ -56,8 +56,8 @@ class VectorStoreWrapper:
     def all_ids(self, tenant: str) -> set[str]:
         return self._call("get", tenant, lambda s: s.all_ids(tenant))
 
-    def count(self, tenant: str) -> int:
-        return self._call("count", tenant, lambda s: s.count(tenant))
+    def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
+        return self._call("count", tenant, lambda s: s.count(tenant, where))
 
     def tenants(self) -> list[str]:
         return self._call("list", None, lambda s: s.tenants())

@@ -1,4 +1,4 @@
-"""``doctor --repair`` killed at a chosen step, for tests/test_doctor_crash.py.
+"""``doctor --repair`` killed at a chosen step, for tests/reliability/test_doctor_crash.py.
 
 ``python -m tests.support.repair_crash <data_dir> <crash_at> [<storage JSON>]`` opens the store
 (embedded Chroma, the deterministic embedder; SQLite, or the graph the storage settings name:

@@ -94,15 +94,17 @@ def serve(
 
 
 def _bindings_look_valid() -> bool:
-    """Whether MEMORY_CORE_TENANT / MEMORY_CORE_AGENT pass their patterns: a launch that will stop
-    with CONFIG_INVALID must not first start (and leave running) a shared server."""
+    """Whether MEMORY_CORE_TENANT / MEMORY_CORE_AGENT / MEMORY_CORE_SCOPE are well formed: a launch that
+    will stop with CONFIG_INVALID must not first start (and leave running) a shared server."""
     import os
 
+    from memory_core.scopes import parse_scope
     from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
     tenant, agent = os.environ.get("MEMORY_CORE_TENANT"), os.environ.get("MEMORY_CORE_AGENT")
+    scope = os.environ.get("MEMORY_CORE_SCOPE")
     return (tenant is None or TENANT_PATTERN.match(tenant) is not None) and (
-        agent is None or NAME_PATTERN.match(agent) is not None)
+        agent is None or NAME_PATTERN.match(agent) is not None) and (scope is None or parse_scope(scope) is not None)
 
 
 def _head_start(data_dir: Path, config: Path | None) -> Callable[[], Announcement]:
@@ -115,11 +117,12 @@ def _bridge(settings: Settings, data_dir: Path | None, config: Path | None,
             locate: Callable[[], Announcement] | None) -> None:
     """Bridge stdin/stdout to the data directory's shared server, starting it if none runs."""
     from tools.bridge.client import Bridge  # stdlib only: a joining client answers tools/list in milliseconds
-    from tools.bridge.shared_server import ensure_shared_server
+    from tools.bridge.shared_server import BridgeBinding, ensure_shared_server
 
     root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
-    bridge = Bridge(locate or (lambda: ensure_shared_server(root, config)), settings.server.tenant,
-                    settings.server.agent, sys.stdin.buffer, sys.stdout.buffer)
+    binding = BridgeBinding(settings.server.tenant, settings.server.agent, settings.server.scope)
+    bridge = Bridge(locate or (lambda: ensure_shared_server(root, config)), binding, sys.stdin.buffer,
+                    sys.stdout.buffer)
     bridge.run()
 
 

@@ -107,7 +107,8 @@ class EntityBranch:
         total = max(1, g.count(tenant))
         names = query_names(reading.text, skip)
         hits.lookups = len(names)
-        ids = list(dict.fromkeys(g.entity_ids(tenant, names).values()))  # one indexed read for all names
+        # one indexed read for all names; a name only another agent's private memories declared names nothing
+        ids = list(dict.fromkeys(g.entity_ids(tenant, names, viewer).values()))
         if not ids:
             return hits
         # an entity's visible mentions counted up to one past the rarity cap (an index count: a hub

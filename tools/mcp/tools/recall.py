@@ -13,6 +13,7 @@ from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import (
     AgentFilter,
     ChannelFilter,
+    Collapse,
     ContextEntries,
     Deep,
     ExcludeContents,
@@ -49,12 +50,13 @@ async def recall(
     exclude_contents: ExcludeContents = None,
     deep: Deep = False,
     full_content: FullContent = False,
+    collapse: Collapse = None,
 ) -> dict[str, Any]:
-    """Relevant memories, best first (semantic, keyword and entity search, fused): {messages, shared?}.
+    """Relevant memories, best first (semantic + keyword + entity search): {messages, shared?}.
     Row: ref, content (at most $preview_chars chars; a cut one adds content_truncated, content_len:
-    expand with get_contents or full_content), session, agent, timestamp, confidence, match_reason
-    (the signal ranking keyed on, per-branch scores), type unless 'turn'; values every row shares go
-    once in shared. gate_fallback=true: only weak matches.
+    expand with get_contents or full_content), match_reason (ranking signal, per-branch scores), type
+    unless 'turn', repeats, also (its copies; collapse=false: rows); values every row shares go once
+    in shared. gate_fallback=true: only weak matches.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -63,6 +65,7 @@ async def recall(
         lambda core: core.recall(
             tenant_id, query, viewer=who, limit=_capped(limit, state), type=type, session=session, agent=agent,
             channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
+            collapse=collapse is not False,
         )
     )
     return state.shaper.recall(result, full_content=full_content)
@@ -86,6 +89,7 @@ async def recall_with_context(
     exclude_contents: ExcludeContents = None,
     deep: Deep = False,
     full_content: FullContent = False,
+    collapse: Collapse = None,
 ) -> dict[str, Any]:
     """recall steered by the conversation you pass in context; rows it already holds are skipped.
     Same arguments and rows as recall; the response also echoes context as previews."""
@@ -97,7 +101,7 @@ async def recall_with_context(
         lambda core: core.recall_with_context(
             tenant_id, query, entries, viewer=who, limit=_capped(limit, state), type=type, session=session,
             agent=agent, channel=channel, source_id=source_id, project_id=project_id,
-            exclude_contents=exclude_contents, deep=deep,
+            exclude_contents=exclude_contents, deep=deep, collapse=collapse is not False,
         )
     )
     return state.shaper.recall(result, full_content=full_content, context=entries)
