@@ -11,7 +11,7 @@ folder instead. Three things are ours:
   the sha256-verified files and that small config) for the load, and removed after it.
 - :func:`stop_spinning`: fastembed exposes no ONNX Runtime session option but the memory arena.
   Its pool threads spin ~45 ms after every run by default, a core burnt per 5 ms query embedding
-  (tests/test_embedding.py measures it), so the session fastembed built is rebuilt once from the
+  (tests/memory_core/embedding/test_embedding.py measures it), so the session fastembed built is rebuilt once from the
   same file with ``session.force_spinning_stop`` (and its other options unchanged).
 - :func:`import_fastembed`: fastembed imports onnxruntime, tokenizers and numpy; a server warms the
   model on a background thread, so the import goes under :mod:`memory_core.heavy_imports`' lock.
