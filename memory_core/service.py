@@ -30,6 +30,7 @@ from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.presets import PRESETS
+from memory_core.recall.request import RecallOptions, RecallRequest
 from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.secret_guard import SecretGuard
@@ -304,14 +305,9 @@ class MemoryCore:
 
     # ---- recall ----------------------------------------------------------------------------
     @coded_graph_errors("recalling")
-    def recall(
-        self, tenant: str, query: str, *, viewer: str | None = None, limit: int | None = None,
-        type: str | None = None, session: str | None = None, agent: str | None = None, channel: str | None = None,
-        source_id: str | None = None, project_id: str | None = None,
-        exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None, include_superseded: bool = False, collapse: bool = True,
-    ) -> RecallResult:
-        """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine`.
+    def recall(self, tenant: str, query: str, **options: Unpack[RecallOptions]) -> RecallResult:
+        """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine` and,
+        for the options, :class:`memory_core.recall.request.RecallOptions`.
 
         limit ≤ scan window (None: ``recall.default_limit``); project_id omitted = all, '' = global
         pool, 'X' = X ∪ global, '@auto'; deep: no time decay. An empty query returns the most
@@ -322,20 +318,11 @@ class MemoryCore:
         ``deep`` return every copy.
         """
         with self.graph.consistent_reads(tenant):  # one version check per request on PostgreSQL
-            return self.recaller.recall(
-                tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
-                channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
-                deep=deep, preset=preset, now=now, include_superseded=include_superseded, collapse=collapse,
-            )
+            return self.recaller.recall(RecallRequest(tenant, query, options))
 
     @coded_graph_errors("recalling")
-    def recall_with_context(
-        self, tenant: str, query: str, context: Sequence[Mapping[str, Any]], *, viewer: str | None = None,
-        limit: int | None = None, type: str | None = None, session: str | None = None, agent: str | None = None,
-        channel: str | None = None, source_id: str | None = None, project_id: str | None = None,
-        exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None, include_superseded: bool = False, collapse: bool = True,
-    ) -> RecallResult:
+    def recall_with_context(self, tenant: str, query: str, context: Sequence[Mapping[str, Any]],
+                            **options: Unpack[RecallOptions]) -> RecallResult:
         """Recall sharpened by the recent conversation; never returns what the context already holds.
         Repeats collapse as in :meth:`recall`."""
         if isinstance(context, str) or not isinstance(context, Sequence):
@@ -347,13 +334,8 @@ class MemoryCore:
             texts.append(entry["content"])
         recent = " ".join(texts[-4:])[-2000:]
         with self.graph.consistent_reads(tenant):
-            return self.recaller.recall(
-                tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
-                channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
-                deep=deep, preset=preset, now=now, context_text=recent or None,
-                held_context=[t for t in texts if normalize(t)], include_superseded=include_superseded,
-                collapse=collapse,
-            )
+            return self.recaller.recall(RecallRequest(tenant, query, options, context_text=recent or None,
+                                                      held_context=[t for t in texts if normalize(t)]))
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
     @coded_graph_errors("writing a handoff")

@@ -40,7 +40,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from graph.api import GraphStore, Key, LexicalHit, MemoryNode
@@ -58,6 +57,7 @@ from memory_core.recall.collapse import Copy, collapse
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.presets import RecallConfig, resolve_preset
 from memory_core.recall.query import QueryReading, read_anchor, read_query
+from memory_core.recall.request import RecallRequest
 from memory_core.recall.scoring import Candidate
 from memory_core.recall.stages import Stages, timed
 from memory_core.recall.turn_context import Around
@@ -115,17 +115,14 @@ class Recaller:
     def close(self) -> None:
         self._workers.shutdown(wait=True)
 
-    def recall(
-        self, tenant: str, query: str, *, viewer: str | None = None, limit: int | None = None,
-        type: str | None = None, session: str | None = None, agent: str | None = None,
-        channel: str | None = None, source_id: str | None = None, project_id: Any = UNSET,
-        exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        context_text: str | None = None, now: datetime | str | None = None,
-        held_context: Sequence[str] = (), include_superseded: bool = False, collapse: bool = True,
-    ) -> RecallResult:
+    def recall(self, request: RecallRequest) -> RecallResult:
+        """Run one recall (see the module docstring for the pipeline)."""
+        o = request.options
+        query, limit, deep, context_text = request.query, o.get("limit"), o.get("deep", False), request.context_text
+        held_context, viewer = request.held_context, o.get("viewer")
         started, stages = time.perf_counter(), Stages()
-        collapsing = collapse and not deep  # deep shows every copy
-        tenant = v.tenant(tenant)
+        collapsing = o.get("collapse", True) and not deep  # deep shows every copy
+        tenant = v.tenant(request.tenant)
         if not isinstance(query, str):
             raise InvalidInputError("'query' must be a string (empty returns the most recent memories).")
         query = query.replace("\x00", " ")[:MAX_QUERY_CHARS]
@@ -133,13 +130,13 @@ class Recaller:
         limit = self.settings.recall.default_limit if limit is None else limit
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= window:
             raise InvalidInputError(f"'limit' must be an integer from 1 to {window}.", field="limit")
-        anchor = read_anchor(now)
-        cfg = resolve_preset(preset, self.settings.recall, self.embedder.name)
-        scope = resolve_project(project_id, viewer, self.settings.operating_context.agents)
+        anchor = read_anchor(o.get("now"))
+        cfg = resolve_preset(o.get("preset"), self.settings.recall, self.embedder.name)
+        scope = resolve_project(o.get("project_id", UNSET), viewer, self.settings.operating_context.agents)
         filters = RecallFilters.build(
-            tenant, viewer, scope, type=type, session=session, agent=agent, channel=channel,
-            source_id=source_id, exclude_contents=exclude_contents, held_context=held_context,
-            include_superseded=include_superseded or deep,
+            tenant, viewer, scope, type=o.get("type"), session=o.get("session"), agent=o.get("agent"),
+            channel=o.get("channel"), source_id=o.get("source_id"), exclude_contents=o.get("exclude_contents"),
+            held_context=held_context, include_superseded=o.get("include_superseded", False) or deep,
         )
         result = RecallResult([], resolved_project_id=scope.resolved_project_id,
                               operating_context_warning=scope.warning)

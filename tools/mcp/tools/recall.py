@@ -6,8 +6,11 @@ Each tool resolves the tenant, makes one service call and shapes the result with
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
+from memory_core.recall.request import RecallOptions
 from tools.mcp.context import Ctx, ServerState, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import (
@@ -31,6 +34,16 @@ from tools.mcp.params import (
 def _capped(limit: int | None, state: ServerState) -> int | None:
     """The limit asked for, within ``server.mcp_limit_cap``; None: ``recall.default_limit``."""
     return None if limit is None else min(limit, state.recall_limit_cap)
+
+
+def _options(state: ServerState, args: dict[str, Any]) -> RecallOptions:
+    """The service's recall options from the tool's arguments (the ones :class:`RecallOptions` names),
+    with the viewer resolved, the limit capped and an omitted collapse meaning true."""
+    options = cast(RecallOptions, {k: v for k, v in args.items() if k in RecallOptions.__annotations__})
+    options["viewer"] = viewer_of(state, args.get("viewer"))
+    options["limit"] = _capped(args.get("limit"), state)
+    options["collapse"] = args.get("collapse") is not False
+    return options
 
 
 @mcp_tool
@@ -60,48 +73,32 @@ async def recall(
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
-    who = viewer_of(state, viewer)
-    result = await state.call(
-        lambda core: core.recall(
-            tenant_id, query, viewer=who, limit=_capped(limit, state), type=type, session=session, agent=agent,
-            channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
-            collapse=collapse is not False,
-        )
-    )
+    options = _options(state, dict(locals()))
+    result = await state.call(lambda core: core.recall(tenant_id, query, **options))
     return state.shaper.recall(result, full_content=full_content)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def takes_recall_arguments(fn: F) -> F:
+    """``fn`` declares recall's arguments (written once, on :func:`recall`) after its own, so the SDK
+    builds its schema and validates its calls from them."""
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    _ctx, *shared = inspect.signature(recall, eval_str=True).parameters.values()
+    fn.__signature__ = inspect.signature(fn).replace(parameters=[*own, *shared])  # type: ignore[attr-defined]
+    return fn
+
+
 @mcp_tool
-async def recall_with_context(
-    ctx: Ctx,
-    *,
-    context: ContextEntries,
-    tenant: Tenant = None,
-    query: RecallQuery = "",
-    limit: RecallLimit = None,
-    viewer: Viewer = None,
-    type: TypeFilter = None,
-    session: SessionFilter = None,
-    agent: AgentFilter = None,
-    channel: ChannelFilter = None,
-    source_id: SourceFilter = None,
-    project_id: ProjectFilter = None,
-    exclude_contents: ExcludeContents = None,
-    deep: Deep = False,
-    full_content: FullContent = False,
-    collapse: Collapse = None,
-) -> dict[str, Any]:
+@takes_recall_arguments
+async def recall_with_context(ctx: Ctx, *, context: ContextEntries, **args: Any) -> dict[str, Any]:
     """recall steered by the conversation you pass in context; rows it already holds are skipped.
     Same arguments and rows as recall; the response also echoes context as previews."""
     state = state_of(ctx)
-    tenant_id = state.scope.resolve(tenant)
-    who = viewer_of(state, viewer)
+    tenant_id = state.scope.resolve(args.get("tenant"))
+    options = _options(state, args)
     entries = [entry.model_dump() for entry in context]
-    result = await state.call(
-        lambda core: core.recall_with_context(
-            tenant_id, query, entries, viewer=who, limit=_capped(limit, state), type=type, session=session,
-            agent=agent, channel=channel, source_id=source_id, project_id=project_id,
-            exclude_contents=exclude_contents, deep=deep, collapse=collapse is not False,
-        )
-    )
-    return state.shaper.recall(result, full_content=full_content, context=entries)
+    result = await state.call(lambda core: core.recall_with_context(tenant_id, args.get("query", ""), entries,
+                                                                    **options))
+    return state.shaper.recall(result, full_content=bool(args.get("full_content")), context=entries)
