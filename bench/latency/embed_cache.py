@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_core.embedding.local import Embedder, shared_minilm
+from memory_core.embedding.local import Embedder, shared_fastembed, shared_minilm
 
 
 def cache_dir() -> Path:
@@ -64,7 +64,7 @@ class CachedEmbedder:
         return [found[k] for k in keys]
 
 
-EMBEDDERS = ("minilm", "mpnet")
+
 
 
 def cached_minilm() -> CachedEmbedder:
@@ -73,9 +73,7 @@ def cached_minilm() -> CachedEmbedder:
 
 
 def cached_embedder(kind: str) -> CachedEmbedder:
-    """``minilm`` (the default model) or ``mpnet`` (the 'mpnet' extra) behind the benchmark cache."""
-    if kind == "mpnet":
-        from memory_core.embedding.mpnet import shared_mpnet
-
-        return CachedEmbedder(shared_mpnet())
-    return cached_minilm()
+    """``minilm`` (the default model) or ``fastembed:<model>`` (downloaded by fastembed) behind the cache."""
+    if kind.startswith("fastembed:"):
+        return CachedEmbedder(shared_fastembed(kind.split(":", 1)[1]))
+    return CachedEmbedder(shared_minilm())

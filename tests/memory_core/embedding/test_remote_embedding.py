@@ -10,6 +10,7 @@ import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
+from memory_core.errors import ConfigError
 from memory_core.settings.schema import load_settings
 from tests.support.fake_llm import EMBEDDING_DIM, FakeLLM, fake_llm, status
 
@@ -71,7 +72,9 @@ def test_a_store_refuses_to_open_with_a_different_embedder(provider: FakeLLM, tm
         core.add_memory("acme", "s", "a", "embedded remotely")
     with pytest.raises(MemoryCoreError) as err:
         MemoryCore.open(tmp_path / "d", settings=load_settings(environ={}), embedder=HashEmbedder())
-    assert err.value.code == "CONFIG_INVALID" and "litellm:openai/fake-embedder" in err.value.message
+    # EMBEDDER_MISMATCH, a CONFIG_INVALID of its own (CLI exit 5), naming both models
+    assert err.value.code == "EMBEDDER_MISMATCH" and isinstance(err.value, ConfigError)
+    assert "litellm:openai/fake-embedder" in err.value.message
     with open_remote(tmp_path / "d", provider.api_base) as core:  # the original settings still open it
         assert core.graph.count("acme") == 1
 
