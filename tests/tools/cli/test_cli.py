@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
+from memory_core.settings import template_text
 from memory_core.settings.schema import load_settings
 from tests.support.agreement import assert_stores_agree
 from tests.support.paths import ROOT
@@ -321,11 +322,10 @@ def test_init_writes_the_commented_template_that_loads_as_configuration(tmp_path
     assert runner.invoke(app, ["init", "--config", str(target), "--force"]).exit_code == 0
 
 
-def test_the_packaged_template_copy_matches_the_repository_template() -> None:
-    root = ROOT
-    packaged = (root / "tools" / "cli" / "config.template.toml").read_text()
-    assert packaged == (root / "config.template.toml").read_text(), (
-        "tools/cli/config.template.toml is stale: cp config.template.toml tools/cli/")
+def test_the_repository_template_is_the_packaged_one() -> None:
+    packaged = ROOT / "memory_core" / "settings" / "config.template.toml"
+    assert (ROOT / "config.template.toml").resolve() == packaged.resolve()  # one file, linked at the top
+    assert template_text() == packaged.read_text()
 
 
 @pytest.mark.slow
