@@ -277,7 +277,7 @@ class GraphTxn(Protocol):
         the tenant has no such entity."""
 
 
-class MemoryReads(Protocol):
+class MemoryRows(Protocol):
     """A tenant's memories by id or idempotency key."""
 
     def memory(self, tenant: str, mem_id: int) -> MemoryNode | None: ...
@@ -289,7 +289,7 @@ class MemoryReads(Protocol):
         """Every memory id of the tenant, newest first (scans: doctor, exports, tests)."""
 
 
-class EpisodeReads(Protocol):
+class EpisodeRows(Protocol):
     """A tenant's episodes (session summaries)."""
 
     def episode(self, tenant: str, ep_id: int) -> EpisodeNode | None: ...
@@ -328,7 +328,7 @@ class Counts(Protocol):
         """How many of the tenant's memories are private to their author."""
 
 
-class FieldReads(Protocol):
+class FieldIndex(Protocol):
     """Memories by an indexed field (type, agent, channel) or a source-id prefix."""
 
     def field_ids(self, tenant: str, field: str, value: str, limit: int | None) -> list[int]:
@@ -343,7 +343,7 @@ class FieldReads(Protocol):
     def session_has_channel(self, tenant: str, session: str, channel: str) -> bool: ...
 
 
-class EdgeReads(Protocol):
+class EdgeIndex(Protocol):
     """Edges of a node, supersession, and k-hop neighbourhoods."""
 
     def edges_of(self, tenant: str, node: str) -> list[EdgeRef]: ...
@@ -355,7 +355,7 @@ class EdgeReads(Protocol):
         attributes; cached and evicted by the store (read it, never change it)."""
 
 
-class EntityReads(Protocol):
+class EntityIndex(Protocol):
     """Entities and their mentions and relations (viewer: an agent sees shared mentions and its own private ones)."""
 
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
@@ -397,7 +397,7 @@ class EntityReads(Protocol):
         """Every RELATED row of the tenant (export, doctor)."""
 
 
-class TenantReads(Protocol):
+class TenantIndex(Protocol):
     """The tenants, and each tenant's agents."""
 
     def tenants(self) -> list[str]: ...
@@ -445,12 +445,12 @@ class StoreLifecycle(Protocol):
     def close(self) -> None: ...
 
 
-class GraphStore(MemoryReads, EpisodeReads, Timeline, Counts, FieldReads, EdgeReads, EntityReads, TenantReads,
+class GraphStore(MemoryRows, EpisodeRows, Timeline, Counts, FieldIndex, EdgeIndex, EntityIndex, TenantIndex,
                  LexicalSearch, Journal, StoreLifecycle, Protocol):
     """The durable graph, read by tenant and written in transactions: every concern above, in one store.
 
     Code that needs one concern takes its narrow Protocol (recall's lexical branch a
-    :class:`LexicalSearch`, the entity walk an :class:`EntityReads`); the service holds the whole store.
+    :class:`LexicalSearch`, the entity walk an :class:`EntityIndex`); the service holds the whole store.
     """
 
 

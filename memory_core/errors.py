@@ -19,6 +19,7 @@ Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
     ├── LockedError                  LOCKED
     ├── SupersededError              SUPERSEDED
     ├── ConfigError                  CONFIG_INVALID
+    │   └── EmbedderMismatchError    EMBEDDER_MISMATCH
     ├── StoreError                   STORE_ERROR
     │   ├── StoreUnavailableError    STORE_UNAVAILABLE
     │   ├── StoreLockedError         STORE_LOCKED
@@ -120,6 +121,12 @@ class SupersededError(MemoryCoreError):
 
 class ConfigError(MemoryCoreError):
     code = "CONFIG_INVALID"
+
+
+class EmbedderMismatchError(ConfigError):
+    """The data directory's vectors come from another embedding model than the configured one."""
+
+    code = "EMBEDDER_MISMATCH"
 
 
 class StoreError(MemoryCoreError):

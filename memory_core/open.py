@@ -18,8 +18,8 @@ from graph.api import GraphStore
 from graph.errors import GraphConfigError, GraphStoreError, SchemaVersionError
 from graph.open import GraphConfig, OpenedGraph, open_graph
 from memory_core.dir_lock import DirLock, claim
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
-from memory_core.errors import ConfigError
+from memory_core.embedding.local import Embedder, HashEmbedder, shared_fastembed, shared_minilm
+from memory_core.errors import ConfigError, EmbedderMismatchError
 from memory_core.sessions.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.settings.schema import Settings, load_settings
 from memory_core.store_errors import graph_error, os_error
@@ -37,10 +37,14 @@ def build_embedder(settings: Settings) -> Embedder:
         return HashEmbedder(emb.dimension)
     if emb.provider == "minilm":
         return shared_minilm(emb.threads)
-    if emb.provider == "mpnet":  # the 'mpnet' extra: a larger local model, ~10x MiniLM's cost a text
-        from memory_core.embedding.mpnet import shared_mpnet
-
-        return shared_mpnet(emb.threads)
+    if emb.provider == "fastembed":
+        if not emb.model:
+            raise ConfigError("embedding.provider 'fastembed' needs embedding.model (e.g. 'BAAI/bge-small-en-v1.5').",
+                              key="embedding.model")
+        cache_dir = emb.cache_dir or os.environ.get("FASTEMBED_CACHE_PATH") or str(FASTEMBED_CACHE)
+        return shared_fastembed(emb.model, model_path=emb.model_path and str(Path(emb.model_path).expanduser()),
+                                cache_dir=str(Path(cache_dir).expanduser()), batch_size=emb.batch_size,
+                                threads=emb.threads)
     if not emb.model:
         raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
                           key="embedding.model")
@@ -48,6 +52,16 @@ def build_embedder(settings: Settings) -> Embedder:
 
     return LiteLLMEmbedder(emb.model, dimension=emb.dimension, api_base=emb.api_base, api_key_env=emb.api_key_env,
                            batch_size=emb.batch_size)
+
+
+FASTEMBED_CACHE = Path("~/.cache/memory-core/fastembed")  # not fastembed's default, a temporary directory
+REMOVED_EMBEDDERS = {"all-mpnet-base-v2-onnx/768": "embedding.provider 'mpnet', removed in this release"}
+MOVE_TO_NEW_MODEL = (
+    "There is no command that re-embeds a directory in place; move to the configured model through a new data "
+    "directory: 'memory-core tenants' lists the tenants, 'memory-core export --tenant T --out T.jsonl' exports "
+    "each (export reads the graph only: it opens the directory whatever the embedding settings), then "
+    "'memory-core import T.jsonl --tenant T --data-dir NEW' embeds every memory again with the configured model."
+)
 
 
 def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
@@ -59,12 +73,15 @@ def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
             tx.set_meta("embedder", identity, overwrite=False)
         stored = graph.meta("embedder")
     if stored != identity:
-        raise ConfigError(
+        removed = REMOVED_EMBEDDERS.get(stored or "")
+        if removed:
+            raise EmbedderMismatchError(
+                f"This data directory holds vectors from '{stored}' ({removed}); they cannot be queried with "
+                f"'{identity}'. {MOVE_TO_NEW_MODEL}", key="embedding.provider", stored=stored)
+        raise EmbedderMismatchError(
             f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
-            "incompatible embeddings. Use the original embedding settings, or move to the new model through a new "
-            "data directory: 'memory-core export' each tenant, then 'memory-core import' it there (every memory "
-            "is embedded again).",
-            key="embedding.provider",
+            f"incompatible embeddings. Use the original embedding settings, or: {MOVE_TO_NEW_MODEL}",
+            key="embedding.provider", stored=stored or "",
         )
 
 
@@ -144,6 +161,9 @@ class OpenOptions(TypedDict, total=False):
     summary_provider: SummaryProvider | None  # default: the configured model provider, if enabled
     lock: DirLock | None  # the directory's lock when the caller claimed it already; the store owns it from here
     announcement: str | None  # the file where a running server announces itself (named by STORE_LOCKED)
+    # False: open a directory written with another embedding model (EMBEDDER_MISMATCH otherwise), for
+    # commands that read the graph only (export, tenants)
+    check_embedder_model: bool
 
 
 @contextmanager
@@ -185,7 +205,8 @@ def open_parts(data_dir: str | os.PathLike[str] | None = None, **options: Unpack
             vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)
             provider = options.get("summary_provider") or build_summary_provider(settings)
             embedder = embedder or build_embedder(settings)
-            check_embedder(graph, embedder)
+            if options.get("check_embedder_model", True):  # off only for reads of the graph alone
+                check_embedder(graph, embedder)
             return Parts(settings, root, store, vectors, embedder, lock, provider)
     except BaseException:
         for o in opened:

@@ -78,6 +78,8 @@ class MemoryCore:
         (:func:`memory_core.dir_lock.claim`); the store owns it from here (and releases it if the open fails).
         ``announcement`` names the file where a running server announces itself, so
         STORE_LOCKED can say which one holds the directory (see :class:`DirLock`).
+        ``check_embedder_model=False`` opens a directory written with another embedding model
+        (EMBEDDER_MISMATCH otherwise) for commands that read the graph only: export, tenants.
         """
         parts = open_parts(data_dir, **options)
         try:

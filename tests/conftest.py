@@ -89,8 +89,11 @@ def store(dsn: str) -> Iterator[PostgresGraphStore]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that takes the session's PostgreSQL server or ``chroma run`` (directly or through
-    another fixture) carries the marker, so ``-m "not postgres"`` and the like select by what runs."""
+    another fixture) carries the marker, so ``-m "not postgres"`` and the like select by what runs;
+    the reliability harnesses are ``slow``."""
     for item in items:
+        if "tests/reliability/" in item.nodeid.replace("\\", "/"):
+            item.add_marker(pytest.mark.slow)  # crash, stateful and fault harnesses: make test runs them reduced
         names = set(getattr(item, "fixturenames", ()))
         if "postgres_dsn" in names:
             item.add_marker(pytest.mark.postgres)

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from graph.api import Counts, EntityNode, EntityReads, MemoryReads, ent_node
+from graph.api import Counts, EntityIndex, EntityNode, MemoryRows, ent_node
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import MemoryRow
@@ -45,7 +45,7 @@ def weight(df: int, n: int) -> float:
     return max(0.0, math.log(n / df) / math.log(n))
 
 
-class RelatedReads(EntityReads, MemoryReads, Counts, Protocol):
+class RelatedGraph(EntityIndex, MemoryRows, Counts, Protocol):
     """What the walk reads of the graph store: entities, their relations, the memories that mention them."""
 
 
@@ -105,7 +105,7 @@ class _Reached:
     path: tuple[PathStep, ...]
 
 
-def related(graph: RelatedReads, reader: RowReader, tenant: str, start: object, *, depth: object = 2,
+def related(graph: RelatedGraph, reader: RowReader, tenant: str, start: object, *, depth: object = 2,
             limit: object = 20, viewer: str | None = None) -> RelatedResult:
     """Memories and entities around ``start`` (an entity name or alias, an ``ent:`` ref, a ``mem:`` ref)."""
     tenant = v.tenant(tenant)
@@ -130,7 +130,7 @@ def related(graph: RelatedReads, reader: RowReader, tenant: str, start: object, 
 
 
 class _Walk:
-    def __init__(self, graph: RelatedReads, tenant: str, viewer: str | None) -> None:
+    def __init__(self, graph: RelatedGraph, tenant: str, viewer: str | None) -> None:
         self.graph, self.tenant, self.viewer = graph, tenant, viewer
         self.total = max(1, graph.count(tenant))
         self.entities: dict[int, EntityNode] = {}

@@ -18,7 +18,7 @@ Where two findings overlap, their spans are joined under the more specific kind 
 token assigned to ``GITHUB_TOKEN=`` is a ``github-token``, not a generic ``secret``).
 Entropy-only detection is not used: on the corpus of look-alikes (git SHAs, sha256 hashes,
 UUIDs, base64 images) it flagged more harmless strings than secrets it added
-(see docs/secrets.md and ``python -m bench.secrets --entropy``).
+(see docs/secrets.md and ``python -m bench.quality.secrets --entropy``).
 
 A marker ``[REDACTED:<kind>]`` is never itself a finding, so scanning redacted text finds nothing.
 """

@@ -52,8 +52,12 @@ class StorageSettings(_Section):
 
 
 class EmbeddingSettings(_Section):
-    provider: Literal["minilm", "mpnet", "hash", "litellm"] = "minilm"
+    provider: Literal["minilm", "fastembed", "hash", "litellm"] = "minilm"
     model: str | None = None
+    # provider "fastembed": a folder holding the model's files (loaded as is, nothing downloaded), and
+    # where fastembed keeps the models it downloads (None: $FASTEMBED_CACHE_PATH, else ~/.cache/memory-core/fastembed)
+    model_path: str | None = None
+    cache_dir: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
     batch_size: int = Field(32, ge=1, le=1024)
@@ -61,6 +65,16 @@ class EmbeddingSettings(_Section):
     # threads of one local model run (None: onnxruntime's default, every core); 1 suits a server answering
     # several agents at once: runs then never wait on each other's threads (see the README, Performance)
     threads: int | None = Field(None, ge=1, le=256)
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _removed_providers(cls, value: object) -> object:
+        if value == "mpnet":
+            raise ValueError(
+                "'mpnet' was removed (its hand-built model pulled torch and CUDA into installs); use "
+                "provider = \"fastembed\" with a model of fastembed's catalogue (e.g. model = "
+                "\"BAAI/bge-base-en-v1.5\"), or the default \"minilm\"")
+        return value
 
 
 class LimitSettings(_Section):

@@ -109,7 +109,7 @@ class ChromaVectorStore:
             except StoreError:
                 return False
         # glibc keeps the freed indexes' pages: without a trim, RSS crept up ~1.5 MB a release
-        # (250 -> 310 MB over 39 releases; trimmed, 226-242 MB; bench.vector_cache --rounds 10)
+        # (250 -> 310 MB over 39 releases; trimmed, 226-242 MB; bench.latency.vector_cache --rounds 10)
         release_freed_heap()
         return True
 

@@ -1,5 +1,5 @@
-"""Every benchmark module imports: a benchmark is run by hand (``python -m bench.<name>``), so a
-helper renamed in one module broke ``bench.pg_counts`` and ``bench.pg_store`` without any run
+"""Every benchmark module imports: a benchmark is run by hand (``python -m bench.<group>.<name>``), so a
+helper renamed in one module broke ``bench.scale.pg.counts`` and ``bench.scale.pg.store`` without any run
 noticing. Importing runs no benchmark (each one starts under ``if __name__ == "__main__"``)."""
 
 from __future__ import annotations
@@ -11,14 +11,16 @@ import pytest
 
 import bench
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_"))
+MODULES = sorted(m.name for m in pkgutil.walk_packages(bench.__path__, "bench.")
+                 if not m.ispkg and not m.name.rpartition(".")[2].startswith("_"))
 
 
 def test_the_benchmarks_are_found() -> None:
-    assert {"locomo", "pg_counts", "pg_store", "scale", "recall_latency"} <= set(MODULES)
+    assert {"bench.quality.locomo", "bench.scale.pg.counts", "bench.scale.pg.store", "bench.scale.run",
+            "bench.latency.recall"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_a_benchmark_module_imports(name: str) -> None:
-    module = importlib.import_module(f"bench.{name}")
-    assert module.__doc__, f"bench.{name} says what it measures and how to run it"
+    module = importlib.import_module(name)
+    assert module.__doc__, f"{name} says what it measures and how to run it"

@@ -1,4 +1,4 @@
-"""bench.scale's quick path builds its stores through the write path and reports every figure."""
+"""bench.scale.run's quick path builds its stores through the write path and reports every figure."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.scale import load_rate, main
-from bench.scale_data import MARKER, BuildInProgress, Spec, build, build_lock, marker, rows_of
+from bench.scale.data import MARKER, BuildInProgress, Spec, build, build_lock, marker, rows_of
+from bench.scale.run import load_rate, main
 
 PROBE_FIELDS = {
     "tenants_probed", "loadavg_1m", "rss_after_imports_mb", "cold_open_s", "cold_open_cpu_s", "rss_after_open_mb",
@@ -19,6 +19,7 @@ PROBE_FIELDS = {
 LATENCY_FIELDS = {"p50_ms", "p95_ms", "n"}
 
 
+@pytest.mark.slow
 def test_the_quick_run_on_1k_writes_every_figure_for_both_layouts(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
     main(["--quick", "--sizes", "1000", "--queries", "10", "--cache-dir", str(tmp_path / "cache"),

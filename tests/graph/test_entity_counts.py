@@ -61,6 +61,7 @@ def _steps(store: SqliteGraphStore, fn: Callable[[], object]) -> int:
     return steps[0]
 
 
+@pytest.mark.slow
 def test_counting_an_entitys_mentions_does_not_grow_with_them(store: SqliteGraphStore) -> None:
     for i in range(5_000):
         add_mentioning(store, ["Hub"] + (["Rare"] if i < 50 else []), agent=f"a{i % 4}", private=i % 10 == 0)
@@ -77,6 +78,7 @@ def test_counting_an_entitys_mentions_does_not_grow_with_them(store: SqliteGraph
         assert big <= small + 2, (name, small, big)
 
 
+@pytest.mark.slow
 def test_listing_a_tenants_entities_does_not_grow_with_their_mentions(tmp_path: Path) -> None:
     steps = []
     for n in (50, 2_000):

@@ -39,6 +39,7 @@ def _steps(store: SqliteGraphStore, tenant: str, ids: list[int]) -> tuple[int, d
     return steps[0], found
 
 
+@pytest.mark.slow
 def test_a_memorys_entities_are_read_by_its_key_whatever_the_tenants_size(
         tmp_path: Path, request: pytest.FixtureRequest) -> None:
     core = open_core("memory", tmp_path / "data", request)

@@ -126,6 +126,7 @@ def _entity_reads(s: GraphStore, t: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tenant", ["acme", "globex", "nobody"])
 def test_every_read_of_the_seam_answers_as_sqlite_does(stores: tuple[SqliteGraphStore, PostgresGraphStore],
                                                        tenant: str) -> None:
@@ -134,6 +135,7 @@ def test_every_read_of_the_seam_answers_as_sqlite_does(stores: tuple[SqliteGraph
     assert {k: (v, expected[k]) for k, v in found.items() if v != expected[k]} == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tenant", ["acme", "nobody"])
 def test_reads_inside_one_request_answer_as_sqlite_does_twice_over_and_after_a_write_in_it(
     stores: tuple[SqliteGraphStore, PostgresGraphStore], tenant: str
@@ -160,6 +162,7 @@ def _shape(g: nx.MultiDiGraph) -> tuple[Any, ...]:
     return (sorted(g.nodes(data="depth")), sorted(g.edges(keys=True)), g.graph["truncated"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("root", "depth", "hub_degree", "children"), [
     (mem_node(4), 2, 100, 8), (mem_node(4), 3, 2, 3), ("session:acme/s1", 1, 3, 2), ("agent:acme/ann", 2, 100, 4),
     ("ep:50", 2, 100, 8), (mem_node(6), 2, 100, 8),
@@ -188,6 +191,7 @@ def _scans(m: GraphMaintenance) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_every_maintenance_scan_answers_as_sqlite_does(stores: tuple[SqliteGraphStore, PostgresGraphStore]) -> None:
     lite, pg = stores
     with lite.transaction() as tx:  # the same damage in both: a stray foreign edge, a lost node
@@ -233,6 +237,7 @@ def _ids(store: GraphStore, terms: list[str], limit: int, own: bool = False) -> 
     return {h.id for h in store.lexical_window(RowFilter("big"), terms, limit, own=own)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("own", [False, True])
 def test_in_a_big_tenant_rare_words_that_fill_the_pool_answer_alone_on_both_backends(
         big_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
@@ -248,6 +253,7 @@ def test_in_a_big_tenant_rare_words_that_fill_the_pool_answer_alone_on_both_back
         assert all(h == whole[h.id] for h in found)  # row 300 keeps granite's part of its score
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("own", [False, True])
 def test_in_a_big_tenant_words_under_the_cap_still_rank_when_rare_words_leave_the_pool_short(
         big_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
@@ -258,6 +264,7 @@ def test_in_a_big_tenant_words_under_the_cap_still_rank_when_rare_words_leave_th
         assert _ids(store, ["zircon", "common"], 30, own) == {100, 200, 300, 400}  # over the cap: dropped
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("terms, limit", [(["zircon", "granite", "basalt"], 4), (["zircon", "granite", "basalt"], 30),
                                            (["granite", "basalt"], 8), (["zircon", "common"], 30), (["kiln"], 12)])
 def test_both_rankings_from_one_search_are_the_two_searches_on_both_backends(
@@ -290,6 +297,7 @@ def mid_stores(tmp_path: Path, postgres_dsn: str) -> Iterator[tuple[SqliteGraphS
     pg.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("own", [False, True])
 def test_without_a_rare_word_rows_holding_two_words_then_the_newest_holding_one_are_scored_as_the_whole_or(
         mid_stores: tuple[SqliteGraphStore, PostgresGraphStore], own: bool) -> None:
@@ -302,6 +310,7 @@ def test_without_a_rare_word_rows_holding_two_words_then_the_newest_holding_one_
         store.prune_min_rows = 10
         assert both <= {h.id for h in found} and {h.id for h in found} - both <= set(newest)
         assert len(found) == 20 and all(h == whole[h.id] for h in found)
+@pytest.mark.slow
 def test_mention_counts_are_each_viewers_visible_mentions_capped_on_both_backends(
         stores: tuple[SqliteGraphStore, PostgresGraphStore]) -> None:
     answers = []
@@ -319,6 +328,7 @@ def test_mention_counts_are_each_viewers_visible_mentions_capped_on_both_backend
     assert answers[0] == answers[1]
 
 
+@pytest.mark.slow
 def test_both_backends_show_each_viewer_only_the_entity_names_it_may_read(
         stores: tuple[SqliteGraphStore, PostgresGraphStore]) -> None:
     for s in stores:

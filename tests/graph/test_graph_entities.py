@@ -153,6 +153,7 @@ def test_postgres_answers_every_entity_read_as_sqlite_does(tmp_path: Path, postg
         pg.close()
 
 
+@pytest.mark.slow
 def test_two_replicas_naming_one_new_entity_at_once_create_it_once(postgres_dsn: str) -> None:
     from graph.pg import PostgresGraphStore
     from tests.support.postgres import fresh_database
@@ -215,6 +216,7 @@ def test_a_store_written_before_entities_gains_their_tables_at_open(tmp_path: Pa
             store.close()
 
 
+@pytest.mark.slow
 def test_a_store_from_before_alias_views_shows_each_alias_to_whoever_sees_a_mention(tmp_path: Path,
                                                                                   postgres_dsn: str) -> None:
     import psycopg

@@ -266,6 +266,7 @@ def test_phrases_match_the_own_text_word_for_word(store: PostgresGraphStore) -> 
     assert store.lexical_phrases(RowFilter(T), ["30 see"], 10) == []  # c's window starts with b: not own text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attack", ["kiln & !x", "kiln:*", "kiln' | 'x", "'", "\\", "(kiln", "kiln <-> x",
                                     "kiln:A", "!!", "a''b", "kiln) | (x"])
 def test_tsquery_syntax_in_user_text_is_just_words(store: PostgresGraphStore, attack: str) -> None:
@@ -278,6 +279,7 @@ def test_tsquery_syntax_in_user_text_is_just_words(store: PostgresGraphStore, at
         assert 1 in {h.id for h in window}
 
 
+@pytest.mark.slow
 def test_a_tenant_count_read_before_concurrent_adds_never_breaks_the_lexical_idf(store: PostgresGraphStore) -> None:
     """Under READ COMMITTED the tenant's row count and the words' row counts are read by separate
     statements: adds from another replica in between can make a word's count exceed the tenant's

@@ -20,6 +20,7 @@ from tests.support.postgres import PostgresServer, fresh_database
 
 # ---- journal and leases ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_replica_sees_another_ones_journal_only_after_its_lease_expired(dsn: str) -> None:
     a = PostgresGraphStore(dsn, owner="replica-a", lease_s=1.5)
     b = PostgresGraphStore(dsn, owner="replica-b", lease_s=1.5)
@@ -126,6 +127,7 @@ def test_one_request_on_a_replica_sees_what_another_committed_before_it_began(ds
             assert b.contents(T, [first, second]) == {first: "before"}
 
 
+@pytest.mark.slow
 def test_a_store_without_a_node_cache_reads_through(dsn: str) -> None:
     with PostgresGraphStore(dsn, owner="a") as a, PostgresGraphStore(dsn, owner="b", cache_nodes=0) as b:
         (only,) = ids(a, 1)
@@ -136,6 +138,7 @@ def test_a_store_without_a_node_cache_reads_through(dsn: str) -> None:
 
 # ---- schema ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_older_schema_is_upgraded_at_open_and_its_rows_become_searchable(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert migrate(conn, through=1) == 0
@@ -158,6 +161,7 @@ def test_a_newer_schema_is_refused_and_left_untouched(dsn: str) -> None:
     assert err.value.kind == "schema" and "99" in err.value.detail and str(LATEST) in err.value.detail
 
 
+@pytest.mark.slow
 def test_a_running_replica_stops_writing_once_another_has_upgraded_the_store_past_it(dsn: str) -> None:
     """A replica of the older version still running after a newer one migrated the store would
     write rows without what the newer schema keeps (before step 9: mentions without their counts).
@@ -187,6 +191,7 @@ def test_a_dsn_that_does_not_parse_is_an_invalid_dsn_error() -> None:
 
 # ---- failures ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_stopped_server_is_unavailable_with_nothing_half_written() -> None:
     server = PostgresServer(durable=True)  # stopped like a crash: what was acknowledged must survive
     try:
@@ -218,6 +223,7 @@ def test_a_stopped_server_is_unavailable_with_nothing_half_written() -> None:
         server.close()
 
 
+@pytest.mark.slow
 def test_a_server_down_at_open_is_unavailable() -> None:
     server = PostgresServer()  # initialised, never started
     try:
@@ -241,6 +247,7 @@ def test_errors_map_by_sqlstate(state: str, kind: str, transient: bool) -> None:
 
 # ---- replicas at once --------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_two_replicas_writing_one_session_at_once_keep_every_window_and_duplicate(dsn: str) -> None:
     a, b = PostgresGraphStore(dsn, owner="replica-a"), PostgresGraphStore(dsn, owner="replica-b")
     dup_hits: list[int | None] = []
@@ -270,6 +277,7 @@ def test_two_replicas_writing_one_session_at_once_keep_every_window_and_duplicat
         b.close()
 
 
+@pytest.mark.slow
 def test_run_replays_a_transaction_whose_connection_was_lost_and_transaction_does_not(
         store: PostgresGraphStore) -> None:
     a, b = ids(store, 2)

@@ -108,6 +108,7 @@ def _kept(db: GraphDB) -> set[tuple[str, str, str, int]]:
                 db.conn.execute("SELECT tenant, scope, key, n FROM counts WHERE n != 0")}
 
 
+@pytest.mark.slow
 def test_counts_kept_by_writes_and_deletes_equal_a_recount_from_the_rows(tmp_path: Path) -> None:
     core = _open(tmp_path / "data")
     try:
@@ -186,6 +187,7 @@ def test_neighbours_read_in_one_statement_match_the_walk_of_each_session(tmp_pat
 
 
 
+@pytest.mark.slow
 def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under_sqlites_oldest_limit(
         tmp_path: Path) -> None:
     """Three parameters a node: the chunks must stay under 999 variables, the bound of SQLite builds
@@ -207,7 +209,7 @@ def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under
         core.close()
 
 def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_them(tmp_path: Path) -> None:
-    from memory_core.operator.doctor import check, repair
+    from memory_core.operator.doctor.run import check, repair
 
     core = _open(tmp_path / "data")
     try:
@@ -224,7 +226,7 @@ def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_the
 
 
 def test_doctor_finds_a_drifted_entity_mention_count_and_repair_recounts_it(tmp_path: Path) -> None:
-    from memory_core.operator.doctor import check, repair
+    from memory_core.operator.doctor.run import check, repair
 
     core = _open(tmp_path / "data")
     try:

@@ -21,6 +21,8 @@ from graph.sqlite.store import SqliteGraphStore
 from tests.support.pg_graph import row
 from tests.support.postgres import fresh_database
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 ZIRCON = {100, 200, 300, 400}  # rare: 4 rows
 TENMOKU = {i for i in range(1, 121) if i % 3 == 0}  # 40 old rows (10 %), none among the newest 50
 GLINT = {i for i in range(351, 401) if i % 3 == 0}  # 17 rows (4 %), all among the newest 50 (34 % of them)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 import psycopg
+import pytest
 
 from graph.api import EntitySpec
 from graph.pg import PostgresGraphStore
@@ -46,11 +47,13 @@ def _agree(store: PostgresGraphStore, dsn: str, tenant: str = "acme") -> None:
           PgMaintenance(store).stale_counts)
 
 
+@pytest.mark.slow
 def test_kept_counts_follow_adds_private_rows_merges_erased_links_deletes_and_restores(
         store: PostgresGraphStore, dsn: str) -> None:
     follow_the_writes(store, lambda tenant: _agree(store, dsn, tenant))
 
 
+@pytest.mark.slow
 def test_entity_counts_names_and_listing_never_read_the_mention_rows(store: PostgresGraphStore, dsn: str) -> None:
     for i in range(40):  # named in a shared memory first: one entity each, whoever mentions it after
         add_mentioning(store, ["Hub"] + (["Rare"] if i < 3 else []), agent=f"a{i % 4}", private=i % 10 == 1)
@@ -83,6 +86,7 @@ def test_stale_mention_counts_are_found_and_rebuilt_from_the_rows(store: Postgre
     assert store.entity_mention_counts("acme", [alice], "bob", 10) == {alice: 2}
 
 
+@pytest.mark.slow
 def test_a_version_8_store_gains_its_mention_counts_from_the_rows_at_open(store: PostgresGraphStore,
                                                                           dsn: str) -> None:
     for i in range(30):
@@ -101,6 +105,7 @@ def test_a_version_8_store_gains_its_mention_counts_from_the_rows_at_open(store:
         reopened.close()
 
 
+@pytest.mark.slow
 def test_two_replicas_writing_the_same_entities_at_once_count_every_mention_once(dsn: str) -> None:
     """Two replicas, two writers each, add memories that mention the same hub entity and a few shared
     topics at the same time (a quarter of them private), then two topics are merged. Every committed

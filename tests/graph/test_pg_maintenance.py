@@ -103,6 +103,7 @@ def test_missing_structure_is_listed_once_and_recreated_without_touching_present
 
 # ---- episodes, journal, totals, sizes --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_journal_lists_every_replicas_entries_with_owner_and_lease(
         store: PostgresGraphStore, m: PgMaintenance, dsn: str) -> None:
     other = PostgresGraphStore(dsn, owner="replica-b", retry_s=2.0)

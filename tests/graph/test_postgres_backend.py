@@ -32,6 +32,7 @@ def test_postgres_without_a_dsn_or_with_a_malformed_one_is_config_invalid_naming
         assert "notaport" not in err.value.message  # a DSN may hold a password: it is never repeated
 
 
+@pytest.mark.slow
 def test_an_unreachable_postgres_at_open_is_store_unavailable(tmp_path: Path) -> None:
     from tests.support.chroma_server import free_port
 

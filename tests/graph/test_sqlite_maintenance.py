@@ -16,7 +16,7 @@ from graph.sqlite.db import GraphDB, window_table_name
 from graph.sqlite.maintenance import SqliteMaintenance
 from memory_core import MemoryCore
 from memory_core.errors import StoreFullError, StoreReadOnlyError
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 
@@ -140,6 +140,7 @@ def test_a_write_into_a_full_store_is_full_and_nothing_is_written(tmp_path: Path
         db.close()
 
 
+@pytest.mark.slow
 def test_a_full_store_reaches_the_operator_as_store_full_and_nothing_is_written(mcore: MemoryCore) -> None:
     for n in range(120):  # enough AGENT nodes that recreating them needs new pages
         mcore.add_memory("acme", "s1", f"agent-{n:03d}-" + "x" * 40, f"note {n}")

@@ -55,6 +55,7 @@ def test_cli_help_renders_without_loading_pydantic_rich_or_the_store() -> None:
     assert loaded_after(code) & {*HEAVY, "pydantic", "rich", "graph", "anyio"} == set()
 
 
+@pytest.mark.slow
 def test_opening_a_store_for_reads_loads_neither_chroma_nor_the_embedding_model(tmp_path: Path) -> None:
     code = (
         "from memory_core import MemoryCore\n"
@@ -73,6 +74,7 @@ def test_the_library_api_still_resolves_through_the_lazy_package() -> None:
         _ = memory_core.no_such_name  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_stats_recent_and_show_answer_from_the_graph_without_opening_chroma(tmp_path: Path) -> None:
     from memory_core import MemoryCore
     from memory_core.embedding.local import HashEmbedder
@@ -88,6 +90,7 @@ def test_stats_recent_and_show_answer_from_the_graph_without_opening_chroma(tmp_
         assert "chromadb" not in loaded_after(code, MEMORY_CORE_EMBEDDING_PROVIDER="hash"), command
 
 
+@pytest.mark.slow
 def test_stats_counts_vector_records_when_asked(tmp_path: Path) -> None:
     from memory_core import MemoryCore
     from memory_core.embedding.local import HashEmbedder

@@ -57,6 +57,7 @@ def open_elsewhere(data_dir: Path) -> dict[str, object]:
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 def test_a_second_process_is_refused_after_the_lock_file_is_deleted(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with open_here(data_dir) as core:
@@ -66,6 +67,7 @@ def test_a_second_process_is_refused_after_the_lock_file_is_deleted(tmp_path: Pa
         assert core.graph.count("acme") == 1
 
 
+@pytest.mark.slow
 def test_the_cli_is_refused_after_the_lock_file_is_deleted(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with open_here(data_dir) as core:
@@ -78,6 +80,7 @@ def test_the_cli_is_refused_after_the_lock_file_is_deleted(tmp_path: Path) -> No
         assert core.graph.count("acme") == 0
 
 
+@pytest.mark.slow
 def test_the_owner_recreates_a_deleted_lock_file_on_its_next_write(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     lock_file = data_dir / LOCK_FILE
@@ -106,6 +109,7 @@ def test_a_write_is_refused_when_someone_else_holds_a_replaced_lock_file(tmp_pat
         assert core.graph.count("acme") == 2
 
 
+@pytest.mark.slow
 def test_closing_releases_the_directory_lock(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     with open_here(data_dir):

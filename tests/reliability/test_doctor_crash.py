@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor import check, repair
-from memory_core.operator.doctor_secrets import memory_secrets, redacted_text
+from memory_core.operator.doctor.run import check, repair
+from memory_core.operator.doctor.secrets import memory_secrets, redacted_text
 from memory_core.secret_guard import SecretGuard, detect
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import graph_backends

@@ -28,7 +28,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor import check as doctor_check
+from memory_core.operator.doctor.run import check as doctor_check
 from tests.reliability.fuzz_strategies import FOREIGN_TENANT, World, tool_arguments
 from tests.reliability.harness import (
     LONG,

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor import check
+from memory_core.operator.doctor.run import check
 from memory_core.operator.transfer import export_tenant
 from tests.support.backends import graph_backends, open_core
 from tests.support.import_crash import run_import

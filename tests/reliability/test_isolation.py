@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 from mcp_types import CallToolResult
 
-from memory_core.operator.doctor import check as doctor_check
+from memory_core.operator.doctor.run import check as doctor_check
 from memory_core.operator.transfer import export_tenant
 from tests.reliability.harness import (
     LONG,

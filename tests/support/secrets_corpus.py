@@ -5,7 +5,7 @@ without credentials, version strings, placeholders, prose about passwords).
 
 Every secret is generated here from a fixed seed with the shape of the real thing (prefix,
 alphabet, length); none is or was ever a real credential. ``SAMPLES`` is what the tests and
-``bench/secrets.py`` use: each sample's text and the (kind, value) pairs it holds.
+``bench/quality/secrets.py`` use: each sample's text and the (kind, value) pairs it holds.
 """
 
 from __future__ import annotations
@@ -414,7 +414,7 @@ Downloading action repository 'actions/setup-python@v5' (SHA:82c7e631bb3cdc910f6
 
 def held_out(seed: int = 4100) -> list[Sample]:
     """Samples written after the detector was tuned on :func:`build`, and never tuned on: the honest
-    estimate bench/secrets.py reports beside the tuning set's."""
+    estimate bench/quality/secrets.py reports beside the tuning set's."""
     f = Fake(seed)
     out: list[Sample] = []
 

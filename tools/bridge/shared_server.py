@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from memory_core.errors import ConfigError, MemoryCoreError, StoreError, StoreLockedError
+from memory_core.errors import ConfigError, EmbedderMismatchError, MemoryCoreError, StoreError, StoreLockedError
 from memory_core.scopes import DEFAULT_SCOPE, Scope, parse_scope
 
 ANNOUNCEMENT = "mcp-server.json"
@@ -310,8 +310,10 @@ def _start_lock(data_dir: Path) -> Iterator[None]:
 
 def server_command(data_dir: Path, config: Path | None) -> list[str]:
     """The detached background server: ``memory-core serve --http --shared`` on a free loopback port."""
-    args = [sys.executable, "-c", "from tools.cli.app import main; main()", "serve", "--http", "--shared",
-            "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir), "--json"]
+    # ``python -P -m memory_core``: neither the launcher's working directory nor a PYTHONPATH holding
+    # other ``tools``/``graph`` packages can shadow ours (memory_core.launcher)
+    args = [sys.executable, "-P", "-m", "memory_core", "serve", "--http", "--shared", "--host", "127.0.0.1",
+            "--port", "0", "--data-dir", str(data_dir), "--json"]
     if config is not None:
         args += ["--config", str(config.resolve())]
     return args
@@ -399,7 +401,8 @@ def _start_failure(out_path: Path, data_dir: Path) -> MemoryCoreError:
             if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
                 error = parsed["error"]
     message = str(error.get("message") or f"see {data_dir / SERVER_LOG}")
-    known: dict[str, type[MemoryCoreError]] = {StoreLockedError.code: StoreLockedError, ConfigError.code: ConfigError}
+    known: dict[str, type[MemoryCoreError]] = {StoreLockedError.code: StoreLockedError, ConfigError.code: ConfigError,
+                                              EmbedderMismatchError.code: EmbedderMismatchError}
     if error.get("code") in known:
         return known[error["code"]](message, data_dir=str(data_dir))
     code = error.get("code", "unknown")

@@ -25,7 +25,7 @@ def tenants(
     opts = Common.of(ctx, config, data_dir, json_out)
     from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
-    with opts.core() as core:
+    with opts.core(graph_only=True) as core:  # counts only: lists a directory of another embedding model too
         rows = Operator(core).tenants()
     if opts.json:
         render.emit_json({"tenants": [t.to_dict() for t in rows]})

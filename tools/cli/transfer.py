@@ -61,7 +61,7 @@ def export(
     from memory_core.operator.transfer import export_count, export_tenant  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
-    with opts.core() as core:
+    with opts.core(graph_only=True) as core:
         total = export_count(core, tenant_of(tenant))
         with _progress(opts.json or out is None) as bar, _sink(out) as fh:
             task = bar.add_task(f"export {tenant}", total=total)

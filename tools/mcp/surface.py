@@ -1,7 +1,7 @@
 """What agents read in ``tools/list``: lean descriptions and schemas, shaped per connection.
 
 ``tools/list`` is sent into every agent's context, so it is kept short (≤ 2,500 cl100k
-tokens, ``python -m bench.token_economy --surface``) without losing what an agent needs:
+tokens, ``python -m bench.quality.token_economy --surface``) without losing what an agent needs:
 
 - Descriptions are the tool docstrings without their indentation, and their ``$name``
   placeholders are filled from the live settings (:func:`surface_values`), so a default or

@@ -16,7 +16,7 @@ inspector takes, so every route refuses one over ``FORM_MAX_BYTES`` (413) — un
 
 Responses carry a strict Content-Security-Policy (scripts, styles and images from this origin
 only: no inline script can run even if escaping ever failed), ``no-store`` and a
-``Server-Timing`` header with the server-side time (read by ``bench/ui.py``).
+``Server-Timing`` header with the server-side time (read by ``bench/latency/ui.py``).
 The only POSTs are login and logout; nothing else changes state.
 """
 

@@ -23,7 +23,7 @@ filter checks as any candidate):
    score, so the hop reorders no well-matched rows) (mentioned by at most ``entity_hop_df`` of the tenant, and
    at most ``entity_pool`` memories) — entity → memory → entity → memory. On LoCoMo dev two
    evidence turns of one question share such an entity 85 times as often as two random turns
-   of the conversation (``bench.entity_overlap``).
+   of the conversation (``bench.quality.entities.overlap``).
 
 The contributions land in ``Candidate.entity`` (added to ``base`` and ``graph``) and
 ``Candidate.entities`` (the names that carried it), which ``match_reason`` reports.
@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.api import Counts, EntityReads, MemoryNode, MemoryReads
+from graph.api import Counts, EntityIndex, MemoryNode, MemoryRows
 from memory_core.entities.extract import extract_entities, normalise_name
 from memory_core.entities.related import weight
 from memory_core.recall.filters import RecallFilters
@@ -52,7 +52,7 @@ MAX_RUN = 3  # words in a looked-up run of the query
 _TOKEN = re.compile(r"[\w'’.@/-]+")
 
 
-class BranchReads(EntityReads, MemoryReads, Counts, Protocol):
+class BranchGraph(EntityIndex, MemoryRows, Counts, Protocol):
     """What the branch reads of the graph store: entities, the memories that mention them, counts."""
 
 
@@ -93,7 +93,7 @@ def query_names(query: str, skip: frozenset[str]) -> list[str]:
 class EntityBranch:
     """Recall's entity branch over one graph store."""
 
-    def __init__(self, graph: BranchReads) -> None:
+    def __init__(self, graph: BranchGraph) -> None:
         self.graph = graph
 
     def find(self, filters: RecallFilters, reading: QueryReading, cfg: RecallConfig) -> EntityHits:

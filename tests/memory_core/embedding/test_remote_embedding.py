@@ -10,6 +10,7 @@ import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
+from memory_core.errors import ConfigError
 from memory_core.settings.schema import load_settings
 from tests.support.fake_llm import EMBEDDING_DIM, FakeLLM, fake_llm, status
 
@@ -27,6 +28,7 @@ def open_remote(data_dir: Path, api_base: str) -> MemoryCore:
     return MemoryCore.open(data_dir, settings=settings)
 
 
+@pytest.mark.slow
 def test_memories_are_embedded_by_the_provider_and_recalled(provider: FakeLLM, tmp_path: Path) -> None:
     before = provider.request_count
     with open_remote(tmp_path / "d", provider.api_base) as core:
@@ -38,6 +40,7 @@ def test_memories_are_embedded_by_the_provider_and_recalled(provider: FakeLLM, t
     assert provider.request_count - before == 2  # one batch for the adds, one for the query
 
 
+@pytest.mark.slow
 def test_a_transient_provider_failure_is_retried(provider: FakeLLM, tmp_path: Path) -> None:
     with open_remote(tmp_path / "d", provider.api_base) as core:
         before = provider.request_count
@@ -46,6 +49,7 @@ def test_a_transient_provider_failure_is_retried(provider: FakeLLM, tmp_path: Pa
         assert provider.request_count - before == 2
 
 
+@pytest.mark.slow
 def test_a_provider_that_is_down_fails_the_add_and_writes_nothing(tmp_path: Path) -> None:
     with open_remote(tmp_path / "d", "http://127.0.0.1:9") as core:
         with pytest.raises(MemoryCoreError) as err:
@@ -54,6 +58,7 @@ def test_a_provider_that_is_down_fails_the_add_and_writes_nothing(tmp_path: Path
         assert core.graph.count("acme") == 0 and core.vectors.count("acme") == 0
 
 
+@pytest.mark.slow
 def test_a_reply_of_the_wrong_dimension_is_refused(provider: FakeLLM, tmp_path: Path) -> None:
     settings = load_settings(environ={}, overrides={"embedding": {
         "provider": "litellm", "model": "openai/fake-embedder", "api_base": provider.api_base, "dimension": 16}})
@@ -67,7 +72,9 @@ def test_a_store_refuses_to_open_with_a_different_embedder(provider: FakeLLM, tm
         core.add_memory("acme", "s", "a", "embedded remotely")
     with pytest.raises(MemoryCoreError) as err:
         MemoryCore.open(tmp_path / "d", settings=load_settings(environ={}), embedder=HashEmbedder())
-    assert err.value.code == "CONFIG_INVALID" and "litellm:openai/fake-embedder" in err.value.message
+    # EMBEDDER_MISMATCH, a CONFIG_INVALID of its own (CLI exit 5), naming both models
+    assert err.value.code == "EMBEDDER_MISMATCH" and isinstance(err.value, ConfigError)
+    assert "litellm:openai/fake-embedder" in err.value.message
     with open_remote(tmp_path / "d", provider.api_base) as core:  # the original settings still open it
         assert core.graph.count("acme") == 1
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 

@@ -53,6 +53,7 @@ def test_the_model_s_entities_and_relations_are_linked_after_the_add(core: Memor
     assert "she joined the company" in json.dumps(llm.requests[-1].body)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("behaviour", [status(500), status(400), malformed(), ok("no json here"), slow(2.5)])
 def test_a_failing_or_slow_model_never_fails_or_slows_an_add(core: MemoryCore, llm: FakeLLM, behaviour: object) -> None:
     llm.default = behaviour  # type: ignore[assignment]
@@ -64,6 +65,7 @@ def test_a_failing_or_slow_model_never_fails_or_slows_an_add(core: MemoryCore, l
     assert core.entity_worker.stats.failed == 3 and core.entity_worker.stats.linked == 0
 
 
+@pytest.mark.slow
 def test_a_memory_deleted_before_the_model_answers_links_nothing(core: MemoryCore, llm: FakeLLM) -> None:
     llm.default = slow(0.5, ANSWER)
     ref = core.add_memory("acme", "s1", "ann", "a note").ref

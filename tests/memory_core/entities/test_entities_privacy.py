@@ -28,6 +28,7 @@ def _seen(core: MemoryCore, viewer: str | None) -> dict[str, tuple[str, ...]]:
     return {e.name: e.aliases for e in core.list_entities("acme", viewer=viewer)}
 
 
+@pytest.mark.slow
 def test_another_agent_declaring_a_private_alias_gets_an_entity_of_its_own(core: MemoryCore) -> None:
     # issue 37, point 10: bob's "nj" used to join ann's private entity, showing him her kind, her
     # spelling and an id her private memory had created
@@ -102,6 +103,7 @@ def test_a_merge_does_not_publish_the_private_aliases_it_moves(core: MemoryCore)
         core.merge_entities("acme", "Hawk", "ann-only-falcon", viewer="bob")
 
 
+@pytest.mark.slow
 def test_another_agent_who_declares_the_same_alias_privately_gets_its_own_entity_too(core: MemoryCore) -> None:
     core.add_memory("acme", "s1", "ann", "n", visibility="agent", entities=[{"name": "Orca", "aliases": ["O-1"]}])
     core.add_memory("acme", "s1", "bob", "n", visibility="agent", entities=[{"name": "o-1"}])
@@ -116,6 +118,7 @@ def test_another_agent_who_declares_the_same_alias_privately_gets_its_own_entity
     assert len({e.id for v in ("ann", "bob", "cat") for e in core.list_entities("acme", viewer=v)}) == 3
 
 
+@pytest.mark.slow
 def test_an_export_and_import_keep_a_private_alias_private(core: MemoryCore, tmp_path: Path,
                                                            request: pytest.FixtureRequest) -> None:
     core.add_memory("acme", "s1", "ann", "n", visibility="agent",
@@ -148,6 +151,7 @@ def test_check_memory_lists_the_memorys_entities_as_the_viewer_sees_them(core: M
     assert as_ann[0]["aliases"] == ["Osprey", "ann-osprey", "OS"]
 
 
+@pytest.mark.slow
 def test_the_default_entity_listing_is_bounded_and_keeps_the_most_mentioned(core: MemoryCore) -> None:
     from memory_core.entities.service import DEFAULT_LIST
 
@@ -159,6 +163,7 @@ def test_the_default_entity_listing_is_bounded_and_keeps_the_most_mentioned(core
     assert len(core.list_entities("acme", limit=1000)) == DEFAULT_LIST + 6
 
 
+@pytest.mark.slow
 def test_an_imported_line_never_joins_another_agents_private_entity(core: MemoryCore, tmp_path: Path,
                                                                     request: pytest.FixtureRequest) -> None:
     core.add_memory("acme", "s1", "ann", "mine", visibility="agent",

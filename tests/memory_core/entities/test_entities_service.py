@@ -119,6 +119,7 @@ def test_merging_two_entities_moves_aliases_and_mentions_to_the_kept_one(core: M
     assert _names(core)["Payments"][2] == 3
 
 
+@pytest.mark.slow
 def test_a_merge_of_an_entity_with_itself_or_with_an_unknown_one_is_refused(core: MemoryCore) -> None:
     core.add_memory("acme", "s1", "ann", "a", entities=[{"name": "Payments", "aliases": ["pay"]}])
     with pytest.raises(InvalidInputError):
@@ -143,6 +144,7 @@ def test_deleting_a_memory_removes_its_mentions_and_the_unmentioned_entity_is_no
     assert _names(core)["Alice"][2] == 1
 
 
+@pytest.mark.slow
 def test_a_handoff_and_a_mixed_tenant_batch_link_their_declared_entities(core: MemoryCore) -> None:
     core.create_handoff("acme", "s1", "ann", "handing over", entities=[{"name": "Release 2.1", "kind": "release"}])
     core.add_memories([{"tenant": t, "session": "s1", "agent": "ann", "content": f"batch {t}",

@@ -30,6 +30,8 @@ from memory_core import MemoryCore, MemoryCoreError
 from tests.support.backends import open_core, store_backends
 from tests.support.store_checks import LONG
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 TENANTS = ("acme", "globex")
 SESSIONS = ("s1", "s2")
 AGENTS = ("alice", "bob")

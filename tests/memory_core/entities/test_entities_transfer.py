@@ -13,6 +13,8 @@ from memory_core import MemoryCore
 from memory_core.operator.transfer import export_tenant, import_lines
 from tests.support.backends import open_core, store_backends
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 
 @pytest.fixture(params=store_backends("memory", "postgres"))
 def backend_name(request: pytest.FixtureRequest) -> str:

@@ -8,6 +8,8 @@ from memory_core import MemoryCore
 from memory_core.errors import InvalidInputError, NotFoundError, TenantRequiredError
 from memory_core.operator.stats import MAX_CHILDREN, Operator
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 
 def populate(core: MemoryCore) -> None:
     for i in range(MAX_CHILDREN + 3):

@@ -13,7 +13,7 @@ import pytest
 from graph.sqlite.db import window_table_name
 from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from memory_core.operator.transfer import export_tenant
 from tests.support.agreement import assert_stores_agree
 from tests.support.sqlite import sqlite_db
@@ -47,6 +47,7 @@ def kinds(findings: list) -> list[tuple[str, str, str | None]]:
     return sorted((f.kind, f.tenant, f.ref) for f in findings)
 
 
+@pytest.mark.slow
 def test_a_healthy_store_has_no_findings(core: MemoryCore) -> None:
     populate(core)
     report = check(core)
@@ -55,6 +56,7 @@ def test_a_healthy_store_has_no_findings(core: MemoryCore) -> None:
         ("acme", 4, 4, 4, 4), ("globex", 3, 3, 3, 3)}
 
 
+@pytest.mark.slow
 def test_a_vector_record_without_graph_node_is_restored_as_a_memory(core: MemoryCore) -> None:
     populate(core)
     before = healthy(core)
@@ -74,6 +76,7 @@ def test_a_vector_record_without_graph_node_is_restored_as_a_memory(core: Memory
     assert_stores_agree(core)
 
 
+@pytest.mark.slow
 def test_an_orphan_vector_record_that_cannot_be_rebuilt_is_quarantined_not_lost(core: MemoryCore) -> None:
     populate(core)
     before = healthy(core)
@@ -90,6 +93,7 @@ def test_an_orphan_vector_record_that_cannot_be_rebuilt_is_quarantined_not_lost(
     assert_stores_agree(core)
 
 
+@pytest.mark.slow
 def test_a_graph_node_without_vector_record_is_re_embedded_from_sqlite(core: MemoryCore) -> None:
     refs = populate(core)
     before = healthy(core)
@@ -103,6 +107,7 @@ def test_a_graph_node_without_vector_record_is_re_embedded_from_sqlite(core: Mem
     assert_stores_agree(core)
 
 
+@pytest.mark.slow
 def test_stale_lexical_rows_are_rebuilt_for_that_tenant_only(core: MemoryCore) -> None:
     refs = populate(core)
     before = healthy(core)
@@ -128,6 +133,7 @@ def test_stale_lexical_rows_are_rebuilt_for_that_tenant_only(core: MemoryCore) -
     assert_stores_agree(core)
 
 
+@pytest.mark.slow
 def test_a_damaged_lexical_window_is_found_and_rebuilt(core: MemoryCore) -> None:
     refs = populate(core)
     target = refs["pruning the pear orchard"]
@@ -157,6 +163,7 @@ def test_a_vector_record_whose_content_differs_is_rewritten_from_sqlite(core: Me
     assert_stores_agree(core)
 
 
+@pytest.mark.slow
 def test_dangling_and_cross_tenant_edges_are_deleted(core: MemoryCore) -> None:
     refs = populate(core)
     src = refs["planting apple trees"]
@@ -173,6 +180,7 @@ def test_dangling_and_cross_tenant_edges_are_deleted(core: MemoryCore) -> None:
         (("AUTHORED_BY", "agent:acme/alice"), ("IN_SESSION", "session:acme/s1"))]
 
 
+@pytest.mark.slow
 def test_a_lost_agent_node_and_session_edge_are_recreated_not_dropped(core: MemoryCore) -> None:
     refs = populate(core)
     target = refs["planting apple trees"]
@@ -192,6 +200,7 @@ def test_a_lost_agent_node_and_session_edge_are_recreated_not_dropped(core: Memo
     assert_stores_agree(core)
 
 
+@pytest.mark.slow
 def test_an_interrupted_add_is_rolled_back_not_restored(core: MemoryCore) -> None:
     populate(core)
     before = healthy(core)
@@ -208,6 +217,7 @@ def test_an_interrupted_add_is_rolled_back_not_restored(core: MemoryCore) -> Non
     assert_stores_agree(core)
 
 
+@pytest.mark.slow
 def test_every_planted_problem_at_once_is_repaired_and_healthy_memories_survive(
     core: MemoryCore, tmp_path: Path
 ) -> None:
@@ -228,6 +238,7 @@ def test_every_planted_problem_at_once_is_repaired_and_healthy_memories_survive(
     assert_stores_agree(core)
 
 
+@pytest.mark.slow
 def test_a_restore_whose_graph_write_fails_keeps_the_vector_record(
     core: MemoryCore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -248,6 +259,7 @@ def test_a_restore_whose_graph_write_fails_keeps_the_vector_record(
     assert core.check_memory("acme", "mem:500").memory.content == "the only copy"
 
 
+@pytest.mark.slow
 def test_recovery_never_deletes_the_record_of_an_interrupted_restore(core: MemoryCore) -> None:
     populate(core)
     vector = core.embedder.embed(["restored when the repair died"])

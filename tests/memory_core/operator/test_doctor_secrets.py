@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from graph.api import RowFilter
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from memory_core.operator.transfer import export_tenant
 from memory_core.secret_guard import detect
 from memory_core.settings.schema import load_settings

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from memory_core import MemoryCore
 from memory_core.errors import StoreError
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from memory_core.operator.transfer import export_tenant, import_lines
 from memory_core.refs import MAX_ID
 from memory_core.settings.schema import load_settings
@@ -249,6 +249,7 @@ def test_a_dry_run_of_a_jsonl_file_writes_nothing_and_says_what_it_would_write(s
     assert (again.written, again.skipped) == (1, 2)
 
 
+@pytest.mark.slow
 def test_the_library_reports_a_line_of_bytes_that_is_not_utf8(store: MemoryCore) -> None:
     lines = [json.dumps(line("mem:1", "fine")).encode() + b"\n", b"\xc3\x28 not utf-8\n"]
     counts = import_lines(store, lines, "acme")
@@ -273,6 +274,7 @@ def crafted_chains() -> list[str]:
     )
 
 
+@pytest.mark.slow
 def test_cycles_self_loops_and_forks_in_a_file_are_refused_and_the_rest_imports(store: MemoryCore) -> None:
     counts = import_lines(store, crafted_chains(), "acme", skip_bad=True)
     refused = {e["line"]: e["message"] for e in counts.error_lines}
@@ -322,6 +324,7 @@ def plant_chains(core: MemoryCore) -> dict[str, int]:
     return ids
 
 
+@pytest.mark.slow
 def test_doctor_reports_cycles_self_loops_and_forks_and_repairs_each_to_one_chain_newest_first(
         store: MemoryCore) -> None:
     ids = plant_chains(store)

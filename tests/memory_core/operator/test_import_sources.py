@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
 from memory_core.importers import import_source
-from memory_core.operator.doctor import check
+from memory_core.operator.doctor.run import check
 from memory_core.operator.transfer import export_tenant
 from memory_core.settings.schema import load_settings
 from tests.support.agreement import assert_stores_agree
@@ -60,6 +60,7 @@ def related_names(core: MemoryCore, name: str, tenant: str = "acme") -> dict[str
 
 # ---- MCP memory server -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_an_mcp_memory_graph_imports_and_recall_and_related_find_what_it_knew(store: MemoryCore) -> None:
     report = import_source(store, "mcp-memory", MCP, "acme")
     assert (report.errors, report.written, report.skipped) == (0, 17, 0)
@@ -166,6 +167,7 @@ def test_a_dry_run_writes_nothing_and_reports_counts_and_the_first_rows(sqlite_s
 
 # ---- basic-memory --------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_basic_memory_notes_become_sessions_typed_observations_and_declared_relations(store: MemoryCore) -> None:
     report = import_source(store, "basic-memory", FIXTURES / "basic-memory", "acme")
     assert report.errors == 0 and report.sessions == 3

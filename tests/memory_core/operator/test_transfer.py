@@ -44,6 +44,7 @@ def second(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # typ
     other.close()
 
 
+@pytest.mark.slow
 def test_export_lines_hold_every_field_needed_to_rebuild_a_memory(core: MemoryCore) -> None:
     populate(core)
     lines = lines_of(core, "acme")
@@ -75,6 +76,7 @@ def test_an_export_requires_one_valid_tenant(core: MemoryCore, tenant: object) -
         lines_of(core, tenant)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_import_into_an_empty_store_gives_identical_recall_and_recent_turn_pages(
     core: MemoryCore, second: MemoryCore
 ) -> None:
@@ -105,6 +107,7 @@ def test_import_into_an_empty_store_gives_identical_recall_and_recent_turn_pages
     assert_stores_agree(second)
 
 
+@pytest.mark.slow
 def test_reimporting_the_same_file_writes_nothing_new(core: MemoryCore, second: MemoryCore) -> None:
     populate(core)
     file = as_jsonl(lines_of(core, "acme"))
@@ -117,6 +120,7 @@ def test_reimporting_the_same_file_writes_nothing_new(core: MemoryCore, second: 
     assert (again.written, again.skipped) == (0, 9)
 
 
+@pytest.mark.slow
 def test_rows_whose_ids_are_taken_get_new_refs_and_still_import_once(core: MemoryCore, second: MemoryCore) -> None:
     populate(core)
     for i in range(4):  # occupy ids 1..4 in the target with another tenant's rows
@@ -133,6 +137,7 @@ def test_rows_whose_ids_are_taken_get_new_refs_and_still_import_once(core: Memor
     assert second.graph.count("acme") == 9
 
 
+@pytest.mark.slow
 def test_import_refuses_lines_of_another_tenant_and_malformed_lines_without_writing_them(
     core: MemoryCore, second: MemoryCore
 ) -> None:
@@ -192,6 +197,7 @@ def test_export_and_import_carry_version_chains_their_ends_and_locks(core: Memor
     assert_stores_agree(second)
 
 
+@pytest.mark.slow
 def test_reimporting_versions_writes_nothing_new_even_under_new_refs(core: MemoryCore, second: MemoryCore) -> None:
     refs = _versioned(core)
     for i in range(3):  # occupy ids so the chain is remapped: links follow the new refs

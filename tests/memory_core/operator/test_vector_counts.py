@@ -81,6 +81,7 @@ def _row(html: str, tenant: str) -> str:
     return next(r for r in rows if f'class="tenant-link">{tenant}<' in r)
 
 
+@pytest.mark.slow
 def test_the_inspector_flags_only_real_disagreement(data_dir: Path) -> None:
     settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, **ui_settings()})
     with MemoryCore.open(data_dir, settings=settings) as core:

@@ -52,6 +52,7 @@ def test_one_hop_brings_a_memory_that_shares_a_rare_entity_with_a_found_one(core
     assert reason["entity_via"] == first and "Kestrel Proxy" in reason["entities"]  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_the_entity_branch_respects_filters_and_agent_privacy(core: MemoryCore) -> None:
     _filler(core)
     core.add_memory("acme", "s1", "ann", "The ledger-svc outage was caused by Kestrel Proxy.", type="note")
@@ -65,6 +66,7 @@ def test_the_entity_branch_respects_filters_and_agent_privacy(core: MemoryCore) 
     assert {m.session for m in only_s1} <= {"s1"}
 
 
+@pytest.mark.slow
 def test_another_tenants_entities_never_reach_recall_or_related(core: MemoryCore) -> None:
     _filler(core, "other")
     core.add_memory("other", "s1", "eve", "ledger-svc belongs to Kestrel Proxy team", type="note")

@@ -23,6 +23,7 @@ def contents(result) -> list[str]:  # type: ignore[no-untyped-def]
     return [m.content for m in result.messages]
 
 
+@pytest.mark.slow
 def test_newest_handoff_comes_first_when_filtering_by_type(core: MemoryCore) -> None:
     # Three older handoffs with richer lexical overlap, in a busier session (more graph links).
     rich = "handoff EXP-30 llama.cpp verdict suspended: benchmark llama.cpp EXP-30 verdict pending, suspended runs"
@@ -136,6 +137,7 @@ def test_a_500_char_prefix_in_exclude_contents_excludes_its_row(core: MemoryCore
     assert long_ref not in refs and other in refs
 
 
+@pytest.mark.slow
 def test_when_everything_is_below_the_gate_lexical_matches_come_back_flagged(
     backend: str, tmp_path: Path, request  # type: ignore[no-untyped-def]
 ) -> None:
@@ -181,6 +183,7 @@ def test_private_memories_are_recalled_only_for_their_author(core: MemoryCore) -
         assert contents(core.recall("acme", "", viewer=viewer)) == ["public plan for the launch"]
 
 
+@pytest.mark.slow
 def test_no_recall_path_returns_another_tenants_rows(core: MemoryCore) -> None:
     for tenant in ("acme", "globex"):
         for i in range(6):

@@ -37,6 +37,7 @@ def _refs(core: MemoryCore, question: str = QUESTION, **kw: Any) -> list[str]:
     return [m.ref for m in core.recall("acme", question, limit=5, deep=True, **kw).messages]
 
 
+@pytest.mark.slow
 def test_a_day_the_question_names_brings_its_row_into_a_busy_tenant(core: MemoryCore,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     wanted = _busy_tenant(core)
@@ -58,6 +59,7 @@ def test_a_relative_day_or_a_month_does_not_read_a_day_of_rows() -> None:
         assert dated.search(_NoWorkers(), None, None, None, reading, [1.0], cfg) is None  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_the_days_rows_pass_the_filters_before_the_cut(core: MemoryCore) -> None:
     wanted = _busy_tenant(core)
     hidden = [core.add_memory("acme", "standup", "coder", f"the team chose supplier {i} privately",

@@ -1,5 +1,6 @@
-"""What a preset leaves unset comes from the embedder: with a stronger model (all-mpnet-base-v2)
-a non-dialogue row's own-text BM25 counts less; dialogue turns and explicit presets are untouched."""
+"""What a preset leaves unset comes from the embedder: with a stronger model (as the removed
+all-mpnet-base-v2 was) a non-dialogue row's own-text BM25 counts less; dialogue turns and explicit
+presets are untouched."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from memory_core.embedding.local import HashEmbedder, MiniLMEmbedder
-from memory_core.embedding.mpnet import MPNetEmbedder
 from memory_core.recall import scoring
 from memory_core.recall.presets import EMBEDDER_DEFAULTS, PRESETS, resolve_preset
 from memory_core.recall.scoring import Candidate
@@ -18,17 +18,23 @@ from memory_core.service import MemoryCore
 from memory_core.settings.schema import load_settings
 
 SETTINGS = load_settings(environ={}).recall
+STRONGER = "a-stronger-model"  # an embedder measured with bench.quality.tune to want a lighter own-text weight
+
+
+@pytest.fixture(autouse=True)
+def stronger_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(EMBEDDER_DEFAULTS, STRONGER, {"w_own": 0.3})
 
 
 def test_balanced_takes_the_embedders_own_text_weight() -> None:
-    assert resolve_preset(None, SETTINGS, MPNetEmbedder.name).w_own == EMBEDDER_DEFAULTS[MPNetEmbedder.name]["w_own"]
+    assert resolve_preset(None, SETTINGS, STRONGER).w_own == 0.3
     assert resolve_preset(None, SETTINGS, MiniLMEmbedder.name).w_own is None
     assert resolve_preset(None, SETTINGS, None).w_own is None
 
 
 @pytest.mark.parametrize("name", ["lexical", "semantic", "rsf", "rrf", "vector"])
 def test_a_preset_that_sets_the_weight_keeps_it_whatever_the_embedder(name: str) -> None:
-    assert resolve_preset(name, SETTINGS, MPNetEmbedder.name).w_own == PRESETS[name].w_own is not None
+    assert resolve_preset(name, SETTINGS, STRONGER).w_own == PRESETS[name].w_own is not None
 
 
 def _scored(w_own: float | None) -> dict[int, Candidate]:

@@ -76,6 +76,7 @@ def build(viewer: str | None = None, **fields: Any) -> RecallFilters:
     return RecallFilters.build("acme", viewer, resolve_project(project, viewer, {}), **fields)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fields", FILTERS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
 @pytest.mark.parametrize("viewer", [None, "a0"])
 def test_the_vector_pool_under_a_filter_is_the_brute_force_top_n_of_the_rows_it_admits(

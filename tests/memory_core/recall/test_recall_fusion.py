@@ -72,6 +72,7 @@ def test_rows_the_vector_branch_ranks_well_are_not_gated_out_by_a_stronger_best_
     assert second in [m.ref for m in res.messages]  # the vector pool's runner-up, far below the best
 
 
+@pytest.mark.slow
 def test_a_non_dialogue_row_does_not_borrow_the_words_of_the_row_before_it(core: MemoryCore) -> None:
     core.add_memory("acme", "2023-05", "memory-bank", "Bart won first prize at the science fair.", type="event",
                     timestamp=T0)

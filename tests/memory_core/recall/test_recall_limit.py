@@ -8,6 +8,8 @@ import pytest
 
 from memory_core import MemoryCore
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
 TOPICS = ["kiln", "invoice", "parking", "printer", "release", "lunch", "backup", "tenant"]
 VERBS = ["moved", "failed", "was fixed", "is late", "needs review", "was cancelled"]

@@ -35,6 +35,7 @@ def test_finding_names_costs_the_same_with_twenty_thousand_agents_as_with_three(
     assert small.probes == large.probes <= tokens * 3
 
 
+@pytest.mark.slow
 def test_recall_reads_names_through_the_tenant_index_without_touching_each_agent(core: MemoryCore) -> None:
     core.add_memories([{"tenant": "acme", "session": "s", "agent": f"bot-{i}.x", "content": f"status line {i}"}
                        for i in range(400)])

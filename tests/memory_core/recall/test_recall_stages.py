@@ -86,6 +86,7 @@ def test_the_rerank_stage_is_timed_apart_from_rank(core: MemoryCore) -> None:
     assert stages["rerank"] >= SLOW_S * 1000 and stages["rank"] < SLOW_S * 1000 / 2, stages
 
 
+@pytest.mark.slow
 def test_an_empty_query_pages_the_newest_and_reports_no_stages(core: MemoryCore) -> None:
     result = core.recall("acme", "")  # no branch runs: there is nothing to attribute
     assert result.messages and "stages_ms" not in result.diagnostics and result.diagnostics["elapsed_ms"] >= 0

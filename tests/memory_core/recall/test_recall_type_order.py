@@ -59,6 +59,7 @@ def test_deep_orders_handoffs_by_relevance_again(core: MemoryCore) -> None:
     assert result.order is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gap", sorted(GAPS))
 def test_decisions_hours_apart_stay_in_relevance_order_and_recency_only_weighs(core: MemoryCore, gap: str) -> None:
     # The rule is the handoff's. A decision is one fact among many: the newest decision, about the

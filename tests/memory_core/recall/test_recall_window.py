@@ -60,6 +60,7 @@ def test_a_store_without_window_tables_gets_them_at_open(core: MemoryCore, reope
         core.close()
 
 
+@pytest.mark.slow
 def test_a_reply_is_found_through_the_question_before_it(core: MemoryCore) -> None:
     core.add_memory("acme", "s1", "alice", "How was the conference in Lisbon last week?", timestamp=at(0))
     reply = core.add_memory("acme", "s1", "bob", "Great! The keynote on storage engines was the best part.",
@@ -73,6 +74,7 @@ def test_a_reply_is_found_through_the_question_before_it(core: MemoryCore) -> No
     assert reason is not None and reason["bm25"] > 0
 
 
+@pytest.mark.slow
 def test_agents_named_in_the_query_are_read_from_the_graph(core: MemoryCore) -> None:
     for i in range(6):
         core.add_memory("acme", "s", "melanie", f"I went hiking with the kids on trail {i}", timestamp=at(2 * i))
@@ -84,6 +86,7 @@ def test_agents_named_in_the_query_are_read_from_the_graph(core: MemoryCore) -> 
     assert read_query("Where did Caroline's kids go?", ["Caroline"]).semantic == "Where did kids go?"
 
 
+@pytest.mark.slow
 def test_a_date_in_the_query_favours_rows_of_that_time(core: MemoryCore) -> None:
     for day in range(1, 29):
         core.add_memory("acme", f"day{day}", "a", "we talked about the garden", timestamp=datetime(2023, 5, day, 12,

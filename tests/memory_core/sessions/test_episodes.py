@@ -63,6 +63,7 @@ def test_a_model_summary_is_cached_until_the_session_changes(summarizing_core: M
     assert fresh.ref == first.ref and fresh.summary == "Refreshed summary." and seen(llm, before) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("behaviours", "source", "reason", "requests"),
     [([status(503), status(503), ok("Recovered after retries.")], "model", None, 3),
@@ -100,6 +101,7 @@ def test_a_provider_that_is_down_falls_back_without_failing(tmp_path: Path, requ
         core.close()
 
 
+@pytest.mark.slow
 def test_adds_never_wait_for_a_slow_summary(summarizing_core: MemoryCore, llm: FakeLLM) -> None:
     fill(summarizing_core)
     before = llm.request_count
@@ -133,6 +135,7 @@ def test_handoffs_form_a_chain_newest_first(core: MemoryCore) -> None:
     assert recovery.handoff is not None and recovery.handoff.ref == refs[2]
 
 
+@pytest.mark.slow
 def test_recover_context_returns_handoff_summary_and_pages_of_turns(core: MemoryCore) -> None:
     refs = fill(core, n=45)
     handoff = core.create_handoff("acme", "s1", "planner", "Handoff: billing queue migrated; next, alerts. " * 20)
@@ -163,6 +166,7 @@ def test_episodes_are_recallable_and_closed_to_other_tenants(core: MemoryCore) -
     assert all(m.tenant == "acme" for m in hits)
 
 
+@pytest.mark.slow
 def test_recover_context_stops_at_its_budget_and_the_cursor_continues_exactly(core: MemoryCore) -> None:
     refs = [core.add_memory("acme", "s1", "a", f"turn {i} " + "words " * 300, timestamp=T0 + timedelta(seconds=i)).ref
             for i in range(30)]
@@ -172,6 +176,7 @@ def test_recover_context_stops_at_its_budget_and_the_cursor_continues_exactly(co
     assert [t.ref for t in rest.turns] == list(reversed(refs))[5:]
 
 
+@pytest.mark.slow
 def test_recover_context_does_not_wait_long_for_a_slow_model(
     llm: FakeLLM, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -131,6 +131,7 @@ def test_a_server_that_is_down_falls_back_with_connection_refused(fake: FakeLLM)
     assert time.monotonic() - started < 3.0  # refused is immediate; only the small back-offs add up
 
 
+@pytest.mark.slow
 def test_a_server_slower_than_timeout_falls_back_after_the_retries(fake: FakeLLM) -> None:
     fake.default = slow(3.0)
     started = time.monotonic()
@@ -140,6 +141,7 @@ def test_a_server_slower_than_timeout_falls_back_after_the_retries(fake: FakeLLM
     assert time.monotonic() - started < 2.5
 
 
+@pytest.mark.slow
 def test_the_total_time_budget_ends_retries_before_the_attempt_limit(fake: FakeLLM) -> None:
     fake.default = slow(3.0)
     started = time.monotonic()
@@ -264,6 +266,7 @@ def test_importing_the_package_does_not_import_litellm() -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_litellm_is_loaded_offline_and_only_talks_to_the_configured_server() -> None:
     if not _RECORDING["litellm_was_preloaded"]:
         # The audit hook was in place before `import litellm` in this process: check what it saw.

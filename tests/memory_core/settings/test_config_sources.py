@@ -91,6 +91,7 @@ def test_importing_the_config_does_not_import_pydantic_settings() -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
+@pytest.mark.slow
 def test_the_stdio_server_refuses_to_start_with_a_malformed_tenant(tmp_path: Path) -> None:
     from tests.support.mcp_harness import SERVER_COMMAND, server_env
     from tools.cli.common import EXIT_CONFIG

@@ -89,6 +89,7 @@ def test_preload_off_loads_nothing(store: Path) -> None:
     assert loaded_after_warm_up(store, preload_tenants=0) == set()
 
 
+@pytest.mark.slow
 def test_the_preload_stays_within_the_vector_cache_budget_and_skips_what_does_not_fit(tmp_path: Path) -> None:
     # 64-d hash vectors: ~960 bytes a row by the cache's estimate, so 1,200 rows do not fit in 1 MB
     seed(tmp_path / "data", rows={"new": 1200, "mid": 5, "old": 5})

@@ -81,6 +81,7 @@ def test_tenants_that_fit_are_never_released(chroma: ChromaVectorStore) -> None:
     assert store.loaded_bytes() == 120 * ROW
 
 
+@pytest.mark.slow
 def test_writes_interleaved_across_many_releases_lose_nothing(chroma: ChromaVectorStore) -> None:
     store = VectorCacheBudget(chroma, 30 * ROW, chroma.count)
     tenants = ("acme", "beta", "gamma")
@@ -176,6 +177,7 @@ def test_a_call_that_outlasts_the_drain_leaves_the_indexes_loaded_and_stalls_no_
     assert store.loaded_bytes() == 40 * ROW
 
 
+@pytest.mark.slow
 def test_settings_build_the_budget_over_embedded_chroma_and_recall_stays_right_across_releases(
         tmp_path: Path) -> None:
     settings = load_settings(environ={"MEMORY_CORE_STORAGE_VECTOR_CACHE_MB": "1"},
@@ -204,6 +206,7 @@ def test_a_negative_budget_is_refused_naming_the_key() -> None:
     assert err.value.code == "CONFIG_INVALID" and err.value.fields["key"] == "storage.vector_cache_mb"
 
 
+@pytest.mark.slow
 def test_concurrent_writers_and_readers_across_releases_see_every_row(chroma: ChromaVectorStore) -> None:
     """Four threads write and read three tenants at once with room for about one: releases happen
     between their calls, never under one, and every row each thread wrote is there at the end."""

@@ -21,7 +21,7 @@ import pytest
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
-from memory_core.operator.doctor import check, repair
+from memory_core.operator.doctor.run import check, repair
 from memory_core.settings.schema import load_settings
 from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.deadline import vector_store_wedged
@@ -108,6 +108,7 @@ def seed(core: MemoryCore) -> set[str]:
     return {core.add_memory("acme", "s1", "alice", text).ref for text in ("apples in the orchard", "pears later")}
 
 
+@pytest.mark.slow
 def test_a_hung_upsert_fails_the_add_by_the_deadline_and_frees_the_writer_lock(store: Store) -> None:
     core = store.core
     refs = seed(core)
@@ -119,6 +120,7 @@ def test_a_hung_upsert_fails_the_add_by_the_deadline_and_frees_the_writer_lock(s
     assert {f"mem:{i}" for i in core.graph.memory_ids("acme")} == refs  # nothing reached the graph
 
 
+@pytest.mark.slow
 def test_while_a_call_is_stuck_every_write_says_the_store_is_wedged_and_reads_keep_answering(store: Store) -> None:
     core = store.core
     refs = seed(core)
@@ -141,6 +143,7 @@ def test_while_a_call_is_stuck_every_write_says_the_store_is_wedged_and_reads_ke
     assert [f.kind for f in returns(lambda: repair(core)).remaining] == ["vector_store_wedged"]
 
 
+@pytest.mark.slow
 def test_once_the_hang_clears_writes_work_again_and_the_refused_add_leaves_nothing(store: Store) -> None:
     core = store.core
     refs = seed(core)
@@ -155,6 +158,7 @@ def test_once_the_hang_clears_writes_work_again_and_the_refused_add_leaves_nothi
     assert_stores_agree(store.reopen(), {"acme": refs})
 
 
+@pytest.mark.slow
 def test_a_hung_undo_keeps_the_journal_entry_and_a_later_write_finishes_it(store: Store) -> None:
     core = store.core
     refs = seed(core)
@@ -171,6 +175,7 @@ def test_a_hung_undo_keeps_the_journal_entry_and_a_later_write_finishes_it(store
     assert_stores_agree(core, {"acme": refs})
 
 
+@pytest.mark.slow
 def test_a_hung_vector_delete_hides_the_memory_and_finishes_once_the_store_answers(store: Store) -> None:
     core = store.core
     refs = seed(core)
@@ -186,6 +191,7 @@ def test_a_hung_vector_delete_hides_the_memory_and_finishes_once_the_store_answe
     assert_stores_agree(core, {"acme": refs})
 
 
+@pytest.mark.slow
 def test_recovery_at_open_against_a_hung_store_fails_with_a_code_and_releases_the_directory(
     store: Store,
 ) -> None:

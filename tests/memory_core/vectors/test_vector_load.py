@@ -103,6 +103,7 @@ def upsert(store: Any, tenant: str, ref: str) -> None:
     store.upsert(tenant, [ref], [VEC], [ref], [{}])
 
 
+@pytest.mark.slow
 def test_a_write_waits_behind_another_tenants_index_load_instead_of_wedging_the_store(rate: float) -> None:
     inner = LoadingStore({"big": 1.0})  # 3x the deadline, within big's allowance (200 rows: 2 s)
     store = DeadlineVectorStore(inner, DEADLINE_S, rows=rows_of({"big": 200, "small": 1}))
@@ -119,6 +120,7 @@ def test_a_write_waits_behind_another_tenants_index_load_instead_of_wedging_the_
     store.close()
 
 
+@pytest.mark.slow
 def test_a_load_past_its_allowance_fails_and_wedges_as_a_hang_does(rate: float) -> None:
     inner = LoadingStore({})
     inner.hang = True
@@ -142,6 +144,7 @@ def test_a_load_past_its_allowance_fails_and_wedges_as_a_hang_does(rate: float) 
     store.close()
 
 
+@pytest.mark.slow
 def test_a_call_behind_a_load_gets_its_own_deadline_again_once_the_load_ends(rate: float) -> None:
     """The load ends; the write behind it then hangs on its own: it fails one deadline later."""
     inner = LoadingStore({"big": 0.8})
@@ -212,6 +215,7 @@ def core(tmp_path: Path, rate: float) -> Iterator[tuple[MemoryCore, LoadingStore
     c.close()
 
 
+@pytest.mark.slow
 def test_through_memory_core_an_add_during_a_big_tenants_first_recall_is_acknowledged(
         core: tuple[MemoryCore, LoadingStore]) -> None:
     c, inner = core

@@ -64,6 +64,7 @@ def test_an_update_writes_a_new_version_that_supersedes_the_old_one_which_is_kep
     assert vcore.graph.count("acme") == 2  # the old version is kept, not replaced
 
 
+@pytest.mark.slow
 def test_recall_returns_only_the_newest_version_and_says_which_one_it_supersedes(vcore: MemoryCore) -> None:
     old = vcore.add_memory("acme", "s1", "ann", "Payments API timeout is 30 seconds", type="fact")
     mid = vcore.update_memory("acme", old.ref, content="Payments API timeout is 45 seconds")
@@ -335,7 +336,7 @@ def test_threads_of_one_process_correcting_one_version_at_once_make_exactly_one_
 
 
 def test_doctor_restores_a_lost_old_version_superseded_and_linked_again(vcore: MemoryCore) -> None:
-    from memory_core.operator.doctor import check, repair
+    from memory_core.operator.doctor.run import check, repair
 
     v1 = vcore.add_memory("acme", "s1", "ann", "the cache TTL is 60s", type="fact").ref
     v2 = vcore.update_memory("acme", v1, content="the cache TTL is 300s").added.ref

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.secrets import score
+from bench.quality.secrets import score
 from memory_core.errors import SecretRejectedError
 from memory_core.secret_guard import Scan, SecretGuard, detect, redact
 from memory_core.secret_guard.detect import keyed

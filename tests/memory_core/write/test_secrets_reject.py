@@ -85,6 +85,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_over_mcp_reject_is_a_coded_tool_error_and_redact_reports_the_kinds(tmp_path: Path) -> None:
     async with Client(stdio_params(tmp_path / "reject", MEMORY_CORE_SECURITY_SECRETS="reject")) as client:

@@ -18,6 +18,8 @@ from tests.support.raw_bridge import RawBridge, tool_error
 from tests.tools.bridge.test_shared_server import stop_servers
 from tools.bridge.shared_server import ANNOUNCEMENT, ensure_shared_server
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 LIMIT = 100_000
 LIMITS = {"MEMORY_CORE_SERVER_MAX_REQUEST_BYTES": str(LIMIT), "MEMORY_CORE_SERVER_SHARED_IDLE_S": "30"}
 

@@ -24,6 +24,8 @@ from tests.support.store_checks import LONG
 from tests.tools.bridge.test_shared_server import stop_servers
 from tools.bridge.shared_server import Announcement, is_alive, read_announcement
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 KILLS = 12 if LONG else 2  # each restart costs a server start (~1-5 s): two keep `make test` short
 CALL_GAP_S = 0.02
 IN_FLIGHT = 8  # calls outstanding at once: enough to be mid-call at every kill, few enough to leave no backlog

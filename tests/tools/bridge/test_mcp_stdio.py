@@ -45,6 +45,7 @@ async def test_without_a_binding_every_call_must_name_a_valid_tenant(stdio_clien
     assert error_code(malformed) == "INVALID_TENANT"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_configured_tenant_binds_every_stdio_call(tmp_path: Path) -> None:
     async with Client(stdio_params(tmp_path / "data", MEMORY_CORE_TENANT="acme")) as client:

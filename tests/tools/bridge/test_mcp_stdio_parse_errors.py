@@ -25,6 +25,8 @@ import pytest
 
 from tests.support.mcp_harness import ROOT, server_env
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 BIN = Path(sys.executable).with_name("memory-core")
 REPLY_TIMEOUT_S = 20.0
 CLIENT = {"name": "raw", "version": "1"}

@@ -97,6 +97,7 @@ class TestToolsOverTheBridge(ToolContract):
 
 
 # ---- many clients, one store ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_three_stdio_clients_on_one_data_directory_read_each_others_writes_at_once(
     data_dir: Path, era: str,
@@ -119,6 +120,7 @@ async def test_three_stdio_clients_on_one_data_directory_read_each_others_writes
             assert len(shared_servers(data_dir)) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_two_launches_at_once_end_with_one_background_server(data_dir: Path) -> None:
     seen: list[str] = []
@@ -137,6 +139,7 @@ async def test_two_launches_at_once_end_with_one_background_server(data_dir: Pat
     assert sorted(seen) == ["mem:1", "mem:2"]
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_bridged_client_bound_to_one_tenant_cannot_read_another(data_dir: Path, era: str) -> None:
     with anyio.fail_after(CALL_TIMEOUT_S):
@@ -153,6 +156,7 @@ async def test_a_bridged_client_bound_to_one_tenant_cannot_read_another(data_dir
             assert (await as_a.ok("recall", query="launch codes"))["messages"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_an_agent_binding_travels_with_each_bridged_connection(data_dir: Path) -> None:
     with anyio.fail_after(CALL_TIMEOUT_S):
@@ -167,6 +171,7 @@ async def test_an_agent_binding_travels_with_each_bridged_connection(data_dir: P
             assert error_code(await as_bob.call("get_contents", refs=[private], viewer="alice")) == "AGENT_MISMATCH"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_killed_background_server_is_restarted_transparently_on_the_next_call(
     data_dir: Path, era: str,
@@ -188,6 +193,7 @@ async def test_a_killed_background_server_is_restarted_transparently_on_the_next
             assert second is not None and second.pid != first.pid and second.secret != first.secret
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_background_server_stops_itself_once_no_client_is_connected(data_dir: Path, era: str) -> None:
     with anyio.fail_after(CALL_TIMEOUT_S):
@@ -199,6 +205,7 @@ async def test_the_background_server_stops_itself_once_no_client_is_connected(da
             await anyio.sleep(0.2)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_directory_held_by_an_exclusive_server_answers_store_locked_not_a_dropped_connection(
     data_dir: Path,
@@ -221,6 +228,7 @@ def leaves(error: BaseException) -> Iterator[BaseException]:
 
 
 # ---- the announcement and the secret ----------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_shared_server_listens_on_loopback_and_refuses_requests_without_its_secret(data_dir: Path) -> None:
     with anyio.fail_after(CALL_TIMEOUT_S):
@@ -240,6 +248,7 @@ async def test_the_shared_server_listens_on_loopback_and_refuses_requests_withou
                     assert answer.status_code == 401, (token, answer.text)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_stdio_launch_joins_a_running_http_server_instead_of_failing(data_dir: Path, tmp_path: Path) -> None:
     from tests.support.mcp_harness import http_client, running_http_server
@@ -255,6 +264,7 @@ async def test_a_stdio_launch_joins_a_running_http_server_instead_of_failing(dat
         assert announced["shared"] is False
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_bridged_clients_join_a_server_with_configured_tokens_and_keep_their_own_binding(
     data_dir: Path, tmp_path: Path,

@@ -20,6 +20,8 @@ from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, http_c
 from tests.tools.bridge.test_shared_server import CALL_TIMEOUT_S, bridged, stop_servers
 from tools.bridge.shared_server import BridgeBinding, bridge_token, ensure_shared_server, read_announcement
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:

@@ -33,6 +33,8 @@ from tools.bridge.shared_server import (
     read_announcement,
 )
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 SECRET_CONTENT = "the vault code is 4711"
 
 

@@ -71,6 +71,7 @@ def test_tenants_and_doctor_say_they_are_operator_wide() -> None:
         assert "Operator-wide by design" in help_text(command)
 
 
+@pytest.mark.slow
 def test_add_then_show_round_trips_every_field(data_dir: Path) -> None:
     added = run_json(data_dir, "add", "-t", "acme", "-s", "s4", "-a", "dave", "--type", "note", "--role", "user",
                      "--channel", "cli", "--source-id", "cli:1", "--project-id", "cider", "--salience", "0.8",
@@ -100,6 +101,7 @@ def test_a_handoff_added_from_the_cli_supersedes_the_previous_one(data_dir: Path
     assert any(e["kind"] == "SUPERSEDES" for e in edges)
 
 
+@pytest.mark.slow
 def test_recall_applies_every_filter_and_shows_scores(data_dir: Path) -> None:
     rows = run_json(data_dir, "recall", "apple harvest", "-t", "acme", "--limit", "3")["messages"]
     assert len(rows) == 3 and all(r["tenant"] == "acme" and "confidence" in r for r in rows)
@@ -151,6 +153,7 @@ def test_recent_pages_with_the_printed_cursor_without_gaps_or_repeats(data_dir: 
     assert "next cursor:" in human.stdout
 
 
+@pytest.mark.slow
 def test_tenants_is_operator_wide_while_sessions_stats_and_graph_stay_in_one_tenant(data_dir: Path) -> None:
     tenants = {t["tenant"]: t for t in run_json(data_dir, "tenants")["tenants"]}
     assert set(tenants) == {"acme", "globex"} and tenants["acme"]["memories"] == 10
@@ -186,6 +189,7 @@ def test_commands_that_read_tenant_data_fail_closed_without_a_tenant(data_dir: P
     assert human.exit_code == 2 and "TENANT_REQUIRED" in human.stderr
 
 
+@pytest.mark.slow
 def test_exit_codes_and_messages_name_the_stable_code(data_dir: Path, tmp_path: Path) -> None:
     assert run_json(data_dir, "show", "mem:999", "-t", "acme", code=3)["error"]["code"] == "NOT_FOUND"
     assert run_json(data_dir, "show", "nonsense", "-t", "acme", code=2)["error"]["code"] == "INVALID_REF"
@@ -209,12 +213,14 @@ def test_the_operator_deletes_an_agents_private_memory(data_dir: Path) -> None:
     assert run_json(data_dir, "delete", note.ref, "-t", "acme") == {"ref": note.ref, "deleted": True}
 
 
+@pytest.mark.slow
 def test_delete_removes_a_memory_and_a_second_delete_is_not_found(data_dir: Path) -> None:
     assert run_json(data_dir, "delete", "mem:1", "-t", "acme") == {"ref": "mem:1", "deleted": True}
     assert run_json(data_dir, "delete", "mem:1", "-t", "acme", code=3)["error"]["code"] == "NOT_FOUND"
     assert run_json(data_dir, "delete", "mem:11", "-t", "acme", code=3)["error"]["code"] == "NOT_FOUND"  # globex's
 
 
+@pytest.mark.slow
 def test_summarize_shows_where_the_summary_came_from(data_dir: Path) -> None:
     episode = run_json(data_dir, "summarize", "-t", "acme", "-s", "s1")
     assert episode["ref"].startswith("ep:") and episode["summary_source"] == "fallback" and episode["summary"]
@@ -229,6 +235,7 @@ def export_lines(data_dir: Path, tenant: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_export_then_import_into_an_empty_store_is_identical_and_reimport_writes_nothing(
     data_dir: Path, tmp_path: Path
 ) -> None:
@@ -259,6 +266,7 @@ def test_export_then_import_into_an_empty_store_is_identical_and_reimport_writes
     assert human.exit_code == 0 and "0 written" in human.stdout
 
 
+@pytest.mark.slow
 def test_cross_tenant_export_is_impossible_and_import_refuses_foreign_lines(data_dir: Path, tmp_path: Path) -> None:
     assert {line["tenant"] for line in export_lines(data_dir, "acme")} == {"acme"}
     assert [line["content"] for line in export_lines(data_dir, "globex")] == ["globex secret apple formula"]
@@ -271,6 +279,7 @@ def test_cross_tenant_export_is_impossible_and_import_refuses_foreign_lines(data
     assert run_json(tmp_path / "other", "import", str(tmp_path / "missing.jsonl"), "-t", "acme", code=3)
 
 
+@pytest.mark.slow
 def test_doctor_finds_and_repairs_planted_inconsistencies_without_losing_healthy_memories(data_dir: Path) -> None:
     assert run_json(data_dir, "doctor")["ok"] is True
     before = export_lines(data_dir, "acme")
@@ -319,6 +328,7 @@ def test_the_packaged_template_copy_matches_the_repository_template() -> None:
         "tools/cli/config.template.toml is stale: cp config.template.toml tools/cli/")
 
 
+@pytest.mark.slow
 def test_serve_on_a_port_in_use_fails_with_a_configuration_error(data_dir: Path) -> None:
     import socket
 

@@ -20,6 +20,8 @@ from memory_core.settings.schema import load_settings
 from tests.support.mcp_harness import http_client
 from tests.support.paths import ROOT
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 BIN = Path(sys.executable).with_name("memory-core")
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")},
        "MEMORY_CORE_EMBEDDING_PROVIDER": "hash"}

@@ -69,6 +69,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.mark.slow
 def test_every_token_is_new() -> None:
     assert made("acme")["token"] != made("acme")["token"]
 

@@ -49,6 +49,7 @@ def test_update_then_history_shows_the_chain_and_recall_shows_the_newest(store: 
     assert table.exit_code == 0 and "2 version(s)" in table.stdout and "current" in table.stdout
 
 
+@pytest.mark.slow
 def test_a_stale_or_locked_update_exits_6_with_its_code_and_unlock_lets_it_through(
         store: tuple[Path, dict[str, str]]) -> None:
     path, refs = store
@@ -65,6 +66,7 @@ def test_a_stale_or_locked_update_exits_6_with_its_code_and_unlock_lets_it_throu
     assert run(path, "update", new["ref"], "--salience", "0.9", "--tenant", "acme")[0] == 0
 
 
+@pytest.mark.slow
 def test_the_operator_may_correct_a_private_memory_and_bad_input_has_its_exit_code(
         store: tuple[Path, dict[str, str]]) -> None:
     path, refs = store
@@ -77,6 +79,7 @@ def test_the_operator_may_correct_a_private_memory_and_bad_input_has_its_exit_co
     assert run(path, "lock", refs["fact"])[1]["error"]["code"] == "TENANT_REQUIRED"
 
 
+@pytest.mark.slow
 def test_show_lists_the_version_chain_of_a_corrected_memory(store: tuple[Path, dict[str, str]]) -> None:
     path, refs = store
     _code, new = run(path, "update", refs["fact"], "the build uses node 20", "--tenant", "acme")

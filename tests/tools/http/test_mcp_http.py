@@ -108,6 +108,7 @@ async def test_tenants_bound_by_different_tokens_never_see_each_other(acme: Call
     assert error_code(await acme.call("check_memory", ref=ref)) == "NOT_FOUND"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_loopback_server_without_tokens_requires_a_tenant_on_every_call(tmp_path: Path) -> None:
     with running_http_server(tmp_path / "data") as url:
@@ -117,6 +118,7 @@ async def test_a_loopback_server_without_tokens_requires_a_tenant_on_every_call(
             assert not ok.is_error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10"])
 def test_a_non_loopback_host_without_tokens_refuses_to_start_and_says_why(tmp_path: Path, host: str) -> None:
     run = subprocess.run(
@@ -130,6 +132,7 @@ def test_a_non_loopback_host_without_tokens_refuses_to_start_and_says_why(tmp_pa
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 def test_a_plaintext_token_in_the_config_refuses_to_start(tmp_path: Path) -> None:
     config = tmp_path / "bad.toml"
     config.write_text('[server.tokens]\n"my-plain-token" = "acme"\n', encoding="utf-8")
@@ -142,6 +145,7 @@ def test_a_plaintext_token_in_the_config_refuses_to_start(tmp_path: Path) -> Non
     assert "sha256" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.slow
 def test_a_second_exclusive_server_on_the_same_data_directory_exits_with_store_locked(tmp_path: Path) -> None:
     # a plain stdio launch joins the running server instead (tests/tools/bridge/test_shared_server.py)
     with running_http_server(tmp_path / "data"):

@@ -85,6 +85,7 @@ def _assert_refusal(status: int, body: dict[str, Any], expected_status: int, cod
     assert body["error"]["data"]["code"] == code
 
 
+@pytest.mark.slow
 def test_a_declared_body_over_the_cap_gets_413_before_a_byte_of_it_is_sent(url: str) -> None:
     sock = _open(url, {"Content-Length": str(50 * 1024 * 1024)})
     try:
@@ -107,6 +108,7 @@ def test_a_chunked_body_that_grows_past_the_cap_gets_413(url: str) -> None:
     _assert_refusal(status, body, 413, "REQUEST_TOO_LARGE")
 
 
+@pytest.mark.slow
 def test_bodies_past_the_shared_budget_get_503_until_the_held_ones_finish(url: str) -> None:
     raw = RawSession(url)
     held = []
@@ -153,6 +155,7 @@ def test_concurrent_large_recalls_are_answered_or_told_to_retry_never_dropped(ur
     assert set(statuses) <= {200, 503} and 200 in statuses and 503 in statuses
 
 
+@pytest.mark.slow
 def test_an_inflight_budget_smaller_than_one_request_refuses_to_start(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, *SERVER_COMMAND, "--http", "--port", "0", "--data-dir", str(tmp_path / "data")],

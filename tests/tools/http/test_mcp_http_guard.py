@@ -47,6 +47,7 @@ async def _stored(url: str) -> list[str]:
     return [turn["content"] for turn in page.structured_content["turns"]]
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.parametrize("host", ["LOCALHOST", "Localhost", "127.0.0.2", "127.0.0.1", "::1"])
 async def test_a_foreign_host_or_origin_is_refused_before_any_tool_runs(host: str, tmp_path: Path) -> None:
@@ -70,6 +71,7 @@ async def test_a_foreign_host_or_origin_is_refused_before_any_tool_runs(host: st
         assert await _stored(url) == ["from our own origin"]
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_localhost_reaches_a_127_0_0_1_server_but_not_a_127_0_0_2_one(tmp_path: Path) -> None:
     with serving("127.0.0.2", tmp_path / "a") as url:
@@ -143,6 +145,7 @@ def test_hosts_are_compared_after_normalising_case_and_ipv6_brackets() -> None:
     assert HostPolicy.for_bind("0.0.0.0", 8765) is None  # beyond loopback, bearer tokens guard the server
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_memory_core_serve_with_host_in_capitals_refuses_a_rebinding_page(tmp_path: Path) -> None:
     """The attack's own command line: ``memory-core serve --http --host LOCALHOST`` (no tokens)."""

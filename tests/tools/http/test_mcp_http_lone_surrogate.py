@@ -52,6 +52,7 @@ def recent(session: RawSession) -> list[dict[str, Any]]:
     return turns
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("content_json", "field"), [('"\\ud800"', "content"),
                                                      ('"x", "entities": [{"name": "a\\udc00"}]', "entities[0].name")])
 def test_a_lone_surrogate_in_a_tool_call_is_the_same_invalid_input_tool_error_not_a_400(
@@ -77,6 +78,7 @@ def test_the_request_still_needs_its_session_and_other_requests_get_a_json_rpc_e
     assert reply["id"] == 43 and reply["error"]["code"] == -32602 and "lone surrogate" in reply["error"]["message"]
 
 
+@pytest.mark.slow
 def test_a_valid_surrogate_pair_is_text_and_is_stored(session: RawSession) -> None:
     response = post(session, add_body(44, '"a paired escape \\ud83d\\ude00 is fine"'))
     assert answer(response)["result"].get("isError") is not True

@@ -81,6 +81,7 @@ async def assert_alice_kept_her_row(alice: Caller, refs: dict[str, str]) -> None
 
 
 # ---- stdio: MEMORY_CORE_AGENT --------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_memory_core_agent_binds_the_only_author_and_viewer_of_a_stdio_server(tmp_path: Path) -> None:
     data = tmp_path / "data"
@@ -121,6 +122,7 @@ async def callers(server_url: str) -> AsyncIterator[dict[str, Caller]]:
         yield {name: Caller(c, "acme", send_tenant=False) for name, c in (("alice", a), ("bob", b), ("tenant", t))}
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_an_agent_token_keeps_its_agents_private_rows_from_every_other_agent(
     callers: dict[str, Caller],
@@ -138,6 +140,7 @@ async def test_a_tenant_only_token_names_its_author_on_every_write(callers: dict
     assert (await tenant.ok("check_memory", ref=ref))["memory"]["agent"] == "carol"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_configured_agent_binds_a_loopback_http_server_without_tokens(tmp_path: Path) -> None:
     binding = {"MEMORY_CORE_TENANT": "acme", "MEMORY_CORE_AGENT": "alice"}

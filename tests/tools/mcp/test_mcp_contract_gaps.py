@@ -41,6 +41,7 @@ def _edges(check: dict[str, Any], kind: str) -> list[str]:
     return [e["node"] for e in check["neighbours"]["edges"] if e["kind"] == kind and e["direction"] == "out"]
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_get_contents_answers_every_ref_sent_under_the_exact_string_duplicates_included(acme: Caller) -> None:
     ref = (await acme.ok("add_memory", session="gc", agent="a", content="accounted for"))["ref"]
@@ -53,6 +54,7 @@ async def test_get_contents_answers_every_ref_sent_under_the_exact_string_duplic
     assert got["missing"] == ["mem:99999999", " junk "]
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_auto_project_without_a_viewer_says_no_viewer_was_given(acme: Caller) -> None:
     nobody = await acme.ok("recall", query="anything", project_id="@auto")

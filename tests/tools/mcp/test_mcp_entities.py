@@ -11,6 +11,8 @@ from memory_core import MemoryCore
 from memory_core.settings.schema import load_settings
 from tests.support.mcp_harness import Caller, error_code, stdio_params
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:

@@ -16,6 +16,8 @@ from mcp import Client
 from tests.support.backends import graph_backends
 from tests.support.mcp_harness import Caller, error_code, stdio_params
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:

@@ -13,6 +13,8 @@ from mcp import Client
 from tests.memory_core.recall.test_recall_type_order import GAPS, QUERY, WRITE_UPS
 from tests.support.mcp_harness import Caller, stdio_params
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 
 @pytest.fixture(scope="module")
 def anyio_backend() -> str:

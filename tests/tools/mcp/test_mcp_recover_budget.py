@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
+import pytest
 import tiktoken
 from mcp import Client
 
@@ -15,6 +16,8 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings.schema import load_settings
 from tools.mcp.server import build_server
+
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 
 PROSE = ("We compared the retry policy of the billing worker with the queue's visibility timeout, "
          "found that long jobs were delivered twice, and agreed to add an idempotency key per invoice. ")

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from mcp import Client
 
-from bench.token_economy import cl100k
+from bench.quality.token_economy import cl100k
 from tests.support.mcp_harness import Caller, error_code, stdio_params
 
 pytestmark = pytest.mark.anyio
@@ -36,6 +36,7 @@ async def written(stdio_client: Client) -> dict[str, str]:
     return {"first": first["ref"], "second": second["ref"], "secret": secret["ref"]}
 
 
+@pytest.mark.slow
 async def test_related_lists_memories_as_previews_and_entities_with_their_paths(
         stdio_client: Client, written: dict[str, str]) -> None:
     out = await Caller(stdio_client, "acme").ok("related", entity="kestrel proxy", depth=2, limit=20)
@@ -52,6 +53,7 @@ async def test_related_lists_memories_as_previews_and_entities_with_their_paths(
     assert scores == sorted(scores, reverse=True)
 
 
+@pytest.mark.slow
 async def test_related_from_a_memory_ref_reaches_its_entities(stdio_client: Client, written: dict[str, str]) -> None:
     out = await Caller(stdio_client, "acme").ok("related", entity=written["second"], depth=1)
     assert {i.get("name") for i in out["items"]} >= {"Kestrel Proxy", "@dana"}

@@ -43,7 +43,7 @@ from tests.support.processes import stop_shared_servers
 from tools.auth import hash_token, token_config_line
 from tools.registry import SPECS_BY_NAME, TOOL_SPECS, allowed_names
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # real servers over HTTP, stdio and the bridge
 
 TENANT, ME, OTHER = "acme", "me", "other"
 CHANGING = ("update_memory", "lock_memory", "unlock_memory", "delete_memory")  # act on one row: mine or theirs

@@ -65,6 +65,7 @@ def _scalar_types(schema: dict[str, Any]) -> set[str]:
     return types & set(WRONG_VALUES)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_every_integer_boolean_and_number_argument_refuses_other_json_types(acme: Caller) -> None:
     tools = {tool.name: tool for tool in (await acme.client.list_tools()).tools}
@@ -81,6 +82,7 @@ async def test_every_integer_boolean_and_number_argument_refuses_other_json_type
     assert probed >= 30  # limit, deep, full_content, salience, turns ... all probed
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_coercions_the_attack_found_are_invalid_input_with_a_clear_sentence(acme: Caller) -> None:
     add = VALID_CALLS["add_memory"]
@@ -165,6 +167,7 @@ async def test_a_json_string_metadata_writes_nothing(acme: Caller) -> None:
     assert (await acme.ok("query_recent_turns", session="strict-json"))["turns"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_list_and_object_arguments_sent_as_json_strings_are_refused_over_http(
     tmp_path_factory: pytest.TempPathFactory,

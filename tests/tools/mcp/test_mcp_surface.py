@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp_types import Tool
 
-from bench.token_economy import SURFACE_GOAL, tool_list_tokens
+from bench.quality.token_economy import SURFACE_GOAL, tool_list_tokens
 from memory_core.settings.schema import Settings, load_settings
 from tools.mcp.server import build_server
 from tools.mcp.surface import inline_definitions

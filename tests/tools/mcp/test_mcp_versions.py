@@ -80,7 +80,7 @@ async def test_arguments_are_checked_strictly_as_their_json_types(ann: Caller) -
 
 
 async def test_the_version_tools_are_listed_tersely_with_the_binding_shaping(ann: Caller) -> None:
-    from bench.token_economy import cl100k
+    from bench.quality.token_economy import cl100k
 
     tools = {t.name: t for t in (await ann.client.list_tools()).tools}
     encoding = cl100k()
@@ -90,6 +90,7 @@ async def test_the_version_tools_are_listed_tersely_with_the_binding_shaping(ann
     assert tools["lock_memory"].input_schema["required"] == ["ref", "tenant"]
 
 
+@pytest.mark.slow
 async def test_a_connection_bound_to_an_agent_corrects_only_what_that_agent_may(tmp_path: Path) -> None:
     data = tmp_path / "data"
     async with Client(stdio_params(data, MEMORY_CORE_TENANT="acme", MEMORY_CORE_AGENT="bob")) as client:

@@ -23,6 +23,8 @@ from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_e
 from tests.support.processes import stop
 from tests.support.ui_store import CLI, make_store
 
+pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
+
 HUGE = 256 * 1024 * 1024
 CHUNK = b"x" * (1024 * 1024)
 PEAK_BOUND = 3 * 1024 * 1024  # a bounded read costs kilobytes; reading to serve --http's MCP cap, 4 MiB; all, 522 MB

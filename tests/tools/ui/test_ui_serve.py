@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from memory_core.settings.schema import load_settings
@@ -30,6 +31,7 @@ def _wait_ok(url: str, headers: dict[str, str]) -> httpx.Response:
             time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_serve_http_mounts_the_inspector_next_to_mcp(tmp_path: Path) -> None:
     data, config, _refs = make_store(tmp_path)
     with running_http_server(data, config=config) as mcp_url:
@@ -42,6 +44,7 @@ def test_serve_http_mounts_the_inspector_next_to_mcp(tmp_path: Path) -> None:
         assert httpx.post(mcp_url, json={}, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"}).status_code == 401
 
 
+@pytest.mark.slow
 def test_memory_core_ui_serves_the_inspector_alone_on_loopback(tmp_path: Path) -> None:
     data, config, _refs = make_store(tmp_path)
     with running_ui(data, config) as url:
@@ -53,6 +56,7 @@ def test_memory_core_ui_serves_the_inspector_alone_on_loopback(tmp_path: Path) -
         assert httpx.get(f"{base}/", follow_redirects=False).headers["location"] == "/ui/"
 
 
+@pytest.mark.slow
 def test_memory_core_ui_refuses_other_hosts_and_a_store_without_an_operator_token(tmp_path: Path) -> None:
     data, config, _refs = make_store(tmp_path)
     result = runner.invoke(app, ["ui", "--data-dir", str(data), "--config", str(config), "--host", "0.0.0.0"])
@@ -63,6 +67,7 @@ def test_memory_core_ui_refuses_other_hosts_and_a_store_without_an_operator_toke
     assert result.exit_code == 5 and "memory-core token --operator" in result.output
 
 
+@pytest.mark.slow
 def test_token_operator_prints_a_fresh_token_and_its_config_line() -> None:
     first = runner.invoke(app, ["token", "--operator", "--json"])
     second = runner.invoke(app, ["token", "--operator", "--json"])
