@@ -22,6 +22,7 @@ command and MCP tool the docs name; the generated settings reference (``tests.su
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -330,6 +331,33 @@ def test_named_paths_and_modules_exist(doc: Path) -> None:
             for flag in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest):
                 assert f'"{flag}"' in text or f"'{flag}'" in text, \
                     f"{doc.relative_to(ROOT)}: python -m {module} has no option {flag}"
+
+
+DOTTED_RE = re.compile(r"^(?:memory_core|graph|tools)(?:\.[A-Za-z_]\w*)+$")
+
+
+def resolves(dotted: str) -> bool:
+    """``memory_core.recall.collapse.fact_key``: the longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=ids(DOCS))
+def test_named_python_objects_exist(doc: Path) -> None:
+    for span in code_spans(doc):
+        name = span.split("(")[0]
+        if DOTTED_RE.match(name) and not name.endswith(FILE_SUFFIXES):
+            assert resolves(name), f"{doc.relative_to(ROOT)} names {name}, which does not exist"
 
 
 @cache
