@@ -15,7 +15,7 @@ any row recall returns (:meth:`.RecallFilters.admits`). The model's logit, as a 
 over the head, is blended with recall's own confidence standardised the same way
 (``rerank_weight`` × model + the rest × recall), and the blend is mapped back onto the head's
 confidence range: rows past the head keep their place below it, and a row's confidence still
-orders the answer. Measured in ``bench.quality.rerank`` (the README gives the gain and the cost).
+orders the answer. Measured in ``bench.quality.rerank`` (docs/performance.md gives the gain and the cost).
 """
 
 from __future__ import annotations

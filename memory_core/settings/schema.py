@@ -63,7 +63,7 @@ class EmbeddingSettings(_Section):
     batch_size: int = Field(32, ge=1, le=1024)
     dimension: int = Field(64, ge=8, le=4096)
     # threads of one local model run (None: onnxruntime's default, every core); 1 suits a server answering
-    # several agents at once: runs then never wait on each other's threads (see the README, Performance)
+    # several agents at once: runs then never wait on each other's threads (see docs/performance.md, Scale)
     threads: int | None = Field(None, ge=1, le=256)
 
     @field_validator("provider", mode="before")
