@@ -71,7 +71,9 @@ def serve(
         if http or shared:
             from tools.mcp import server as mcp_server  # the MCP SDK loads only where this process serves MCP itself
 
-            on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json)) if announce else None
+            on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json,
+                                                  inspector=bool(settings.server.operator_token_sha256))
+                        ) if announce else None
             try:
                 anyio.run(lambda: mcp_server.serve_http(settings, data_dir=where, announce=on_ready, shared=shared))
             except OSError as exc:  # binding the socket: port in use, address not local, …
@@ -135,17 +137,25 @@ def _first_memory_error(group: BaseExceptionGroup) -> MemoryCoreError | None:
     return None
 
 
-def _announce_http(url: str, with_tokens: bool, json_out: bool) -> None:
+def _announce_http(url: str, with_tokens: bool, json_out: bool, *, inspector: bool) -> None:
+    """The URL, a client config to paste, and where the web inspector is (and whether it is on)."""
     server: dict[str, Any] = {"type": "http", "url": url}
     if with_tokens:
         server["headers"] = {"Authorization": "Bearer <your token>"}
     snippet = {"mcpServers": {"memory-core": server}}
+    ui = url.removesuffix("/mcp") + "/ui/"
     if json_out:
-        render.emit_json({"url": url, "transport": "http", "client_config": snippet})
+        view: dict[str, Any] = {"url": ui, "enabled": inspector}
+        if not inspector:
+            view["enable"] = "memory-core token --operator"
+        render.emit_json({"url": url, "transport": "http", "client_config": snippet, "inspector": view})
     else:
         typer.echo(f"memory-core MCP server listening on {url}")
         typer.echo("MCP client config:")
         typer.echo(json.dumps(snippet, indent=2))
+        typer.echo(f"Web inspector: {ui} (sign in with the operator token)" if inspector else
+                   f"Web inspector: {ui} is off until an operator token is configured "
+                   "(memory-core token --operator prints one and its config line)")
     sys.stdout.flush()
 
 

@@ -136,3 +136,25 @@ async def test_serve_defaults_to_stdio(store: Path) -> None:
     async with Client(params) as client:
         result = await client.call_tool("recall", {"tenant": "globex", "query": "apples"})
         assert not result.is_error and "globex apples are secret" in result.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_serve_http_announces_the_inspector_url_and_that_it_is_off_without_an_operator_token(
+    http_server: tuple[dict[str, Any], subprocess.Popen[str]],
+) -> None:
+    announced, _proc = http_server
+    base = announced["url"].removesuffix("/mcp")
+    assert announced["inspector"] == {"url": f"{base}/ui/", "enabled": False,
+                                      "enable": "memory-core token --operator"}
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_human_announcement_names_the_inspector_url_and_whether_it_is_on(
+    enabled: bool, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tools.cli.serve import _announce_http
+
+    _announce_http("http://127.0.0.1:8765/mcp", with_tokens=False, json_out=False, inspector=enabled)
+    out = capsys.readouterr().out
+    assert "http://127.0.0.1:8765/ui/" in out
+    assert ("operator token" in out) and (("off until" in out) != enabled)
