@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from memory_core.embedding.local import release_freed_heap
-from memory_core.errors import StoreError
+from memory_core.errors import StoreError, StoreUnavailableError
 from memory_core.vectors import chroma_import
 from memory_core.vectors.api import VectorHit
 from memory_core.vectors.chroma_errors import translate_errors
@@ -60,6 +60,7 @@ class ChromaVectorStore:
         self._reset_needed = False
         self._reset_lock = threading.Lock()
         self._path: Path | None = None  # the embedded store's directory
+        self._reopen: Callable[[], Any] | None = reconnect  # after close(), the next call opens a client again
         self._loaded: set[str] = set()  # tenants queried or written since the client was built
         self.resets = 0  # how often the embedded client was rebuilt (diagnostics, tests)
 
@@ -161,8 +162,9 @@ class ChromaVectorStore:
         def connect() -> Any:
             return chromadb.HttpClient(host=host, port=port, ssl=ssl, headers=headers, settings=settings)
 
-        client = translate_errors(connect, remote=True, retries=retries)
-        return cls(client, prefix, remote=True, retries=retries)
+        store = cls(translate_errors(connect, remote=True, retries=retries), prefix, remote=True, retries=retries)
+        store._reopen = lambda: translate_errors(connect, remote=True, retries=retries)
+        return store
 
     def _run(self, fn: Callable[[], T]) -> T:
         try:
@@ -174,6 +176,16 @@ class ChromaVectorStore:
                 self._reset_needed = True
             raise
 
+    def _open_client(self) -> Any:
+        """The client; a closed store opens a new one (a caller that passed its own store to
+        ``MemoryCore.open`` may open a core on it again after closing the last)."""
+        with self._lock:
+            if self._client is None:
+                if self._reopen is None:
+                    raise StoreUnavailableError("The vector store is closed.")
+                self._client = self._reopen()
+            return self._client
+
     def _collection(self, tenant: str, *, create: bool) -> Any | None:
         self._reset_if_failed(reading=True)  # a write has reset (or refused) before it gets here
         with self._lock:
@@ -183,7 +195,7 @@ class ChromaVectorStore:
         name = collection_name(self._prefix, tenant)
         if create:
             col = self._run(
-                lambda: self._client.get_or_create_collection(
+                lambda: self._open_client().get_or_create_collection(
                     name, metadata={"hnsw:space": "cosine", "tenant": tenant}, embedding_function=None
                 )
             )
@@ -192,7 +204,7 @@ class ChromaVectorStore:
 
             def fetch() -> Any:
                 try:
-                    return self._client.get_collection(name, embedding_function=None)
+                    return self._open_client().get_collection(name, embedding_function=None)
                 except NotFoundError:  # a tenant that never wrote: nothing to read
                     return None
 
@@ -314,7 +326,7 @@ class ChromaVectorStore:
 
     def tenants(self) -> list[str]:
         self._reset_if_failed(reading=True)
-        cols = self._run(lambda: self._client.list_collections())
+        cols = self._run(lambda: self._open_client().list_collections())
         out = []
         for col in cols:
             meta = getattr(col, "metadata", None) or {}
@@ -323,4 +335,13 @@ class ChromaVectorStore:
         return sorted(out)
 
     def close(self) -> None:
-        self._collections.clear()
+        """Release the client: an embedded one stops its system (SQLite handles, index files, threads)
+        once no other client in this process shares the directory. A client that failed inside Chroma
+        is only dropped: stopping it could block for good (see the class docstring)."""
+        with self._lock:
+            self._collections.clear()
+            self._loaded.clear()
+            client, self._client = self._client, None
+        close = getattr(client, "close", None)
+        if callable(close) and not self._reset_needed:
+            translate_errors(close, remote=self._remote, retries=0)
