@@ -111,12 +111,16 @@ class Model:
         rows = [m for m in self.live[tenant].values() if m.session == session and m.type == "turn"]
         return sorted(rows, key=lambda m: m.order, reverse=True)
 
-    def duplicate_of(self, tenant: str, session: str, content: str, ts_us: int, agent: str = "") -> str | None:
+    def duplicate_of(self, tenant: str, session: str, content: str, ts_us: int, agent: str = "",
+                     corrects: str | None = None) -> str | None:
+        """The newest same-content current version the writer can read; a superseded version, and the
+        version a correction replaces, are never what a write repeats."""
         h = normalized_hash(content)
         near = [
             m for m in self.live[tenant].values()
             if m.session == session and normalized_hash(m.content) == h and abs(m.ts_us - ts_us) <= DUPLICATE_WINDOW_US
             and (m.visibility != "agent" or m.agent == agent)
+            and m.ref not in self.successor and m.ref != corrects
         ]
         return max(near, key=lambda m: m.order).ref if near else None
 
@@ -424,7 +428,8 @@ class StoreMachine(RuleBasedStateMachine):
         assert all(mem_id > i for i in self.model.issued_ids), "ids must grow"
         ts_us = to_us(res.added.timestamp)
         assert ts_us > old.ts_us, "a new version is later than the one it corrects"
-        assert res.added.duplicate_of == self.model.duplicate_of(tenant, old.session, content, ts_us, agent)
+        assert res.added.duplicate_of == self.model.duplicate_of(tenant, old.session, content, ts_us, agent,
+                                                             corrects=ref)
         self.model.issued_ids.add(mem_id)
         self.model.live[tenant][res.added.ref] = ModelMemory(res.added.ref, mem_id, tenant, old.session, agent,
                                                              content, old.type, ts_us, None, old.visibility)
