@@ -93,7 +93,7 @@ class MemoryCore(EntityMethods, VersionMethods):
         self._lock = lock
         secret = graph.meta("cursor_secret") or ""
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
-        self.writer = WritePath(graph, vectors, embedder, settings.limits)
+        self.writer = WritePath(graph, vectors, embedder, settings.limits, settings.write)
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.versions = VersionService(graph, self.reader, self.writer)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings, summary_provider)
@@ -232,7 +232,7 @@ class MemoryCore(EntityMethods, VersionMethods):
                 "role": role, "channel": channel, "source": source, "project_id": project_id, "salience": salience,
                 "visibility": visibility, "timestamp": timestamp, "idempotency_key": idempotency_key,
                 "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
-        return self.writer.add_many([item])[0]
+        return self.writer.add_one(item)
 
     @coded_graph_errors("writing memories")
     def add_memories(self, items: Sequence[dict[str, Any]]) -> list[AddResult]:

@@ -31,9 +31,10 @@ from typing import Any
 
 from graph.api import GraphStore, GraphStoreError, GraphTxn, mem_node
 from memory_core.add_rows import ADD_FIELDS, PreparedAdd, prepare_add
-from memory_core.config import LimitSettings
+from memory_core.config import LimitSettings, WriteSettings
 from memory_core.embedding import Embedder
 from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreUnavailableError, SupersededError
+from memory_core.group_commit import GroupCommit
 from memory_core.models import AddResult, from_us
 from memory_core.refs import memory_ref
 from memory_core.store_errors import graph_error
@@ -49,7 +50,8 @@ JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
 class WritePath:
     """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
 
-    def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings) -> None:
+    def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings,
+                 write: WriteSettings | None = None) -> None:
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
@@ -57,6 +59,10 @@ class WritePath:
         self.lock = threading.RLock()
         self.on_written: Callable[[list[dict[str, Any]]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
+        write = write or WriteSettings()
+        # concurrent single adds share batches (None: each is written alone, as add_many([item]))
+        self.batches = None if write.batch_max < 2 else GroupCommit(
+            self.write_prepared, batch_max=write.batch_max, window_s=write.coalesce_ms / 1000)
 
     # ---- validation ------------------------------------------------------------------------
     def prepare(self, item: dict[str, Any], *, extract: bool = True) -> PreparedAdd:
@@ -64,6 +70,13 @@ class WritePath:
         return prepare_add(item, self.limits, extract=extract)
 
     # ---- adds ------------------------------------------------------------------------------
+    def add_one(self, item: dict[str, Any]) -> AddResult:
+        """One caller's add: validated in its own thread, then written in a batch with the adds of
+        other callers in flight (:mod:`memory_core.group_commit`), or alone when batching is off."""
+        if self.batches is None:
+            return self.add_many([item])[0]
+        return self.batches.add(lambda: self.prepare(item))
+
     def add_many(
         self,
         items: Sequence[dict[str, Any]],
@@ -96,6 +109,10 @@ class WritePath:
         for p, old in zip(prepared, supersedes, strict=False):
             p.supersedes = old
             p.row["supersedes_id"] = old
+        return self.write_prepared(prepared, extract=extract)
+
+    def write_prepared(self, prepared: list[PreparedAdd], *, extract: bool = True) -> list[AddResult]:
+        """Embed validated rows in one call (outside the lock), then write them all-or-nothing."""
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
             results = self._write(prepared, vectors)
@@ -144,7 +161,8 @@ class WritePath:
                 assert p.idempotency_key is not None  # only keyed rows wait for their first
                 first = results[first_by_key[(p.row["tenant"], p.idempotency_key)]]
                 assert first is not None
-                results[i] = AddResult(first.ref, first.timestamp, first.duplicate_of, False)
+                # a repeat answers as a repeat after the write would: the first ref, nothing reported
+                results[i] = AddResult(first.ref, first.timestamp, None, False)
         return [r for r in results if r is not None]
 
     def _by_idempotency_key(self, tenant: str, key: str) -> AddResult | None:
