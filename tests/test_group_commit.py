@@ -9,6 +9,7 @@ private rows, and both stores in agreement.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -16,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import open_core
+
 from memory_core import MemoryCore
 from memory_core.embedding import HashEmbedder
 from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreUnavailableError
@@ -63,11 +64,9 @@ def in_one_batch(core: MemoryCore, embedder: GatedEmbedder, calls: list[Callable
     embedder.open.clear()
     embedder.entered.clear()
 
-    def hold() -> None:
-        try:
+    def hold() -> None:  # a store made to fail fails this add too; the test is about the batch behind it
+        with contextlib.suppress(MemoryCoreError):
             core.add_memory("gate", "s", "a", "holds the gate open")
-        except MemoryCoreError:
-            pass  # a store made to fail fails this add too; the test is about the batch behind it
 
     first = threading.Thread(target=hold)
     first.start()
