@@ -234,6 +234,11 @@ class MemoryCore(EntityMethods, VersionMethods):
                 "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
         return self.writer.add_one(item)
 
+    def write_batching(self) -> dict[str, float] | None:
+        """How concurrent single adds were batched since the store opened (batches, rows, mean, largest,
+        retried_alone, waited_s); None when batching is off (``write.batch_max = 1``)."""
+        return None if self.writer.batches is None else self.writer.batches.stats()
+
     @coded_graph_errors("writing memories")
     def add_memories(self, items: Sequence[dict[str, Any]]) -> list[AddResult]:
         """Batch add (imports, benchmarks): validated up front, written all-or-nothing."""

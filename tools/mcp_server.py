@@ -215,6 +215,7 @@ def build_server(
                 ),
                 scope=TenantScope(settings.server.tenant, settings.server.agent),
                 limiter=anyio.CapacityLimiter(CORE_THREADS),
+                add_limiter=anyio.CapacityLimiter(settings.write.batch_max) if settings.write.batch_max > 1 else None,
                 recall_limit_cap=recall_cap(settings),
             )
             if on_ready is not None:
