@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_core.embedding import Embedder, shared_minilm
+from memory_core.embedding.local import Embedder, shared_minilm
 
 
 def cache_dir() -> Path:
@@ -75,7 +75,7 @@ def cached_minilm() -> CachedEmbedder:
 def cached_embedder(kind: str) -> CachedEmbedder:
     """``minilm`` (the default model) or ``mpnet`` (the 'mpnet' extra) behind the benchmark cache."""
     if kind == "mpnet":
-        from memory_core.mpnet import shared_mpnet
+        from memory_core.embedding.mpnet import shared_mpnet
 
         return CachedEmbedder(shared_mpnet())
     return cached_minilm()

@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.coding_data import generate
 from bench.common import print_table
 from bench.locomo_data import load_locomo
-from memory_core.embedding import shared_minilm
+from memory_core.embedding.local import shared_minilm
 from memory_core.entities.extract import extract_entities
 
 BATCH = 32

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from graph.api import EntitySpec
-from graph.db import GraphDB
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import GraphDB
+from graph.sqlite.store import SqliteGraphStore
 from memory_core.entities.service import DEFAULT_LIST
 
 # the statement GraphStore.entities ran before the listing aggregated from the mentions index

@@ -5,7 +5,7 @@
 One tenant grown through the real write path (synthetic vectors, Zipf words as in
 bench.recall_latency): sessions of 200 rows in 4 channels, 5 agents, every 7th row a
 ``note``, every 500th a ``decision`` (the rare type). Queries are embedded with MiniLM.
-Each recall reports which vector path served it (memory_core.recall.vector_branch:
+Each recall reports which vector path served it (memory_core.recall.branches.vector:
 ``overfetch``: unfiltered then post-filtered on the graph; ``ids``: over the rows the graph
 lists, scored exactly in numpy when few; ``where``: Chroma's metadata-filtered scan, which
 the "forced where" row takes, as every filtered recall did before). The raw Chroma rows
@@ -29,10 +29,10 @@ import numpy as np
 
 from bench.common import open_bench_core, percentiles, print_table, stage
 from bench.recall_latency import MixedEmbedder, chroma_of, zipf_words
-from memory_core.embedding import shared_minilm
-from memory_core.recall import vector_branch
+from memory_core.embedding.local import shared_minilm
+from memory_core.recall.branches import vector as vector_branch
 from memory_core.recall.filters import RecallFilters, resolve_project
-from memory_core.vector_store import collection_name
+from memory_core.vectors.chroma import collection_name
 
 POOL = 80  # the recall's vector pool at limit 10
 OLD = "type=decision, forced where (old path)"

@@ -27,8 +27,8 @@ from typing import Any
 from bench.common import open_bench_core
 from bench.recall_latency import MixedEmbedder
 from memory_core import MemoryCoreError
-from memory_core.embedding import shared_minilm
-from memory_core.vector_deadline import vector_store_wedged
+from memory_core.embedding.local import shared_minilm
+from memory_core.vectors.deadline import vector_store_wedged
 
 PROBE = "index-load-probe"
 

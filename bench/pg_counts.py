@@ -23,7 +23,7 @@ from typing import Any
 from bench.common import postgres_database
 from bench.pg_store import p50_ms
 from graph.api import EntitySpec
-from graph.db import DAY_US
+from graph.keys import DAY_US
 from graph.pg import PostgresGraphStore
 
 DAY0 = 20_000

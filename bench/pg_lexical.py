@@ -1,6 +1,6 @@
 """Lexical search on SQLite FTS5 and on PostgreSQL side by side, over the same LoCoMo turns.
 
-Every turn is written to both graph stores (SQLite: ``graph.sqlite_store``;
+Every turn is written to both graph stores (SQLite: ``graph.sqlite.store``;
 PostgreSQL: ``graph.pg``), then each scored question's BM25 terms (``read_query``) run through
 the lexical window of both. The lexical ranking alone is scored against the evidence (any@5,
 frac@10, MRR@20: the recall pipeline fuses this with vectors, so these are not recall figures);
@@ -25,9 +25,9 @@ from bench.common import postgres_database
 from bench.locomo_data import Conversation, load_locomo
 from bench.metrics import Scoreboard
 from graph.api import RowFilter
-from graph.db import GraphDB
 from graph.pg import PostgresGraphStore
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import GraphDB
+from graph.sqlite.store import SqliteGraphStore
 from memory_core.recall.query import read_query
 
 LIMIT = 20
@@ -44,7 +44,7 @@ def memory_row(mem_id: int, tenant: str, turn: Any) -> dict[str, Any]:
 
 def run(conversations: list[Conversation], dsn: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        db = GraphDB(Path(tmp) / "graph.db")
+        db = GraphDB(Path(tmp) / "graph.sqlite.db")
         lite = SqliteGraphStore(db)
         pg = PostgresGraphStore(dsn, owner="bench")
         try:

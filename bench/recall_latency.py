@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from bench.common import SyntheticEmbedder, open_bench_core, percentiles, print_table, stage
-from memory_core.embedding import shared_minilm
-from memory_core.vector_store import ChromaVectorStore, collection_name
+from memory_core.embedding.local import shared_minilm
+from memory_core.vectors.chroma import ChromaVectorStore, collection_name
 
 VOCAB = 20_000
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from bench.common import open_bench_core, percentiles
 from bench.recall_latency import MixedEmbedder, chroma_of, zipf_words
-from memory_core.embedding import shared_minilm
-from memory_core.vector_store import collection_name
+from memory_core.embedding.local import shared_minilm
+from memory_core.vectors.chroma import collection_name
 
 WARM_QUERIES = 2  # per tenant, before the timed ones (reported apart as "first recall")
 

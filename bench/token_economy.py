@@ -27,8 +27,8 @@ import anyio
 import tiktoken
 from mcp import Client
 
-from memory_core.config import Settings, load_settings
-from tools.mcp_server import build_server
+from memory_core.settings.schema import Settings, load_settings
+from tools.mcp.server import build_server
 
 # Real English technical prose, available offline and deterministic for a Python version:
 # the standard library's own docstrings (≈4.4 characters per cl100k token, like notes).

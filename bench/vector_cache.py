@@ -24,8 +24,8 @@ import numpy as np
 
 from bench.common import percentiles, print_table, stage
 from bench.scale_probe import rss_mb
-from memory_core.vector_cache import VectorCacheBudget
-from memory_core.vector_store import ChromaVectorStore, VectorStore
+from memory_core.vectors.cache import VectorCacheBudget
+from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
 
 CACHE = Path.home() / ".cache" / "memory-core-bench" / "vector_cache"
 DIM = 384

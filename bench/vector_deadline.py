@@ -4,7 +4,7 @@
 
 Both sides use the very same embedded collection; calls are interleaved, so noise hits both
 alike. The wrapper runs each call on its own daemon thread and waits with a deadline (see
-memory_core/vector_deadline.py); the ratio shows what that adds to a query and an upsert.
+memory_core/vectors/deadline.py); the ratio shows what that adds to a query and an upsert.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import percentiles
-from memory_core.vector_deadline import DeadlineVectorStore
-from memory_core.vector_store import ChromaVectorStore
+from memory_core.vectors.chroma import ChromaVectorStore
+from memory_core.vectors.deadline import DeadlineVectorStore
 
 
 def main() -> None:

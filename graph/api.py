@@ -1,6 +1,6 @@
 """The graph store's seam: what ``memory_core`` may ask of the durable graph, and nothing else.
 
-A backend (:mod:`graph.sqlite_store` over one SQLite file; a PostgreSQL one for replicas)
+A backend (:mod:`graph.sqlite.store` over one SQLite file; a PostgreSQL one for replicas)
 implements :class:`GraphStore`. Every read takes the tenant and returns frozen values
 (:class:`MemoryNode`, :class:`EpisodeNode`, ...): another tenant's node reads exactly like
 a missing one, and no caller can change the store by changing what it was given. Backends
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from graph.entity_values import EntityNode as EntityNode
@@ -40,6 +40,8 @@ from graph.entity_values import RelationSpec as RelationSpec
 from graph.entity_values import ent_node as ent_node
 from graph.entity_values import entity_node as entity_node
 from graph.entity_values import entity_norm as entity_norm
+from graph.errors import ErrorKind as ErrorKind
+from graph.errors import GraphStoreError as GraphStoreError
 
 if TYPE_CHECKING:  # networkx is imported only by what traverses
     import networkx as nx
@@ -192,21 +194,6 @@ class LexicalHit:
     id: int
     score: float  # larger is better (negated bm25)
     turn: float = 0.0  # window hits: the score of the memory's own text alone (0 if only its predecessor matched)
-
-
-ErrorKind = Literal["full", "read_only", "busy", "unavailable", "corrupt", "io", "schema", "conflict"]
-
-
-@dataclass
-class GraphStoreError(Exception):
-    """A failure of the durable graph store, by kind (never by message text)."""
-
-    kind: ErrorKind
-    detail: str
-    cause: BaseException | None = field(default=None, repr=False)
-
-    def __str__(self) -> str:
-        return f"{self.kind}: {self.detail}"
 
 
 class GraphTxn(Protocol):

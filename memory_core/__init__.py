@@ -11,9 +11,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memory_core.config import Settings, load_settings
     from memory_core.errors import MemoryCoreError
     from memory_core.service import MemoryCore
+    from memory_core.settings.schema import Settings, load_settings
 
 __all__ = ["MemoryCore", "MemoryCoreError", "Settings", "load_settings"]
 __version__ = "0.1.0"
@@ -21,8 +21,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "MemoryCore": "memory_core.service",
     "MemoryCoreError": "memory_core.errors",
-    "Settings": "memory_core.config",
-    "load_settings": "memory_core.config",
+    "Settings": "memory_core.settings.schema",
+    "load_settings": "memory_core.settings.schema",
 }
 
 

@@ -1,102 +1,73 @@
 """MemoryCore: the one service API behind the MCP server, the CLI and library callers.
 
-It is also the composition root for the stores: ``MemoryCore.open`` reads settings once,
-takes the data directory's lock, opens Chroma, the graph store and the embedder, runs
-crash recovery, and hands plain objects down.
+A facade by plain composition: each method validates what the boundary cannot, maps graph-store
+failures to coded errors once, and hands the work to one service (writes to :class:`WritePath`,
+recall to :class:`Recaller`, sessions to :class:`EpisodeService`, corrections to
+:class:`VersionService`, entities to :class:`EntityService`). ``MemoryCore.open`` opens the parts
+through the composition root, :func:`memory_core.open.open_parts`.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from graph.api import GraphStoreError
-from graph.db import SchemaVersionError
+from graph.api import EntityNode
 from memory_core import validation as v
-from memory_core.components import build_embedder, build_summary_provider, check_embedder, open_vector_store
-from memory_core.config import Settings, load_settings
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
-from memory_core.dir_lock import DirLock, claim
-from memory_core.embedding import Embedder
-from memory_core.entities.service import EntityMethods, EntityService
+from memory_core.dir_lock import DirLock
+from memory_core.embedding.local import Embedder
+from memory_core.entities.related import RelatedResult
+from memory_core.entities.related import related as related_walk
+from memory_core.entities.service import EntityService, MergedEntity
 from memory_core.entities.worker import build_entity_worker
-from memory_core.episodes import Episode, EpisodeService, Recovery
-from memory_core.errors import ConfigError, InvalidInputError, LockedError
-from memory_core.graph_backend import OpenedGraph, is_replicated, open_graph
-from memory_core.lazy_vectors import LazyVectorStore
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.models import AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
-from memory_core.preload import newest_tenants, preload_indexes
+from memory_core.errors import InvalidInputError, LockedError
+from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
+from memory_core.open import Parts, open_parts
 from memory_core.reads import Reader, visible
+from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
-from memory_core.recall.lexical import LexicalIndex
 from memory_core.recall.presets import PRESETS
 from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
-from memory_core.store_errors import coded_graph_errors, graph_error, os_error, sqlite_error
-from memory_core.summary import SummaryProvider
-from memory_core.vector_deadline import DeadlineVectorStore
-from memory_core.vector_store import VectorStore
-from memory_core.version_methods import VersionMethods
-from memory_core.versions import VersionService
+from memory_core.sessions.episodes import Episode, EpisodeService, Recovery
+from memory_core.sessions.summary import SummaryProvider
+from memory_core.settings.schema import Settings
+from memory_core.store_errors import coded_graph_errors
+from memory_core.vectors.chroma import VectorStore
+from memory_core.vectors.lazy import LazyVectorStore
+from memory_core.vectors.preload import newest_tenants, preload_indexes
+from memory_core.versions.service import UpdateResult, VersionService
 from memory_core.warm_up import warm_up_in_background
-from memory_core.write_path import WritePath
+from memory_core.write.path import WritePath
 
 HANDOFF = "handoff"
 
 
-@contextmanager
-def _coded_open_errors(root: Path) -> Iterator[None]:
-    """A full disk or an unwritable directory at open is a coded error (by errno / SQLite code)."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise sqlite_error(exc, f"opening the graph store in {root}") from exc
-    except GraphStoreError as exc:
-        raise graph_error(exc, f"opening the graph store in {root}") from exc
-    except SchemaVersionError as exc:
-        raise ConfigError(f"The graph store in {root} was written by a newer memory-core ({exc}); "
-                          "upgrade memory-core to open it.", key="storage.data_dir") from exc
-    except OSError as exc:
-        raise os_error(exc, f"opening the store in {root}") from exc
-
-
-class MemoryCore(EntityMethods, VersionMethods):
+class MemoryCore:
     """Long-term memory for agents: AGENT_MEMORY nodes in a graph, records in Chroma."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        data_dir: Path,
-        opened: OpenedGraph,
-        vectors: VectorStore,
-        embedder: Embedder,
-        lock: DirLock | None,
-        summary_provider: SummaryProvider | None = None,
-    ) -> None:
+    def __init__(self, parts: Parts) -> None:
+        """A store over opened parts (see :func:`memory_core.open.open_parts`); :meth:`open` is the usual way in."""
+        settings, graph, vectors, embedder = parts.settings, parts.graph.graph, parts.vectors, parts.embedder
         self.settings = settings
-        self.data_dir = data_dir
-        graph = opened.graph
-        self._opened = opened
-        self.db = opened.db  # the SQLite database (tests and SQLite-only tools); None on PostgreSQL
+        self.data_dir = parts.data_dir
+        self._parts = parts
         self.graph = graph
-        self.maintenance = opened.maintenance
+        self.maintenance = parts.graph.maintenance
         self.vectors = vectors
         self.embedder = embedder
-        self._lock = lock
         secret = graph.meta("cursor_secret") or ""
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
         self.writer = WritePath(graph, vectors, embedder, settings.limits, settings.write)
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.versions = VersionService(graph, self.reader, self.writer)
-        self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings, summary_provider)
+        self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings,
+                                       parts.summary_provider)
         self.entity_service = EntityService(graph, self.writer.lock)
         self.entity_worker = build_entity_worker(settings.model_provider, graph, self.writer)
         self.recovered = self.writer.recover()
@@ -123,36 +94,82 @@ class MemoryCore(EntityMethods, VersionMethods):
         ``announcement`` names the file where a running server announces itself, so
         STORE_LOCKED can say which one holds the directory (see :class:`DirLock`).
         """
-        settings = settings or load_settings(config_path)
-        root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
-        # replicas share nothing local: no directory lock (PostgreSQL and the Chroma server coordinate)
-        if lock is None and not is_replicated(settings):
-            lock = claim(root, announcement=announcement)
-        elif lock is None:  # still the replica's own place (the announcement for joining launches)
-            with _coded_open_errors(root):
-                root.mkdir(parents=True, exist_ok=True)
-        opened: list[OpenedGraph] = []
+        parts = open_parts(data_dir, settings=settings, config_path=config_path, embedder=embedder,
+                           vector_store=vector_store, in_memory_vectors=in_memory_vectors,
+                           summary_provider=summary_provider, lock=lock, announcement=announcement)
         try:
-            with _coded_open_errors(root):
-                store = open_graph(settings, root, locked=lock is not None)
-                opened.append(store)
-                if store.db is not None and lock is not None:
-                    store.db.write_guard = lock.verify
-                graph = store.graph
-                if vector_store is None:
-                    vector_store = InMemoryVectorStore() if in_memory_vectors else open_vector_store(
-                        settings, root, rows=graph.count)
-                vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)
-                provider = summary_provider or build_summary_provider(settings)
-                embedder = embedder or build_embedder(settings)
-                check_embedder(graph, embedder)
-                return cls(settings, root, store, vectors, embedder, lock, provider)
+            return cls(parts)
         except BaseException:
-            for o in opened:
-                o.close()
-            if lock is not None:
-                lock.release()
+            parts.graph.close()
+            if parts.lock is not None:
+                parts.lock.release()
             raise
+
+    # ---- corrections and locks (the work is VersionService's) ----
+    @coded_graph_errors("updating a memory")
+    def update_memory(
+        self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
+        salience: float | None = None, agent: str | None = None,
+    ) -> UpdateResult:
+        """Correct a memory: a new version (new ref) that SUPERSEDES ``ref``, which is kept with its
+        ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
+        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked."""
+        return self.versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
+                                    salience=salience)
+
+    @coded_graph_errors("updating a memory")
+    def update_memory_as_operator(
+        self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
+        salience: float | None = None, agent: str | None = None,
+    ) -> UpdateResult:
+        """The operator's update (CLI): any memory of the tenant, private or not."""
+        return self.versions.update(tenant, ref, agent=agent, operator=True, content=content, metadata=metadata,
+                                    salience=salience)
+
+    @coded_graph_errors("locking a memory")
+    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
+        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was."""
+        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False)
+
+    @coded_graph_errors("unlocking a memory")
+    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
+        """Undo :meth:`lock_memory`; False if it was not locked."""
+        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False)
+
+    @coded_graph_errors("locking a memory")
+    def set_lock_as_operator(self, tenant: str, ref: str, locked: bool) -> bool:
+        """The operator's lock or unlock (CLI): any memory of the tenant."""
+        return self.versions.set_lock(tenant, ref, locked, agent=None, operator=True)
+
+    @coded_graph_errors("reading a memory's history")
+    def history(self, tenant: str, ref: str, *, viewer: str | None = None) -> list[MemoryRow]:
+        """Every version of ``ref``'s chain the viewer can read, oldest first."""
+        return self.versions.history(tenant, ref, viewer=viewer, operator=False)
+
+    @coded_graph_errors("reading a memory's history")
+    def history_as_operator(self, tenant: str, ref: str) -> list[MemoryRow]:
+        """The operator's history (CLI): private versions included."""
+        return self.versions.history(tenant, ref, viewer=None, operator=True)
+
+    # ---- entities (the work is EntityService's and the related walk's) ----
+    @coded_graph_errors("reading entities")
+    def list_entities(self, tenant: str, *, viewer: str | None = None, kind: str | None = None,
+                      limit: int | None = None) -> list[EntityNode]:
+        """The tenant's entities the viewer sees (names, kinds, aliases, mention counts), most mentioned first."""
+        return self.entity_service.list(tenant, viewer, kind=kind, limit=limit)
+
+    @coded_graph_errors("merging entities")
+    def merge_entities(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
+        """Fold entity ``merge`` (a ref or name) into ``keep``: aliases, mentions, relations move."""
+        return self.entity_service.merge(tenant, keep, merge, viewer=viewer)
+
+    @coded_graph_errors("walking the entity graph")
+    def related(self, tenant: str, entity_or_ref: str, *, depth: int = 2, limit: int = 20,
+                viewer: str | None = None) -> RelatedResult:
+        """Memories and entities around an entity (name, alias or ``ent:`` ref) or a memory (``mem:``),
+        best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100)."""
+        viewer = v.name(viewer, "viewer", required=False)
+        return related_walk(self.graph, self.reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)
 
     def warm_up_in_background(self) -> list[threading.Thread]:
         """Load the embedding model and open Chroma side by side on daemon threads (servers, right after
@@ -174,7 +191,7 @@ class MemoryCore(EntityMethods, VersionMethods):
     def preload_indexes(self, tenants: Sequence[str] | None = None) -> list[str]:
         """Load the vector indexes of ``tenants`` (default: the server's bound tenant, else the
         ``storage.preload_tenants`` with the newest memories) within ``storage.vector_cache_mb``;
-        returns the tenants loaded (see :mod:`memory_core.preload`)."""
+        returns the tenants loaded (see :mod:`memory_core.vectors.preload`)."""
         st = self.settings.storage
         if tenants is None:
             bound = self.settings.server.tenant
@@ -191,9 +208,9 @@ class MemoryCore(EntityMethods, VersionMethods):
         self.episodes.close()
         self.recaller.close()
         self.vectors.close()
-        self._opened.close()
-        if self._lock is not None:
-            self._lock.release()
+        self._parts.graph.close()
+        if self._parts.lock is not None:
+            self._parts.lock.release()
 
     def __enter__(self) -> MemoryCore:
         return self
@@ -210,7 +227,7 @@ class MemoryCore(EntityMethods, VersionMethods):
         idempotency_key: str | None = None, metadata: Mapping[str, Any] | None = None,
         entities: Sequence[Mapping[str, Any]] | None = None, relations: Sequence[Mapping[str, Any]] | None = None,
     ) -> AddResult:
-        """Store one memory in Chroma and the graph; see :mod:`memory_core.write_path`.
+        """Store one memory in Chroma and the graph; see :mod:`memory_core.write.path`.
 
         ``entities`` (``{name, kind?, aliases?}``, at most 32) and ``relations`` (``{from, to, label}``
         between them, at most 32) are linked in the same graph transaction, with what the

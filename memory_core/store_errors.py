@@ -1,21 +1,16 @@
-"""Map operating-system and SQLite failures to coded store errors, by errno and SQLite result
-code, never by message text.
+"""Map operating-system and graph-store failures to coded store errors, by errno and by the kind
+the graph backend decided (from SQLite result codes or PostgreSQL SQLSTATEs), never by message text.
 
-    ENOSPC, EDQUOT, SQLITE_FULL                      -> StoreFullError      STORE_FULL
-    EROFS, EACCES, EPERM, SQLITE_READONLY, SQLITE_PERM,
-    SQLITE_AUTH                                      -> StoreReadOnlyError  STORE_READ_ONLY
-    SQLITE_BUSY, SQLITE_LOCKED                       -> StoreUnavailableError STORE_UNAVAILABLE
-    anything else (EIO, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_CORRUPT, …) -> StoreError STORE_ERROR
-
-A :class:`graph.api.GraphStoreError` maps by kind the same way (full, read_only, busy and
-unavailable, the rest).
+    ENOSPC, EDQUOT;  kind "full"                            -> StoreFullError        STORE_FULL
+    EROFS, EACCES, EPERM;  kind "read_only"                 -> StoreReadOnlyError    STORE_READ_ONLY
+    kinds "busy", "unavailable", "conflict"                 -> StoreUnavailableError STORE_UNAVAILABLE
+    anything else (EIO; kinds "io", "corrupt", "schema", …) -> StoreError            STORE_ERROR
 """
 
 from __future__ import annotations
 
 import errno
 import functools
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
@@ -43,33 +38,15 @@ def os_error(exc: OSError, doing: str) -> StoreError:
     return StoreError(f"The store failed while {doing} ({what}).", **fields)
 
 
-def sqlite_error(exc: sqlite3.Error, doing: str) -> StoreError:
-    """A coded error for a SQLite failure, by its result code (Python's ``sqlite_errorcode``)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
-    primary = code & 0xFF if isinstance(code, int) else None
-    fields = {"sqlite_error": name}
-    if primary == _SQLITE_FULL:
-        return StoreFullError(f"The disk is full while {doing} ({name}); nothing was written.", **fields)
-    if primary in _SQLITE_READ_ONLY:
-        return StoreReadOnlyError(f"The graph store is read-only while {doing} ({name}); nothing was written.",
-                                  **fields)
-    if primary in _SQLITE_BUSY:
-        return StoreUnavailableError(f"The graph store is busy while {doing} ({name}); try again.", **fields)
-    return StoreError(f"The graph store failed while {doing} ({name}: {exc}).", **fields)
-
-
 def graph_error(exc: GraphStoreError, doing: str) -> StoreError:
     """A coded error for a graph-store failure, by the kind the backend decided (SQLite result
     code, PostgreSQL SQLSTATE): the one place memory_core maps them."""
-    cause = exc.cause
-    if isinstance(cause, sqlite3.Error):
-        return sqlite_error(cause, doing)
-    fields = {"graph_error": exc.kind}
+    fields = {"graph_error": exc.kind, **exc.fields}
     if exc.kind == "full":
-        return StoreFullError(f"The disk is full while {doing}; nothing was written.", **fields)
+        return StoreFullError(f"The disk is full while {doing} ({exc.detail}); nothing was written.", **fields)
     if exc.kind == "read_only":
-        return StoreReadOnlyError(f"The graph store is read-only while {doing}; nothing was written.", **fields)
+        return StoreReadOnlyError(f"The graph store is read-only while {doing} ({exc.detail}); nothing was written.",
+                                  **fields)
     if exc.kind in ("busy", "unavailable", "conflict"):
         return StoreUnavailableError(f"The graph store is unavailable while {doing} ({exc.detail}); try again.",
                                      **fields)
@@ -104,4 +81,4 @@ def coded_graph_errors(doing: str) -> Callable[[Callable[P, R]], Callable[P, R]]
     return decorate
 
 
-__all__ = ["coded_graph_errors", "graph_error", "graph_errors", "os_error", "sqlite_error"]
+__all__ = ["coded_graph_errors", "graph_error", "graph_errors", "os_error"]

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import Embedder, HashEmbedder
+from memory_core.embedding.local import Embedder, HashEmbedder
+from memory_core.settings.schema import load_settings
 
 if TYPE_CHECKING:
     from graph.pg import PostgresGraphStore

@@ -1,4 +1,4 @@
-"""Recall's session neighbours are kept between requests (``graph.adjacency_cache``) only while their
+"""Recall's session neighbours are kept between requests (``graph.sqlite.adjacency_cache``) only while their
 session is not written: an add or a delete in the session must show at once, a write elsewhere must
 not cost the kept answers, and a reset or a forgotten session tick must refuse them."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from graph.adjacency_cache import AdjacencyCache
 from graph.api import MemoryNode
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.adjacency_cache import AdjacencyCache
+from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from tests.conftest import open_core
 

@@ -1,12 +1,12 @@
-"""Operator views (memory_core.admin): counts per tenant, sessions, stats, graph neighbourhoods."""
+"""Operator views (memory_core.operator.stats): counts per tenant, sessions, stats, graph neighbourhoods."""
 
 from __future__ import annotations
 
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.admin import MAX_CHILDREN, Operator
 from memory_core.errors import InvalidInputError, NotFoundError, TenantRequiredError
+from memory_core.operator.stats import MAX_CHILDREN, Operator
 
 
 def populate(core: MemoryCore) -> None:

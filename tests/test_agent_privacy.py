@@ -15,8 +15,9 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
-from memory_core.transfer import export_tenant, import_lines
+from memory_core.operator.transfer import export_tenant, import_lines
 from tests.conftest import open_core
+from tests.support.sqlite import sqlite_db
 
 SECRET = "alice-secret-zebra"
 
@@ -91,7 +92,7 @@ def test_private_keys_written_before_scoping_move_to_their_authors_namespace_at_
 ) -> None:
     core = open_core("persistent", tmp_path / "data", request)
     theirs = private(core, idempotency_key="k-7")
-    with core.db.transaction() as cur:  # what an older version (schema 1) stored: the bare key
+    with sqlite_db(core).transaction() as cur:  # what an older version (schema 1) stored: the bare key
         cur.execute("UPDATE memories SET idempotency_key = 'k-7'")
         cur.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     core.close()

@@ -64,8 +64,9 @@ def test_no_module_outside_graph_runs_sql_or_reads_networkx_internals() -> None:
 
 
 def test_doctor_transfer_and_admin_are_not_exempt() -> None:
-    converted = ["memory_core/doctor.py", "memory_core/doctor_scan.py", "memory_core/transfer.py",
-                 "memory_core/admin.py"]
+    converted = ["memory_core/operator/doctor.py", "memory_core/operator/doctor_scan.py",
+                 "memory_core/operator/transfer.py",
+                 "memory_core/operator/stats.py"]
     assert [m for m in converted if exempt(m)] == []
     assert set(converted) <= set(modules())
 

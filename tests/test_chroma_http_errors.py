@@ -8,8 +8,8 @@ import httpx
 import pytest
 from chromadb.api.base_http_client import BaseHTTPClient
 
-from memory_core.chroma_errors import translate_errors
 from memory_core.errors import StoreError, StoreUnavailableError
+from memory_core.vectors.chroma_errors import translate_errors
 
 
 def _server_answers(status: int, body: str) -> None:

@@ -13,8 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
+from memory_core.settings.schema import load_settings
 from tests.support.agreement import assert_stores_agree
+from tests.support.sqlite import sqlite_db
 from tools.cli.app import app
 
 runner = CliRunner()
@@ -278,9 +279,9 @@ def test_doctor_finds_and_repairs_planted_inconsistencies_without_losing_healthy
                 "visibility": "tenant", "salience": 0.5, "project_id": "", "kind": "memory"}
         core.vectors.upsert("acme", ["mem:900"], vector, ["a ghost memory"], [meta])
         core.vectors.delete("acme", ["mem:2"])
-        with core.db.lock:
-            fts = core.db.conn.execute("SELECT name FROM fts_tables WHERE tenant = 'acme'").fetchone()[0]
-        with core.db.transaction() as cur:
+        with sqlite_db(core).lock:
+            fts = sqlite_db(core).conn.execute("SELECT name FROM fts_tables WHERE tenant = 'acme'").fetchone()[0]
+        with sqlite_db(core).transaction() as cur:
             cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (4242, 'stale words')")
     found = run_json(data_dir, "doctor", code=1)
     assert sorted((f["kind"], f["ref"]) for f in found["findings"]) == [

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
-from memory_core.config import TokenBinding, load_settings
+from memory_core.settings.schema import TokenBinding, load_settings
 from tools.auth import TokenTenantVerifier, hash_token
 from tools.cli.app import app
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.config import Settings, TokenBinding, load_settings
 from memory_core.errors import ConfigError
+from memory_core.settings.schema import Settings, TokenBinding, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

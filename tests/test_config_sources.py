@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.config import ModelProviderSettings, Settings, load_settings
 from memory_core.errors import ConfigError
+from memory_core.settings.schema import ModelProviderSettings, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def test_a_missing_or_broken_file_fails_naming_the_file(tmp_path: Path) -> None:
 
 
 def test_the_summary_provider_reads_the_one_model_provider_section() -> None:
-    from memory_core.summary import ModelProviderSettings as SummarySettings
+    from memory_core.sessions.summary import ModelProviderSettings as SummarySettings
 
     assert SummarySettings is ModelProviderSettings
     assert isinstance(load_settings(environ={}).model_provider, ModelProviderSettings)
@@ -87,7 +87,7 @@ def test_the_summary_provider_reads_the_one_model_provider_section() -> None:
 
 def test_importing_the_config_does_not_import_pydantic_settings() -> None:
     """pydantic-settings (~70-90 ms) loads when settings are loaded, not when the module is imported."""
-    probe = "import sys, memory_core.config; print('pydantic_settings' in sys.modules)"
+    probe = "import sys, memory_core.settings.schema; print('pydantic_settings' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 

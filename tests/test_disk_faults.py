@@ -24,15 +24,16 @@ from typing import Any
 import pytest
 from conftest import BACKENDS
 
-from graph.sqlite_txn import SqliteTxn
+from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreReadOnlyError, StoreUnavailableError
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.vector_store import ChromaVectorStore, VectorStore
+from memory_core.settings.schema import load_settings
+from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
+from memory_core.vectors.memory import InMemoryVectorStore
 from tests.support.chroma_server import ChromaServer, chroma_server
 from tests.support.faults import FaultyChromaClient, FaultyVectorStore, read_only_directories
+from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import assert_stores_agree, journal_rows, tenant_view
 
 STORE_CODES = {"STORE_ERROR", "STORE_READ_ONLY", "STORE_UNAVAILABLE", "STORE_FULL"}
@@ -243,14 +244,14 @@ def test_graph_store_in_read_only_mode_refuses_adds_before_touching_chroma(harne
     core = harness.core
     before = seed(core)
     calls = harness.faulty.upsert_calls
-    core.db.conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses every write now
+    sqlite_db(core).conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses every write now
     try:
         expect_store_error(lambda: core.add_memory("acme", "s1", "alice", "lost"), "STORE_READ_ONLY")
         assert harness.faulty.upsert_calls == calls, "Chroma was written although the journal could not be"
         assert [r.ref for r in core.get_contents("acme", sorted(before["acme"])).found] == sorted(before["acme"])
         assert len(core.query_recent_turns("acme", "s1").turns) == 2  # reads keep working
     finally:
-        core.db.conn.execute("PRAGMA query_only = OFF")
+        sqlite_db(core).conn.execute("PRAGMA query_only = OFF")
     assert_unchanged(core, before)
     core.add_memory("acme", "s1", "alice", "after the fault")
     assert_stores_agree(harness.reopen())
@@ -281,8 +282,8 @@ UNWRITABLE_GRAPH_CHILD = """
 import json, subprocess, sys
 from pathlib import Path
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.settings.schema import load_settings
+from memory_core.embedding.local import HashEmbedder
 data_dir = Path(sys.argv[1])
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
 core = MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder())

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
 from tests.support.store_checks import assert_stores_agree
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from graph.db import window_table_name
-from graph.sqlite_txn import SqliteTxn
+from graph.sqlite.db import window_table_name
+from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore
-from memory_core.doctor import check, repair
-from memory_core.transfer import export_tenant
+from memory_core.operator.doctor import check, repair
+from memory_core.operator.transfer import export_tenant
 from tests.support.agreement import assert_stores_agree
+from tests.support.sqlite import sqlite_db
 
 GHOST_META = {"tenant": "acme", "session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
               "visibility": "tenant", "salience": 0.6, "project_id": "", "kind": "memory", "channel": "irc",
@@ -36,8 +37,10 @@ def healthy(core: MemoryCore) -> dict[str, list[dict]]:
 
 
 def fts_name(core: MemoryCore, tenant: str) -> str:
-    with core.db.lock:
-        return str(core.db.conn.execute("SELECT name FROM fts_tables WHERE tenant = ?", (tenant,)).fetchone()[0])
+    db = sqlite_db(core)
+    assert db is not None
+    with db.lock:
+        return str(db.conn.execute("SELECT name FROM fts_tables WHERE tenant = ?", (tenant,)).fetchone()[0])
 
 
 def kinds(findings: list) -> list[tuple[str, str, str | None]]:
@@ -106,7 +109,7 @@ def test_stale_lexical_rows_are_rebuilt_for_that_tenant_only(core: MemoryCore) -
     target = refs["harvest plans for plums"]
     mem_id = int(target.split(":")[1])
     name = fts_name(core, "acme")
-    with core.db.transaction() as cur:
+    with sqlite_db(core).transaction() as cur:
         cur.execute(f"INSERT INTO {name} ({name}, rowid, content) VALUES ('delete', ?, ?)",
                     (mem_id, "harvest plans for plums"))
         cur.execute(f"INSERT INTO {name} (rowid, content) VALUES (?, ?)", (mem_id, "zebra migration"))
@@ -115,9 +118,11 @@ def test_stale_lexical_rows_are_rebuilt_for_that_tenant_only(core: MemoryCore) -
     report = repair(core)
     assert report.ok
     assert [(r.kind, r.tenant) for r in report.repairs] == [("lexical", "acme")]
-    with core.db.lock:
-        hits = core.db.conn.execute(f"SELECT rowid FROM {name} WHERE {name} MATCH 'plums'").fetchall()
-        phantom = core.db.conn.execute(f"SELECT rowid FROM {name} WHERE {name} MATCH 'phantom OR zebra'").fetchall()
+    db = sqlite_db(core)
+    assert db is not None
+    with db.lock:
+        hits = db.conn.execute(f"SELECT rowid FROM {name} WHERE {name} MATCH 'plums'").fetchall()
+        phantom = db.conn.execute(f"SELECT rowid FROM {name} WHERE {name} MATCH 'phantom OR zebra'").fetchall()
     assert [h[0] for h in hits] == [mem_id] and phantom == []
     assert healthy(core) == before
     assert_stores_agree(core)
@@ -127,14 +132,16 @@ def test_a_damaged_lexical_window_is_found_and_rebuilt(core: MemoryCore) -> None
     refs = populate(core)
     target = refs["pruning the pear orchard"]
     name = window_table_name("acme")
-    with core.db.transaction() as cur:
+    with sqlite_db(core).transaction() as cur:
         cur.execute(f"UPDATE {name} SET prev = 'zebra' WHERE rowid = ?", (int(target.split(":")[1]),))
         cur.execute(f"INSERT INTO {name} (rowid, content, prev) VALUES (4343, 'phantom', '')")
     assert kinds(check(core).findings) == sorted([("lexical_stale", "acme", ref) for ref in ("mem:4343", target)])
     report = repair(core)
     assert report.ok and [(r.kind, r.tenant) for r in report.repairs] == [("lexical", "acme")]
-    with core.db.lock:
-        left = core.db.conn.execute(f"SELECT count(*) FROM {name} WHERE {name} MATCH 'zebra OR phantom'").fetchone()
+    db = sqlite_db(core)
+    assert db is not None
+    with db.lock:
+        left = db.conn.execute(f"SELECT count(*) FROM {name} WHERE {name} MATCH 'zebra OR phantom'").fetchone()
     assert left[0] == 0
     assert_stores_agree(core)
 
@@ -153,9 +160,9 @@ def test_a_vector_record_whose_content_differs_is_rewritten_from_sqlite(core: Me
 def test_dangling_and_cross_tenant_edges_are_deleted(core: MemoryCore) -> None:
     refs = populate(core)
     src = refs["planting apple trees"]
-    with core.db.lock:
-        foreign = core.db.conn.execute("SELECT id FROM memories WHERE tenant = 'globex' LIMIT 1").fetchone()[0]
-    with core.db.transaction() as cur:
+    with sqlite_db(core).lock:
+        foreign = sqlite_db(core).conn.execute("SELECT id FROM memories WHERE tenant = 'globex' LIMIT 1").fetchone()[0]
+    with sqlite_db(core).transaction() as cur:
         cur.execute("INSERT INTO edges VALUES (?, 'mem:777', 'SUPERSEDES', 'acme')", (src,))
         cur.execute("INSERT INTO edges VALUES (?, ?, 'SUPERSEDES', 'acme')", (src, f"mem:{foreign}"))
     assert [f.kind for f in check(core).findings] == ["dangling_edge", "dangling_edge"]
@@ -169,7 +176,7 @@ def test_dangling_and_cross_tenant_edges_are_deleted(core: MemoryCore) -> None:
 def test_a_lost_agent_node_and_session_edge_are_recreated_not_dropped(core: MemoryCore) -> None:
     refs = populate(core)
     target = refs["planting apple trees"]
-    with core.db.transaction() as cur:
+    with sqlite_db(core).transaction() as cur:
         cur.execute("DELETE FROM nodes WHERE node_id = 'agent:acme/alice'")
         cur.execute("DELETE FROM edges WHERE src = ? AND kind = 'IN_SESSION'", (target,))
     core.graph.invalidate()
@@ -190,7 +197,7 @@ def test_an_interrupted_add_is_rolled_back_not_restored(core: MemoryCore) -> Non
     before = healthy(core)
     vector = core.embedder.embed(["never acknowledged"])
     core.vectors.upsert("acme", ["mem:800"], vector, ["never acknowledged"], [GHOST_META])
-    with core.db.transaction() as cur:
+    with sqlite_db(core).transaction() as cur:
         cur.execute("INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('add', 'acme', 'mem:800', ?)",
                     (time.time_ns() // 1000,))
     assert kinds(check(core).findings) == [("journal_pending", "acme", "mem:800")]
@@ -210,7 +217,7 @@ def test_every_planted_problem_at_once_is_repaired_and_healthy_memories_survive(
     vector = core.embedder.embed(["the ghost remembers"])
     core.vectors.upsert("acme", ["mem:500"], vector, ["the ghost remembers"], [GHOST_META])
     name = fts_name(core, "globex")
-    with core.db.transaction() as cur:
+    with sqlite_db(core).transaction() as cur:
         cur.execute(f"INSERT INTO {name} (rowid, content) VALUES (4242, 'phantom')")
     assert len(check(core).findings) == 3
     assert repair(core).ok
@@ -245,7 +252,7 @@ def test_recovery_never_deletes_the_record_of_an_interrupted_restore(core: Memor
     populate(core)
     vector = core.embedder.embed(["restored when the repair died"])
     core.vectors.upsert("acme", ["mem:500"], vector, ["restored when the repair died"], [GHOST_META])
-    with core.db.transaction() as cur:
+    with sqlite_db(core).transaction() as cur:
         cur.execute("INSERT INTO journal (op, tenant, item_id, created_us) VALUES ('restore', 'acme', 'mem:500', ?)",
                     (time.time_ns() // 1000,))
     [done] = core.writer.recover()

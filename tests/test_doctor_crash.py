@@ -34,9 +34,10 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.doctor import check, repair
+from memory_core.operator.doctor import check, repair
 from tests.support.agreement import assert_stores_agree
 from tests.support.repair_crash import CRASH_EXIT, open_store
+from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import LONG
 
 BACKENDS = ("sqlite", "postgres")
@@ -94,8 +95,8 @@ class Store:
 
 def delete_rows(core: MemoryCore, ids: list[int]) -> None:
     """Rows gone from the graph store behind the service's back (a bad restore, a hand edit)."""
-    if core.db is not None:
-        with core.db.transaction() as cur:
+    if sqlite_db(core) is not None:
+        with sqlite_db(core).transaction() as cur:
             cur.executemany("DELETE FROM memories WHERE id = ?", [(i,) for i in ids])
         return
     import psycopg

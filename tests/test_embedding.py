@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import embedding
-from memory_core.embedding import Embedder, HashEmbedder, MiniLMEmbedder
+from memory_core.embedding import local as embedding
+from memory_core.embedding.local import Embedder, HashEmbedder, MiniLMEmbedder
 from memory_core.errors import EmbeddingError
 
 
@@ -75,8 +75,8 @@ def test_texts_of_mixed_lengths_get_their_own_vectors_at_every_batch_size(minilm
 
 
 def test_the_threads_setting_reaches_the_model_runs() -> None:
-    from memory_core.components import build_embedder
-    from memory_core.config import load_settings
+    from memory_core.open import build_embedder
+    from memory_core.settings.schema import load_settings
 
     one = build_embedder(load_settings(environ={"MEMORY_CORE_EMBEDDING_THREADS": "1"}))
     default = build_embedder(load_settings(environ={}))
@@ -102,7 +102,7 @@ def test_with_one_thread_a_run_a_batch_is_split_into_runs_side_by_side_in_order(
 
 IDLE_CPU = """
 import resource, sys, time
-from memory_core.embedding import shared_minilm
+from memory_core.embedding.local import shared_minilm
 m = shared_minilm()
 m.embed(["warm up"])
 burnt = []

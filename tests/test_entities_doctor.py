@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.doctor import check, repair
+from memory_core.operator.doctor import check, repair
 from tests.conftest import open_core
+from tests.support.sqlite import sqlite_db
 
 
 @pytest.fixture
@@ -39,8 +40,8 @@ def test_deleting_memories_leaves_no_finding_and_an_unmentioned_entity_stays(cor
 
 def test_mentions_and_relations_whose_memory_or_entity_is_gone_are_found_and_deleted(core: MemoryCore) -> None:
     refs = _populate(core)
-    assert core.db is not None
-    with core.db.transaction() as cur:  # damage below the service: rows removed by hand
+    assert sqlite_db(core) is not None
+    with sqlite_db(core).transaction() as cur:  # damage below the service: rows removed by hand
         cur.execute("INSERT INTO mentions VALUES (777, (SELECT min(id) FROM entities), 'acme', 1, 1, 'ann')")
         cur.execute("DELETE FROM entities WHERE id = (SELECT max(id) FROM entities WHERE tenant = 'acme')")
     found = sorted((f.ref, f.detail) for f in check(core).findings if f.kind == "dangling_edge")

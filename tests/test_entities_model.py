@@ -12,7 +12,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.entities.model import parse_answer
-from memory_core.summary import SummaryProviderError
+from memory_core.sessions.summary import SummaryProviderError
 from tests.conftest import open_core
 from tests.support.fake_llm import FakeLLM, fake_llm, malformed, ok, slow, status
 

@@ -11,7 +11,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
-from memory_core.transfer import export_tenant, import_lines
+from memory_core.operator.transfer import export_tenant, import_lines
 from tests.conftest import open_core
 
 

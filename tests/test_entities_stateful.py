@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-import memory_core.add_rows
+import memory_core.write.add_rows
 from graph.api import entity_norm
 from memory_core import MemoryCore, MemoryCoreError
 from tests.support.store_checks import LONG
@@ -225,7 +225,7 @@ class EntityMachine(RuleBasedStateMachine):
 @pytest.mark.parametrize("backend", ["memory", "persistent", "postgres"])
 def test_entities_match_a_plain_model_under_random_declarations_merges_and_deletes(
         backend: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(memory_core.add_rows, "extract_entities", lambda _text: [])
+    monkeypatch.setattr(memory_core.write.add_rows, "extract_entities", lambda _text: [])
 
     class Machine(EntityMachine):
         pass

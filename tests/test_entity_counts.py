@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from graph.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
-from graph.sqlite_maintenance import SqliteMaintenance
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.sqlite.maintenance import SqliteMaintenance
+from graph.sqlite.store import SqliteGraphStore
 from tests.support.entity_counts import add_mentioning, agree, follow_the_writes
 
 

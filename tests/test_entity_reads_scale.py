@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from tests.conftest import open_core
 

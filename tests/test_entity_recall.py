@@ -10,7 +10,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.recall.entity_branch import MAX_LOOKUPS, query_names, weight
+from memory_core.recall.branches.entity import MAX_LOOKUPS, query_names, weight
 from tests.conftest import open_core
 
 

@@ -11,12 +11,13 @@ import networkx as nx
 import pytest
 
 from graph.api import SUPERSEDES, EntitySpec, GraphStore, RelationSpec, RowFilter, mem_node
-from graph.db import DAY_US, GraphDB
+from graph.keys import DAY_US
 from graph.maintenance_api import GraphMaintenance
 from graph.pg import PostgresGraphStore
 from graph.pg.maintenance import PgMaintenance
-from graph.sqlite_maintenance import SqliteMaintenance
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import GraphDB
+from graph.sqlite.maintenance import SqliteMaintenance
+from graph.sqlite.store import SqliteGraphStore
 from tests.support.pg_graph import row
 from tests.support.postgres import fresh_database
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from graph.api import EntitySpec, GraphStore
-from graph.db import GraphDB
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import GraphDB
+from graph.sqlite.store import SqliteGraphStore
 from tests.support.pg_graph import row
 
 

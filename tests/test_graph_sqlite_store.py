@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 
 from graph.api import RowFilter
-from graph.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
 from graph.node_cache import LRU
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
+from memory_core.settings.schema import load_settings
 from tests.support.pg_graph import row
+from tests.support.sqlite import sqlite_db
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -45,7 +46,7 @@ def traced(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         conn.set_trace_callback(statements.append)
         return conn
 
-    monkeypatch.setattr("graph.db.sqlite3.connect", connect)
+    monkeypatch.setattr("graph.sqlite.db.sqlite3.connect", connect)
     yield statements
 
 
@@ -116,7 +117,7 @@ def test_counts_kept_by_writes_and_deletes_equal_a_recount_from_the_rows(tmp_pat
             tenant = f"t{(int(ref[4:]) - 1) % 3}"
             assert core.delete_memory_as_operator(tenant, ref)
         _fill(core, 30)
-        assert _kept(core.db) == _recount(core.db)
+        assert _kept(sqlite_db(core)) == _recount(sqlite_db(core))
     finally:
         core.close()
 
@@ -124,15 +125,15 @@ def test_counts_kept_by_writes_and_deletes_equal_a_recount_from_the_rows(tmp_pat
 def test_a_schema_1_store_is_upgraded_with_its_counts_and_a_newer_one_is_refused(tmp_path: Path) -> None:
     core = _open(tmp_path / "data")
     _fill(core, 60)
-    with core.db.transaction() as cur:  # what version 1 held: no counts, version 1
+    with sqlite_db(core).transaction() as cur:  # what version 1 held: no counts, version 1
         cur.execute("DROP TABLE counts")
         cur.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     core.close()
     core = _open(tmp_path / "data")
     try:
-        assert core.db.meta("schema_version") == str(SCHEMA_VERSION)
-        assert _kept(core.db) == _recount(core.db) and core.graph.count("t1") == 20
-        with core.db.transaction() as cur:
+        assert sqlite_db(core).meta("schema_version") == str(SCHEMA_VERSION)
+        assert _kept(sqlite_db(core)) == _recount(sqlite_db(core)) and core.graph.count("t1") == 20
+        with sqlite_db(core).transaction() as cur:
             cur.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
     finally:
         core.close()
@@ -206,36 +207,36 @@ def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under
         core.close()
 
 def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_them(tmp_path: Path) -> None:
-    from memory_core.doctor import check, repair
+    from memory_core.operator.doctor import check, repair
 
     core = _open(tmp_path / "data")
     try:
         _fill(core, 40)
-        with core.db.transaction() as cur:  # damage from outside: a session's count drifts
+        with sqlite_db(core).transaction() as cur:  # damage from outside: a session's count drifts
             cur.execute("UPDATE counts SET n = n + 5 WHERE tenant = 't1' AND scope = 'session' AND key = 's1'")
         core.graph.invalidate()
         found = [f for f in check(core).findings if f.kind == "graph_stale"]
         assert [(f.tenant, "session 's1'" in f.detail) for f in found] == [("t1", True)]
         assert repair(core).ok and check(core).ok
-        assert _kept(core.db) == _recount(core.db)
+        assert _kept(sqlite_db(core)) == _recount(sqlite_db(core))
     finally:
         core.close()
 
 
 def test_doctor_finds_a_drifted_entity_mention_count_and_repair_recounts_it(tmp_path: Path) -> None:
-    from memory_core.doctor import check, repair
+    from memory_core.operator.doctor import check, repair
 
     core = _open(tmp_path / "data")
     try:
         core.add_memory("acme", "s", "a", "Alice moved the ledger-svc deploy to Friday.")
         core.add_memory("acme", "s", "b", "Alice owns ledger-svc now.")
-        with core.db.transaction() as cur:  # damage from outside: an entity's count drifts
+        with sqlite_db(core).transaction() as cur:  # damage from outside: an entity's count drifts
             assert cur.execute("UPDATE counts SET n = n + 3 WHERE tenant = 'acme' AND scope = 'mention'").rowcount
         core.graph.invalidate()
         found = [f for f in check(core).findings if f.kind == "graph_stale"]
         assert found and all("mention" in f.detail for f in found)
         assert repair(core).ok and check(core).ok
-        assert _kept(core.db) == _recount(core.db)
+        assert _kept(sqlite_db(core)) == _recount(sqlite_db(core))
         alice = core.graph.entity_ids("acme", ["alice"])["alice"]
         assert core.graph.entity_mention_counts("acme", [alice], None, 100) == {alice: 2}
     finally:
@@ -247,7 +248,7 @@ def test_a_graph_read_that_fails_is_a_coded_store_error_on_every_public_read(tmp
 
     core = _open(tmp_path / "data")
     ref = core.add_memory("acme", "s", "a", "the graph is about to fail").ref
-    core.db.close()  # every statement now raises inside the graph store
+    sqlite_db(core).close()  # every statement now raises inside the graph store
     try:
         for call in (lambda: core.query_recent_turns("acme", "s"), lambda: core.get_contents("acme", [ref]),
                      lambda: core.check_memory("acme", ref), lambda: core.recall("acme", "graph"),
@@ -293,7 +294,7 @@ def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recoun
         conn.set_trace_callback(lambda sql: probes.append(sql) if "count(*)" in sql else None)
         return conn
 
-    monkeypatch.setattr("graph.sqlite_readers.sqlite3.connect", connect)
+    monkeypatch.setattr("graph.sqlite.readers.sqlite3.connect", connect)
     store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
     store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
     with store.transaction() as tx:

@@ -20,10 +20,10 @@ import pytest
 from conftest import open_core
 
 from memory_core import MemoryCore
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreUnavailableError
-from memory_core.group_commit import GroupCommit, row_specific
 from memory_core.models import AddResult
+from memory_core.write.group_commit import GroupCommit, row_specific
 from tests.support.store_checks import assert_stores_agree
 
 BACKENDS = ["memory", "persistent", "postgres"]

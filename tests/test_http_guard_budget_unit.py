@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tools.http_guard import HttpGuard
+from tools.http.guard import HttpGuard
 
 Message = MutableMapping[str, Any]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from memory_core.config import Settings
+    from memory_core.settings.schema import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("chromadb", "onnxruntime", "networkx", "litellm", "numpy", "mcp", "uvicorn", "starlette", "tokenizers")
@@ -39,7 +39,7 @@ def loaded_after(code: str, **env: str) -> set[str]:
         "import memory_core.errors",
         "from memory_core import MemoryCoreError",
         "import tools.cli.app",
-        "import tools.bridge",
+        "import tools.bridge.client",
     ],
 )
 def test_importing_the_package_the_cli_or_the_bridge_loads_no_heavy_module(code: str) -> None:
@@ -74,7 +74,7 @@ def test_the_library_api_still_resolves_through_the_lazy_package() -> None:
 
 def test_stats_recent_and_show_answer_from_the_graph_without_opening_chroma(tmp_path: Path) -> None:
     from memory_core import MemoryCore
-    from memory_core.embedding import HashEmbedder
+    from memory_core.embedding.local import HashEmbedder
 
     with MemoryCore.open(tmp_path, embedder=HashEmbedder(), settings=_hash_settings()) as core:
         core.add_memory("acme", "s1", "alice", "a note for the operator")
@@ -89,7 +89,7 @@ def test_stats_recent_and_show_answer_from_the_graph_without_opening_chroma(tmp_
 
 def test_stats_counts_vector_records_when_asked(tmp_path: Path) -> None:
     from memory_core import MemoryCore
-    from memory_core.embedding import HashEmbedder
+    from memory_core.embedding.local import HashEmbedder
 
     with MemoryCore.open(tmp_path, embedder=HashEmbedder(), settings=_hash_settings()) as core:
         core.add_memory("acme", "s1", "alice", "one")
@@ -105,6 +105,6 @@ def test_stats_counts_vector_records_when_asked(tmp_path: Path) -> None:
 
 
 def _hash_settings() -> Settings:
-    from memory_core.config import load_settings
+    from memory_core.settings.schema import load_settings
 
     return load_settings(environ={"MEMORY_CORE_EMBEDDING_PROVIDER": "hash"})

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from graph.api import RowFilter
-from graph.db import GraphDB
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import GraphDB
+from graph.sqlite.store import SqliteGraphStore
 from tests.support.pg_graph import row
 
 
@@ -39,7 +39,7 @@ def _traced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         conn.set_trace_callback(lambda sql: probes.append(sql) if "count(*)" in sql else None)
         return conn
 
-    monkeypatch.setattr("graph.sqlite_readers.sqlite3.connect", connect)
+    monkeypatch.setattr("graph.sqlite.readers.sqlite3.connect", connect)
     return probes
 
 

@@ -14,10 +14,10 @@ import psycopg
 import pytest
 
 from graph.api import GraphStore, RowFilter
-from graph.db import GraphDB
 from graph.pg import PostgresGraphStore
 from graph.pg.lexical_sample import SampledCounts
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.db import GraphDB
+from graph.sqlite.store import SqliteGraphStore
 from tests.support.pg_graph import row
 from tests.support.postgres import fresh_database
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.service import LOCK_FILE
+from memory_core.settings.schema import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).with_name("memory-core")
@@ -31,8 +31,8 @@ ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_"
 OPENER = """
 import json, sys
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.settings.schema import load_settings
+from memory_core.embedding.local import HashEmbedder
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
 try:
     core = MemoryCore.open(sys.argv[1], settings=settings, embedder=HashEmbedder())

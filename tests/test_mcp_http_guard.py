@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.http_raw import RawSession, serving
 from tests.support.mcp_harness import ROOT, http_client, server_env
-from tools.http_guard import HostPolicy, normalize_host
+from tools.http.guard import HostPolicy, normalize_host
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from memory_core.config import load_settings
 from memory_core.service import MemoryCore
-from tools.mcp_server import build_server
+from memory_core.settings.schema import load_settings
+from tools.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 

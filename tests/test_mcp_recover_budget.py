@@ -12,9 +12,9 @@ import tiktoken
 from mcp import Client
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
-from tools.mcp_server import build_server
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
+from tools.mcp.server import build_server
 
 PROSE = ("We compared the retry policy of the billing worker with the queue's visibility timeout, "
          "found that long jobs were delivered twice, and agreed to add an idempotency key per invoice. ")

@@ -16,9 +16,9 @@ from mcp import Client
 from mcp_types import Tool
 
 from bench.token_economy import SURFACE_GOAL, tool_list_tokens
-from memory_core.config import Settings, load_settings
-from tools.mcp_server import build_server
-from tools.mcp_surface import inline_definitions
+from memory_core.settings.schema import Settings, load_settings
+from tools.mcp.server import build_server
+from tools.mcp.surface import inline_definitions
 
 pytestmark = pytest.mark.anyio
 

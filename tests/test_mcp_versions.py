@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from memory_core.config import load_settings
+from memory_core.settings.schema import load_settings
 from tests.support.mcp_harness import Caller, error_code, stdio_params
-from tools.mcp_server import build_server
+from tools.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 VERSION_TOOLS = ("update_memory", "lock_memory", "unlock_memory")

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import MemoryCore, mpnet
-from memory_core.components import build_embedder
-from memory_core.config import load_settings
-from memory_core.embedding import Embedder, HashEmbedder
+from memory_core import MemoryCore
+from memory_core.embedding.local import Embedder, HashEmbedder, mpnet
+from memory_core.embedding.mpnet import JoinedParts, MPNetEmbedder
 from memory_core.errors import EmbeddingError, MemoryCoreError
-from memory_core.mpnet import JoinedParts, MPNetEmbedder
+from memory_core.open import build_embedder
+from memory_core.settings.schema import load_settings
 
 KILN = "The kiln firing schedule moved to Thursday."
 DEPLOY = ("Deploy failed: ConnectionResetError in payments/api.py line 42 after the retry budget ran out, "
@@ -101,7 +101,7 @@ def test_joined_parts_read_and_seek_across_part_boundaries(tmp_path: Path) -> No
 
 
 def test_a_store_moves_to_the_model_by_export_and_import(model: MPNetEmbedder, tmp_path: Path) -> None:
-    from memory_core.transfer import export_tenant, import_lines
+    from memory_core.operator.transfer import export_tenant, import_lines
 
     with MemoryCore.open(tmp_path / "old", settings=load_settings(environ={}), embedder=HashEmbedder()) as old:
         old.add_memories([{"tenant": "acme", "session": "s", "agent": "a", "content": c} for c in (KILN, DEPLOY)])

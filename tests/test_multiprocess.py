@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HOLDER = """
 import json, sys
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.settings.schema import load_settings
+from memory_core.embedding.local import HashEmbedder
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
 try:
     core = MemoryCore.open(sys.argv[1], settings=settings, embedder=HashEmbedder())

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from graph.sqlite.errors import as_graph_error
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
-from memory_core.store_errors import os_error, sqlite_error
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
+from memory_core.store_errors import graph_error, os_error
 
 
 def open_here(data_dir: Path) -> MemoryCore:
@@ -56,4 +57,4 @@ def test_sqlite_errors_map_by_result_code_not_by_message(result_code: int | None
     exc = sqlite3.OperationalError("attempt to write a readonly database or disk is full")
     if result_code is not None:
         exc.sqlite_errorcode = result_code  # type: ignore[attr-defined]
-    assert sqlite_error(exc, "testing").code == expected
+    assert graph_error(as_graph_error(exc), "testing").code == expected

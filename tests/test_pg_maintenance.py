@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from graph.api import AGENT, AUTHORED_BY, IN_SESSION, SESSION, SUPERSEDES, GraphStoreError, RowFilter, mem_node
-from graph.db import DAY_US
+from graph.keys import DAY_US
 from graph.maintenance_api import EdgeRow, MissingStructure, NodeRow
 from graph.pg import LeasedJournalEntry, PostgresGraphStore
 from graph.pg.maintenance import PgMaintenance

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError, StoreError
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.vector_store import Metadata
+from memory_core.settings.schema import load_settings
+from memory_core.vectors.chroma import Metadata
+from memory_core.vectors.memory import InMemoryVectorStore
 
 
 def _open(data_dir: Path, **storage: object) -> MemoryCore:

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.vector_store import VectorHit, index_loaded
+from memory_core.settings.schema import load_settings
+from memory_core.vectors.chroma import VectorHit, index_loaded
+from memory_core.vectors.memory import InMemoryVectorStore
 
 TENANTS = {"old": "2024-01-05T10:00:00Z", "mid": "2025-03-01T10:00:00Z", "new": "2026-06-01T10:00:00Z"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_core.episodes import Recovery
 from memory_core.models import CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
-from tools.preview import PreviewShaper, expand_rows
+from memory_core.sessions.episodes import Recovery
+from tools.mcp.preview import PreviewShaper, expand_rows
 
 
 def make_row(mem_id: int, content: str, **extra: Any) -> MemoryRow:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.embedding import shared_minilm
+from memory_core.embedding.local import shared_minilm
 from tests.conftest import open_core
 
 NOW = datetime.now(UTC)

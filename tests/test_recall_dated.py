@@ -11,9 +11,10 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import StoreUnavailableError
-from memory_core.recall import dated, presets
+from memory_core.recall import presets
+from memory_core.recall.branches import dated
 from memory_core.recall.query import read_query
-from memory_core.vector_store import VectorHit
+from memory_core.vectors.chroma import VectorHit
 
 DAY = datetime(2025, 3, 11, 15, 0, tzinfo=UTC)
 QUESTION = "What did the team talk about on 11 March 2025?"

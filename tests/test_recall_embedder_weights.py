@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder, MiniLMEmbedder
-from memory_core.mpnet import MPNetEmbedder
+from memory_core.embedding.local import HashEmbedder, MiniLMEmbedder
+from memory_core.embedding.mpnet import MPNetEmbedder
 from memory_core.recall import scoring
 from memory_core.recall.presets import EMBEDDER_DEFAULTS, PRESETS, resolve_preset
 from memory_core.recall.scoring import Candidate
 from memory_core.service import MemoryCore
+from memory_core.settings.schema import load_settings
 
 SETTINGS = load_settings(environ={}).recall
 

@@ -1,6 +1,6 @@
 """Filtered recall: the vector pool under a filter is the filtered top-N, whichever path serves it.
 
-The vector branch (memory_core.recall.vector_branch) answers a filtered recall from the rows
+The vector branch (memory_core.recall.branches.vector) answers a filtered recall from the rows
 the graph enumerates (``ids``), from an unfiltered over-fetch post-filtered on the graph
 (``overfetch``), or from Chroma's metadata-filtered scan (``where``). Each is compared with
 a brute-force expectation: every admitted row's cosine, computed here, top N.
@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memory_core import MemoryCore, vector_store
-from memory_core.embedding import HashEmbedder
-from memory_core.recall import vector_branch
+from memory_core import MemoryCore
+from memory_core.embedding.local import HashEmbedder
+from memory_core.recall.branches import vector as vector_branch
+from memory_core.recall.branches.vector import filtered_hits
 from memory_core.recall.filters import RecallFilters, resolve_project
-from memory_core.recall.vector_branch import filtered_hits
+from memory_core.vectors import chroma as vector_store
 from tests.conftest import open_core
 
 T0 = datetime(2026, 4, 1, 8, 0, tzinfo=UTC)

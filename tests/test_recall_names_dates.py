@@ -10,7 +10,7 @@ import pytest
 
 from graph.agent_names import AgentNameIndex
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.recall.dates import parse_dates
 from memory_core.recall.filters import holds, normalize
 from memory_core.recall.query import read_query

@@ -13,13 +13,13 @@ import pytest
 from mcp import Client
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import EmbeddingError
 from memory_core.recall import presets, rerank
 from memory_core.recall.scoring import Candidate
+from memory_core.settings.schema import load_settings
 from tests.support.mcp_harness import Caller, stdio_params
-from tools.preview import expand_rows
+from tools.mcp.preview import expand_rows
 
 RERANK = "balanced-rerank"
 

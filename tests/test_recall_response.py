@@ -10,9 +10,9 @@ from mcp import Client
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
+from memory_core.settings.schema import load_settings
 from tools.cli.app import app
-from tools.mcp_server import build_server
+from tools.mcp.server import build_server
 
 CONFIG = '[embedding]\nprovider = "hash"\n[operating_context.agents]\nalice = "alpha"\n'
 

@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from graph.db import WINDOW_ROWS_SQL, window_table_name
+from graph.sqlite.db import WINDOW_ROWS_SQL, window_table_name
 from memory_core import MemoryCore
 from memory_core.recall.query import parse_dates, read_query
+from tests.support.sqlite import sqlite_db
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -19,8 +20,8 @@ def at(minutes: float) -> datetime:
 
 def windows(core: MemoryCore, tenant: str) -> tuple[list[tuple], list[tuple]]:
     """(what the tenant's window table holds, what WINDOW_ROWS_SQL says it must hold)."""
-    with core.db.lock:
-        conn = core.db.conn
+    with sqlite_db(core).lock:
+        conn = sqlite_db(core).conn
         got = sorted(tuple(r) for r in conn.execute(f"SELECT rowid, content, prev FROM {window_table_name(tenant)}"))
         want = sorted(tuple(r) for r in conn.execute(WINDOW_ROWS_SQL, (tenant,)))
     return got, want
@@ -48,7 +49,7 @@ def test_the_window_holds_the_previous_shared_memory_through_late_inserts_and_de
 def test_a_store_without_window_tables_gets_them_at_open(core: MemoryCore, reopen) -> None:  # type: ignore[no-untyped-def]
     for i in range(4):
         core.add_memory("acme", "s", "a", f"turn {i} about the harbour", timestamp=at(i))
-    with core.db.transaction() as cur:
+    with sqlite_db(core).transaction() as cur:
         cur.execute(f"DROP TABLE {window_table_name('acme')}")
     core = reopen(core)
     try:

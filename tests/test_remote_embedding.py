@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
 from tests.support.fake_llm import EMBEDDING_DIM, FakeLLM, fake_llm, status
 
 

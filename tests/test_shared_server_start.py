@@ -18,7 +18,7 @@ from mcp import Client
 
 from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, http_client
 from tests.test_shared_server import CALL_TIMEOUT_S, bridged, stop_servers
-from tools.shared_server import bridge_token, ensure_shared_server, read_announcement
+from tools.bridge.shared_server import bridge_token, ensure_shared_server, read_announcement
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""graph.sqlite_maintenance: the scans doctor, export/import and the operator views use, on a real
+"""graph.sqlite.maintenance: the scans doctor, export/import and the operator views use, on a real
 SQLite store — tenant-scoped reads, frozen values, and failures as GraphStoreError by result code."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from graph.api import GraphStoreError
-from graph.db import GraphDB, window_table_name
 from graph.maintenance_api import EdgeRow, MissingStructure, NodeRow
-from graph.sqlite_maintenance import SqliteMaintenance
+from graph.sqlite.db import GraphDB, window_table_name
+from graph.sqlite.maintenance import SqliteMaintenance
 from memory_core import MemoryCore
-from memory_core.doctor import check, repair
 from memory_core.errors import StoreFullError, StoreReadOnlyError
+from memory_core.operator.doctor import check, repair
 from tests.conftest import open_core
+from tests.support.sqlite import sqlite_db
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_tenant_totals_count_types_private_rows_sessions_and_agents(mcore: Memor
 
 def test_a_tenant_named_only_by_a_stray_edge_is_listed_and_doctor_removes_the_edge(mcore: MemoryCore) -> None:
     populate(mcore)
-    with mcore.db.transaction() as cur:  # a leak: an edge of a tenant that has nothing else
+    with sqlite_db(mcore).transaction() as cur:  # a leak: an edge of a tenant that has nothing else
         cur.execute("INSERT INTO edges VALUES ('mem:1', 'agent:ghost/x', 'AUTHORED_BY', 'ghost')")
     assert "ghost" in mcore.maintenance.tenants_present()
     found = [(f.kind, f.tenant) for f in check(mcore).findings]
@@ -80,7 +81,7 @@ def test_a_tenant_named_only_by_a_stray_edge_is_listed_and_doctor_removes_the_ed
 
 def test_missing_structure_is_listed_once_and_recreated(mcore: MemoryCore) -> None:
     populate(mcore)
-    with mcore.db.transaction() as cur:
+    with sqlite_db(mcore).transaction() as cur:
         cur.execute("DELETE FROM nodes WHERE node_id = 'agent:acme/alice'")
     missing = mcore.maintenance.missing_structure()
     assert missing == [MissingStructure("acme", "mem:1", node=NodeRow("agent:acme/alice", "AGENT", "acme",
@@ -93,7 +94,7 @@ def test_missing_structure_is_listed_once_and_recreated(mcore: MemoryCore) -> No
 def test_a_damaged_window_index_is_found_by_its_result_code_and_rebuilt(mcore: MemoryCore) -> None:
     ids = populate(mcore)
     name = window_table_name("acme")
-    with mcore.db.transaction() as cur:  # the stored text no longer matches what FTS5 indexed
+    with sqlite_db(mcore).transaction() as cur:  # the stored text no longer matches what FTS5 indexed
         cur.execute(f"UPDATE {name}_content SET c0 = 'zebra' WHERE id = ?", (ids["acme"][1],))
     state = mcore.maintenance.window_state("acme")
     assert state.present and state.damaged is not None and state.damaged.startswith("SQLITE_CORRUPT")
@@ -107,9 +108,9 @@ def test_a_write_refused_by_a_read_only_store_is_read_only_and_doctor_says_store
     mcore: MemoryCore,
 ) -> None:
     populate(mcore)
-    with mcore.db.transaction() as cur:
+    with sqlite_db(mcore).transaction() as cur:
         cur.execute("INSERT INTO edges VALUES ('mem:1', 'mem:999', 'SUPERSEDES', 'acme')")
-    mcore.db.conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses every write now
+    sqlite_db(mcore).conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses every write now
     try:
         with pytest.raises(GraphStoreError) as caught:
             mcore.maintenance.remove_edges([EdgeRow("mem:1", "mem:999", "SUPERSEDES", "acme")])
@@ -119,7 +120,7 @@ def test_a_write_refused_by_a_read_only_store_is_read_only_and_doctor_says_store
             repair(mcore)
         assert coded.value.code == "STORE_READ_ONLY"
     finally:
-        mcore.db.conn.execute("PRAGMA query_only = OFF")
+        sqlite_db(mcore).conn.execute("PRAGMA query_only = OFF")
     assert EdgeRow("mem:1", "mem:999", "SUPERSEDES", "acme") in mcore.maintenance.edges()  # nothing half-done
 
 
@@ -142,12 +143,12 @@ def test_a_write_into_a_full_store_is_full_and_nothing_is_written(tmp_path: Path
 def test_a_full_store_reaches_the_operator_as_store_full_and_nothing_is_written(mcore: MemoryCore) -> None:
     for n in range(120):  # enough AGENT nodes that recreating them needs new pages
         mcore.add_memory("acme", "s1", f"agent-{n:03d}-" + "x" * 40, f"note {n}")
-    with mcore.db.transaction() as cur:
+    with sqlite_db(mcore).transaction() as cur:
         cur.execute("DELETE FROM nodes WHERE kind = 'AGENT'")
-    with mcore.db.lock:
-        mcore.db.conn.execute("VACUUM")  # no free page left inside the file
-        pages = mcore.db.conn.execute("PRAGMA page_count").fetchone()[0]
-        mcore.db.conn.execute(f"PRAGMA max_page_count = {pages}")  # and the file may not grow
+    with sqlite_db(mcore).lock:
+        sqlite_db(mcore).conn.execute("VACUUM")  # no free page left inside the file
+        pages = sqlite_db(mcore).conn.execute("PRAGMA page_count").fetchone()[0]
+        sqlite_db(mcore).conn.execute(f"PRAGMA max_page_count = {pages}")  # and the file may not grow
     with pytest.raises(StoreFullError) as coded:
         repair(mcore)
     assert coded.value.code == "STORE_FULL"
@@ -164,7 +165,7 @@ def test_a_closed_store_is_unavailable(tmp_path: Path) -> None:
 
 def test_disk_use_measures_the_database_file(mcore: MemoryCore) -> None:
     use = mcore.maintenance.disk_use()
-    assert use.database == mcore.db.path.stat().st_size > 0
+    assert use.database == sqlite_db(mcore).path.stat().st_size > 0
 
 
 def test_content_chars_are_counted_per_tenant(mcore: MemoryCore) -> None:

@@ -1,4 +1,4 @@
-"""Recall's lexical search reads a snapshot of its own (graph.sqlite_readers), so it never waits
+"""Recall's lexical search reads a snapshot of its own (graph.sqlite.readers), so it never waits
 for the writer's lock: a long write transaction does not hold it up, and what that transaction
 has not committed (rows, or a new tenant's tables) is not seen."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from graph.api import RowFilter
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from tests.conftest import open_core
 

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.summary import (
+from memory_core.sessions.summary import (
     ModelProviderSettings,
     SummaryOutcome,
     SummaryTurn,
     extractive_summary,
     summarize_with_fallback,
 )
-from memory_core.summary.provider import LiteLLMSummaryProvider
-from memory_core.summary.text import ELLIPSIS
+from memory_core.sessions.summary.provider import LiteLLMSummaryProvider
+from memory_core.sessions.summary.text import ELLIPSIS
 from tests.support.fake_llm import (
     FakeLLM,
     empty,
@@ -258,7 +258,7 @@ def _run_python(code: str) -> subprocess.CompletedProcess[str]:
 def test_importing_the_package_does_not_import_litellm() -> None:
     result = _run_python("""
         import sys
-        import memory_core, memory_core.summary, memory_core.summary.provider
+        import memory_core, memory_core.sessions.summary, memory_core.sessions.summary.provider
         assert "litellm" not in sys.modules, "litellm imported eagerly"
         assert "openai" not in sys.modules, "openai imported eagerly"
     """)
@@ -283,8 +283,8 @@ def test_litellm_is_loaded_offline_and_only_talks_to_the_configured_server() -> 
             elif event == "socket.connect" and isinstance(args[1], tuple):
                 seen.append(("connect", str(args[1][0])))
         sys.addaudithook(hook)
-        from memory_core.summary import ModelProviderSettings, SummaryTurn, summarize_with_fallback
-        from memory_core.summary.provider import LiteLLMSummaryProvider
+        from memory_core.sessions.summary import ModelProviderSettings, SummaryTurn, summarize_with_fallback
+        from memory_core.sessions.summary.provider import LiteLLMSummaryProvider
         from tests.support.fake_llm import fake_llm, ok
         with fake_llm(ok("Offline fine.")) as fake:
             s = ModelProviderSettings(enabled=True, api_base=fake.api_base)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from graph.sqlite_store import SqliteGraphStore
+from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from tests.conftest import open_core
+from tests.support.sqlite import sqlite_db
 
 
 def _fill(core: MemoryCore, tenant: str, n: int) -> list[int]:
@@ -76,15 +77,15 @@ def test_a_step_7_store_gains_the_chain_index_and_keeps_its_chains(tmp_path: Pat
     try:
         first = int(core.create_handoff("t1", "s0", "ann", "handoff one").ref[4:])
         second = int(core.create_handoff("t1", "s0", "ann", "handoff two").ref[4:])
-        assert core.db is not None
-        with core.db.transaction() as cur:  # what step 7 held: no partial index of the chains
+        assert sqlite_db(core) is not None
+        with sqlite_db(core).transaction() as cur:  # what step 7 held: no partial index of the chains
             cur.execute("DROP INDEX edges_supersedes")
             cur.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     finally:
         core.close()
     core = open_core("memory", tmp_path / "data", request)
     try:
-        assert core.db is not None and core.db.meta("schema_version") == "8"
+        assert sqlite_db(core) is not None and sqlite_db(core).meta("schema_version") == "8"
         assert core.graph.superseders("t1", [first, second]) == {first: [second]}
     finally:
         core.close()

@@ -1,4 +1,4 @@
-"""Export / import of one tenant through memory_core.transfer, on every vector backend."""
+"""Export / import of one tenant through memory_core.operator.transfer, on every vector backend."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import InvalidTenantError, LockedError, SupersededError, TenantRequiredError
-from memory_core.transfer import ExportLine, export_tenant, import_lines
+from memory_core.operator.transfer import ExportLine, export_tenant, import_lines
 from tests.conftest import open_core
 from tests.support.agreement import assert_stores_agree
 

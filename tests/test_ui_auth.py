@@ -9,8 +9,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
 from tests.support.ui_store import AGENT_TOKEN, OPERATOR_TOKEN, populate, ui_settings
 from tools.ui import standalone_app
 from tools.ui.auth import COOKIE, safe_next

@@ -12,8 +12,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
+from tests.support.sqlite import sqlite_db
 from tests.support.ui_store import HOSTILE, OPERATOR_TOKEN, TURNS, Refs, populate, ui_settings
 from tools.ui import standalone_app
 
@@ -89,7 +90,7 @@ def test_session_page_shows_the_summary_on_top_and_highlights_handoffs(client: T
 def test_session_page_reads_without_writing_an_episode(store: tuple[MemoryCore, Refs], client: TestClient) -> None:
     core, _ = store
     client.get("/ui/session", params={"t": "acme", "s": "s1"})
-    with core.db.lock:
+    with sqlite_db(core).lock:
         assert core.graph.session_episode("acme", "s1") is None
 
 

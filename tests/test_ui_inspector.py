@@ -1,4 +1,4 @@
-"""memory_core.inspector: the reads behind the web inspector, at the library level."""
+"""memory_core.operator.inspector: the reads behind the web inspector, at the library level."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from memory_core import inspector as inspector_module
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import InvalidInputError
-from memory_core.inspector import Inspector
+from memory_core.operator import inspector as inspector_module
+from memory_core.operator.inspector import Inspector
+from memory_core.settings.schema import load_settings
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 

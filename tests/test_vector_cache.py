@@ -1,4 +1,4 @@
-"""The embedded Chroma's loaded indexes under a memory budget (memory_core/vector_cache.py).
+"""The embedded Chroma's loaded indexes under a memory budget (memory_core/vectors/cache.py).
 
 Over real embedded Chroma: a tenant that would take the estimate past the budget releases the
 loaded indexes first, and every row written before, between and after releases is still found.
@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_core import MemoryCore, vector_store
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core import MemoryCore
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.vector_cache import ROW_OVERHEAD, VectorCacheBudget
-from memory_core.vector_store import ChromaVectorStore
+from memory_core.settings.schema import load_settings
+from memory_core.vectors import chroma as vector_store
+from memory_core.vectors.cache import ROW_OVERHEAD, VectorCacheBudget
+from memory_core.vectors.chroma import ChromaVectorStore
+from memory_core.vectors.memory import InMemoryVectorStore
 
 DIM = 16
 ROW = 4 * DIM + ROW_OVERHEAD
@@ -47,7 +48,7 @@ def chroma(tmp_path: Path) -> ChromaVectorStore:
 
 def test_a_tenant_past_the_budget_releases_the_loaded_indexes_and_every_row_is_still_found(
         chroma: ChromaVectorStore, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="memory_core.vector_cache")
+    caplog.set_level(logging.INFO, logger="memory_core.vectors.cache")
     store = VectorCacheBudget(chroma, 60 * ROW, chroma.count)  # room for one tenant of 40 rows, not two
     written = {t: fill(store, t, 40, seed) for seed, t in enumerate(("acme", "beta"))}
     assert store.releases == 1  # beta's first write released acme's index

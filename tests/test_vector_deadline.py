@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.doctor import check, repair
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.vector_deadline import vector_store_wedged
-from memory_core.vector_store import ChromaVectorStore
+from memory_core.operator.doctor import check, repair
+from memory_core.settings.schema import load_settings
+from memory_core.vectors.chroma import ChromaVectorStore
+from memory_core.vectors.deadline import vector_store_wedged
+from memory_core.vectors.memory import InMemoryVectorStore
 from tests.support.faults import HangingVectorStore
 from tests.support.store_checks import assert_stores_agree, journal_rows
 

@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core import vector_deadline as vd
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
-from memory_core.memory_vector_store import InMemoryVectorStore
-from memory_core.vector_deadline import DeadlineVectorStore
-from memory_core.vector_store import ChromaVectorStore, Metadata, VectorHit, index_loaded
+from memory_core.settings.schema import load_settings
+from memory_core.vectors import deadline as vd
+from memory_core.vectors.chroma import ChromaVectorStore, Metadata, VectorHit, index_loaded
+from memory_core.vectors.deadline import DeadlineVectorStore
+from memory_core.vectors.memory import InMemoryVectorStore
 
 DEADLINE_S = 0.3
 VEC = [1.0, 0.0, 0.0, 0.0]
@@ -228,7 +228,7 @@ def test_through_memory_core_an_add_during_a_big_tenants_first_recall_is_acknowl
 
 
 def test_the_configured_chain_reports_loads_through_its_lazy_open_and_cache_budget(tmp_path: Path) -> None:
-    from memory_core.components import open_vector_store
+    from memory_core.open import open_vector_store
 
     settings = load_settings(environ={}, overrides={"storage": {"vector_cache_mb": 64}})
     chain = open_vector_store(settings, tmp_path, rows=lambda tenant: 1)

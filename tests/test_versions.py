@@ -14,6 +14,7 @@ from memory_core.errors import InvalidInputError, LockedError, MemoryCoreError, 
 from memory_core.models import to_us
 from tests.conftest import open_core
 from tests.support.faults import FaultyVectorStore
+from tests.support.sqlite import sqlite_db
 
 
 @pytest.fixture(params=["memory", "persistent", "postgres"])
@@ -27,8 +28,8 @@ def vcore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryCore
 
 def _pg_core(request: pytest.FixtureRequest, data_dir: Path) -> MemoryCore:
     """PostgreSQL graph with in-memory vectors (the graph side is what versions change)."""
-    from memory_core.config import load_settings
-    from memory_core.embedding import HashEmbedder
+    from memory_core.embedding.local import HashEmbedder
+    from memory_core.settings.schema import load_settings
     from tests.conftest import _postgres_database
 
     settings = load_settings(environ={}, overrides={
@@ -212,10 +213,10 @@ def test_versions_and_locks_survive_a_reopen(request: pytest.FixtureRequest, tmp
 
 def test_an_update_whose_vector_write_fails_leaves_the_old_version_current_and_nothing_else(
         request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    from memory_core.config import load_settings
-    from memory_core.embedding import HashEmbedder
+    from memory_core.embedding.local import HashEmbedder
     from memory_core.errors import StoreUnavailableError
-    from memory_core.memory_vector_store import InMemoryVectorStore
+    from memory_core.settings.schema import load_settings
+    from memory_core.vectors.memory import InMemoryVectorStore
 
     faulty = FaultyVectorStore(InMemoryVectorStore())
     settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
@@ -277,19 +278,19 @@ def test_two_replicas_correcting_one_version_at_once_make_exactly_one_new_versio
 
 def test_a_store_from_before_versions_opens_with_every_memory_current_and_unlocked(
         request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    from graph.db import SCHEMA_VERSION
+    from graph.sqlite.db import SCHEMA_VERSION
 
     c = open_core("memory", tmp_path / "data", request)
     m = c.add_memory("acme", "s1", "ann", "an old fact", type="fact")
-    assert c.db is not None
-    with c.db.transaction() as cur:  # what schema 2 held: no version columns
+    assert sqlite_db(c) is not None
+    with sqlite_db(c).transaction() as cur:  # what schema 2 held: no version columns
         for column in ("supersedes_id", "valid_to_us", "locked"):
             cur.execute(f"ALTER TABLE memories DROP COLUMN {column}")
         cur.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     c.close()
     c = open_core("memory", tmp_path / "data", request)
     try:
-        assert c.db is not None and c.db.meta("schema_version") == str(SCHEMA_VERSION)
+        assert sqlite_db(c) is not None and sqlite_db(c).meta("schema_version") == str(SCHEMA_VERSION)
         node = c.graph.memory("acme", _id(m.ref))
         assert node is not None and node.valid_to_us is None and not node.locked and node.supersedes_id is None
         assert c.update_memory("acme", m.ref, content="a new fact").supersedes == m.ref
@@ -334,7 +335,7 @@ def test_threads_of_one_process_correcting_one_version_at_once_make_exactly_one_
 
 
 def test_doctor_restores_a_lost_old_version_superseded_and_linked_again(vcore: MemoryCore) -> None:
-    from memory_core.doctor import check, repair
+    from memory_core.operator.doctor import check, repair
 
     v1 = vcore.add_memory("acme", "s1", "ann", "the cache TTL is 60s", type="fact").ref
     v2 = vcore.update_memory("acme", v1, content="the cache TTL is 300s").added.ref

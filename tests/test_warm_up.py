@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memory_core import MemoryCore
-from memory_core.config import Settings, load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import EmbeddingError
-from memory_core.lazy_vectors import LazyVectorStore
+from memory_core.settings.schema import Settings, load_settings
+from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.warm_up import warm_up_in_background
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from memory_core.config import TokenBinding
 from memory_core.errors import AgentMismatchError, ConfigError, TenantMismatchError, TenantRequiredError
+from memory_core.settings.schema import TokenBinding
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
 TENANT_CLAIM = "tenant"

@@ -3,7 +3,7 @@
 Four tables hold them: ``tenant_state`` (memories, non-turn rows and the lexical length sum
 per tenant, beside its change counter), ``session_counts`` (memories and turns per session),
 ``private_counts`` (private rows per session and author) and ``counts`` (tenant, scope, key,
-n) for the rest, with the scopes and keys of ``graph.sqlite_txn.count_keys``: ``type``,
+n) for the rest, with the scopes and keys of ``graph.keys.count_keys``: ``type``,
 ``agent``, ``channel``, ``schan`` (channel \\x1f session, shared rows only) and ``day`` (the
 UTC day number zero-padded to 8 digits), so field counts, channel sessions and the growth
 chart are O(values), never a scan of the rows. Since schema step 9 ``counts`` also keeps, in scope
@@ -23,8 +23,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from graph.db import DAY_US
-from graph.sqlite_txn import SEP, day_key
+from graph.keys import DAY_US, SEP, day_key
 
 _DAY = f"lpad((ts_us / {DAY_US})::text, greatest(8, length((ts_us / {DAY_US})::text)), '0')"
 SCOPES = ("type", "agent", "channel", "schan", "day")  # the scopes of the ``counts`` table

@@ -1,6 +1,6 @@
 """Entities on PostgreSQL: the store's reads (:class:`PgEntityReads`) and the write transaction's
 rows (:class:`PgEntityWrites`), over the tables of migration step 5; semantics follow
-:mod:`graph.sqlite_entities` method by method.
+:mod:`graph.sqlite.entities` method by method.
 
 Two replicas naming one new entity at once: the alias row's primary key decides (the second
 INSERT waits for the first to commit, finds the name taken and uses that entity; its own

@@ -11,7 +11,7 @@ LoCoMo's lexical any@5 / frac@10 stay within 0.01 of FTS5's). A window's length 
 (``length(tsv_win)``, kept in the tsvector's header; FTS5 counts tokens, which would cost a
 column computed on every write), ``tenant_state.lex_len_sum`` their sum per tenant. Words
 found in a large share of a big tenant's rows are dropped first (they weigh nothing and
-cost the most), as ``graph.sqlite_lexical`` does, and here even when such a word is the query's
+cost the most), as ``graph.sqlite.lexical`` does, and here even when such a word is the query's
 only one (the vector branch still answers); in a tenant of at least four samples the drop is
 decided on the word's share of the newest rows, as on SQLite (:mod:`graph.pg.lexical_sample`).
 
@@ -84,7 +84,7 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
     In a tenant of more than max(``min_rows``, ``COMMON_SHARE`` of its rows) rows, each lexeme is
     first counted by a LIMIT probe of ``min_rows`` rows; when the rare ones (fewer rows) alone
     fill the pool they answer and the common ones are left out, otherwise the common ones are
-    counted up to that cap and those above it dropped (as ``graph.sqlite_lexical`` does). In a
+    counted up to that cap and those above it dropped (as ``graph.sqlite.lexical`` does). In a
     tenant ``sampled`` applies to, the common ones are instead estimated from its newest rows
     (:mod:`graph.pg.lexical_sample`; ``changes`` is the tenant's change clock) and those estimated
     at the cap or over dropped; the others are counted exactly, their idf as exact counting gives it."""
@@ -128,7 +128,7 @@ def window(conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int
 
 def _bounded(conn: Connection[Any], f: RowFilter, rare: list[str], mid: list[str], hits: dict[str, int],
              limit: int, *, own: bool, rows: int, len_sum: int) -> list[LexicalHit]:
-    """The rows ``graph.sqlite_lexical`` scores when mid-frequency lexemes are left (each row's score
+    """The rows ``graph.sqlite.lexical`` scores when mid-frequency lexemes are left (each row's score
     is the same formula over every lexeme, whatever matched it): rows holding a rare lexeme or two
     of them, and when those leave the pool short, the newest ``limit`` rows holding any."""
     lex = rare + mid

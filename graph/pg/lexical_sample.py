@@ -1,4 +1,4 @@
-"""Estimated row counts of a big PostgreSQL tenant's common query words, as ``graph.sqlite_lexical`` takes them.
+"""Estimated row counts of a big PostgreSQL tenant's common query words, as ``graph.sqlite.lexical`` takes them.
 
 In a tenant of at least 4 x ``sample_rows`` memories, whether a common word (not rare by the first
 probe) is dropped or kept as a mid word is decided on an estimate, not an exact count up to the cap:
@@ -22,7 +22,7 @@ from psycopg import Connection
 
 from graph.node_cache import LRU
 
-SAMPLE_ROWS = 20_000  # graph.sqlite_lexical.SAMPLE_ROWS
+SAMPLE_ROWS = 20_000  # graph.sqlite.lexical.SAMPLE_ROWS
 COMMON_SHARE = 0.05
 KEPT = 4096
 

@@ -4,7 +4,7 @@
 failures retried for ``retry_s``, every failure a :class:`graph.api.GraphStoreError` by
 SQLSTATE) and writes through :meth:`PostgresGraphStore.run` (one transaction, retried whole
 on a transient failure, moving the versions of the tenants it touched so every replica's
-caches follow). Semantics are those of :mod:`graph.sqlite_maintenance`; the scans are
+caches follow). Semantics are those of :mod:`graph.sqlite.maintenance`; the scans are
 operator-wide: :meth:`journal` lists every replica's entries, not only this one's. The lexical
 checks live in :mod:`graph.pg.maintenance_lexical`.
 

@@ -10,7 +10,7 @@ one GIN index shared by every tenant (``memories_lexical``). So:
   of its content and ``prev`` *now* (they part when the text search configuration or a
   dictionary changed after the rows were written); a missing GIN index is ``"missing"``;
 - :func:`window_state` compares each row's ``prev`` with what the rows imply (the same ``lag``
-  as ``graph.db.WINDOW_ROWS_SQL``), and reports an invalid GIN index as ``damaged``;
+  as ``graph.sqlite.db.WINDOW_ROWS_SQL``), and reports an invalid GIN index as ``damaged``;
 - :func:`rebuild` rewrites the tenant's differing rows (which recomputes ``tsv_win``), recreates
   a missing GIN index or reindexes an invalid one (both are table-wide: the index is shared),
   and recounts the tenant's lexical length sum.

@@ -5,7 +5,7 @@
 a store whose version is newer than this code's (``GraphStoreError(kind="schema")``). DDL is
 transactional in PostgreSQL: a failing step leaves the store exactly as it was.
 
-1. The tables of ``graph/db.py`` (memories with every column, nodes, edges, episodes, journal,
+1. The tables of ``graph/sqlite/db.py`` (memories with every column, nodes, edges, episodes, journal,
    meta) plus one id sequence for memories and episodes, journal owners and leases, and the
    counters kept in each write transaction (``tenant_state``, ``session_counts``,
    ``private_counts``) so counts are O(1).
@@ -133,7 +133,7 @@ CREATE TABLE private_counts (
     rows bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, session, agent)
 );
--- 32 random bytes as hex, like graph/db.py's secrets.token_hex(32) (gen_random_bytes needs pgcrypto)
+-- 32 random bytes as hex, like graph/sqlite/db.py's secrets.token_hex(32) (gen_random_bytes needs pgcrypto)
 INSERT INTO meta (key, value) VALUES ('cursor_secret', replace(gen_random_uuid()::text || gen_random_uuid()::text,
                                                                '-', '')) ON CONFLICT DO NOTHING;
 """

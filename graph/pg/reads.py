@@ -1,7 +1,7 @@
 """The read half of :class:`graph.pg.store.PostgresGraphStore`: every query takes the tenant, so a
 foreign id reads exactly like a missing one. Counts come from the counter tables (O(1) or
 O(values), see :mod:`graph.pg.counts`); order reads are index seeks on (tenant, session, ts_us, id).
-Semantics follow :mod:`graph.sqlite_store` method by method."""
+Semantics follow :mod:`graph.sqlite.store` method by method."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The model is asked for JSON ``{"entities": [{name, kind}], "relations": [{from, to, label}]}``;
 its answer passes the same validation as a writer's declaration (:mod:`memory_core.entities.declared`),
 item by item: a malformed item is dropped, never the add. Failures are
-:class:`memory_core.summary.SummaryProviderError` with the summary provider's stable reasons;
+:class:`memory_core.sessions.summary.SummaryProviderError` with the summary provider's stable reasons;
 transient ones are retried (tenacity, bounded by ``total_timeout_s``).
 """
 
@@ -19,17 +19,17 @@ from typing import Any, Protocol
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_before_delay, wait_exponential_jitter
 
 from graph.api import EntitySpec, RelationSpec
-from memory_core.config import ModelProviderSettings
 from memory_core.entities import declared
 from memory_core.errors import InvalidInputError
-from memory_core.summary.errors import (
+from memory_core.sessions.summary.errors import (
     LITELLM_UNAVAILABLE,
     MALFORMED_RESPONSE,
     SummaryProviderError,
     classify_exception,
     provider_exception_types,
 )
-from memory_core.summary.provider import load_litellm
+from memory_core.sessions.summary.provider import load_litellm
+from memory_core.settings.schema import ModelProviderSettings
 
 MAX_INPUT_CHARS = 4000
 _DUMMY_API_KEY = "sk-no-key-required"

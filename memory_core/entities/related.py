@@ -26,7 +26,7 @@ from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import MemoryRow
 from memory_core.reads import visible
-from memory_core.recall.entity_branch import weight
+from memory_core.recall.branches.entity import weight
 from memory_core.refs import EPISODE, REF_PATTERN, memory_ref, parse_ref
 
 MAX_DEPTH = 3

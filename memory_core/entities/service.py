@@ -11,17 +11,11 @@ from __future__ import annotations
 import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from graph.api import EntityNode, EntityRecord, GraphStore
 from memory_core import validation as v
 from memory_core.entities.declared import KIND_PATTERN
 from memory_core.errors import InvalidInputError, NotFoundError
-from memory_core.store_errors import coded_graph_errors
-
-if TYPE_CHECKING:  # memory_core.reads imports this module
-    from memory_core.entities.related import RelatedResult
-    from memory_core.reads import Reader
 
 ENTITY_REF = re.compile(r"^ent:([0-9]{1,18})$")
 LIST_CAP = 1000
@@ -88,32 +82,3 @@ class EntityService:
                                         entity=gone.ref)
         record = next(r for r in self.graph.entity_records(tenant) if r.id == kept.id)
         return MergedEntity(record, gone.ref)
-
-
-class EntityMethods:
-    """MemoryCore's entity methods (mixed in; MemoryCore.__init__ sets these attributes)."""
-
-    entity_service: EntityService
-    graph: GraphStore
-    reader: Reader
-
-    @coded_graph_errors("reading entities")
-    def list_entities(self, tenant: str, *, viewer: str | None = None, kind: str | None = None,
-                      limit: int | None = None) -> list[EntityNode]:
-        """The tenant's entities the viewer sees (names, kinds, aliases, mention counts), most mentioned first."""
-        return self.entity_service.list(tenant, viewer, kind=kind, limit=limit)
-
-    @coded_graph_errors("merging entities")
-    def merge_entities(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
-        """Fold entity ``merge`` (a ref or name) into ``keep``: aliases, mentions, relations move."""
-        return self.entity_service.merge(tenant, keep, merge, viewer=viewer)
-
-    @coded_graph_errors("walking the entity graph")
-    def related(self, tenant: str, entity_or_ref: str, *, depth: int = 2, limit: int = 20,
-                viewer: str | None = None) -> RelatedResult:
-        """Memories and entities around an entity (name, alias or ``ent:`` ref) or a memory (``mem:``),
-        best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100)."""
-        from memory_core.entities.related import related as related_walk
-
-        viewer = v.name(viewer, "viewer", required=False)
-        return related_walk(self.graph, self.reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from graph.api import GraphStore, GraphStoreError
-from memory_core.config import ModelProviderSettings
 from memory_core.entities.model import EntityModel, LiteLLMEntityModel
 from memory_core.errors import MemoryCoreError
-from memory_core.summary.errors import SummaryProviderError, provider_error_reason
+from memory_core.sessions.summary.errors import SummaryProviderError, provider_error_reason
+from memory_core.settings.schema import ModelProviderSettings
 
 if TYPE_CHECKING:
-    from memory_core.write_path import WritePath
+    from memory_core.write.path import WritePath
 
 log = logging.getLogger(__name__)
 QUEUE_SIZE = 1000

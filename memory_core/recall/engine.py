@@ -40,23 +40,24 @@ from typing import Any
 
 from graph.api import GraphStore, Key, LexicalHit, MemoryNode
 from memory_core import validation as v
-from memory_core.config import Settings
-from memory_core.embedding import Embedder, embed_query
+from memory_core.embedding.local import Embedder, embed_query
 from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
-from memory_core.recall import answer_type, dated, rerank, scoring, turn_context
-from memory_core.recall.entity_branch import EntityBranch, EntityHits
+from memory_core.recall import answer_type, rerank, scoring, turn_context
+from memory_core.recall.branches import dated
+from memory_core.recall.branches.entity import EntityBranch, EntityHits
+from memory_core.recall.branches.lexical import WORD, LexicalIndex
+from memory_core.recall.branches.vector import filtered_hits
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
-from memory_core.recall.lexical import WORD, LexicalIndex
 from memory_core.recall.presets import RecallConfig, resolve_preset
 from memory_core.recall.query import QueryReading, read_anchor, read_query
 from memory_core.recall.scoring import Candidate
 from memory_core.recall.stages import Stages, timed
 from memory_core.recall.turn_context import Around
-from memory_core.recall.vector_branch import filtered_hits
 from memory_core.refs import EPISODE, memory_ref, parse_ref
-from memory_core.vector_store import VectorHit, VectorStore
+from memory_core.settings.schema import Settings
+from memory_core.vectors.chroma import VectorHit, VectorStore
 
 MAX_QUERY_CHARS = 8_000
 COVERAGE_ROWS = 10

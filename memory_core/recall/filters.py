@@ -198,7 +198,7 @@ class RecallFilters:
         Each tenant has its own collection, so an unfiltered query cannot leave the tenant;
         a metadata filter costs Chroma a scan (≈ 260 ms at 100k rows here), so recall sends it
         only when neither an over-fetch nor the graph's id lists can serve the filter (see
-        :mod:`memory_core.recall.vector_branch`). Visibility is then enforced on the graph node.
+        :mod:`memory_core.recall.branches.vector`). Visibility is then enforced on the graph node.
         """
         if not (self.type or self.session or self.agent or self.channel or self.project is not None):
             return None

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from memory_core.config import RecallSettings
 from memory_core.errors import InvalidInputError
+from memory_core.settings.schema import RecallSettings
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from graph.api import GraphStore, MemoryNode
-from memory_core.embedding import verified_file
+from memory_core.embedding.local import verified_file
 from memory_core.errors import EmbeddingError
 from memory_core.heavy_imports import onnx_runtime
 from memory_core.recall.filters import RecallFilters

@@ -30,10 +30,10 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from memory_core import MemoryCore
-from memory_core.config import Settings, load_settings
-from memory_core.embedding import HashEmbedder
-from tools.mcp_server import TOOLS as SERVER_TOOLS
-from tools.mcp_server import build_server
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import Settings, load_settings
+from tools.mcp.server import TOOLS as SERVER_TOOLS
+from tools.mcp.server import build_server
 
 LONG = os.environ.get("MEMORY_CORE_RELIABILITY", "").strip().lower() == "long"
 MODE = "long" if LONG else "ci"

@@ -28,7 +28,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from memory_core import MemoryCore
-from memory_core.doctor import check as doctor_check
+from memory_core.operator.doctor import check as doctor_check
 from tests.reliability.fuzz_strategies import FOREIGN_TENANT, World, tool_arguments
 from tests.reliability.harness import (
     LONG,
@@ -46,7 +46,7 @@ from tests.reliability.harness import (
 )
 from tests.support.mcp_harness import stdio_params
 from tests.support.store_checks import tenant_view
-from tools.preview import expand_rows
+from tools.mcp.preview import expand_rows
 
 EXAMPLES_PER_TOOL = 1000 if LONG else 50
 STDIO_EXAMPLES = 200 if LONG else 20

@@ -34,8 +34,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 from mcp_types import CallToolResult
 
-from memory_core.doctor import check as doctor_check
-from memory_core.transfer import export_tenant
+from memory_core.operator.doctor import check as doctor_check
+from memory_core.operator.transfer import export_tenant
 from tests.reliability.harness import (
     LONG,
     HarnessResult,
@@ -48,7 +48,7 @@ from tests.reliability.harness import (
     payload,
 )
 from tests.support.store_checks import tenant_view
-from tools.preview import expand_rows
+from tools.mcp.preview import expand_rows
 
 TENANT_NAMES = ("acme", "beta", "gamma")
 SESSIONS = ("s1", "s2")

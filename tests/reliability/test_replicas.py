@@ -29,8 +29,8 @@ import anyio
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.doctor import check
+from memory_core.operator.doctor import check
+from memory_core.settings.schema import load_settings
 from tests.reliability.harness import HarnessResult, contract_problem, response_text
 from tests.reliability.test_load import EMBEDDER, TENANTS, LoadStats, drive, read_back_over_http
 from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, http_client, server_env, write_token_config

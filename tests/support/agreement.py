@@ -1,7 +1,7 @@
 """An independent oracle for the doctor tests: do the stores hold the same memories per tenant?
 
 It reads each store directly (Chroma ids and documents, SQLite's or PostgreSQL's rows, the
-graph, each tenant's lexical index, the journal) rather than through memory_core.doctor, so a
+graph, each tenant's lexical index, the journal) rather than through memory_core.operator.doctor, so a
 doctor bug cannot hide behind its own check.
 """
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from memory_core import MemoryCore
 from memory_core.refs import memory_ref
+from tests.support.sqlite import sqlite_db
 
 # On PostgreSQL a row is indexed when its window text is the previous shared row of its session
 # and its stored tsvector is what that text and its content make now.
@@ -25,18 +26,20 @@ WHERE m.prev = w.prev
 
 
 def assert_stores_agree(core: MemoryCore) -> None:
-    if core.db is None:
+    if sqlite_db(core) is None:
         _assert_postgres_agrees(core)
         return
-    with core.db.lock:
-        conn = core.db.conn
+    with sqlite_db(core).lock:
+        conn = sqlite_db(core).conn
         tenants = {str(r[0]) for r in conn.execute("SELECT DISTINCT tenant FROM memories")}
         fts = {str(t): str(n) for t, n in conn.execute("SELECT tenant, name FROM fts_tables")}
         assert conn.execute("SELECT count(*) FROM journal").fetchone()[0] == 0, "journal entries left behind"
     for tenant in sorted(tenants | set(fts) | set(core.vectors.tenants())):
-        with core.db.lock:
-            rows = dict(core.db.conn.execute("SELECT id, content FROM memories WHERE tenant = ?", (tenant,)).fetchall())
-            indexed = {int(r[0]) for r in core.db.conn.execute(f"SELECT id FROM {fts[tenant]}_docsize")} if (
+        db = sqlite_db(core)
+        assert db is not None
+        with db.lock:
+            rows = dict(db.conn.execute("SELECT id, content FROM memories WHERE tenant = ?", (tenant,)).fetchall())
+            indexed = {int(r[0]) for r in db.conn.execute(f"SELECT id FROM {fts[tenant]}_docsize")} if (
                 tenant in fts) else set()
         _assert_tenant_agrees(core, tenant, rows, indexed)
 

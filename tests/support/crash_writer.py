@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.models import to_us
 from memory_core.refs import memory_ref
+from memory_core.settings.schema import load_settings
 from tests.support.store_checks import assert_stores_agree
 
 TENANTS = ("acme", "globex", "initech")

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
-from memory_core.vector_store import ChromaVectorStore
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
+from memory_core.vectors.chroma import ChromaVectorStore
 
 KEEP_FREE = 3_000_000  # bytes left free by the filler: enough for a few writes, then none
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from memory_core.vector_store import Metadata, VectorHit, VectorStore
+from memory_core.vectors.chroma import Metadata, VectorHit, VectorStore
 
 
 class FaultyVectorStore:

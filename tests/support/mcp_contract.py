@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.mcp_harness import TEST_BUDGET_CHARS, Caller, error_code
-from tools.preview import preview_end
+from tools.mcp.preview import preview_end
 
 TOOLS_NOW = {
     "add_memory",

@@ -2,7 +2,7 @@
 
 ``python -m tests.support.repair_crash <data_dir> <crash_at> [<storage JSON>]`` opens the store
 (embedded Chroma, the deterministic embedder; SQLite, or the graph the storage settings name:
-PostgreSQL) and runs :func:`memory_core.doctor.repair`, counting every step at the store
+PostgreSQL) and runs :func:`memory_core.operator.doctor.repair`, counting every step at the store
 boundaries while the repair runs: just before and just after each vector-store write (upsert,
 delete) and each graph write transaction (SQLite's or PostgreSQL's). At step
 ``crash_at`` the process ends with ``os._exit`` — no cleanup, no flush, as after SIGKILL.
@@ -20,12 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from graph.db import GraphDB
+from graph.sqlite.db import GraphDB
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.doctor import repair
-from memory_core.embedding import HashEmbedder
-from memory_core.vector_store import ChromaVectorStore, Metadata
+from memory_core.embedding.local import HashEmbedder
+from memory_core.operator.doctor import repair
+from memory_core.settings.schema import load_settings
+from memory_core.vectors.chroma import ChromaVectorStore, Metadata
 
 CRASH_EXIT = 77
 

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from memory_core import MemoryCore
-from memory_core.config import load_settings
-from memory_core.embedding import HashEmbedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
 from tests.support.mcp_harness import ROOT, server_env
 from tools.auth import hash_token
 

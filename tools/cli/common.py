@@ -114,7 +114,7 @@ class Common:
     def core(self) -> Iterator[MemoryCore]:
         """Open the store once for this command (settings: --config, then env), close it after."""
         from memory_core.service import MemoryCore  # the store's modules load only for commands that open it
-        from tools.shared_server import ANNOUNCEMENT
+        from tools.bridge.shared_server import ANNOUNCEMENT
 
         # STORE_LOCKED names the running server (pid, URL) that holds the directory, and how to stop it
         core = MemoryCore.open(self.data_dir, config_path=self.config, announcement=ANNOUNCEMENT)

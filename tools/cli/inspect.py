@@ -1,4 +1,4 @@
-"""Inspection commands: tenants (operator-wide), sessions, stats, graph — over memory_core.admin."""
+"""Inspection commands: tenants (operator-wide), sessions, stats, graph — over memory_core.operator.stats."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def tenants(
     JSON: {"tenants": [{tenant, memories, vectors, sessions, agents, last_activity}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.admin import Operator  # loads the graph store only when the command runs
+    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
         rows = Operator(core).tenants()
@@ -48,7 +48,7 @@ def sessions(
     JSON: {"sessions": [{session, memories, turns, first_activity, last_activity, latest_handoff, episode}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.admin import Operator  # loads the graph store only when the command runs
+    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
         rows = Operator(core).sessions(tenant_of(tenant))
@@ -86,7 +86,7 @@ def stats(
     disk_bytes}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.admin import Operator  # loads the graph store only when the command runs
+    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
         result = Operator(core).stats(tenant_of(tenant), count_vectors=vectors)
@@ -128,7 +128,7 @@ def graph(
     JSON: {node, kind, label, edges: [{direction, kind, node: {…}}], more}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.admin import Operator  # loads the graph store only when the command runs
+    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
     with opts.core() as core:
         result = Operator(core).graph_neighbourhood(tenant_of(tenant), ref, depth)

@@ -15,7 +15,7 @@ from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt
 
 if TYPE_CHECKING:
-    from memory_core import doctor as doctor_lib
+    from memory_core.operator import doctor as doctor_lib
 
 DEFAULT_CONFIG = Path("memory-core.toml")
 TEMPLATE = "config.template.toml"
@@ -41,7 +41,7 @@ def doctor(
     JSON: {"ok", "counts": […], "findings": [{kind, tenant, ref, detail}], "recovered_at_open": […],
     and with --repair "repairs": [{kind, tenant, ref, action}], "remaining": […]}
     """
-    from memory_core import doctor as doctor_lib  # loads with the command, not with --help
+    from memory_core.operator import doctor as doctor_lib  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:

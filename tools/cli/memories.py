@@ -116,7 +116,7 @@ def recall(
             deep=deep, preset=preset,
         )
     if opts.json:
-        from tools.preview import recall_response  # the one recall envelope; loads with the command
+        from tools.mcp.preview import recall_response  # the one recall envelope; loads with the command
 
         out = recall_response(result, [m.to_dict() for m in result.messages])
         render.emit_json({**out, "diagnostics": result.diagnostics} if explain else out)

@@ -16,8 +16,8 @@ from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from memory_core.config import Settings
-    from tools.shared_server import Announcement
+    from memory_core.settings.schema import Settings
+    from tools.bridge.shared_server import Announcement
 
 
 def serve(
@@ -61,7 +61,7 @@ def serve(
     locate = _head_start(data_dir, config) if head_start and data_dir is not None else None
     import anyio
 
-    from memory_core.config import load_settings  # loads with the command, not with --help
+    from memory_core.settings.schema import load_settings  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
@@ -69,7 +69,7 @@ def serve(
     where = None if data_dir is None else str(data_dir)
     try:
         if http or shared:
-            from tools import mcp_server  # the MCP SDK loads only where this process serves MCP itself
+            from tools.mcp import server as mcp_server  # the MCP SDK loads only where this process serves MCP itself
 
             on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json)) if announce else None
             try:
@@ -78,7 +78,7 @@ def serve(
                 address = f"{settings.server.host}:{settings.server.port}"
                 raise ConfigError(f"Cannot listen on {address}: {exc.strerror or exc}.", key="server.port") from exc
         elif exclusive:
-            from tools import mcp_server
+            from tools.mcp import server as mcp_server
 
             if announce:
                 _announce_stdio(data_dir, config, opts.json)
@@ -106,7 +106,7 @@ def _bindings_look_valid() -> bool:
 
 
 def _head_start(data_dir: Path, config: Path | None) -> Callable[[], Announcement]:
-    from tools.shared_server import head_start  # stdlib only
+    from tools.bridge.shared_server import head_start  # stdlib only
 
     return head_start(data_dir.expanduser().resolve(), config)
 
@@ -114,8 +114,8 @@ def _head_start(data_dir: Path, config: Path | None) -> Callable[[], Announcemen
 def _bridge(settings: Settings, data_dir: Path | None, config: Path | None,
             locate: Callable[[], Announcement] | None) -> None:
     """Bridge stdin/stdout to the data directory's shared server, starting it if none runs."""
-    from tools.bridge import Bridge  # stdlib only: a joining client answers tools/list in milliseconds
-    from tools.shared_server import ensure_shared_server
+    from tools.bridge.client import Bridge  # stdlib only: a joining client answers tools/list in milliseconds
+    from tools.bridge.shared_server import ensure_shared_server
 
     root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
     bridge = Bridge(locate or (lambda: ensure_shared_server(root, config)), settings.server.tenant,

@@ -55,7 +55,7 @@ def export(
 
     JSON (with --out): {"tenant", "exported", "out"}; without --out the JSONL goes to stdout.
     """
-    from memory_core.transfer import export_count, export_tenant  # loads with the command, not with --help
+    from memory_core.operator.transfer import export_count, export_tenant  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
@@ -107,7 +107,7 @@ def import_(
     JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "errors",
     "error_lines": [{line, code, message}]} (states: rows whose version or lock state was set)
     """
-    from memory_core.transfer import import_lines  # loads with the command, not with --help
+    from memory_core.operator.transfer import import_lines  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     total = None if file == "-" else _count_lines(Path(file))

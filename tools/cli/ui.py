@@ -33,8 +33,8 @@ def ui(
 
     JSON (--announce --json): one line {"url"}
     """
-    from memory_core.config import load_settings  # loads with the command, not with --help
     from memory_core.service import MemoryCore
+    from memory_core.settings.schema import load_settings  # loads with the command, not with --help
     from tools.auth import is_loopback
 
     opts = Common.of(ctx, config, data_dir, json_out)
@@ -47,7 +47,7 @@ def ui(
                           "printed line under [server] (operator_token_sha256).", key="server.operator_token_sha256")
     import uvicorn
 
-    from tools.listen import listen, url_host
+    from tools.http.listen import listen, url_host
     from tools.ui import standalone_app
 
     sock = listen(host, port, key="port", backlog=64)

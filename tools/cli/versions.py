@@ -1,5 +1,5 @@
 """Version commands: history, update, lock, unlock — each one call of the service, as the operator
-(private memories included; see :mod:`memory_core.versions` for the rules)."""
+(private memories included; see :mod:`memory_core.versions.service` for the rules)."""
 
 from __future__ import annotations
 

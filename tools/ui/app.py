@@ -30,7 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memory_core.errors import InvalidInputError, MemoryCoreError, NotFoundError
-from memory_core.inspector import Inspector
+from memory_core.operator.inspector import Inspector
 from memory_core.service import MemoryCore
 from tools.ui import pages
 from tools.ui.auth import COOKIE, SESSION_TTL_S, Caller, HostCheck, OperatorAuth, safe_next

@@ -1,8 +1,8 @@
 """The inspector's pages: each parses its query string, calls one read, renders one template.
 
 Handlers are plain functions (Starlette runs them on its thread pool, off the event loop);
-every read goes through ``MemoryCore`` / ``memory_core.inspector`` / ``memory_core.admin`` /
-``memory_core.doctor``. Names travel in query strings (session names may hold ``/``).
+every read goes through ``MemoryCore`` / ``memory_core.operator.inspector`` / ``memory_core.operator.stats`` /
+``memory_core.operator.doctor``. Names travel in query strings (session names may hold ``/``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from memory_core.errors import InvalidInputError
-from memory_core.inspector import Inspector
 from memory_core.models import MEMORY_TYPES
+from memory_core.operator.inspector import Inspector
 from memory_core.recall.stages import describe
 from memory_core.service import MemoryCore
 from tools.ui.auth import HostCheck, OperatorAuth

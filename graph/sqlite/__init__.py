@@ -1,0 +1,1 @@
+"""The graph store on one SQLite file (:class:`graph.sqlite.store.SqliteGraphStore`)."""

@@ -1,0 +1,261 @@
+"""One SQLite write transaction of the graph store (:class:`graph.api.GraphTxn`).
+
+Everything one memory needs is written here in a single transaction: its row, its AGENT
+and SESSION nodes and both edges, its FTS row and lexical window, and the counts that reads
+use instead of a resident graph. What the store caches follows only after the commit (see
+:class:`Effects`): a rolled-back transaction leaves no trace in memory either.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from graph.api import (
+    AGENT,
+    AUTHORED_BY,
+    IN_SESSION,
+    MEMORY_STATE_FIELDS,
+    SESSION,
+    SUMMARIZES,
+    MemoryNode,
+    agent_node,
+    ep_node,
+    mem_node,
+    session_node,
+)
+from graph.keys import count_keys
+from graph.sqlite.db import COUNT_SCOPES_SQL, GraphDB
+from graph.sqlite.entities import SqliteEntityWrites
+from graph.sqlite.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, NODE_SELECT, node_from_row
+
+
+@dataclass
+class Effects:
+    """What the store's caches must learn once the transaction has committed."""
+
+    written: list[MemoryNode] = field(default_factory=list)
+    erased: list[tuple[str, int]] = field(default_factory=list)
+    sessions: set[tuple[str, str]] = field(default_factory=set)  # (tenant, session) of the erased memories
+    agents: list[tuple[str, str]] = field(default_factory=list)
+    tenants: set[str] = field(default_factory=set)
+    fts_changed: bool = False
+
+
+class SqliteTxn(SqliteEntityWrites):
+    def __init__(self, db: GraphDB, cur: sqlite3.Cursor) -> None:
+        self.db = db
+        self.cur = cur
+        self.effects = Effects()
+
+    # ---- ids ---------------------------------------------------------------------------------
+    def allocate_ids(self, n: int) -> list[int]:
+        return self.db.allocate_ids(self.cur, n)
+
+    def _touched(self, tenant: str) -> None:
+        self.effects.tenants.add(tenant)
+
+    def reserve_ids_through(self, item_id: int) -> None:
+        self.db.reserve_ids_through(self.cur, item_id)
+
+    def id_in_use(self, item_id: int) -> bool:
+        return self.db.id_in_use(self.cur, item_id)
+
+    # ---- journal and meta --------------------------------------------------------------------
+    def journal(self, entries: Iterable[tuple[str, str, str]], now_us: int | None = None) -> None:
+        import time
+
+        stamp = time.time_ns() // 1000 if now_us is None else now_us
+        self.cur.executemany("INSERT INTO journal (op, tenant, item_id, created_us) VALUES (?, ?, ?, ?)",
+                             [(op, tenant, ref, stamp) for op, tenant, ref in entries])
+
+    def clear_journal(self, op: str, refs: Iterable[str]) -> int:
+        self.cur.executemany("DELETE FROM journal WHERE op = ? AND item_id = ?", [(op, r) for r in refs])
+        return max(0, self.cur.rowcount)  # one process writes the file: every intent is its own
+
+    def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
+        self.cur.executemany("DELETE FROM journal WHERE seq = ?", [(s,) for s in seqs])
+
+    def set_meta(self, key: str, value: str, *, overwrite: bool) -> None:
+        verb = "INSERT OR REPLACE" if overwrite else "INSERT OR IGNORE"
+        self.cur.execute(f"{verb} INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def rebuild_counts(self) -> None:
+        """Recount every tenant's rows (doctor: counts that disagree with the rows)."""
+        self.cur.execute("DELETE FROM counts")
+        self.cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {COUNT_SCOPES_SQL}")
+        self.effects.tenants.update(self._all_tenants())
+
+    # ---- memories ----------------------------------------------------------------------------
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+        found = self.cur.execute(
+            "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "
+            "AND ts_us BETWEEN ? AND ? AND (visibility != 'agent' OR agent = ?) "
+            "ORDER BY ts_us DESC, id DESC LIMIT 1",
+            (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
+             row["agent"]),
+        ).fetchone()
+        return None if found is None else int(found[0])
+
+    def write_memory(self, row: Mapping[str, Any]) -> None:
+        """Insert the memory row, its AGENT/SESSION nodes, both edges, its FTS and window rows, its counts."""
+        cur, tenant = self.cur, row["tenant"]
+        values = [row.get(c) for c in MEMORY_COLUMNS]  # the version state columns may be absent: their defaults
+        values[MEMORY_COLUMNS.index("locked")] = int(bool(row.get("locked")))
+        values[MEMORY_COLUMNS.index("source")] = json.dumps(row["source"], ensure_ascii=False)
+        values[MEMORY_COLUMNS.index("metadata")] = json.dumps(row["metadata"], ensure_ascii=False)
+        cur.execute(
+            f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)}) VALUES ({', '.join('?' * len(MEMORY_COLUMNS))})",
+            values,
+        )
+        a_node, s_node, m_node = agent_node(tenant, row["agent"]), session_node(tenant, row["session"]), mem_node(
+            row["id"])
+        cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
+                    (a_node, AGENT, tenant, json.dumps({"agent": row["agent"]})))
+        if cur.rowcount:
+            self.effects.agents.append((tenant, row["agent"]))
+        cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
+                    (s_node, SESSION, tenant, json.dumps({"session": row["session"]})))
+        cur.executemany("INSERT OR IGNORE INTO edges (src, dst, kind, tenant) VALUES (?, ?, ?, ?)",
+                        [(m_node, a_node, AUTHORED_BY, tenant), (m_node, s_node, IN_SESSION, tenant)])
+        fts = self.db.fts_table(cur, tenant, create=True)
+        cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)", (row["id"], row["content"]))
+        self._write_window(tenant, row)
+        self._count(tenant, count_keys(row), 1)
+        self.effects.written.append(node_from_row({c: row.get(c) for c in MEMORY_COLUMNS}))
+        self.effects.tenants.add(tenant)
+        self.effects.fts_changed = True
+
+    def erase_memory(self, tenant: str, mem_id: int) -> bool:
+        """Delete the memory row, its edges (MENTIONS and the RELATED it declared too), FTS and window
+        rows and counts; AGENT/SESSION nodes and ENTITY rows stay."""
+        cur = self.cur
+        found = cur.execute(
+            "SELECT content, session, agent, type, channel, visibility, ts_us FROM memories "
+            "WHERE id = ? AND tenant = ?", (mem_id, tenant),
+        ).fetchone()
+        if found is None:
+            return False
+        fts = self.db.fts_table(cur, tenant, create=False)
+        if fts is not None:
+            cur.execute(f"INSERT INTO {fts} ({fts}, rowid, content) VALUES ('delete', ?, ?)", (mem_id, found[0]))
+        self._erase_window(tenant, mem_id, found[1], (found[6], mem_id))
+        node = mem_node(mem_id)
+        cur.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (node, node))
+        self.erase_entity_rows(mem_id)
+        cur.execute("DELETE FROM memories WHERE id = ?", (mem_id,))
+        row = dict(zip(("content", "session", "agent", "type", "channel", "visibility", "ts_us"), found, strict=True))
+        self._count(tenant, count_keys(row), -1)
+        self.effects.erased.append((tenant, mem_id))
+        self.effects.sessions.add((tenant, str(found[1])))
+        self.effects.tenants.add(tenant)
+        return True
+
+    def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
+        """End a current, unlocked memory's validity (the guard is in the UPDATE: no race)."""
+        self.cur.execute("UPDATE memories SET valid_to_us = ? WHERE id = ? AND tenant = ? AND valid_to_us IS NULL "
+                         "AND locked = 0", (valid_to_us, mem_id, tenant))
+        return self._state_written(tenant, mem_id)
+
+    def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
+        unknown = set(state) - set(MEMORY_STATE_FIELDS)
+        if unknown:
+            raise ValueError(f"not a memory state field: {sorted(unknown)}")
+        if not state:
+            return self.cur.execute("SELECT 1 FROM memories WHERE id = ? AND tenant = ?",
+                                    (mem_id, tenant)).fetchone() is not None
+        values = [int(bool(v)) if k == "locked" else v for k, v in state.items()]
+        sets = ", ".join(f"{k} = ?" for k in state)
+        self.cur.execute(f"UPDATE memories SET {sets} WHERE id = ? AND tenant = ?", (*values, mem_id, tenant))
+        return self._state_written(tenant, mem_id)
+
+    def _state_written(self, tenant: str, mem_id: int) -> bool:
+        """After an UPDATE of one row's state: the cache learns the new node at commit."""
+        if not self.cur.rowcount:
+            return False
+        row = self.cur.execute(f"SELECT {NODE_SELECT} FROM memories WHERE id = ?", (mem_id,)).fetchone()
+        self.effects.written.append(node_from_row(tuple(row)))
+        self.effects.tenants.add(tenant)
+        return True
+
+    def _count(self, tenant: str, keys: list[tuple[str, str]], delta: int) -> None:
+        self.cur.executemany(
+            "INSERT INTO counts (tenant, scope, key, n) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (tenant, scope, key) DO UPDATE SET n = n + excluded.n",
+            [(tenant, scope, key, delta) for scope, key in keys],
+        )
+        if delta < 0:
+            self.cur.executemany("DELETE FROM counts WHERE tenant = ? AND scope = ? AND key = ? AND n <= 0",
+                                 [(tenant, scope, key) for scope, key in keys])
+
+    # ---- lexical window (graph.sqlite.db.WINDOW_ROWS_SQL is the exact expected content) -------------
+    def _adjacent(self, tenant: str, session: str, key: tuple[int, int], after: bool) -> Any:
+        """The memory right before/after ``key`` in the session: two index seeks (a row-value
+        range would scan every row sharing the timestamp)."""
+        op, order = (">", "ASC") if after else ("<", "DESC")
+        cols = "SELECT id, content, visibility FROM memories WHERE tenant = ? AND session = ? AND "
+        found = self.cur.execute(f"{cols} ts_us = ? AND id {op} ? ORDER BY id {order} LIMIT 1",
+                                 (tenant, session, *key)).fetchone()
+        if found is None:
+            found = self.cur.execute(f"{cols} ts_us {op} ? ORDER BY ts_us {order}, id {order} LIMIT 1",
+                                     (tenant, session, key[0])).fetchone()
+        return found
+
+    def _write_window(self, tenant: str, row: Mapping[str, Any]) -> None:
+        """Index the row with its predecessor's text; a later row of the session now follows it."""
+        win = self.db.window_table(self.cur, tenant, create=True)
+        key = (row["ts_us"], row["id"])
+        prev = self._adjacent(tenant, row["session"], key, after=False)
+        self.cur.execute(f"INSERT INTO {win} (rowid, content, prev) VALUES (?, ?, ?)",
+                         (row["id"], row["content"], _shared_text(prev)))
+        nxt = self._adjacent(tenant, row["session"], key, after=True)
+        if nxt is not None:  # an out-of-order insert: the next row's window now starts here
+            shared = row["content"] if row["visibility"] == "tenant" else ""
+            self.cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (shared, nxt[0]))
+
+    def _erase_window(self, tenant: str, mem_id: int, session: str, key: tuple[int, int]) -> None:
+        win = self.db.window_table(self.cur, tenant, create=False)
+        if win is None:
+            return
+        self.cur.execute(f"DELETE FROM {win} WHERE rowid = ?", (mem_id,))
+        nxt = self._adjacent(tenant, session, key, after=True)
+        if nxt is not None:  # the deleted text leaves the next row's window too
+            prev = self._adjacent(tenant, session, key, after=False)
+            self.cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (_shared_text(prev), nxt[0]))
+
+    # ---- edges, nodes, episodes --------------------------------------------------------------
+    def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None:
+        self.cur.execute("INSERT OR IGNORE INTO edges (src, dst, kind, tenant) VALUES (?, ?, ?, ?)",
+                         (src, dst, kind, tenant))
+        self.effects.tenants.add(tenant)
+
+    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
+        self.cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
+                         (node_id, kind, tenant, json.dumps(dict(attrs))))
+        if kind == AGENT and self.cur.rowcount and "agent" in attrs:
+            self.effects.agents.append((tenant, str(attrs["agent"])))
+        self.effects.tenants.add(tenant)
+
+    def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None:
+        self.cur.executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = ?", list(edges))
+        self.effects.tenants.update(self._all_tenants())
+
+    def _all_tenants(self) -> list[str]:
+        return [str(r[0]) for r in self.cur.execute("SELECT DISTINCT tenant FROM counts")]
+
+    def write_episode(self, row: Mapping[str, Any]) -> None:
+        """Insert or refresh the session's EPISODE row and its SUMMARIZES edge."""
+        cols = ", ".join(EPISODE_COLUMNS)
+        self.cur.execute(
+            f"INSERT OR REPLACE INTO episodes ({cols}) VALUES ({', '.join('?' * len(EPISODE_COLUMNS))})",
+            [row[c] for c in EPISODE_COLUMNS],
+        )
+        self.write_edge(row["tenant"], ep_node(row["id"]), session_node(row["tenant"], row["session"]), SUMMARIZES)
+
+
+def _shared_text(adjacent: Any) -> str:
+    """A neighbour's text for a window: only shared memories lend their words."""
+    return str(adjacent[1]) if adjacent is not None and adjacent[2] == "tenant" else ""

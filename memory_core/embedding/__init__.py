@@ -1,0 +1,1 @@
+"""Embedders: the Protocol, the offline local default, remote models and a deterministic fake."""

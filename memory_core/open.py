@@ -1,0 +1,184 @@
+"""The one composition root: settings in, the parts a :class:`~memory_core.service.MemoryCore` runs on out.
+
+:func:`open_parts` reads the settings once, takes the data directory's lock, opens the graph store
+(:mod:`graph.open`: SQLite or PostgreSQL), Chroma (embedded, lazily, or a server) and the embedder,
+and hands plain objects down. Nothing else in ``memory_core`` opens a store or reads configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph.api import GraphStore
+from graph.errors import GraphConfigError, GraphStoreError, SchemaVersionError
+from graph.open import GraphConfig, OpenedGraph, open_graph
+from memory_core.dir_lock import DirLock, claim
+from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
+from memory_core.errors import ConfigError
+from memory_core.sessions.summary import LiteLLMSummaryProvider, SummaryProvider
+from memory_core.settings.schema import Settings, load_settings
+from memory_core.store_errors import graph_error, os_error
+from memory_core.vectors.cache import VectorCacheBudget
+from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
+from memory_core.vectors.deadline import DeadlineVectorStore
+from memory_core.vectors.lazy import LazyVectorStore
+from memory_core.vectors.memory import InMemoryVectorStore
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    emb = settings.embedding
+    if emb.provider == "hash":
+        return HashEmbedder(emb.dimension)
+    if emb.provider == "minilm":
+        return shared_minilm(emb.threads)
+    if emb.provider == "mpnet":  # the 'mpnet' extra: a larger local model, ~10x MiniLM's cost a text
+        from memory_core.embedding.mpnet import shared_mpnet
+
+        return shared_mpnet(emb.threads)
+    if not emb.model:
+        raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
+                          key="embedding.model")
+    from memory_core.embedding.remote import LiteLLMEmbedder
+
+    return LiteLLMEmbedder(emb.model, dimension=emb.dimension, api_base=emb.api_base, api_key_env=emb.api_key_env,
+                           batch_size=emb.batch_size)
+
+
+def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
+    """A data directory keeps the embedder it was built with: vectors of two models don't mix."""
+    identity = f"{embedder.name}/{embedder.dimension}"
+    stored = graph.meta("embedder")
+    if stored is None:  # first open (or a store from before this check): record it
+        with graph.transaction() as tx:
+            tx.set_meta("embedder", identity, overwrite=False)
+        stored = graph.meta("embedder")
+    if stored != identity:
+        raise ConfigError(
+            f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
+            "incompatible embeddings. Use the original embedding settings, or move to the new model through a new "
+            "data directory: 'memory-core export' each tenant, then 'memory-core import' it there (every memory "
+            "is embedded again).",
+            key="embedding.provider",
+        )
+
+
+def build_vector_store(settings: Settings, data_dir: Path, rows: Callable[[str], int] | None = None) -> VectorStore:
+    """The configured Chroma; embedded, under ``storage.vector_cache_mb`` when ``rows`` (a tenant's
+    memory count, from the graph) sizes what each tenant's index takes."""
+    st = settings.storage
+    if st.chroma == "http":
+        headers: dict[str, str] = {}
+        if st.chroma_auth_header and st.chroma_auth_token_env:
+            headers[st.chroma_auth_header] = os.environ.get(st.chroma_auth_token_env, "")
+        return ChromaVectorStore.http(
+            st.chroma_host, st.chroma_port, st.collection_prefix, ssl=st.chroma_ssl, headers=headers,
+            retries=st.chroma_retries,
+        )
+    store = ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
+    # a Chroma server bounds its own memory; this process bounds what its embedded client keeps loaded
+    return VectorCacheBudget(store, st.vector_cache_mb << 20, rows) if st.vector_cache_mb and rows else store
+
+
+def open_vector_store(settings: Settings, root: Path, rows: Callable[[str], int] | None = None) -> VectorStore:
+    """Embedded Chroma opens on the first vector call (reads of the graph never import it); a
+    Chroma server is reached at open, so a stopped one fails the open (STORE_UNAVAILABLE)."""
+    if settings.storage.chroma == "embedded":
+        return LazyVectorStore(lambda: build_vector_store(settings, root, rows))
+    return build_vector_store(settings, root, rows)
+
+
+def build_summary_provider(settings: Settings) -> SummaryProvider | None:
+    """The litellm provider when enabled; litellm itself loads only on the first summary."""
+    if not settings.model_provider.enabled:
+        return None
+    return LiteLLMSummaryProvider(settings.model_provider)
+
+
+def is_replicated(settings: Settings) -> bool:
+    """True when nothing of the store lives in the data directory: PostgreSQL and a Chroma server."""
+    return settings.storage.graph == "postgres" and settings.storage.chroma == "http"
+
+
+def graph_config(settings: Settings, root: Path, lock: DirLock | None) -> GraphConfig:
+    """The graph store's part of ``settings``, as the plain values :mod:`graph.open` takes."""
+    st = settings.storage
+    return GraphConfig(
+        backend=st.graph, root=root, cache_nodes=st.graph_cache_nodes, postgres_dsn=st.postgres_dsn or "",
+        postgres_lease_s=st.postgres_lease_s, postgres_pool_size=st.postgres_pool_size,
+        locked=lock is not None, write_guard=lock.verify if lock is not None else None)
+
+
+@dataclass
+class Parts:
+    """What a MemoryCore runs on, opened and owned from here on (:meth:`close` releases them all)."""
+
+    settings: Settings
+    data_dir: Path
+    graph: OpenedGraph
+    vectors: VectorStore
+    embedder: Embedder
+    lock: DirLock | None
+    summary_provider: SummaryProvider | None
+
+
+@contextmanager
+def _coded_open_errors(root: Path) -> Iterator[None]:
+    """A full disk, an unwritable directory or a bad backend setting at open is a coded error."""
+    try:
+        yield
+    except SchemaVersionError as exc:
+        raise ConfigError(f"The graph store in {root} was written by a newer memory-core ({exc.detail}); "
+                          "upgrade memory-core to open it.", key="storage.data_dir") from exc
+    except GraphStoreError as exc:
+        raise graph_error(exc, f"opening the graph store in {root}") from exc
+    except GraphConfigError as exc:
+        raise ConfigError(exc.message, key=exc.key) from exc
+    except OSError as exc:
+        raise os_error(exc, f"opening the store in {root}") from exc
+
+
+def open_parts(
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    settings: Settings | None = None,
+    config_path: str | os.PathLike[str] | None = None,
+    embedder: Embedder | None = None,
+    vector_store: VectorStore | None = None,
+    in_memory_vectors: bool = False,
+    summary_provider: SummaryProvider | None = None,
+    lock: DirLock | None = None,
+    announcement: str | None = None,
+) -> Parts:
+    """Open (creating if needed) the stores of ``data_dir``; see :meth:`memory_core.service.MemoryCore.open`."""
+    settings = settings or load_settings(config_path)
+    root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
+    # replicas share nothing local: no directory lock (PostgreSQL and the Chroma server coordinate)
+    if lock is None and not is_replicated(settings):
+        lock = claim(root, announcement=announcement)
+    elif lock is None:  # still the replica's own place (the announcement for joining launches)
+        with _coded_open_errors(root):
+            root.mkdir(parents=True, exist_ok=True)
+    opened: list[OpenedGraph] = []
+    try:
+        with _coded_open_errors(root):
+            store = open_graph(graph_config(settings, root, lock))
+            opened.append(store)
+            graph = store.graph
+            if vector_store is None:
+                vector_store = InMemoryVectorStore() if in_memory_vectors else open_vector_store(
+                    settings, root, rows=graph.count)
+            vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)
+            provider = summary_provider or build_summary_provider(settings)
+            embedder = embedder or build_embedder(settings)
+            check_embedder(graph, embedder)
+            return Parts(settings, root, store, vectors, embedder, lock, provider)
+    except BaseException:
+        for o in opened:
+            o.close()
+        if lock is not None:
+            lock.release()
+        raise

@@ -1,0 +1,1 @@
+"""Operator reads and maintenance: stats, the inspector's views, doctor, export and import."""

@@ -1,0 +1,1 @@
+"""Recall's candidate branches: vector, lexical, entity and dated."""

@@ -1,0 +1,1 @@
+"""Sessions: episodes (summaries of sessions), handoff chains and post-compaction recovery."""

@@ -1,0 +1,1 @@
+"""Settings: defaults, an optional TOML file, then environment variables."""

@@ -1,0 +1,208 @@
+"""Settings: defaults, an optional TOML file, then ``MEMORY_CORE_<SECTION>_<KEY>`` env vars.
+
+The sections are plain pydantic models; :func:`load_settings` layers them through
+pydantic-settings (:mod:`memory_core.settings.sources`: a ``BaseSettings`` with
+``env_prefix="MEMORY_CORE_"``, one env source, one TOML source), imported only when settings
+are loaded so ``import memory_core.settings.schema`` stays cheap. Only the composition root
+(``MemoryCore.open`` / the servers) calls it; nothing reads configuration at import time.
+Bad values fail with the key and the reason (``CONFIG_INVALID``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
+
+ENV_PREFIX = "MEMORY_CORE_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class StorageSettings(_Section):
+    data_dir: str = ".memory-core"
+    chroma: Literal["embedded", "http"] = "embedded"
+    chroma_host: str = "127.0.0.1"
+    chroma_port: int = Field(8000, ge=1, le=65535)
+    chroma_ssl: bool = False
+    chroma_auth_header: str | None = None
+    chroma_auth_token_env: str | None = None
+    chroma_retries: int = Field(3, ge=0, le=20)
+    collection_prefix: str = Field("mc", pattern=r"^[a-z][a-z0-9]{0,15}$")
+    vector_deadline_s: float = Field(30.0, gt=0, le=3600)
+    # what the embedded Chroma's loaded indexes may take (estimated; 0: no bound; see memory_core/vectors/cache.py)
+    vector_cache_mb: int = Field(4096, ge=0, le=16_777_216)
+    # a server loads this many tenants' vector indexes right after it starts (its bound tenant, else the
+    # newest), within vector_cache_mb; 0: each loads on its first call (see memory_core/vectors/preload.py)
+    preload_tenants: int = Field(8, ge=0, le=100_000)
+    # memory nodes the graph store keeps in its LRU (≈ 0.5 kB each); reads past it go to the indexes
+    graph_cache_nodes: int = Field(50_000, ge=0, le=10_000_000)
+    # the durable graph: one SQLite file in data_dir (embedded, one process), or PostgreSQL (replicas)
+    graph: Literal["sqlite", "postgres"] = "sqlite"
+    postgres_dsn: str | None = None
+    postgres_pool_size: int = Field(8, ge=1, le=256)
+    postgres_lease_s: float = Field(30.0, ge=1, le=3600)  # a dead replica's journal is recovered after this
+
+
+class EmbeddingSettings(_Section):
+    provider: Literal["minilm", "mpnet", "hash", "litellm"] = "minilm"
+    model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    batch_size: int = Field(32, ge=1, le=1024)
+    dimension: int = Field(64, ge=8, le=4096)
+    # threads of one local model run (None: onnxruntime's default, every core); 1 suits a server answering
+    # several agents at once: runs then never wait on each other's threads (see the README, Performance)
+    threads: int | None = Field(None, ge=1, le=256)
+
+
+class LimitSettings(_Section):
+    max_content_chars: int = Field(100_000, ge=1)
+    max_metadata_bytes: int = Field(16_384, ge=2)
+    max_metadata_depth: int = Field(8, ge=1, le=64)
+    duplicate_window_s: float = Field(600.0, ge=0)
+    max_batch: int = Field(1000, ge=1)
+
+
+class WriteSettings(_Section):
+    """Group commit of single adds (see :mod:`memory_core.write.group_commit`)."""
+
+    # most single adds written as one batch (one embedding call, one Chroma add, one graph transaction);
+    # 1: each add is written alone, as before group commit
+    batch_max: int = Field(32, ge=1, le=1000)
+    # how long a batch's leader waits, at most, for callers already preparing their add; a lone caller never waits
+    coalesce_ms: float = Field(2.0, ge=0, le=1000)
+
+
+class RecallSettings(_Section):
+    preview_chars: int = Field(500, ge=0)
+    full_content_budget_chars: int = Field(200_000, ge=1)
+    scan_window: int = Field(500, ge=10)
+    default_limit: int = Field(10, ge=1)
+    preset: str = "balanced"
+    recency_weight: float = Field(0.2, ge=0, le=1)
+    recency_half_life_days: float = Field(30.0, gt=0)
+    type_recency_weight: float = Field(0.5, ge=0, le=1)
+    type_recency_half_life_days: float = Field(7.0, gt=0)
+    quality_gate: float | None = Field(None, ge=0, le=1)
+
+
+class RecoverSettings(_Section):
+    turns: int = Field(20, ge=1, le=100)
+    turn_preview_chars: int = Field(200, ge=0)
+    turns_budget_chars: int = Field(5000, ge=400)
+    summary_wait_s: float = Field(2.0, ge=0)
+
+
+def _agent_name(value: str | None) -> str | None:
+    if value is not None and not NAME_PATTERN.match(value):
+        raise ValueError("an agent id is 1-128 printable characters without whitespace")
+    return value
+
+
+def _tenant_name(value: str | None) -> str | None:
+    if value is not None and not TENANT_PATTERN.match(value):
+        raise ValueError("a tenant is 1-128 of A-Z a-z 0-9 _ . : @ -, starting with a letter or digit")
+    return value
+
+
+class TokenBinding(_Section):
+    """What one bearer token binds: a tenant and, optionally, the one agent it acts as."""
+
+    tenant: str
+    agent: str | None = None
+
+    _check_agent = field_validator("agent")(_agent_name)
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    tenant: str | None = None
+    agent: str | None = None
+    # sha256(token) -> "tenant" or {tenant = "...", agent = "..."}; a plain string binds the tenant only
+    tokens: dict[str, TokenBinding] = Field(default_factory=dict)
+    mcp_limit_cap: int = Field(50, ge=1)
+    operator_token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
+    max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    max_inflight_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    # stdio launches share one background HTTP server per data directory; it stops after this long unused
+    shared_idle_s: float = Field(300.0, gt=0, le=86_400)
+
+    _check_agent = field_validator("agent")(_agent_name)
+    _check_tenant = field_validator("tenant")(_tenant_name)
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tenant_only_tokens(cls, value: object) -> object:
+        """The original form ``"<sha256>" = "tenant"`` stays valid: it binds no agent."""
+        if isinstance(value, Mapping):
+            return {k: {"tenant": b} if isinstance(b, str) else b for k, b in value.items()}
+        return value
+
+
+class OperatingContextSettings(_Section):
+    agents: dict[str, str] = Field(default_factory=dict)
+
+
+class ModelProviderSettings(_Section):
+    """The ``[model_provider]`` section, also what the summary provider is built from.
+
+    ``api_key_env`` names the environment variable holding the key; the key itself never lives in
+    config. ``timeout_s`` bounds one HTTP attempt, ``total_timeout_s`` bounds all attempts plus the
+    back-off sleeps between them.
+    """
+
+    enabled: bool = False
+    model: str = "openai/gpt-4o-mini"
+    api_base: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(10.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    max_input_chars: int = Field(12_000, ge=100)
+    max_summary_chars: int = Field(280, ge=20)
+    total_timeout_s: float = Field(30.0, gt=0)
+    # also ask the model for each added memory's entities and relations, on a background worker
+    # (never blocking or failing an add); the deterministic extractor runs either way
+    extract_entities: bool = False
+
+
+class Settings(_Section):
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    write: WriteSettings = Field(default_factory=WriteSettings)
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    recover: RecoverSettings = Field(default_factory=RecoverSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    operating_context: OperatingContextSettings = Field(default_factory=OperatingContextSettings)
+    model_provider: ModelProviderSettings = Field(default_factory=ModelProviderSettings)
+
+
+# Variables that share the prefix but are not settings (test-suite switches among them).
+TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
+NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY"})
+BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent"}  # -> server.<key>
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Defaults ← TOML file (``path`` or ``$MEMORY_CORE_CONFIG``) ← env vars ← ``overrides``.
+
+    ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` bind the server's tenant and agent; set but
+    malformed, they fail here (CONFIG_INVALID), as does any unknown ``MEMORY_CORE_*`` variable
+    (with the setting it probably meant).
+    """
+    from memory_core.settings.sources import layered_settings  # pydantic-settings loads only here
+
+    return layered_settings(path, os.environ if environ is None else environ, overrides or {})

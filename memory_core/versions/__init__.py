@@ -1,0 +1,1 @@
+"""Corrections with history, and locks: version chains of memories."""

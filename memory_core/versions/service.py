@@ -1,0 +1,148 @@
+"""Corrections with history, and locks: ``update_memory``, ``lock_memory``, ``unlock_memory``, ``history``.
+
+A correction never edits a memory in place. ``update`` writes a NEW version (a new ref) through
+the journaled write path — journal, Chroma, then one graph transaction that writes the new row
+(``supersedes_id`` = the old id), its SUPERSEDES edge to the old version, and ends the old
+version's validity (``valid_to_us`` = the new version's timestamp). A crash at any instant
+leaves either the old state or the whole new one (recovery rolls back an unfinished add).
+
+Rules, the same at every boundary:
+
+- Only the head of a chain (a current version) can be updated: updating an older version is
+  SUPERSEDED, naming the head the caller can read (``fields["head"]``), so a stale edit never
+  silently overwrites a newer correction.
+- A locked memory can be neither updated nor deleted (LOCKED) until it is unlocked.
+- An agent-private memory is updated, locked or unlocked only by its author (for anyone else
+  it reads as missing: NOT_FOUND); the operator (CLI) may act on any memory of the tenant.
+- Handoffs are not corrected in place: a new handoff (``create_handoff``) supersedes the last.
+- The new version keeps the old one's session, type, visibility, role, channel, source and
+  project; content, metadata (replaced, not merged) and salience are the old ones unless given.
+  Its author is the agent that corrected it (the old author when none is named).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from graph.api import SUPERSEDES, GraphStore, MemoryNode, mem_node
+from memory_core import validation as v
+from memory_core.errors import InvalidInputError, LockedError, NotFoundError, SupersededError
+from memory_core.models import AddResult, MemoryRow, from_us, iso
+from memory_core.reads import Reader, row_from_attrs, visible
+from memory_core.refs import MEMORY, memory_ref, parse_ref
+from memory_core.versions.chain import chain_of, head_of
+from memory_core.write.path import WritePath
+
+HANDOFF = "handoff"
+_CARRIED = ("session", "type", "role", "channel", "project_id", "visibility")
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """The new version: its ref and time, and the version it supersedes."""
+
+    added: AddResult
+    supersedes: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.added.to_dict(), "supersedes": self.supersedes}
+
+
+class VersionService:
+    """Versions and locks for :class:`memory_core.service.MemoryCore`."""
+
+    def __init__(self, graph: GraphStore, reader: Reader, writer: WritePath) -> None:
+        self.graph = graph
+        self.reader = reader
+        self.writer = writer
+
+    def _target(self, tenant: str, ref: str, agent: str | None, operator: bool) -> MemoryNode:
+        """The memory ``ref`` names, as ``agent`` (or the operator) may act on it; NOT_FOUND otherwise."""
+        parsed = parse_ref(ref)
+        if parsed.kind != MEMORY:
+            raise InvalidInputError(f"{parsed} is an episode; only memories have versions and locks.", field="ref")
+        attrs = self.graph.memory(tenant, parsed.id)
+        if attrs is None or not (operator or visible(attrs, agent)):
+            raise NotFoundError(f"No memory {parsed} in this tenant.", ref=str(parsed))
+        return attrs
+
+    def update(
+        self, tenant: str, ref: str, *, agent: str | None, operator: bool, content: str | None = None,
+        metadata: Mapping[str, Any] | None = None, salience: float | None = None,
+    ) -> UpdateResult:
+        """Write a new version of ``ref`` that supersedes it (see the module's rules)."""
+        tenant = v.tenant(tenant)
+        agent = v.name(agent, "agent", required=False)
+        if content is None and metadata is None and salience is None:
+            raise InvalidInputError("Give at least one of content, metadata or salience to update.")
+        # Checked here, outside the writer lock (the new version is embedded meanwhile, as an add's
+        # is); the write re-checks in its graph transaction, where a version another writer
+        # superseded or locked in between refuses it (SUPERSEDED) and nothing is written.
+        old = self._target(tenant, ref, agent, operator)
+        if old.type == HANDOFF:
+            raise InvalidInputError("A handoff is not corrected in place; write a new handoff "
+                                    "(create_handoff), which supersedes the last one.", field="ref")
+        self._check_head(tenant, old, agent, operator)
+        if old.locked:
+            raise LockedError(f"{memory_ref(old.id)} is locked; unlock it first.", ref=memory_ref(old.id))
+        text = content
+        if text is None:
+            text = self.graph.contents(tenant, [old.id]).get(old.id)
+            if text is None:
+                raise NotFoundError(f"No memory {memory_ref(old.id)} in this tenant.", ref=memory_ref(old.id))
+        # the new version is later than the old one, even when the old one carried a future timestamp
+        ts_us = max(time.time_ns() // 1000, old.ts_us + 1)
+        item: dict[str, Any] = {name: getattr(old, name) for name in _CARRIED}
+        item.update(tenant=tenant, agent=agent or old.agent, content=text, source=dict(old.source),
+                    metadata=dict(old.metadata) if metadata is None else metadata,
+                    salience=old.salience if salience is None else salience,
+                    timestamp=from_us(ts_us))
+        added = self.writer.add_many([item], edges=[[(mem_node(old.id), SUPERSEDES)]], supersedes=[old.id])[0]
+        return UpdateResult(added, memory_ref(old.id))
+
+    def _check_head(self, tenant: str, old: MemoryNode, viewer: str | None, operator: bool) -> None:
+        if old.valid_to_us is None:
+            return
+        head = head_of(self.graph, tenant, old, viewer, private_too=operator)
+        raise SupersededError(
+            f"{memory_ref(old.id)} was corrected by a newer version; update the newest one"
+            + (f" ({memory_ref(head.id)})." if head is not None and head.id != old.id else "."),
+            ref=memory_ref(old.id), head=memory_ref(head.id) if head is not None else None,
+        )
+
+    def set_lock(self, tenant: str, ref: str, locked: bool, *, agent: str | None, operator: bool) -> bool:
+        """Lock or unlock ``ref``; returns whether its state changed (False: it already was)."""
+        tenant = v.tenant(tenant)
+        agent = v.name(agent, "agent", required=False)
+        with self.writer.lock:
+            attrs = self._target(tenant, ref, agent, operator)
+            if attrs.locked == locked:
+                return False
+            with self.graph.transaction() as tx:  # store failures: coded by the service's decorator
+                tx.set_memory_state(tenant, attrs.id, {"locked": locked})
+            return True
+
+    def chain_summary(self, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, Any]]:
+        """The readable versions of a memory's chain, oldest first, as {ref, timestamp, valid_to?}."""
+        attrs = self.graph.memory(tenant, mem_id)
+        if attrs is None or (attrs.supersedes_id is None and attrs.valid_to_us is None):
+            return []
+        out = []
+        for n in chain_of(self.graph, tenant, attrs, viewer):
+            entry: dict[str, Any] = {"ref": memory_ref(n.id), "timestamp": iso(from_us(n.ts_us))}
+            if n.valid_to_us is not None:
+                entry["valid_to"] = iso(from_us(n.valid_to_us))
+            out.append(entry)
+        return out
+
+    def history(self, tenant: str, ref: str, *, viewer: str | None, operator: bool) -> list[MemoryRow]:
+        """Every version of ``ref``'s chain that the caller can read, oldest first."""
+        tenant = v.tenant(tenant)
+        viewer = v.name(viewer, "viewer", required=False)
+        attrs = self._target(tenant, ref, viewer, operator)
+        nodes = chain_of(self.graph, tenant, attrs, viewer, private_too=operator)
+        contents = self.graph.contents(tenant, [n.id for n in nodes])
+        return [row_from_attrs(n, contents[n.id]) for n in nodes if n.id in contents]

@@ -1,0 +1,1 @@
+"""The write path: adds and deletes that keep Chroma and the graph in agreement."""

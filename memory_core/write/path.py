@@ -1,0 +1,373 @@
+"""The write path: validated adds and deletes that keep Chroma and the graph in agreement.
+
+An add runs in three steps under the writer lock:
+
+1. journal the intent (``add mem:<id>``) in SQLite and commit;
+2. upsert the vector record in Chroma;
+3. in one graph-store transaction write the graph node, its edges and FTS row, and clear
+   the journal entry (the store's caches follow the commit).
+
+:meth:`WritePath.staged` is that sequence, once: memories and episodes both write through it.
+
+A failure in 2 or 3 removes the vector record and the journal entry before raising. A
+crash anywhere leaves at most a journal entry and a Chroma record that no graph node
+references; :meth:`WritePath.recover` (run at open) deletes both. So an add that returned
+is in both stores, and an add that did not is, after recovery, in neither.
+Deletes journal first too, then drop the graph row, then the vector record.
+
+A doctor restore (a memory rebuilt from an orphan Chroma record, under the record's own
+ref) is journaled as ``restore``, never as ``add``: the record existed before the repair,
+so neither a failure nor recovery ever deletes it. An interrupted restore leaves the record
+an orphan, and the next repair restores it again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from graph.api import GraphStore, GraphStoreError, GraphTxn, mem_node
+from memory_core.embedding.local import Embedder
+from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreUnavailableError, SupersededError
+from memory_core.models import AddResult, from_us
+from memory_core.refs import memory_ref
+from memory_core.settings.schema import LimitSettings, WriteSettings
+from memory_core.store_errors import graph_error
+from memory_core.vectors.chroma import VectorStore
+from memory_core.vectors.deadline import vector_store_wedged
+from memory_core.write.add_rows import ADD_FIELDS, PreparedAdd, prepare_add
+from memory_core.write.group_commit import GroupCommit
+from memory_core.write.rows import embedding_text, vector_metadata
+
+CLEANUP_INTERVAL_S = 2.0
+CONFLICT_RETRIES = 2  # an idempotency key another replica committed first: the add is answered again
+JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
+
+
+class WritePath:
+    """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
+
+    def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings,
+                 write: WriteSettings | None = None) -> None:
+        self.graph = graph
+        self.vectors = vectors
+        self.embedder = embedder
+        self.limits = limits
+        self.lock = threading.RLock()
+        self.on_written: Callable[[list[dict[str, Any]]], None] | None = None  # after an add returned
+        self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
+        write = write or WriteSettings()
+        # concurrent single adds share batches (None: each is written alone, as add_many([item]))
+        self.batches = None if write.batch_max < 2 else GroupCommit(
+            self.write_prepared, batch_max=write.batch_max, window_s=write.coalesce_ms / 1000)
+
+    # ---- validation ------------------------------------------------------------------------
+    def prepare(self, item: dict[str, Any], *, extract: bool = True) -> PreparedAdd:
+        """Validate one add's arguments into a storable row (see :func:`prepare_add`)."""
+        return prepare_add(item, self.limits, extract=extract)
+
+    # ---- adds ------------------------------------------------------------------------------
+    def add_one(self, item: dict[str, Any]) -> AddResult:
+        """One caller's add: validated in its own thread, then written in a batch with the adds of
+        other callers in flight (:mod:`memory_core.write.group_commit`), or alone when batching is off."""
+        if self.batches is None:
+            return self.add_many([item])[0]
+        return self.batches.add(lambda: self.prepare(item))
+
+    def add_many(
+        self,
+        items: Sequence[dict[str, Any]],
+        *,
+        preferred_ids: Sequence[int | None] = (),
+        edges: Sequence[list[tuple[str, str]]] = (),
+        restore: bool = False,
+        supersedes: Sequence[int | None] = (),
+        extract: bool = True,
+    ) -> list[AddResult]:
+        """Validate all, embed outside the lock, then write all-or-nothing.
+
+        ``preferred_ids`` (imports): keep a row's original id when no memory or episode uses
+        it; a row whose id already holds the same content in its tenant is not written again.
+        ``restore`` (doctor): the vector records under the preferred ids exist already; a row
+        that keeps its id is journaled as a restore, so no failure or recovery deletes them.
+        ``supersedes`` (update_memory): the row is a new version of that memory; the graph
+        transaction that writes it also ends the old one's validity (SupersededError, nothing
+        written, when the old one is no longer a current, unlocked version).
+        ``extract`` False (imports carry their entities): only declared entities are linked.
+        """
+        if len(items) > self.limits.max_batch:
+            raise InvalidInputError(f"A batch holds at most {self.limits.max_batch} memories.")
+        prepared = [self.prepare(item, extract=extract) for item in items]
+        for p, pid in zip(prepared, preferred_ids, strict=False):
+            p.preferred_id = pid
+            p.restore = restore and pid is not None
+        for p, extra in zip(prepared, edges, strict=False):
+            p.edges = list(extra)
+        for p, old in zip(prepared, supersedes, strict=False):
+            p.supersedes = old
+            p.row["supersedes_id"] = old
+        return self.write_prepared(prepared, extract=extract)
+
+    def write_prepared(self, prepared: list[PreparedAdd], *, extract: bool = True) -> list[AddResult]:
+        """Embed validated rows in one call (outside the lock), then write them all-or-nothing."""
+        vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
+        with self.lock:
+            results = self._write(prepared, vectors)
+        if extract and self.on_written is not None:
+            self.on_written([p.row for p, r in zip(prepared, results, strict=True) if r.created])
+        return results
+
+    def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]], attempt: int = 0) -> list[AddResult]:
+        results: list[AddResult | None] = [None] * len(prepared)
+        to_write: list[int] = []
+        batch_keys: dict[tuple[str, str], int] = {}
+        for i, p in enumerate(prepared):
+            if p.preferred_id is not None:
+                same = self.graph.memory(p.row["tenant"], p.preferred_id)
+                if same is not None and same.content_hash == p.row["content_hash"]:
+                    results[i] = AddResult(memory_ref(p.preferred_id), from_us(same.ts_us), None, False)
+                    continue
+            key = p.idempotency_key
+            if key is not None:
+                existing = self._by_idempotency_key(p.row["tenant"], key)
+                if existing is not None:
+                    results[i] = existing
+                    continue
+                if (p.row["tenant"], key) in batch_keys:
+                    continue  # resolved after the write, to the first row with this key
+                batch_keys[(p.row["tenant"], key)] = i
+            to_write.append(i)
+        if to_write:
+            try:
+                self._write_rows([prepared[i] for i in to_write], [vectors[i] for i in to_write])
+            except StoreError as exc:
+                if exc.fields.get("graph_error") != "conflict" or attempt >= CONFLICT_RETRIES:
+                    raise
+                # another replica wrote one of these idempotency keys first (its unique index said
+                # so; this write was undone): answer again, now against what that replica wrote
+                return self._write(prepared, vectors, attempt + 1)
+        first_by_key = {k: i for k, i in batch_keys.items()}
+        for i, p in enumerate(prepared):
+            if results[i] is None and i in to_write:
+                row = p.row
+                results[i] = AddResult(
+                    memory_ref(row["id"]), from_us(row["ts_us"]), row.get("duplicate_of"), True
+                )
+        for i, p in enumerate(prepared):
+            if results[i] is None:
+                assert p.idempotency_key is not None  # only keyed rows wait for their first
+                first = results[first_by_key[(p.row["tenant"], p.idempotency_key)]]
+                assert first is not None
+                # a repeat answers as a repeat after the write would: the first ref, nothing reported
+                results[i] = AddResult(first.ref, first.timestamp, None, False)
+        return [r for r in results if r is not None]
+
+    def _by_idempotency_key(self, tenant: str, key: str) -> AddResult | None:
+        """The first add under this (scoped, see :func:`scoped_idempotency_key`) key.
+
+        A scoped key only ever matches rows its caller can read: shared rows for a shared
+        write, the author's own private rows for a private one.
+        """
+        with self._store_errors():
+            found = self.graph.by_idempotency_key(tenant, key)
+        return None if found is None else AddResult(memory_ref(found.id), from_us(found.ts_us), None, False)
+
+    def finish_interrupted(self) -> None:
+        """Under the writer lock: finish what a failed undo or vector delete left in the journal.
+
+        Every journal row is stale here (nothing else writes under this lock), so this is
+        recovery in-process: once a timed-out or failing vector store answers again, the
+        records of refused adds and deferred deletes are cleaned up without a restart.
+        Retried at most every CLEANUP_INTERVAL_S while the store keeps failing.
+        """
+        if time.monotonic() < self._next_cleanup:
+            return
+        with self._store_errors():
+            if not self.graph.journal(1):  # nothing of ours (or of a dead replica's) is pending
+                return
+        try:
+            if vector_store_wedged(self.vectors) is None:
+                self.recover()
+                return
+        except (MemoryCoreError, GraphStoreError):
+            pass  # the write itself reports the store's state
+        self._next_cleanup = time.monotonic() + CLEANUP_INTERVAL_S
+
+    def staged(self, begin: Callable[[GraphTxn], JournalEntries], vectors: Callable[[], None],
+               finish: Callable[[GraphTxn], None], undo: Callable[[JournalEntries], None]) -> None:
+        """Journal → vector store → graph, the one sequence every two-store write follows.
+
+        ``begin`` assigns ids and names the intents (journaled and committed first);
+        ``vectors`` writes the vector records; ``finish`` writes the graph side, in the same
+        transaction that clears the intents. On any failure after the journal committed,
+        ``undo`` gets the intents (it removes what the failed write left, best effort:
+        recovery finishes what it cannot) and the error propagates.
+        """
+        with self._store_errors(), self.graph.transaction() as tx:  # 1. journal
+            entries = begin(tx)
+            tx.journal(entries)
+        try:
+            vectors()  # 2. vectors
+            with self._store_errors(), self.graph.transaction() as tx:  # 3. graph + journal clear
+                finish(tx)
+                for op, _tenant, ref in entries:
+                    if tx.clear_journal(op, [ref]) != 1:  # rolls the graph write back
+                        raise StoreUnavailableError(
+                            f"Another replica took over the write of {ref} (this one was paused past "
+                            "storage.postgres_lease_s) and rolled it back; nothing was written. Retry it.",
+                            ref=ref)
+        except BaseException:
+            undo(entries)
+            raise
+
+    def _write_rows(self, prepared: list[PreparedAdd], vectors: list[list[float]]) -> None:
+        self.finish_interrupted()
+        rows = [p.row for p in prepared]
+        window_us = int(self.limits.duplicate_window_s * 1_000_000)
+
+        def begin(tx: GraphTxn) -> JournalEntries:
+            self._assign_ids(tx, prepared)
+            return [(_journal_op(p), p.row["tenant"], memory_ref(p.row["id"])) for p in prepared]
+
+        def upsert() -> None:
+            by_tenant: dict[str, list[int]] = {}
+            for i, row in enumerate(rows):
+                by_tenant.setdefault(row["tenant"], []).append(i)
+            for tenant, idx in by_tenant.items():
+                self.vectors.upsert(
+                    tenant,
+                    [memory_ref(rows[i]["id"]) for i in idx],
+                    [vectors[i] for i in idx],
+                    [rows[i]["content"] for i in idx],
+                    [vector_metadata(rows[i]) for i in idx],
+                )
+
+        def finish(tx: GraphTxn) -> None:
+            now_us = time.time_ns() // 1000
+            for p in prepared:
+                row = p.row
+                dup = tx.duplicate_of(row, window_us) if window_us else None
+                row["duplicate_of"] = None if dup is None else memory_ref(dup)
+                tx.write_memory(row)
+                for dst, kind in p.edges:
+                    tx.write_edge(row["tenant"], mem_node(row["id"]), dst, kind)
+                if p.supersedes is not None and not tx.supersede_memory(row["tenant"], p.supersedes, row["ts_us"]):
+                    # another writer (a replica) superseded or locked it first: this version is undone
+                    raise SupersededError(f"{memory_ref(p.supersedes)} changed while it was being updated "
+                                          "(superseded or locked by another writer); read it again.",
+                                          ref=memory_ref(p.supersedes))
+                if p.entities or p.relations:
+                    tx.link_entities(row["tenant"], row["id"], p.entities, p.relations, now_us)
+
+        def undo(_entries: JournalEntries) -> None:
+            self._undo_vectors([p.row for p in prepared if _journal_op(p) == "add"])
+            self._forget_restores([p.row for p in prepared if _journal_op(p) == "restore"])
+
+        self.staged(begin, upsert, finish, undo)
+
+    def _assign_ids(self, tx: GraphTxn, prepared: list[PreparedAdd]) -> None:
+        """Fresh ids from the shared sequence; imports keep theirs when nothing uses them."""
+        kept: set[int] = set()
+        for p in prepared:
+            pid = p.preferred_id
+            if pid is not None and pid not in kept and not tx.id_in_use(pid):
+                p.row["id"] = pid
+                kept.add(pid)
+            else:
+                p.row["id"] = None
+        if kept:
+            tx.reserve_ids_through(max(kept))
+        fresh = iter(tx.allocate_ids(sum(1 for p in prepared if p.row["id"] is None)))
+        for p in prepared:
+            if p.row["id"] is None:
+                p.row["id"] = next(fresh)
+
+    def _forget_restores(self, rows: list[dict[str, Any]]) -> None:
+        """A failed restore: the vector record stays (it predates the repair); drop the journal entry."""
+        if not rows:
+            return
+        try:
+            with self.graph.transaction() as tx:
+                tx.clear_journal("restore", [memory_ref(r["id"]) for r in rows])
+        except (MemoryCoreError, GraphStoreError):
+            pass  # recovery clears it, and never deletes a restore's record
+
+    def _undo_vectors(self, rows: list[dict[str, Any]]) -> None:
+        """Best effort: if Chroma is down too, the journal entry stays and recovery finishes it."""
+        try:
+            for row in rows:
+                self.vectors.delete(row["tenant"], [memory_ref(row["id"])])
+            with self.graph.transaction() as tx:
+                tx.clear_journal("add", [memory_ref(r["id"]) for r in rows])
+        except (MemoryCoreError, GraphStoreError):
+            pass
+
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """Graph-store failures (disk full, read-only directory, I/O) as coded store errors."""
+        try:
+            yield
+        except GraphStoreError as exc:
+            raise graph_error(exc, "writing the graph store") from exc
+
+    # ---- deletes ---------------------------------------------------------------------------
+    def delete(self, tenant: str, mem_id: int) -> bool:
+        with self.lock:
+            self.finish_interrupted()
+            if self.graph.memory(tenant, mem_id) is None:
+                return False
+            ref = memory_ref(mem_id)
+            with self._store_errors(), self.graph.transaction() as tx:
+                tx.erase_memory(tenant, mem_id)
+                tx.journal([("delete", tenant, ref)])
+            try:
+                self.vectors.delete(tenant, [ref])
+            except StoreError:
+                return True  # the graph row is gone; recovery at open removes the vector record
+            with self._store_errors(), self.graph.transaction() as tx:
+                tx.clear_journal("delete", [ref])
+            return True
+
+    # ---- recovery --------------------------------------------------------------------------
+    def recover(self) -> list[dict[str, Any]]:
+        """Finish or undo what a crash interrupted; returns what it did (for doctor/logs).
+
+        Vector deletes are batched per tenant (one call for a tenant's whole backlog, which
+        matters after a long Chroma server outage), then the journal rows are cleared.
+        """
+        with self.lock, self._store_errors():
+            listed = self.graph.journal()
+            claimed = set(self.graph.claim_journal(e.seq for e in listed)) if listed else set()
+        pending = [e for e in listed if e.seq in claimed]  # another replica may have taken some first
+        done: list[dict[str, Any]] = []
+        to_delete: dict[str, list[str]] = {}
+        for entry in pending:
+            op, tenant, item_id = entry.op, entry.tenant, entry.item_id
+            item = int(item_id.split(":", 1)[1])
+            if op in ("add", "restore") and self.graph.memory(tenant, item) is not None:
+                action = "kept (graph write had committed)"
+            elif op == "restore":  # the record predates the repair: never ours to delete
+                action = "left the vector record of an interrupted restore (doctor restores it again)"
+            elif op == "episode" and self.graph.episode(tenant, item) is not None:
+                action = "kept episode (graph write had committed)"
+            else:
+                to_delete.setdefault(tenant, []).append(item_id)
+                action = {"add": "rolled back unacknowledged add", "episode": "rolled back unwritten episode"}.get(
+                    op, "finished delete")
+            done.append({"op": op, "ref": item_id, "tenant": tenant, "action": action})
+        for tenant, ids in to_delete.items():
+            self.vectors.delete(tenant, ids)
+        if pending:
+            with self._store_errors(), self.graph.transaction() as tx:
+                tx.clear_journal_seqs(e.seq for e in pending)
+        return done
+
+
+def _journal_op(p: PreparedAdd) -> str:
+    return "restore" if p.restore and p.row.get("id") == p.preferred_id else "add"
+
+
+__all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath"]

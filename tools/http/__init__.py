@@ -1,0 +1,1 @@
+"""The HTTP front door: listening sockets, Host/Origin checks and body budgets."""

@@ -1,0 +1,36 @@
+"""Who is calling: the ``agent`` (author) and ``viewer`` arguments, and their resolution.
+
+On a connection bound to an agent (an agent-bound bearer token, or ``MEMORY_CORE_AGENT``
+over stdio) both are optional and may only name that agent (AGENT_MISMATCH otherwise).
+Without an agent binding the caller declares them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from memory_core.errors import InvalidInputError
+from tools.mcp.context import ServerState
+
+Author = Annotated[
+    str | None,
+    Field(
+        description="Your agent id (the author)."
+    ),
+]
+Viewer = Annotated[str | None, Field()]  # the server instructions say what it shows
+
+
+def author_of(state: ServerState, agent: str | None) -> str:
+    """The author a write names: the bound agent, or the declared one; a write always has one."""
+    author = state.scope.resolve_agent(agent, "agent")
+    if author is None:
+        raise InvalidInputError("'agent' is required.", field="agent")
+    return author
+
+
+def viewer_of(state: ServerState, viewer: str | None) -> str | None:
+    """The viewer a read acts as: the bound agent, or the declared one (None: shared rows only)."""
+    return state.scope.resolve_agent(viewer, "viewer")

@@ -1,0 +1,135 @@
+"""Argument types shared by the MCP tools: their JSON Schema is the agents' contract.
+
+Caps live here, in the schema, not in the library: recall ``limit`` ≤ 50, ``get_contents``
+refs ≤ 20, ``query_recent_turns`` limit ≤ 100. Unknown arguments are ignored (pydantic's
+default), so newer clients can send fields an older server does not know yet. Known ones are
+validated strictly (``tools.mcp.server.ContainerJsonOnly``): ``"10"`` is not an integer, ``1``
+is not a boolean, ``true`` is not a number.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+RECALL_LIMIT_CAP = 50
+GET_CONTENTS_REFS_CAP = 20
+RECENT_TURNS_LIMIT_CAP = 100
+RECENT_TURNS_LIMIT_DEFAULT = 20
+EXCLUDE_CONTENTS_CAP = 200
+CONTEXT_ENTRIES_CAP = 100
+
+# Described once, in the server instructions; listed (as required) only where no binding fills it.
+Tenant = Annotated[str | None, Field()]
+Session = Annotated[str, Field()]  # the pattern is checked by the service (INVALID_INPUT names it)
+Content = Annotated[str, Field(description="Not empty, at most $max_content chars.")]
+MemoryRef = Annotated[str, Field()]  # 'mem:42': every response shows refs
+
+RecallQuery = Annotated[
+    str, Field(description="What to look for; empty: the most recent memories.")
+]
+RecallLimit = Annotated[
+    int | None,
+    Field(ge=1, le=RECALL_LIMIT_CAP, description="Max rows (default $recall_default, at most $recall_cap)."),
+]
+TypeFilter = Annotated[
+    str | None,
+    Field(description="Only this type (note, handoff, ...); favours the newest."),
+]
+SessionFilter = Annotated[str | None, Field(description="Only this session.")]
+AgentFilter = Annotated[str | None, Field(description="Only memories written by this agent.")]
+ChannelFilter = Annotated[str | None, Field(description="Only this channel.")]
+SourceFilter = Annotated[
+    str | None,
+    Field(description="Prefix of source.id, e.g. 'discord:'."),
+]
+ProjectFilter = Annotated[
+    str | None,
+    Field(
+        description="Omit: all. '': global pool only. 'X': X plus global. '@auto': your configured "
+        "project, echoed as resolved_project_id."
+    ),
+]
+ExcludeContents = Annotated[
+    list[str] | None,
+    Field(
+        max_length=EXCLUDE_CONTENTS_CAP,
+        description="Texts you already hold (previews work): rows they match are skipped.",
+    ),
+]
+Deep = Annotated[bool, Field(description="No time decay: an exhaustive search.")]
+FullContent = Annotated[
+    bool,
+    Field(
+        description="Whole texts, up to $full_budget chars a response (past it the least relevant rows stay "
+        "previews)."
+    ),
+]
+
+
+class ContextEntry(BaseModel):  # one conversation entry the caller holds (no docstring: it would be listed)
+
+    role: str
+    content: str
+
+
+ContextEntries = Annotated[
+    list[ContextEntry],
+    Field(
+        max_length=CONTEXT_ENTRIES_CAP,
+        description="Recent conversation, oldest first.",
+    ),
+]
+
+Refs = Annotated[list[str], Field(min_length=1, max_length=GET_CONTENTS_REFS_CAP)]
+TurnsLimit = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=RECENT_TURNS_LIMIT_CAP,
+    ),
+]
+Cursor = Annotated[
+    str | None,
+    Field(description="next_cursor of the previous page; omit for the newest."),
+]
+
+MemoryType = Annotated[
+    str,
+    Field(
+        description="turn, note, decision, error, fact, task, ... (handoff: as create_handoff)."
+    ),
+]
+Role = Annotated[str | None, Field(description="For turns: user, assistant, system or tool.")]
+Channel = Annotated[str | None, Field(description="Where, e.g. 'discord'.")]
+Source = Annotated[
+    dict[str, object] | None,
+    Field(description="Provenance, e.g. {'id': 'discord:123'}."),
+]
+Project = Annotated[str | None, Field(description="Project; omit for the global pool.")]
+Salience = Annotated[
+    float | None,
+    Field(ge=0.0, le=1.0, allow_inf_nan=False, description="Importance (default 0.5)."),
+]
+Visibility = Annotated[
+    Literal["tenant", "agent"],
+    Field(description="'agent': only you see it; 'tenant': all its agents do."),
+]
+Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit for now.")]
+IdempotencyKey = Annotated[
+    str | None,
+    Field(description="Calls with the same key store once."),
+]
+Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object kept with it.")]
+ENTITIES_CAP = 32
+Entities = Annotated[
+    list[dict[str, object]] | None,
+    Field(max_length=ENTITIES_CAP,
+          description="[{name, kind?, aliases?}] it is about (names in content are found too)."),
+]
+Relations = Annotated[
+    list[dict[str, object]] | None,
+    Field(max_length=ENTITIES_CAP,
+          description="[{from, to, label}] between declared entities."),
+]

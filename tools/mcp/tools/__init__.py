@@ -1,0 +1,1 @@
+"""The MCP tool functions, one module per group: each parses, calls the service once and shapes."""

@@ -1,0 +1,150 @@
+"""The write and lookup tools: add_memory, create_handoff, delete_memory, get_contents,
+check_memory and query_recent_turns.
+
+Each tool resolves the tenant, makes one service call and shapes the result; the
+docstrings are the descriptions agents read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.mcp.context import Ctx, mcp_tool, state_of
+from tools.mcp.identity import Author, Viewer, author_of, viewer_of
+from tools.mcp.params import (
+    RECENT_TURNS_LIMIT_DEFAULT,
+    Channel,
+    Content,
+    Cursor,
+    Entities,
+    IdempotencyKey,
+    MemoryRef,
+    MemoryType,
+    Metadata,
+    Project,
+    Refs,
+    Relations,
+    Role,
+    Salience,
+    Session,
+    Source,
+    Tenant,
+    Timestamp,
+    TurnsLimit,
+    Visibility,
+)
+
+
+@mcp_tool
+async def add_memory(
+    ctx: Ctx,
+    *,
+    session: Session,
+    content: Content,
+    agent: Author = None,
+    tenant: Tenant = None,
+    type: MemoryType = "turn",
+    role: Role = None,
+    channel: Channel = None,
+    source: Source = None,
+    project_id: Project = None,
+    salience: Salience = None,
+    visibility: Visibility = "tenant",
+    timestamp: Timestamp = None,
+    idempotency_key: IdempotencyKey = None,
+    metadata: Metadata = None,
+    entities: Entities = None,
+    relations: Relations = None,
+) -> dict[str, Any]:
+    """Store one memory (turn, note, decision, ...): {ref, timestamp, created}. A retry with the same
+    idempotency_key returns the first ref, created=false; the same content just before in the session:
+    duplicate_of.
+    """
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    author = author_of(state, agent)
+    result = await state.call_add(
+        lambda core: core.add_memory(
+            tenant_id, session, author, content, type=type, role=role, channel=channel, source=source,
+            project_id=project_id, salience=salience, visibility=visibility, timestamp=timestamp,
+            idempotency_key=idempotency_key, metadata=metadata, entities=entities, relations=relations,
+        )
+    )
+    return state.shaper.added(result)
+
+
+@mcp_tool
+async def create_handoff(
+    ctx: Ctx,
+    *,
+    session: Session,
+    content: Content,
+    agent: Author = None,
+    tenant: Tenant = None,
+    project_id: Project = None,
+    idempotency_key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    """Write a handoff (done, in progress, next) before a compaction or the end of your session;
+    recover_context returns it first. Salience 0.95: {ref, timestamp, created}.
+    """
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    author = author_of(state, agent)
+    result = await state.call(
+        lambda core: core.create_handoff(
+            tenant_id, session, author, content, project_id=project_id, idempotency_key=idempotency_key
+        )
+    )
+    return state.shaper.added(result)
+
+
+@mcp_tool
+async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+    """Delete one memory permanently: {ref, deleted}; false when it is not found or is another agent's
+    private memory."""
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
+    deleted = await state.call(lambda core: core.delete_memory(tenant_id, ref, viewer=who))
+    return {"ref": ref, "deleted": bool(deleted)}
+
+
+@mcp_tool
+async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+    """Full rows for up to $refs_cap refs: {found, missing}; each ref sent is answered under your exact
+    string (requested=<it> when it differs from the row's ref). Malformed, deleted or hidden: missing."""
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
+    contents = await state.call(lambda core: core.get_contents(tenant_id, refs, viewer=who))
+    return state.shaper.contents(contents)
+
+
+@mcp_tool
+async def check_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+    """One memory in full with its graph neighbours: {memory, neighbours: {author, session, previous,
+    next, edges, versions}} (previous/next as previews). Unknown ref: NOT_FOUND."""
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
+    result = await state.call(lambda core: core.check_memory(tenant_id, ref, viewer=who))
+    return state.shaper.check(result)
+
+
+@mcp_tool
+async def query_recent_turns(
+    ctx: Ctx,
+    *,
+    session: Session,
+    tenant: Tenant = None,
+    limit: TurnsLimit = RECENT_TURNS_LIMIT_DEFAULT,
+    cursor: Cursor = None,
+    viewer: Viewer = None,
+) -> dict[str, Any]:
+    """A session's turns, newest first, as previews: {turns, next_cursor}; pass next_cursor back for
+    older ones (null: no more)."""
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
+    page = await state.call(lambda core: core.query_recent_turns(tenant_id, session, limit, cursor, viewer=who))
+    return state.shaper.recent_turns(page)

@@ -1,0 +1,62 @@
+"""The version tools: update_memory, lock_memory, unlock_memory.
+
+Each tool resolves the tenant and the calling agent, makes one service call and shapes the
+result; the docstrings are the descriptions agents read (kept terse: tools/list is in every
+agent's context).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from tools.mcp.context import Ctx, mcp_tool, state_of
+from tools.mcp.identity import Author, Viewer, author_of, viewer_of
+from tools.mcp.params import MemoryRef, Metadata, Salience, Tenant
+
+NewContent = Annotated[str | None, Field(description="New text (omitted: kept).")]
+
+
+@mcp_tool
+async def update_memory(
+    ctx: Ctx,
+    *,
+    ref: MemoryRef,
+    content: NewContent = None,
+    metadata: Metadata = None,
+    salience: Salience = None,
+    agent: Author = None,
+    tenant: Tenant = None,
+) -> dict[str, Any]:
+    """Correct a memory with a new version (new ref; omitted fields kept): {ref, supersedes}. ref stays
+    as history; recall shows the newest. SUPERSEDED: update error.head instead."""
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    author = author_of(state, agent)
+    result = await state.call(
+        lambda core: core.update_memory(tenant_id, ref, content=content, metadata=metadata, salience=salience,
+                                        agent=author)
+    )
+    return result.to_dict()
+
+
+async def _set_lock(ctx: Ctx, ref: str, tenant: str | None, viewer: str | None, locked: bool) -> dict[str, Any]:
+    state = state_of(ctx)
+    tenant_id = state.scope.resolve(tenant)
+    who = viewer_of(state, viewer)
+    changed = await state.call(lambda core: (core.lock_memory if locked else core.unlock_memory)(
+        tenant_id, ref, viewer=who))
+    return {"ref": ref, "locked": locked, "changed": bool(changed)}
+
+
+@mcp_tool
+async def lock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+    """Refuse update and delete of ref (LOCKED) until unlock_memory. Returns {ref, locked, changed}."""
+    return await _set_lock(ctx, ref, tenant, viewer, True)
+
+
+@mcp_tool
+async def unlock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+    """Undo lock_memory. Returns {ref, locked, changed}."""
+    return await _set_lock(ctx, ref, tenant, viewer, False)
