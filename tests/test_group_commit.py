@@ -324,3 +324,43 @@ def test_only_errors_a_single_row_can_cause_are_retried_row_by_row() -> None:
     assert not row_specific(EmbeddingError("busy", reason="http 429"))
     assert row_specific(EmbeddingError("too long", reason="http 400"))
     assert not row_specific(KeyboardInterrupt())
+
+
+def test_replicas_writing_batches_over_the_same_sessions_in_opposite_orders_never_fail(
+        tmp_path: Path, dsn: str) -> None:
+    """Two replicas on one PostgreSQL database, each writing batches that span the same sessions (as
+    group commit forms them from their own callers), in opposite orders: no batch may fail for a lock
+    cycle between the two (a deadlock PostgreSQL breaks by failing one of them)."""
+    from memory_core.settings.schema import load_settings
+
+    def replica(name: str) -> MemoryCore:
+        settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"},
+                                                        "storage": {"graph": "postgres", "postgres_dsn": dsn}})
+        return MemoryCore.open(tmp_path / name, settings=settings, embedder=HashEmbedder(), in_memory_vectors=True)
+
+    cores = [replica("a"), replica("b")]
+    failures: list[str] = []
+    sessions = [f"s{i}" for i in range(6)]
+    start = threading.Barrier(4)
+
+    def write(core: MemoryCore, order: list[str], who: str) -> None:
+        start.wait()
+        for n in range(30):
+            try:
+                core.add_memories([{"tenant": "acme", "session": s, "agent": who, "content": f"{who} {n} in {s}"}
+                                   for s in order])
+            except StoreError as exc:
+                failures.append(f"{who} batch {n}: {exc.code} {exc.message}")
+
+    threads = [threading.Thread(target=write, args=(core, order, f"{i}{j}"))
+               for i, core in enumerate(cores) for j, order in enumerate((sessions, sessions[::-1]))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert failures == []
+        assert cores[0].graph.count("acme") == 4 * 30 * len(sessions)
+    finally:
+        for c in cores:
+            c.close()

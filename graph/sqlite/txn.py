@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,9 @@ class SqliteTxn(SqliteEntityWrites):
         self.effects.tenants.update(self._all_tenants())
 
     # ---- memories ----------------------------------------------------------------------------
+    def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Nothing to take: one process writes the file, one transaction at a time."""
+
     def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
         found = self.cur.execute(
             "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "

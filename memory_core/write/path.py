@@ -247,6 +247,8 @@ class WritePath:
 
         def finish(tx: GraphTxn) -> None:
             now_us = time.time_ns() // 1000
+            if len(rows) > 1:
+                tx.lock_memories(rows)
             for p in prepared:
                 row = p.row
                 dup = tx.duplicate_of(row, window_us) if window_us else None
