@@ -364,3 +364,42 @@ def test_replicas_writing_batches_over_the_same_sessions_in_opposite_orders_neve
     finally:
         for c in cores:
             c.close()
+
+
+def test_a_caller_interrupted_while_queued_leaves_nothing_behind_and_the_next_caller_still_leads() -> None:
+    import os
+    import signal
+
+    gate = threading.Event()
+    written: list[list[str]] = []
+
+    def write(items: list[Any]) -> list[AddResult]:
+        if not written:
+            assert gate.wait(10)
+        written.append([i.row["content"] for i in items])
+        return [AddResult(f"mem:{len(written)}{j}", None, None, True) for j in range(len(items))]  # type: ignore[arg-type]
+
+    group = GroupCommit(write, batch_max=8, window_s=0.0)
+
+    def prepared(text: str) -> Callable[[], Any]:
+        def prepare() -> Any:
+            p = type("Item", (), {})()
+            p.row = {"content": text}
+            return p
+        return prepare
+
+    leader = threading.Thread(target=group.add, args=(prepared("first"),))
+    leader.start()
+    deadline = time.monotonic() + 10
+    while not group.stats()["batches"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    # Ctrl-C while this (main) thread waits in the queue
+    threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        group.add(prepared("interrupted"))
+    assert group.pending() == 0  # it left the queue
+    gate.set()
+    leader.join(10)
+    assert group.add(prepared("after")).ref  # someone still leads: no caller hangs
+    assert written == [["first"], ["after"]]

@@ -144,14 +144,38 @@ class GroupCommit:
             else:
                 self._busy = True
                 ticket.lead = True
-        if not ticket.lead:
-            ticket.wake.wait()  # until written by a leader, or made the next leader
-        if ticket.lead:
-            self._lead()
+        try:
+            if not ticket.lead:
+                ticket.wake.wait()  # until written by a leader, or made the next leader
+            batch = self._gather() if ticket.lead else None
+        except BaseException:  # interrupted (KeyboardInterrupt) before its add was taken into a batch
+            self._withdraw(ticket)
+            raise
+        if batch is not None:
+            self._lead(batch)
         return ticket.outcome()
 
-    def _lead(self) -> None:
-        """Form a batch (this caller's ticket first), write it, wake its callers and the next leader."""
+    def _withdraw(self, ticket: _Ticket) -> None:
+        """An interrupted caller's add leaves the queue unwritten; if it was to lead, the next one leads.
+        (One already in a batch is written without its caller, as any interrupted call may be.)"""
+        with self._cond:
+            if ticket not in self._queue:
+                return
+            self._queue.remove(ticket)
+            if not ticket.lead:
+                return
+            ticket.lead = False
+            nxt = self._queue[0] if self._queue else None
+            if nxt is None:
+                self._busy = False
+            else:
+                nxt.lead = True
+        if nxt is not None:
+            nxt.wake.set()
+
+    def _gather(self) -> list[_Ticket]:
+        """The leader's batch: the queue's oldest adds (its own first), after waiting at most the window
+        for callers already preparing theirs."""
         with self._cond:
             deadline = time.monotonic() + self._window_s
             waited = 0.0
@@ -168,6 +192,10 @@ class GroupCommit:
             self._stats.rows += len(batch)
             self._stats.largest = max(self._stats.largest, len(batch))
             self._stats.waited_s += waited
+            return batch
+
+    def _lead(self, batch: list[_Ticket]) -> None:
+        """Write the batch, then wake its callers and hand the lead to the oldest add still queued."""
         try:
             self._write_batch(batch)
         finally:
