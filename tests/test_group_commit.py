@@ -403,3 +403,46 @@ def test_a_caller_interrupted_while_queued_leaves_nothing_behind_and_the_next_ca
     leader.join(10)
     assert group.add(prepared("after")).ref  # someone still leads: no caller hangs
     assert written == [["first"], ["after"]]
+
+
+def test_the_callers_of_a_batch_adding_again_at_once_are_written_as_one_batch_again() -> None:
+    """A fleet's agents add turn after turn: the first one back waits (within the window) for the others
+    of its last batch, rather than writing alone and leaving them a batch of their own."""
+    gate = threading.Event()
+    written: list[list[str]] = []
+
+    def write(items: list[Any]) -> list[AddResult]:
+        if not written:
+            assert gate.wait(10)
+        written.append(sorted(i.row["content"].split()[0] for i in items))
+        return [AddResult(f"mem:{len(written)}{j}", None, None, True) for j in range(len(items))]  # type: ignore[arg-type]
+
+    group = GroupCommit(write, batch_max=8, window_s=1.0)
+
+    def prepared(text: str) -> Callable[[], Any]:
+        def prepare() -> Any:
+            p = type("Item", (), {})()
+            p.row = {"content": text}
+            return p
+        return prepare
+
+    def agent(name: str) -> None:
+        for turn in range(3):
+            group.add(prepared(f"{name} {turn}"))
+
+    first = threading.Thread(target=group.add, args=(prepared("gate 0"),))
+    first.start()
+    deadline = time.monotonic() + 10
+    while not group.stats()["batches"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    agents = [threading.Thread(target=agent, args=(n,)) for n in ("a", "b", "c")]
+    for t in agents:
+        t.start()
+    while group.pending() < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    gate.set()
+    for t in [first, *agents]:
+        t.join(10)
+    assert written == [["gate"], ["a", "b", "c"], ["a", "b", "c"], ["a", "b", "c"]]

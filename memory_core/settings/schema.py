@@ -76,7 +76,8 @@ class WriteSettings(_Section):
     # most single adds written as one batch (one embedding call, one Chroma add, one graph transaction);
     # 1: each add is written alone, as before group commit
     batch_max: int = Field(32, ge=1, le=1000)
-    # how long a batch's leader waits, at most, for callers already preparing their add; a lone caller never waits
+    # how long a batch's leader waits, at most, for the adds it expects (ones being validated, and right after a
+    # batch, that batch's other callers coming back); a lone caller never waits
     coalesce_ms: float = Field(2.0, ge=0, le=1000)
 
 

@@ -10,8 +10,10 @@ pays each once. :class:`GroupCommit` gathers them without a timer on the common 
   for nothing;
 - callers arriving while a batch is being written queue up; when it ends, the oldest of them
   leads the next batch (at most ``batch_max`` rows), the rest follow and sleep until it is written;
-- a leader waits (at most ``window_s``) only for callers it knows are on their way: ones already
-  preparing their add when the batch is formed.
+- a leader waits (at most ``window_s``) only for callers it expects: ones already preparing their
+  add when the batch is formed, and, right after a batch ended, that batch's other callers coming
+  back with their next add (a fleet's agents add turn after turn: without the wait, a batch of eight
+  became batches of one and seven). A lone caller expects nobody and never waits.
 
 A batch is written by the ``write`` callable given (one embedding call, one Chroma upsert per
 tenant, one graph transaction: :meth:`memory_core.write.path.WritePath.write_prepared`), so the
@@ -25,6 +27,7 @@ the same coded error it would have given each of them alone.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -72,6 +75,7 @@ class _Ticket:
     result: AddResult | None = None
     error: BaseException | None = None
     lead: bool = False  # this caller writes the next batch
+    returning: int = 0  # made leader as a batch of this many ended: its callers may be back in a moment
     wake: threading.Event = field(default_factory=threading.Event)
 
     def outcome(self) -> AddResult:
@@ -110,6 +114,8 @@ class GroupCommit:
         self._queue: list[_Ticket] = []
         self._busy = False  # a leader is gathering or writing a batch
         self._preparing = 0  # callers inside add() that have not queued yet
+        self._ended = -math.inf  # time.monotonic() when the last batch was written
+        self._returning = 0  # callers of that batch, if nobody was queued behind it (they may be back at once)
         self._stats = BatchStats()
 
     def stats(self) -> dict[str, float]:
@@ -144,10 +150,12 @@ class GroupCommit:
             else:
                 self._busy = True
                 ticket.lead = True
+                # the first of a batch's callers back leads; it expects the others (and only them)
+                ticket.returning, self._returning = max(0, self._returning - 1), 0
         try:
             if not ticket.lead:
                 ticket.wake.wait()  # until written by a leader, or made the next leader
-            batch = self._gather() if ticket.lead else None
+            batch = self._gather(ticket.returning) if ticket.lead else None
         except BaseException:  # interrupted (KeyboardInterrupt) before its add was taken into a batch
             self._withdraw(ticket)
             raise
@@ -173,19 +181,26 @@ class GroupCommit:
         if nxt is not None:
             nxt.wake.set()
 
-    def _gather(self) -> list[_Ticket]:
-        """The leader's batch: the queue's oldest adds (its own first), after waiting at most the window
-        for callers already preparing theirs."""
+    def _gather(self, returning: int) -> list[_Ticket]:
+        """The leader's batch: the queue's oldest adds (its own first), after waiting — at most the window —
+        for callers on their way: ones already preparing their add (up to the window from now), and the
+        ``returning`` callers of the batch that just ended (up to the window from its end). A fleet's agents
+        add turn after turn, so they come back at once; without the wait a batch of eight became batches
+        of one and seven, and one batch costs less than two (a Chroma call and a graph transaction each)."""
         with self._cond:
-            deadline = time.monotonic() + self._window_s
+            now = time.monotonic()
+            prepared_by, returned_by = now + self._window_s, self._ended + self._window_s
+            target = min(self._batch_max, len(self._queue) + returning)
             waited = 0.0
-            while self._preparing and len(self._queue) < self._batch_max:
-                left = deadline - time.monotonic()
-                if left <= 0:
+            while len(self._queue) < self._batch_max:
+                now = time.monotonic()
+                waits = [prepared_by] if self._preparing and now < prepared_by else []
+                if len(self._queue) < target and now < returned_by:
+                    waits.append(returned_by)
+                if not waits:
                     break
-                start = time.monotonic()
-                self._cond.wait(left)
-                waited += time.monotonic() - start
+                self._cond.wait(max(waits) - now)
+                waited += time.monotonic() - now
             batch = self._queue[: self._batch_max]
             del self._queue[: self._batch_max]
             self._stats.batches += 1
@@ -200,11 +215,14 @@ class GroupCommit:
             self._write_batch(batch)
         finally:
             with self._cond:
+                self._ended = time.monotonic()
                 nxt = self._queue[0] if self._queue else None
                 if nxt is None:
                     self._busy = False
+                    self._returning = len(batch)
                 else:
                     nxt.lead = True
+                    nxt.returning, self._returning = len(batch), 0
             for t in batch:
                 if t.result is None and t.error is None:  # only when an interrupt stopped the retries
                     t.error = StoreError("The write of this memory was interrupted; it may or may not be "
