@@ -12,8 +12,9 @@ this process) and the library (threads of this process):
   side, one with group commit on (the defaults) and one off (``write.batch_max = 1``: every add
   written alone, as before);
 - for each writer count N, group commit on and off: N writers adding one turn a call (each its own
-  session, agent and connection) and one recaller, for ``--seconds``: rows/s, add p50/p95, recall
-  p50/p95 under that load, and the batches the store formed (from its inspector's Health page);
+  session, agent and connection) and one recaller (a recall every ``--recall-every-ms``, as an
+  agent recalling before it acts), for ``--seconds``: rows/s, add p50/p95, recall p50/p95 under
+  that load, and the batches the store formed (from its inspector's Health page);
 - raw Chroma: ``collection.add`` of batches of 32 texts embedded by the same model, just before and
   just after the phases of each writer count (the machine's load drifts; each ratio uses its own
   neighbours), in a collection already holding as many rows as the store (an embedded Chroma add
@@ -34,6 +35,7 @@ import os
 import re
 import secrets
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -49,11 +51,12 @@ from bench.common import open_bench_core, percentiles, print_table, sentence, st
 from memory_core import MemoryCore
 from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
 from memory_core.settings.schema import load_settings
+from memory_core.write.group_commit import GroupCommit
 from tests.support.mcp_harness import http_client, running_http_server
 from tools.auth import hash_token
 
 TENANT = "fleet"
-MODES = {"on": {}, "off": {"batch_max": 1}}  # group commit with the defaults / every add alone
+MODES: dict[str, dict[str, float]] = {"on": {}, "off": {"batch_max": 1}}  # group commit: defaults / every add alone
 QUERY_WORDS = ("deploy", "cache", "billing", "replica", "rollback", "latency", "schema", "handoff", "tenant", "trace")
 GOALS = {"throughput_8_vs_raw_batch32": 0.8, "add_p95_8_vs_lone_p50": 4.0, "recall_p95_8_vs_idle_p50": 3.0,
          "lone_add_p50_on_vs_off": 1.05}
@@ -138,8 +141,9 @@ def open_library_core(path: Path, embedder: Embedder, mode: str) -> MemoryCore:
 class LibraryStore:
     """The library: writers and the recaller are threads of this process calling one MemoryCore."""
 
-    def __init__(self, core: MemoryCore) -> None:
+    def __init__(self, core: MemoryCore, recall_every_s: float) -> None:
         self.core = core
+        self.recall_every_s = recall_every_s
 
     def batches(self) -> dict[str, float] | None:
         return self.core.write_batching()
@@ -165,6 +169,7 @@ class LibraryStore:
                 core.recall(TENANT, query(n), limit=10)
                 recalls.append(time.perf_counter() - t)
                 n += 1
+                stop.wait(max(0.0, t + self.recall_every_s - time.perf_counter()))
 
         threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
         if recaller:
@@ -183,9 +188,10 @@ class LibraryStore:
 class McpStore:
     """The real MCP server over streamable HTTP (a subprocess); the clients run in this process."""
 
-    def __init__(self, url: str, operator_token: str) -> None:
+    def __init__(self, url: str, operator_token: str, recall_every_s: float) -> None:
         self.url = url
         self.operator_token = operator_token
+        self.recall_every_s = recall_every_s
 
     def batches(self) -> dict[str, float] | None:
         """The store's batch counts, as its inspector's Health page shows them to an operator."""
@@ -228,6 +234,7 @@ class McpStore:
                     n += 1
                     if result.is_error:
                         raise RuntimeError(f"recall failed: {result.content}")
+                    await anyio.sleep(max(0.0, min(t + self.recall_every_s, stop_at) - time.perf_counter()))
 
             start = time.perf_counter()
             async with anyio.create_task_group() as tg:
@@ -244,7 +251,9 @@ Store = LibraryStore | McpStore
 class Bench:
     """What every phase shares: the seed store (copied fresh for each phase), the embedder, the texts."""
 
-    def __init__(self, root: Path, seed: Path, embedder: Embedder, embedder_name: str, texts: Texts) -> None:
+    def __init__(self, root: Path, seed: Path, embedder: Embedder, embedder_name: str, texts: Texts,
+                 recall_every_s: float) -> None:
+        self.recall_every_s = recall_every_s
         self.root = root
         self.seed = seed
         self.embedder = embedder
@@ -269,13 +278,13 @@ class Bench:
         if path_name == "mcp":
             env = settings_env(self.embedder_name, mode)
             with running_http_server(where, config=self.config, env=env) as url:
-                store: Store = McpStore(url, self.token)
+                store: Store = McpStore(url, self.token, self.recall_every_s)
                 store.run(1, 0.3, True, self.texts)
                 yield store
         else:
             core = open_library_core(where, self.embedder, mode)
             try:
-                store = LibraryStore(core)
+                store = LibraryStore(core, self.recall_every_s)
                 store.run(1, 0.3, True, self.texts)
                 yield store
             finally:
@@ -298,7 +307,7 @@ def measure_path(bench: Bench, name: str, writer_counts: list[int], seconds: flo
     with stage(f"{name}: idle recall and a lone writer, {blocks} alternating blocks on two stores"), \
             bench.opened(name, "on") as on, bench.opened(name, "off") as off:
         stores = {"on": on, "off": off}
-        queries = max(5, int(block_s * 10))
+        queries = max(5, int(block_s / bench.recall_every_s))
         got: dict[str, dict[str, list[float]]] = {f: {m: [] for m in MODES} for f in ("idle_recall", "lone_add")}
         for b in range(blocks):
             for mode in (list(MODES) if b % 2 == 0 else list(reversed(MODES))):
@@ -325,6 +334,54 @@ def measure_path(bench: Bench, name: str, writer_counts: list[int], seconds: flo
             row["raw_rows_per_s"] = round((row.pop("raw_before") + out["raw_rounds"][-1]) / 2, 1)
             row["vs_raw"] = round(row["rows_per_s"] / row["raw_rows_per_s"], 3)
     return out
+
+
+def lone_overhead(root: Path, blocks: int = 10, adds: int = 200) -> dict[str, Any]:
+    """What group commit itself adds to a lone add: two stores with in-memory vectors and the hash
+    embedder (so neither the model nor Chroma hides a few microseconds), one add at a time, alternating
+    blocks; p50 of each block's mean add time."""
+    cores = {}
+    for mode in MODES:
+        settings = load_settings(environ={}, overrides={"write": dict(MODES[mode]), "embedding": {"provider": "hash"}})
+        cores[mode] = MemoryCore.open(root / f"lone-{mode}", settings=settings, embedder=HashEmbedder(),
+                                      in_memory_vectors=True)
+    per_add: dict[str, list[float]] = {m: [] for m in MODES}
+    try:
+        n = 0
+        for b in range(blocks):
+            for mode in (list(MODES) if b % 2 == 0 else list(reversed(MODES))):
+                start = time.perf_counter()
+                for _ in range(adds):
+                    cores[mode].add_memory(TENANT, "lone", "agent", sentence(n))
+                    n += 1
+                per_add[mode].append((time.perf_counter() - start) / adds * 1e6)
+    finally:
+        for core in cores.values():
+            core.close()
+    us = {m: round(statistics.median(v), 1) for m, v in per_add.items()}
+    return {"us_per_add": us, "ratio_on_vs_off": round(us["on"] / us["off"], 3), "machinery_us": machinery_us()}
+
+
+def machinery_us(calls: int = 20_000) -> float:
+    """The queue, lead and hand-over of :class:`GroupCommit` around a write that does nothing, per lone add
+    (minus the same write called directly): what group commit costs a lone caller, without the store."""
+    item: Any = object()
+
+    def write(items: list[Any]) -> list[Any]:
+        return items  # each caller's "result"
+
+    group = GroupCommit(write, batch_max=32, window_s=0.002)
+    timings = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            group.add(lambda: item)
+        grouped = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(calls):
+            write([item])
+        timings.append((grouped - (time.perf_counter() - start)) / calls * 1e6)
+    return round(statistics.median(timings), 2)
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -358,16 +415,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--blocks", type=int, default=6, help="alternating blocks for the idle/lone figures")
     parser.add_argument("--block-seconds", type=float, default=2.0, help="length of each such block")
     parser.add_argument("--raw-rows", type=int, default=256, help="rows of each raw Chroma round")
+    parser.add_argument("--recall-every-ms", type=float, default=100.0,
+                        help="the recaller starts a recall this often (or as soon as the last one returned)")
+    parser.add_argument("--coalesce-ms", type=float, help="write.coalesce_ms of the stores with group commit on")
     parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     writer_counts = [int(n) for n in args.writers.split(",")]
+    if args.coalesce_ms is not None:
+        MODES["on"] = {"coalesce_ms": args.coalesce_ms}
     embedder = embedder_of(args.embedder)
     embedder.embed(["warm up the model"])
     texts = Texts(10_000_000)
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "loadavg_1m_start": round(os.getloadavg()[0], 2)},
-        "embedder": embedder.name, "seconds": args.seconds, "preload": args.preload, "paths": {},
+        "embedder": embedder.name, "seconds": args.seconds, "preload": args.preload,
+        "recall_every_ms": args.recall_every_ms, "write_on": MODES["on"], "paths": {},
     }
     with tempfile.TemporaryDirectory(prefix="mc-fleet-") as tmp:
         root = Path(tmp)
@@ -385,7 +448,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             shutil.rmtree(where, ignore_errors=True)
             return round(rate, 1)
 
-        bench = Bench(root, root / "seed", embedder, args.embedder, texts)
+        with stage("group commit's own cost on a lone add (in-memory vectors, hash embedder)"):
+            results["lone_overhead"] = lone_overhead(root)
+        bench = Bench(root, root / "seed", embedder, args.embedder, texts, args.recall_every_ms / 1000)
         for name in args.paths.split(","):
             results["paths"][name] = measure_path(bench, name, writer_counts, args.seconds, args.blocks,
                                                   args.block_seconds, raw)
@@ -416,6 +481,10 @@ def report(results: dict[str, Any]) -> None:
     if results["goals"]:
         print_table("Goals (ratios from this run)", ["path", "goal", "ratio", "target", "met"],
                     [[g["path"], g["goal"], g["ratio"], g["target"], g["met"]] for g in results["goals"]])
+    lo = results["lone_overhead"]
+    print(f"\nGroup commit's own cost on a lone add (in-memory vectors, hash embedder): {lo['us_per_add']['on']} us "
+          f"on vs {lo['us_per_add']['off']} us off per add ({lo['ratio_on_vs_off']}x); the batching machinery "
+          f"alone: {lo['machinery_us']} us a lone add")
     m = results["machine"]
     print(f"\n{m['cpus']} cores; load {m['loadavg_1m_start']} at start, {m['loadavg_1m_end']} at the end")
 

@@ -17,6 +17,7 @@ def test_a_reduced_fleet_run_reports_every_figure_for_both_paths_and_modes(tmp_p
           "--block-seconds", "0.3", "--raw-rows", "32", "--json", str(out)])
     results = json.loads(out.read_text())
     assert set(results["paths"]) == {"mcp", "library"}
+    assert set(results["lone_overhead"]["us_per_add"]) == {"on", "off"}
     for name, path in results["paths"].items():
         assert len(path["raw_rounds"]) == 3 and all(r > 0 for r in path["raw_rounds"])  # first, then one a count
         for figure in ("idle_recall", "lone_add"):
