@@ -78,7 +78,7 @@ class WriteSettings(_Section):
     batch_max: int = Field(32, ge=1, le=1000)
     # how long a batch's leader waits, at most, for the adds it expects (ones being validated, and right after a
     # batch, that batch's other callers coming back); a lone caller never waits
-    coalesce_ms: float = Field(2.0, ge=0, le=1000)
+    coalesce_ms: float = Field(10.0, ge=0, le=1000)
 
 
 class RecallSettings(_Section):
