@@ -141,6 +141,8 @@ def open_library_core(path: Path, embedder: Embedder, mode: str) -> MemoryCore:
 class LibraryStore:
     """The library: writers and the recaller are threads of this process calling one MemoryCore."""
 
+    warm_adds = 0  # adds of the warm-up, one at a time: as many batches of one
+
     def __init__(self, core: MemoryCore, recall_every_s: float) -> None:
         self.core = core
         self.recall_every_s = recall_every_s
@@ -188,13 +190,16 @@ class LibraryStore:
 class McpStore:
     """The real MCP server over streamable HTTP (a subprocess); the clients run in this process."""
 
+    warm_adds = 0  # adds of the warm-up, one at a time: as many batches of one
+
     def __init__(self, url: str, operator_token: str, recall_every_s: float) -> None:
         self.url = url
         self.operator_token = operator_token
         self.recall_every_s = recall_every_s
 
     def batches(self) -> dict[str, float] | None:
-        """The store's batch counts, as its inspector's Health page shows them to an operator."""
+        """The store's batch counts, as its inspector's Health page shows them to an operator. Read once a
+        phase is over: the page starts a doctor check (seconds under the writer lock) on a fresh store."""
         base = self.url.rsplit("/mcp", 1)[0]
         page = httpx.get(f"{base}/ui/health", headers={"Authorization": f"Bearer {self.operator_token}"}, timeout=60)
         found = re.search(r"([\d,]+) written in ([\d,]+) batches since start", page.text)
@@ -279,13 +284,13 @@ class Bench:
             env = settings_env(self.embedder_name, mode)
             with running_http_server(where, config=self.config, env=env) as url:
                 store: Store = McpStore(url, self.token, self.recall_every_s)
-                store.run(1, 0.3, True, self.texts)
+                store.warm_adds = len(store.run(1, 0.3, True, self.texts)["adds"])
                 yield store
         else:
             core = open_library_core(where, self.embedder, mode)
             try:
                 store = LibraryStore(core, self.recall_every_s)
-                store.run(1, 0.3, True, self.texts)
+                store.warm_adds = len(store.run(1, 0.3, True, self.texts)["adds"])
                 yield store
             finally:
                 core.close()
@@ -293,11 +298,11 @@ class Bench:
 
 
 # ---- the measurements of one path -----------------------------------------------------------------
-def fleet_row(run: dict[str, Any], before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any]:
+def fleet_row(run: dict[str, Any], warm_adds: int, after: dict[str, float] | None) -> dict[str, Any]:
     row: dict[str, Any] = {"rows_per_s": round(len(run["adds"]) / run["elapsed_s"], 1),
                            "add": percentiles(run["adds"]), "recall": percentiles(run["recalls"])}
-    if before is not None and after is not None and after["batches"] > before["batches"]:
-        row["mean_batch"] = round((after["rows"] - before["rows"]) / (after["batches"] - before["batches"]), 2)
+    if after is not None and after["batches"] > warm_adds:
+        row["mean_batch"] = round((after["rows"] - warm_adds) / (after["batches"] - warm_adds), 2)
     return row
 
 
@@ -320,9 +325,8 @@ def measure_path(bench: Bench, name: str, writer_counts: list[int], seconds: flo
         for mode in (list(MODES) if i % 2 == 0 else list(reversed(MODES))):
             with bench.opened(name, mode) as store, \
                     stage(f"{name}: {n} writers + 1 recaller, group commit {mode}, {seconds:g} s"):
-                before = store.batches()
                 run = store.run(n, seconds, True, bench.texts)
-                row = fleet_row(run, before, store.batches())
+                row = fleet_row(run, store.warm_adds, store.batches())
             row["raw_before"] = out["raw_rounds"][-1]
             out["fleet"][mode][n] = row
             print(f"  {row['rows_per_s']} rows/s, add p50/p95 {row['add']['p50_ms']}/{row['add']['p95_ms']} ms, "
