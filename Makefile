@@ -1,26 +1,43 @@
 # The two commands: `make serve` and `make test`. Both create the venv on first use.
+# `make serve` installs the package and only the extras its configuration uses (CONFIG=path/to/config.toml,
+# else $MEMORY_CORE_CONFIG, then MEMORY_CORE_* variables; see memory_core/extras.py); `make test` adds the
+# development tools and every extra the suite exercises.
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8765
+CONFIG ?= $(MEMORY_CORE_CONFIG)
+comma := ,
+# evaluated once, on first use (stdlib only: runs before the venv exists)
+SERVE_EXTRAS = $(eval SERVE_EXTRAS := $(shell $(or $(shell command -v $(PY)),python3) -m memory_core.extras $(CONFIG) \
+	|| echo FAILED))$(SERVE_EXTRAS)
+SERVE_STAMP = $(VENV)/.installed-serve$(if $(SERVE_EXTRAS),-$(subst $(comma),-,$(SERVE_EXTRAS)))
 
 PG_BINDIR := $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
-.PHONY: install chromium postgres serve test lint bench bench-locomo reliability clean
+.PHONY: install install-serve chromium postgres serve test check lint bench bench-locomo reliability clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres,mpnet,rerank]'
+	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres,rerank]'
 	touch $(STAMP)
+
+# one stamp per set of extras: a configuration that needs another extra installs it on the next `make serve`
+install-serve: $(BIN)/python
+	@test "$(SERVE_EXTRAS)" != FAILED || { echo "make serve: cannot read CONFIG=$(CONFIG)"; exit 2; }
+	@test -f $(SERVE_STAMP) -a $(SERVE_STAMP) -nt pyproject.toml || { \
+		echo "installing memory-core$(if $(SERVE_EXTRAS), with [$(SERVE_EXTRAS)])"; \
+		$(BIN)/uv pip install --python $(BIN)/python -q -e '.$(if $(SERVE_EXTRAS),[$(SERVE_EXTRAS)])' && \
+		touch $(SERVE_STAMP); }
 
 install: $(STAMP) chromium postgres
 
-# Debian's headless Chromium for the inspector's browser test (tests/test_ui_browser.py skips without it)
+# Debian's headless Chromium for the inspector's browser test (tests/tools/ui/test_ui_browser.py skips without it)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
@@ -32,30 +49,34 @@ postgres:
 	@command -v initdb >/dev/null 2>&1 || test -x "$(PG_BINDIR)/initdb" || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
-serve: $(STAMP)
-	$(BIN)/memory-core serve --http --host $(HOST) --port $(PORT) --announce
+serve: install-serve
+	$(BIN)/memory-core serve --http --host $(HOST) --port $(PORT) --announce$(if $(CONFIG), --config $(CONFIG))
 
 test: $(STAMP) chromium postgres
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
+# the fast inner loop: lint, types and every test not marked slow (see docs/architecture.md)
+check: $(STAMP) postgres
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.core
-	$(BIN)/python -m bench.recall_latency
-	$(BIN)/python -m bench.token_economy
+	$(BIN)/python -m bench.latency.core
+	$(BIN)/python -m bench.latency.recall
+	$(BIN)/python -m bench.quality.token_economy
 
 bench-locomo: $(STAMP)
-	$(BIN)/python -m bench.locomo --data ../shared/data/locomo_dev.json
+	$(BIN)/python -m bench.quality.locomo --data ../shared/data/locomo_dev.json
 
 reliability: $(STAMP)
-	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider \
-		tests/test_crash.py tests/test_doctor_crash.py tests/test_store_stateful.py tests/test_disk_faults.py \
-		tests/test_multiprocess.py tests/reliability
+	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 
 clean:
 	rm -rf $(VENV) .memory-core

@@ -20,18 +20,22 @@ another, declared by a memory.
 
 Entities live in their own tables (not the generic node/edge rows): their names and aliases
 resolve by :func:`entity_norm` (NFC, case-folded, whitespace collapsed), one entity per
-normalised alias per tenant. Each MENTIONS and RELATED row carries the visibility of the
-memory that wrote it, so an entity (or relation) seen only in an agent's private memories is
-visible only to that agent: entity reads take the ``viewer``.
+normalised alias and reader: a name only an agent's private memories declared is that agent's
+alone, and another agent declaring it gets an entity of its own (:mod:`graph.entity_link`).
+Each MENTIONS and RELATED row carries the visibility of the memory that wrote it, so an entity
+(or relation) seen only in an agent's private memories is visible only to that agent: entity
+reads take the ``viewer``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from graph.agent_names import AgentNameIndex as AgentNameIndex
+from graph.entity_values import SHARED_VIEW as SHARED_VIEW
 from graph.entity_values import EntityNode as EntityNode
 from graph.entity_values import EntityRecord as EntityRecord
 from graph.entity_values import EntityRelation as EntityRelation
@@ -40,13 +44,13 @@ from graph.entity_values import RelationSpec as RelationSpec
 from graph.entity_values import ent_node as ent_node
 from graph.entity_values import entity_node as entity_node
 from graph.entity_values import entity_norm as entity_norm
+from graph.entity_values import name_keys as name_keys
+from graph.entity_values import resolve_key as resolve_key
 from graph.errors import ErrorKind as ErrorKind
 from graph.errors import GraphStoreError as GraphStoreError
 
 if TYPE_CHECKING:  # networkx is imported only by what traverses
     import networkx as nx
-
-    from graph.agent_names import AgentNameIndex
 
 AGENT_MEMORY = "AGENT_MEMORY"
 AGENT = "AGENT"
@@ -64,6 +68,8 @@ Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenan
 
 INDEXED_FIELDS = ("type", "agent", "channel")
 MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked")  # what GraphTxn.set_memory_state sets
+# what GraphTxn.rewrite_memory may replace (doctor: secrets stored before the guard, redacted in place)
+REWRITE_FIELDS = ("content", "content_len", "content_hash", "metadata", "source", "source_id")
 
 
 def agent_node(tenant: str, agent: str) -> str:
@@ -212,8 +218,10 @@ class GraphTxn(Protocol):
     def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Before writing several memories in one transaction: take the locks their writes need in one
         global order (a backend shared by replicas), so two such transactions never deadlock."""
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
-        """The newest same-content memory of the session within the window that the writer can read."""
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
+        """The newest same-content memory of the session within the window that the writer can read.
+        Only current versions count, and never ``corrects``, the version ``row`` supersedes: a new
+        version of a row (or a return to an older text of its chain) is not a repeat of it."""
     def write_memory(self, row: Mapping[str, Any]) -> None: ...
     def erase_memory(self, tenant: str, mem_id: int) -> bool: ...
     def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
@@ -222,6 +230,11 @@ class GraphTxn(Protocol):
     def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
         """Set any of ``locked``, ``valid_to_us``, ``supersedes_id`` (locks, imports, repairs);
         False when the tenant has no such memory."""
+    def rewrite_memory(self, tenant: str, mem_id: int, changes: Mapping[str, Any]) -> bool:
+        """Replace any of REWRITE_FIELDS of a stored memory in place (doctor's redaction of secrets
+        stored before the guard); its lexical index and window rows follow, and so does the window of
+        the next row of its session when this one lends it its words. False when the tenant has no
+        such memory."""
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None: ...
     def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None: ...
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None: ...
@@ -234,9 +247,16 @@ class GraphTxn(Protocol):
     def link_entities(self, tenant: str, mem_id: int, entities: Sequence[EntitySpec],
                       relations: Sequence[RelationSpec], now_us: int) -> list[int]:
         """Resolve each declared entity (and each relation end) by its normalised name or an
-        alias, creating the ones not known yet; add new aliases (an alias another entity holds
-        is left to it); write MENTIONS from the memory to each and its RELATED edges. Returns
-        the entity ids the memory mentions, in declaration order, without repeats."""
+        alias as the memory's author may read it (:mod:`graph.entity_link`), creating the ones not
+        known yet; add new aliases (an alias another entity holds is left to it); write MENTIONS
+        from the memory to each and its RELATED edges. Returns the entity ids the memory mentions,
+        in declaration order, without repeats."""
+    def lookup_keys(self, tenant: str, keys: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        """For each alias key found: the entity holding it and who may read it (see
+        :mod:`graph.entity_link`; import resolves names as a line's author would)."""
+    def rekey_private(self, tenant: str, norm: str) -> None:
+        """Move a plain alias key no shared memory declared to its readers' private keys (see
+        :meth:`graph.entity_link.EntityRows.rekey_private`)."""
     def merge_entities(self, tenant: str, keep: int, merge: int) -> bool:
         """Move ``merge``'s aliases, mentions and relations onto ``keep`` and remove ``merge``
         (False when either is not the tenant's, or they are the same entity)."""
@@ -254,24 +274,35 @@ class GraphTxn(Protocol):
     def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
                            relations: Sequence[EntityRelation]) -> int:
         """Doctor: delete these (memory id, entity id) MENTIONS and these RELATED rows; how many existed."""
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        """Doctor: remove the entity whole (its name, aliases and who saw them, its MENTIONS and its
+        RELATED edges either way): an entity named by a secret stored before the guard. False when
+        the tenant has no such entity."""
 
 
-class GraphStore(Protocol):
-    """The durable graph, read by tenant and written in transactions."""
+class MemoryRows(Protocol):
+    """A tenant's memories by id or idempotency key."""
 
-    # ---- nodes ------------------------------------------------------------------------------
     def memory(self, tenant: str, mem_id: int) -> MemoryNode | None: ...
     def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]:
         """The tenant's memories among ``ids`` (absent and foreign ids are left out)."""
     def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]: ...
-    def episode(self, tenant: str, ep_id: int) -> EpisodeNode | None: ...
-    def session_episode(self, tenant: str, session: str) -> EpisodeNode | None: ...
-    def episodes(self, tenant: str) -> list[EpisodeNode]: ...
     def by_idempotency_key(self, tenant: str, key: str) -> MemoryNode | None: ...
     def memory_ids(self, tenant: str) -> list[int]:
         """Every memory id of the tenant, newest first (scans: doctor, exports, tests)."""
 
-    # ---- order --------------------------------------------------------------------------------
+
+class EpisodeRows(Protocol):
+    """A tenant's episodes (session summaries)."""
+
+    def episode(self, tenant: str, ep_id: int) -> EpisodeNode | None: ...
+    def session_episode(self, tenant: str, session: str) -> EpisodeNode | None: ...
+    def episodes(self, tenant: str) -> list[EpisodeNode]: ...
+
+
+class Timeline(Protocol):
+    """Memories in (timestamp, id) order: pages, neighbours in a session, bounds."""
+
     def page(self, tenant: str, session: str | None, before: Key | None, limit: int, *,
              turns_only: bool = False) -> list[Key]:
         """Keys strictly older than ``before`` (or the newest), newest first; ``session`` None
@@ -284,6 +315,11 @@ class GraphStore(Protocol):
     def adjacent_many(self, tenant: str, nodes: Iterable[MemoryNode]) -> dict[int, tuple[Key | None, Key | None]]:
         """(previous, next) in its session for each of the tenant's memories."""
     def bounds(self, tenant: str, session: str | None) -> tuple[Key, Key] | None: ...
+
+
+class Counts(Protocol):
+    """Counts the store keeps as it writes: never a scan of the rows."""
+
     def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int: ...
     def counts_by_day(self, tenant: str, first_day: int, days: int) -> list[int]:
         """Memories per UTC day (day number = ts_us // 86_400_000_000), ``days`` days from ``first_day``."""
@@ -291,22 +327,28 @@ class GraphStore(Protocol):
     def hidden_count(self, tenant: str, session: str, viewer: str | None) -> int:
         """How many of the session's memories are private to an agent other than ``viewer``."""
     def non_turn_count(self, tenant: str) -> int: ...
+    def private_count(self, tenant: str) -> int:
+        """How many of the tenant's memories are private to their author."""
 
-    # ---- fields -------------------------------------------------------------------------------
+
+class FieldIndex(Protocol):
+    """Memories by an indexed field (type, agent, channel) or a source-id prefix."""
+
     def field_ids(self, tenant: str, field: str, value: str, limit: int | None) -> list[int]:
         """Memory ids whose ``field`` (one of INDEXED_FIELDS) equals ``value``, newest first."""
     def field_count(self, tenant: str, field: str, value: str) -> int: ...
     def field_counts(self, tenant: str, field: str) -> dict[str, int]:
         """Memories per value of ``field`` (one of INDEXED_FIELDS)."""
-    def private_count(self, tenant: str) -> int:
-        """How many of the tenant's memories are private to their author."""
     def source_prefix_ids(self, tenant: str, prefix: str, limit: int | None) -> list[int]: ...
     def source_prefix_count(self, tenant: str, prefix: str) -> int: ...
     def sessions_in_channel(self, tenant: str, channel: str) -> set[str]:
         """Sessions holding a *shared* memory written in ``channel``."""
     def session_has_channel(self, tenant: str, session: str, channel: str) -> bool: ...
 
-    # ---- edges --------------------------------------------------------------------------------
+
+class EdgeIndex(Protocol):
+    """Edges of a node, supersession, and k-hop neighbourhoods."""
+
     def edges_of(self, tenant: str, node: str) -> list[EdgeRef]: ...
     def superseders(self, tenant: str, ids: Iterable[int]) -> dict[int, list[int]]:
         """For each memory id, the memories that SUPERSEDE it."""
@@ -315,17 +357,21 @@ class GraphStore(Protocol):
         """The k-hop subgraph around ``node`` (see :mod:`graph.traversal`), with node
         attributes; cached and evicted by the store (read it, never change it)."""
 
-    # ---- entities (viewer: an agent sees shared mentions and its own private ones) ----------
+
+class EntityIndex(Protocol):
+    """Entities and their mentions and relations (viewer: an agent sees shared mentions and its own private ones)."""
+
     def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None:
         """The entity when the viewer can see a memory that mentions it."""
     def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]:
         """The name :meth:`entity` gives each entity the viewer sees (absent: the others), in one read."""
     def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None:
-        """The entity a name or alias resolves to (see :func:`entity_norm`), if the viewer sees it."""
-    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]:
-        """The entity each name or alias resolves to, keyed by the name as given (names that resolve
-        to none are absent). Ids only, no viewer and no mention count (one indexed read for all the
-        names; recall's entity branch): whatever is read about an entity next takes the viewer."""
+        """The entity a name or alias resolves to for the viewer (see :func:`entity_norm`; a name
+        the viewer may not read resolves to nothing), if the viewer sees it."""
+    def entity_ids(self, tenant: str, names: Sequence[str], viewer: str | None = None) -> dict[str, int]:
+        """The entity each name or alias resolves to for the viewer (None: shared names only), keyed
+        by the name as given (names that resolve to none are absent). Ids only, no mention count
+        (one indexed read for all the names; recall's entity branch): what is read next takes the viewer."""
     def entities(self, tenant: str, viewer: str | None, *, limit: int | None = None,
                  kind: str | None = None) -> list[EntityNode]:
         """The entities the viewer sees, most mentioned first (then by name)."""
@@ -345,20 +391,26 @@ class GraphStore(Protocol):
     def entity_records(self, tenant: str, ids: Iterable[int] | None = None) -> list[EntityRecord]:
         """Every entity of the tenant (or those among ``ids``), by id (export, the operator's
         inspector; not viewer-filtered)."""
-    def alias_views(self, tenant: str) -> dict[str, frozenset[str]]:
-        """Export: for each normalised alias, who may read it: ``''`` (a shared memory declared it)
-        and/or the agents whose private memories did."""
+    def alias_views(self, tenant: str) -> dict[tuple[int, str], frozenset[str]]:
+        """Export: for each (entity id, normalised alias), who may read it: ``''`` (a shared memory
+        declared it) and/or the agents whose private memories did."""
     def all_mentions(self, tenant: str) -> list[tuple[int, int]]:
         """Every (memory id, entity id) MENTIONS row of the tenant (export, doctor)."""
     def all_relations(self, tenant: str) -> list[EntityRelation]:
         """Every RELATED row of the tenant (export, doctor)."""
 
-    # ---- tenants and agents -------------------------------------------------------------------
+
+class TenantIndex(Protocol):
+    """The tenants, and each tenant's agents."""
+
     def tenants(self) -> list[str]: ...
     def agents(self, tenant: str) -> frozenset[str]: ...
     def agent_names(self, tenant: str) -> AgentNameIndex: ...
 
-    # ---- lexical ------------------------------------------------------------------------------
+
+class LexicalSearch(Protocol):
+    """BM25 and phrase search in one tenant, filters pushed down."""
+
     def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *, own: bool = False) -> list[LexicalHit]:
         """BM25 over each memory's window (its text + the previous shared memory of its session)."""
     def lexical_windows(self, f: RowFilter, terms: Sequence[str], limit: int) -> tuple[list[LexicalHit],
@@ -367,7 +419,10 @@ class GraphStore(Protocol):
     def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
         """Exact phrases in each memory's own text."""
 
-    # ---- journal, meta, lifecycle -------------------------------------------------------------
+
+class Journal(Protocol):
+    """The write-ahead intents that crash recovery replays (shared between replicas on PostgreSQL)."""
+
     def journal(self, limit: int | None = None) -> list[JournalEntry]:
         """Entries this process may act on (on a shared store: its own and those of dead replicas)."""
     def claim_journal(self, seqs: Iterable[int]) -> list[int]:
@@ -375,6 +430,11 @@ class GraphStore(Protocol):
         shared store, two recovering replicas never both get one)."""
     def journal_size(self) -> int:
         """Every pending entry, whoever owns it."""
+
+
+class StoreLifecycle(Protocol):
+    """Meta values, transactions, versions for caches, and closing."""
+
     def meta(self, key: str) -> str | None: ...
     def transaction(self) -> AbstractContextManager[GraphTxn]: ...
     def version(self, tenant: str) -> int:
@@ -386,3 +446,33 @@ class GraphStore(Protocol):
     def invalidate(self) -> None:
         """Drop every cache (after a repair rewrote rows underneath)."""
     def close(self) -> None: ...
+
+
+class GraphStore(MemoryRows, EpisodeRows, Timeline, Counts, FieldIndex, EdgeIndex, EntityIndex, TenantIndex,
+                 LexicalSearch, Journal, StoreLifecycle, Protocol):
+    """The durable graph, read by tenant and written in transactions: every concern above, in one store.
+
+    Code that needs one concern takes its narrow Protocol (recall's lexical branch a
+    :class:`LexicalSearch`, the entity walk an :class:`EntityIndex`); the service holds the whole store.
+    """
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    return {f.name: getattr(value, f.name) for f in fields(value)}
+
+
+def node_attrs(store: GraphStore, tenant: str, node: str) -> dict[str, Any] | None:
+    """A node's attributes (with ``kind``), or None when it is absent or another tenant's."""
+    kind, _, rest = node.partition(":")
+    if kind == "mem" and rest.isdigit():
+        mem = store.memory(tenant, int(rest))
+        return None if mem is None else {**_plain(mem), "source": dict(mem.source), "metadata": dict(mem.metadata)}
+    if kind == "ep" and rest.isdigit():
+        ep = store.episode(tenant, int(rest))
+        return None if ep is None else _plain(ep)
+    prefix = f"{kind}:{tenant}/"
+    if kind == "agent" and node.startswith(prefix) and (name := node[len(prefix):]) in store.agents(tenant):
+        return {"kind": AGENT, "tenant": tenant, "agent": name}
+    if kind == "session" and node.startswith(prefix) and store.count(tenant, node[len(prefix):]) > 0:
+        return {"kind": SESSION, "tenant": tenant, "session": node[len(prefix):]}
+    return None

@@ -7,6 +7,9 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+SHARED_VIEW = ""  # an alias_seen row for '' : a shared memory declared the name, every agent may see it
+PRIVATE_KEY_SEP = "\x1f"  # never in a normalised name (whitespace to str.split) nor in an agent id
+
 
 def ent_node(entity_id: int) -> str:
     return f"ent:{entity_id}"
@@ -15,6 +18,29 @@ def ent_node(entity_id: int) -> str:
 def entity_norm(name: str) -> str:
     """The key an entity name or alias resolves by: NFC, case-folded, inner whitespace collapsed."""
     return " ".join(unicodedata.normalize("NFC", name).casefold().split())
+
+
+def private_key(agent: str, norm: str) -> str:
+    """The alias key of a name only ``agent`` may read, once a plain key had to make way."""
+    return f"{agent}{PRIVATE_KEY_SEP}{norm}"
+
+
+def name_keys(norm: str, viewer: str | None, *, shared_first: bool = False) -> list[str]:
+    """The alias keys a viewer resolves ``norm`` through, in order of preference."""
+    if not viewer:
+        return [norm]
+    return [norm, private_key(viewer, norm)] if shared_first else [private_key(viewer, norm), norm]
+
+
+def resolve_key(found: Mapping[str, tuple[int, frozenset[str]]], norm: str, viewer: str | None, *,
+                shared_first: bool = False) -> int | None:
+    """The entity ``norm`` names for ``viewer`` (None: shared names only), through a key it may
+    read: its own private key, then the plain key (``shared_first``: the other way round)."""
+    for key in name_keys(norm, viewer, shared_first=shared_first):
+        held = found.get(key)
+        if held is not None and (key != norm or SHARED_VIEW in held[1] or (viewer is not None and viewer in held[1])):
+            return held[0]
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +78,19 @@ class EntityNode:
     @property
     def ref(self) -> str:
         return ent_node(self.id)
+
+
+def unique_aliases(aliases: Iterable[str]) -> tuple[str, ...]:
+    """Aliases in order, one per normal form: a name its author's private key and a shared memory
+    both hold (graph.entity_link) is listed once, at its first place."""
+    seen: set[str] = set()
+    out = []
+    for alias in aliases:
+        norm = entity_norm(alias)
+        if norm not in seen:
+            seen.add(norm)
+            out.append(alias)
+    return tuple(out)
 
 
 def display_name(entity_id: int, visible_aliases: Sequence[str]) -> str:

@@ -106,6 +106,20 @@ class WindowState:
 
 
 @dataclass(frozen=True, slots=True)
+class IdSpace:
+    """The shared id sequence (memories, episodes and entities draw from it) against a limit.
+
+    ``next_id``: the id the sequence hands out next. ``largest``: the largest id at or below the
+    limit that a memory, an episode, an entity or a pending journal entry holds (None: none).
+    ``beyond``: (kind, tenant, id) of the rows whose id is past the limit (kind: memory, episode,
+    entity), at most a few hundred."""
+
+    next_id: int
+    largest: int | None
+    beyond: tuple[tuple[str, str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TenantTotals:
     """One tenant's memories by type and visibility, its sessions, agents and episodes."""
 
@@ -143,7 +157,12 @@ class GraphMaintenance(Protocol):
     def idempotency_keys(self, tenant: str, ids: Iterable[int]) -> dict[int, str | None]:
         """Stored (scoped) idempotency keys of the tenant's memories among ``ids``."""
     def id_in_use(self, item_id: int) -> bool:
-        """True when a memory, an episode or a pending journal entry holds this id."""
+        """True when a memory, an episode, an entity or a pending journal entry holds this id."""
+    def id_space(self, limit: int) -> IdSpace:
+        """Where the shared id sequence stands against ``limit`` (the largest id a ref can name)."""
+    def reset_id_sequence(self, next_id: int) -> None:
+        """Doctor: make ``next_id`` the next id the sequence hands out (only ever to bring back a
+        sequence moved past the nameable range; the caller checked no id at or above it is held)."""
 
     # ---- episodes, journal --------------------------------------------------------------------
     def episode_ids(self, tenant: str) -> list[int]: ...
@@ -158,6 +177,10 @@ class GraphMaintenance(Protocol):
     def window_state(self, tenant: str) -> WindowState: ...
     def rebuild_lexical(self, tenant: str) -> None:
         """Re-index the tenant's own rows in its lexical index and window (all or nothing)."""
+    def purge_rewritten(self, tenants: Iterable[str]) -> bool:
+        """After rows were rewritten to remove secrets: drop the old text the files may still hold
+        (index segments, freed pages, the write-ahead log). True when the backend did; False when it
+        cannot from here (the operator's step is in docs/secrets.md)."""
 
     # ---- nodes and edges ----------------------------------------------------------------------
     def nodes(self) -> list[NodeRow]: ...
@@ -182,6 +205,6 @@ class GraphMaintenance(Protocol):
 
 
 __all__ = [
-    "DanglingEdge", "DiskUse", "EdgeRow", "GraphMaintenance", "LexicalState", "MissingStructure", "NodeRow",
+    "DanglingEdge", "DiskUse", "EdgeRow", "GraphMaintenance", "IdSpace", "LexicalState", "MissingStructure", "NodeRow",
     "StoredMemory", "TenantTotals", "WindowState",
 ]

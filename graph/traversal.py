@@ -9,7 +9,6 @@ shows, not its degree. Node attributes: ``kind``, ``depth`` and the node's own f
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from graph.api import (
@@ -23,6 +22,7 @@ from graph.api import (
     GraphStore,
     ep_node,
     mem_node,
+    node_attrs,
 )
 
 if TYPE_CHECKING:
@@ -30,27 +30,6 @@ if TYPE_CHECKING:
 
 NEXT = "NEXT"
 Edge = tuple[str, str, str]  # (source, target, kind)
-
-
-def _plain(value: Any) -> dict[str, Any]:
-    return {f.name: getattr(value, f.name) for f in fields(value)}
-
-
-def node_attrs(store: GraphStore, tenant: str, node: str) -> dict[str, Any] | None:
-    """A node's attributes (with ``kind``), or None when it is absent or another tenant's."""
-    kind, _, rest = node.partition(":")
-    if kind == "mem" and rest.isdigit():
-        mem = store.memory(tenant, int(rest))
-        return None if mem is None else {**_plain(mem), "source": dict(mem.source), "metadata": dict(mem.metadata)}
-    if kind == "ep" and rest.isdigit():
-        ep = store.episode(tenant, int(rest))
-        return None if ep is None else _plain(ep)
-    prefix = f"{kind}:{tenant}/"
-    if kind == "agent" and node.startswith(prefix) and (name := node[len(prefix):]) in store.agents(tenant):
-        return {"kind": AGENT, "tenant": tenant, "agent": name}
-    if kind == "session" and node.startswith(prefix) and store.count(tenant, node[len(prefix):]) > 0:
-        return {"kind": SESSION, "tenant": tenant, "session": node[len(prefix):]}
-    return None
 
 
 def _hub_edges(store: GraphStore, tenant: str, node: str, attrs: dict[str, Any], children: int) -> list[Edge]:

@@ -10,13 +10,16 @@ Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
     │   ├── ContentTooLargeError     CONTENT_TOO_LARGE
     │   ├── EmptyContentError        EMPTY_CONTENT
     │   ├── InvalidRefError          INVALID_REF
-    │   └── InvalidCursorError       INVALID_CURSOR
+    │   ├── InvalidCursorError       INVALID_CURSOR
+    │   └── SecretRejectedError      SECRET_REJECTED
     ├── TenantMismatchError          TENANT_MISMATCH
     ├── AgentMismatchError           AGENT_MISMATCH
+    ├── ScopeDeniedError             SCOPE_DENIED
     ├── NotFoundError                NOT_FOUND
     ├── LockedError                  LOCKED
     ├── SupersededError              SUPERSEDED
     ├── ConfigError                  CONFIG_INVALID
+    │   └── EmbedderMismatchError    EMBEDDER_MISMATCH
     ├── StoreError                   STORE_ERROR
     │   ├── StoreUnavailableError    STORE_UNAVAILABLE
     │   ├── StoreLockedError         STORE_LOCKED
@@ -73,6 +76,16 @@ class InvalidCursorError(InvalidInputError):
     code = "INVALID_CURSOR"
 
 
+class SecretRejectedError(InvalidInputError):
+    """The write holds secrets and ``security.secrets`` is ``reject``: nothing was written.
+
+    ``fields``: ``kinds`` (kind -> count) and ``secrets`` (``{field, kind, start, end}`` each) —
+    where the secrets are, never what they are.
+    """
+
+    code = "SECRET_REJECTED"
+
+
 class TenantMismatchError(MemoryCoreError):
     code = "TENANT_MISMATCH"
 
@@ -81,6 +94,13 @@ class AgentMismatchError(MemoryCoreError):
     """A connection bound to an agent named another one as author or viewer."""
 
     code = "AGENT_MISMATCH"
+
+
+class ScopeDeniedError(MemoryCoreError):
+    """The call is outside what the connection's scope allows (a read scope writing, a write scope
+    changing another agent's row); nothing was changed."""
+
+    code = "SCOPE_DENIED"
 
 
 class NotFoundError(MemoryCoreError):
@@ -101,6 +121,12 @@ class SupersededError(MemoryCoreError):
 
 class ConfigError(MemoryCoreError):
     code = "CONFIG_INVALID"
+
+
+class EmbedderMismatchError(ConfigError):
+    """The data directory's vectors come from another embedding model than the configured one."""
+
+    code = "EMBEDDER_MISMATCH"
 
 
 class StoreError(MemoryCoreError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,9 +54,17 @@ class MemoryRow:
     supersedes: str | None = None  # the version this row corrects (update_memory)
     valid_to: datetime | None = None  # set on a superseded version: when the newer one replaced it
     locked: bool = False
+    # recall only: the copies of this fact among the rows ranked (this one is the newest), and the
+    # others' refs, newest first (see memory_core.recall.collapse)
+    repeats: int = 1
+    also: tuple[str, ...] = ()
 
     def scored(self, confidence: float, match_reason: dict[str, Any] | None) -> MemoryRow:
         return replace(self, confidence=confidence, match_reason=match_reason)
+
+    def with_repeats(self, also: Sequence[str]) -> MemoryRow:
+        """This row standing for itself and the copies ``also`` of the same fact."""
+        return replace(self, repeats=1 + len(also), also=tuple(also))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -81,6 +90,9 @@ class MemoryRow:
             out["valid_to"] = iso(self.valid_to)
         if self.locked:
             out["locked"] = True
+        if self.repeats > 1:
+            out["repeats"] = self.repeats
+            out["also"] = list(self.also)
         if self.confidence is not None:
             out["confidence"] = round(self.confidence, 4)
         if self.match_reason is not None:
@@ -94,11 +106,14 @@ class AddResult:
     timestamp: datetime
     duplicate_of: str | None = None
     created: bool = True
+    redacted: dict[str, int] = field(default_factory=dict)  # secrets the guard replaced: kind -> count
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ref": self.ref, "timestamp": iso(self.timestamp), "created": self.created}
         if self.duplicate_of:
             out["duplicate_of"] = self.duplicate_of
+        if self.redacted:
+            out["redacted"] = dict(self.redacted)
         return out
 
 
@@ -131,3 +146,5 @@ class RecallResult:
     resolved_project_id: str | None = None
     operating_context_warning: str | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
+    # "newest_first": the rows are ordered by time, not confidence (``type: "handoff"``); None: by confidence
+    order: str | None = None

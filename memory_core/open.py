@@ -12,18 +12,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from graph.api import GraphStore
 from graph.errors import GraphConfigError, GraphStoreError, SchemaVersionError
 from graph.open import GraphConfig, OpenedGraph, open_graph
 from memory_core.dir_lock import DirLock, claim
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
-from memory_core.errors import ConfigError
+from memory_core.embedding.local import Embedder, HashEmbedder, shared_fastembed, shared_minilm
+from memory_core.errors import ConfigError, EmbedderMismatchError
 from memory_core.sessions.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.settings.schema import Settings, load_settings
 from memory_core.store_errors import graph_error, os_error
+from memory_core.vectors.api import VectorStore
 from memory_core.vectors.cache import VectorCacheBudget
-from memory_core.vectors.chroma import ChromaVectorStore, VectorStore
+from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.deadline import DeadlineVectorStore
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.vectors.memory import InMemoryVectorStore
@@ -35,10 +37,14 @@ def build_embedder(settings: Settings) -> Embedder:
         return HashEmbedder(emb.dimension)
     if emb.provider == "minilm":
         return shared_minilm(emb.threads)
-    if emb.provider == "mpnet":  # the 'mpnet' extra: a larger local model, ~10x MiniLM's cost a text
-        from memory_core.embedding.mpnet import shared_mpnet
-
-        return shared_mpnet(emb.threads)
+    if emb.provider == "fastembed":
+        if not emb.model:
+            raise ConfigError("embedding.provider 'fastembed' needs embedding.model (e.g. 'BAAI/bge-small-en-v1.5').",
+                              key="embedding.model")
+        cache_dir = emb.cache_dir or os.environ.get("FASTEMBED_CACHE_PATH") or str(FASTEMBED_CACHE)
+        return shared_fastembed(emb.model, model_path=emb.model_path and str(Path(emb.model_path).expanduser()),
+                                cache_dir=str(Path(cache_dir).expanduser()), batch_size=emb.batch_size,
+                                threads=emb.threads)
     if not emb.model:
         raise ConfigError("embedding.provider 'litellm' needs embedding.model (e.g. 'openai/text-embedding-3-small').",
                           key="embedding.model")
@@ -46,6 +52,16 @@ def build_embedder(settings: Settings) -> Embedder:
 
     return LiteLLMEmbedder(emb.model, dimension=emb.dimension, api_base=emb.api_base, api_key_env=emb.api_key_env,
                            batch_size=emb.batch_size)
+
+
+FASTEMBED_CACHE = Path("~/.cache/memory-core/fastembed")  # not fastembed's default, a temporary directory
+REMOVED_EMBEDDERS = {"all-mpnet-base-v2-onnx/768": "embedding.provider 'mpnet', removed in this release"}
+MOVE_TO_NEW_MODEL = (
+    "There is no command that re-embeds a directory in place; move to the configured model through a new data "
+    "directory: 'memory-core tenants' lists the tenants, 'memory-core export --tenant T --out T.jsonl' exports "
+    "each (export reads the graph only: it opens the directory whatever the embedding settings), then "
+    "'memory-core import T.jsonl --tenant T --data-dir NEW' embeds every memory again with the configured model."
+)
 
 
 def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
@@ -57,12 +73,15 @@ def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
             tx.set_meta("embedder", identity, overwrite=False)
         stored = graph.meta("embedder")
     if stored != identity:
-        raise ConfigError(
+        removed = REMOVED_EMBEDDERS.get(stored or "")
+        if removed:
+            raise EmbedderMismatchError(
+                f"This data directory holds vectors from '{stored}' ({removed}); they cannot be queried with "
+                f"'{identity}'. {MOVE_TO_NEW_MODEL}", key="embedding.provider", stored=stored)
+        raise EmbedderMismatchError(
             f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
-            "incompatible embeddings. Use the original embedding settings, or move to the new model through a new "
-            "data directory: 'memory-core export' each tenant, then 'memory-core import' it there (every memory "
-            "is embedded again).",
-            key="embedding.provider",
+            f"incompatible embeddings. Use the original embedding settings, or: {MOVE_TO_NEW_MODEL}",
+            key="embedding.provider", stored=stored or "",
         )
 
 
@@ -124,6 +143,28 @@ class Parts:
     lock: DirLock | None
     summary_provider: SummaryProvider | None
 
+    def close(self) -> None:
+        """Close the graph store and release the directory's lock (the vectors close with the service)."""
+        self.graph.close()
+        if self.lock is not None:
+            self.lock.release()
+
+
+class OpenOptions(TypedDict, total=False):
+    """How to open a store, beyond its data directory (see :meth:`memory_core.service.MemoryCore.open`)."""
+
+    settings: Settings | None  # default: the config file (``config_path`` or the default one) and the environment
+    config_path: str | os.PathLike[str] | None
+    embedder: Embedder | None  # default: the configured one
+    vector_store: VectorStore | None  # default: the configured Chroma
+    in_memory_vectors: bool  # the in-memory fake instead of Chroma (tests)
+    summary_provider: SummaryProvider | None  # default: the configured model provider, if enabled
+    lock: DirLock | None  # the directory's lock when the caller claimed it already; the store owns it from here
+    announcement: str | None  # the file where a running server announces itself (named by STORE_LOCKED)
+    # False: open a directory written with another embedding model (EMBEDDER_MISMATCH otherwise), for
+    # commands that read the graph only (export, tenants)
+    check_embedder_model: bool
+
 
 @contextmanager
 def _coded_open_errors(root: Path) -> Iterator[None]:
@@ -141,24 +182,14 @@ def _coded_open_errors(root: Path) -> Iterator[None]:
         raise os_error(exc, f"opening the store in {root}") from exc
 
 
-def open_parts(
-    data_dir: str | os.PathLike[str] | None = None,
-    *,
-    settings: Settings | None = None,
-    config_path: str | os.PathLike[str] | None = None,
-    embedder: Embedder | None = None,
-    vector_store: VectorStore | None = None,
-    in_memory_vectors: bool = False,
-    summary_provider: SummaryProvider | None = None,
-    lock: DirLock | None = None,
-    announcement: str | None = None,
-) -> Parts:
+def open_parts(data_dir: str | os.PathLike[str] | None = None, **options: Unpack[OpenOptions]) -> Parts:
     """Open (creating if needed) the stores of ``data_dir``; see :meth:`memory_core.service.MemoryCore.open`."""
-    settings = settings or load_settings(config_path)
+    settings = options.get("settings") or load_settings(options.get("config_path"))
+    lock, vector_store, embedder = options.get("lock"), options.get("vector_store"), options.get("embedder")
     root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
     # replicas share nothing local: no directory lock (PostgreSQL and the Chroma server coordinate)
     if lock is None and not is_replicated(settings):
-        lock = claim(root, announcement=announcement)
+        lock = claim(root, announcement=options.get("announcement"))
     elif lock is None:  # still the replica's own place (the announcement for joining launches)
         with _coded_open_errors(root):
             root.mkdir(parents=True, exist_ok=True)
@@ -169,12 +200,13 @@ def open_parts(
             opened.append(store)
             graph = store.graph
             if vector_store is None:
-                vector_store = InMemoryVectorStore() if in_memory_vectors else open_vector_store(
+                vector_store = InMemoryVectorStore() if options.get("in_memory_vectors") else open_vector_store(
                     settings, root, rows=graph.count)
             vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)
-            provider = summary_provider or build_summary_provider(settings)
+            provider = options.get("summary_provider") or build_summary_provider(settings)
             embedder = embedder or build_embedder(settings)
-            check_embedder(graph, embedder)
+            if options.get("check_embedder_model", True):  # off only for reads of the graph alone
+                check_embedder(graph, embedder)
             return Parts(settings, root, store, vectors, embedder, lock, provider)
     except BaseException:
         for o in opened:

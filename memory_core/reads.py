@@ -11,8 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from graph.api import EpisodeNode, GraphStore, Key, MemoryNode, agent_node, session_node
-from memory_core.entities.service import memory_entity_list
-from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError
+from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError, ScopeDeniedError
 from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
 from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
 
@@ -46,6 +45,21 @@ def visible(attrs: MemoryNode, viewer: str | None) -> bool:
     return attrs.visibility != "agent" or (viewer is not None and attrs.agent == viewer)
 
 
+def check_own(attrs: MemoryNode, actor: str | None, field: str) -> None:
+    """Refuse (SCOPE_DENIED) a change to a memory ``actor`` did not write: what a write-scoped
+    connection may correct, lock or delete is its own rows only. ``actor`` None (an unbound
+    connection that named no agent) owns nothing; ``field`` is the argument that names it."""
+    ref = memory_ref(attrs.id)
+    if actor is None:
+        raise ScopeDeniedError(
+            f"A write-scoped connection changes only its own memories: name yourself as '{field}' (the author "
+            f"of {ref}), or use an admin scope.", ref=ref, scope="write", needed="admin")
+    if attrs.agent != actor:
+        raise ScopeDeniedError(
+            f"{ref} was written by agent '{attrs.agent}', not '{actor}'; a write-scoped connection changes only "
+            "its own memories (an admin scope may change anyone's).", ref=ref, scope="write", needed="admin")
+
+
 def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
     return MemoryRow(
         ref=memory_ref(attrs.id),
@@ -69,6 +83,17 @@ def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
         valid_to=from_us(attrs.valid_to_us) if attrs.valid_to_us is not None else None,
         locked=attrs.locked,
     )
+
+
+MEMORY_ENTITY_CAP = 64  # a memory declares at most 32; the extractor adds a few more
+
+
+def memory_entity_list(graph: GraphStore, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, object]]:
+    """The entities one memory mentions, as the viewer (who may read the memory) sees them: only
+    names and aliases some memory it may read declared (see :mod:`graph.api`)."""
+    ids = graph.memory_entities(tenant, [mem_id]).get(mem_id, [])[:MEMORY_ENTITY_CAP]
+    nodes = [graph.entity(tenant, i, viewer) for i in ids]
+    return [{"ref": n.ref, "name": n.name, "kind": n.kind, "aliases": list(n.aliases)} for n in nodes if n is not None]
 
 
 class Reader:

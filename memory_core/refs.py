@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from memory_core.errors import InvalidCursorError, InvalidRefError
 
 REF_PATTERN = re.compile(r"^(mem|ep):([1-9][0-9]{0,17})$")
+MAX_ID = 10**18 - 1  # the largest id a ref can name (18 digits)
+# The largest id an import (or a doctor restore) may keep from its source: a larger one gets a
+# fresh id, so no file can move the shared sequence near MAX_ID (2**53 - 1: also the largest id
+# every JSON client reads exactly as a number).
+MAX_KEPT_ID = 2**53 - 1
 MEMORY = "mem"
 EPISODE = "ep"
 

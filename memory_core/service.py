@@ -13,32 +13,29 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from graph.api import EntityNode
 from memory_core import validation as v
 from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
-from memory_core.dir_lock import DirLock
-from memory_core.embedding.local import Embedder
 from memory_core.entities.related import RelatedResult
 from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityService, MergedEntity
 from memory_core.entities.worker import build_entity_worker
 from memory_core.errors import InvalidInputError, LockedError
 from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
-from memory_core.open import Parts, open_parts
-from memory_core.reads import Reader, visible
+from memory_core.open import OpenOptions, Parts, open_parts
+from memory_core.reads import Reader, check_own, visible
 from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.presets import PRESETS
+from memory_core.recall.request import RecallOptions, RecallRequest
 from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
+from memory_core.secret_guard import SecretGuard
 from memory_core.sessions.episodes import Episode, EpisodeService, Recovery
-from memory_core.sessions.summary import SummaryProvider
-from memory_core.settings.schema import Settings
 from memory_core.store_errors import coded_graph_errors
-from memory_core.vectors.chroma import VectorStore
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.vectors.preload import newest_tenants, preload_indexes
 from memory_core.versions.service import UpdateResult, VersionService
@@ -63,7 +60,8 @@ class MemoryCore:
         self.embedder = embedder
         secret = graph.meta("cursor_secret") or ""
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
-        self.writer = WritePath(graph, vectors, embedder, settings.limits, settings.write)
+        self.writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets),
+                                settings.write)
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.versions = VersionService(graph, self.reader, self.writer)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings,
@@ -74,48 +72,35 @@ class MemoryCore:
         self._closed = False
 
     @classmethod
-    def open(
-        cls,
-        data_dir: str | os.PathLike[str] | None = None,
-        *,
-        settings: Settings | None = None,
-        config_path: str | os.PathLike[str] | None = None,
-        embedder: Embedder | None = None,
-        vector_store: VectorStore | None = None,
-        in_memory_vectors: bool = False,
-        summary_provider: SummaryProvider | None = None,
-        lock: DirLock | None = None,
-        announcement: str | None = None,
-    ) -> MemoryCore:
+    def open(cls, data_dir: str | os.PathLike[str] | None = None, **options: Unpack[OpenOptions]) -> MemoryCore:
         """Open (creating if needed) a store. ``settings`` default to config file + env.
 
         ``lock`` is the lock of ``data_dir`` when the caller claimed it already
         (:func:`memory_core.dir_lock.claim`); the store owns it from here (and releases it if the open fails).
         ``announcement`` names the file where a running server announces itself, so
         STORE_LOCKED can say which one holds the directory (see :class:`DirLock`).
+        ``check_embedder_model=False`` opens a directory written with another embedding model
+        (EMBEDDER_MISMATCH otherwise) for commands that read the graph only: export, tenants.
         """
-        parts = open_parts(data_dir, settings=settings, config_path=config_path, embedder=embedder,
-                           vector_store=vector_store, in_memory_vectors=in_memory_vectors,
-                           summary_provider=summary_provider, lock=lock, announcement=announcement)
+        parts = open_parts(data_dir, **options)
         try:
             return cls(parts)
         except BaseException:
-            parts.graph.close()
-            if parts.lock is not None:
-                parts.lock.release()
+            parts.close()
             raise
 
     # ---- corrections and locks (the work is VersionService's) ----
     @coded_graph_errors("updating a memory")
     def update_memory(
         self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
-        salience: float | None = None, agent: str | None = None,
+        salience: float | None = None, agent: str | None = None, own_only: bool = False,
     ) -> UpdateResult:
         """Correct a memory: a new version (new ref) that SUPERSEDES ``ref``, which is kept with its
         ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
-        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked."""
+        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked;
+        ``own_only`` (a write scope): SCOPE_DENIED unless ``agent`` wrote it."""
         return self.versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
-                                    salience=salience)
+                                    salience=salience, own_only=own_only)
 
     @coded_graph_errors("updating a memory")
     def update_memory_as_operator(
@@ -127,14 +112,15 @@ class MemoryCore:
                                     salience=salience)
 
     @coded_graph_errors("locking a memory")
-    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
-        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was."""
-        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False)
+    def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
+        """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was.
+        ``own_only`` (a write scope): SCOPE_DENIED unless ``viewer`` wrote it."""
+        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False, own_only=own_only)
 
     @coded_graph_errors("unlocking a memory")
-    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
-        """Undo :meth:`lock_memory`; False if it was not locked."""
-        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False)
+    def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
+        """Undo :meth:`lock_memory`; False if it was not locked. ``own_only`` as for lock_memory."""
+        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False, own_only=own_only)
 
     @coded_graph_errors("locking a memory")
     def set_lock_as_operator(self, tenant: str, ref: str, locked: bool) -> bool:
@@ -208,9 +194,7 @@ class MemoryCore:
         self.episodes.close()
         self.recaller.close()
         self.vectors.close()
-        self._parts.graph.close()
-        if self._parts.lock is not None:
-            self._parts.lock.release()
+        self._parts.close()
 
     def __enter__(self) -> MemoryCore:
         return self
@@ -264,20 +248,21 @@ class MemoryCore:
         return self.writer.add_many(list(items))
 
     @coded_graph_errors("deleting a memory")
-    def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> bool:
+    def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
         """Remove a memory from both stores, as ``viewer``; False when the viewer cannot read it.
 
         Another agent's private (``visibility="agent"``) memory reads as missing, exactly like
-        another tenant's: it is not deleted and its existence is not revealed.
+        another tenant's: it is not deleted and its existence is not revealed. ``own_only`` (a
+        write-scoped connection) refuses, SCOPE_DENIED, a memory ``viewer`` did not write.
         """
-        return self._delete(tenant, ref, v.name(viewer, "viewer", required=False), operator=False)
+        return self._delete(tenant, ref, v.name(viewer, "viewer", required=False), operator=False, own_only=own_only)
 
     @coded_graph_errors("deleting a memory")
     def delete_memory_as_operator(self, tenant: str, ref: str) -> bool:
         """The operator's delete (CLI): any memory of the tenant, private or not."""
-        return self._delete(tenant, ref, None, operator=True)
+        return self._delete(tenant, ref, None, operator=True, own_only=False)
 
-    def _delete(self, tenant: str, ref: str, viewer: str | None, *, operator: bool) -> bool:
+    def _delete(self, tenant: str, ref: str, viewer: str | None, *, operator: bool, own_only: bool) -> bool:
         tenant = v.tenant(tenant)
         parsed = parse_ref(ref)
         if parsed.kind != MEMORY:
@@ -286,6 +271,8 @@ class MemoryCore:
             attrs = self.graph.memory(tenant, parsed.id)
             if attrs is None or not (operator or visible(attrs, viewer)):
                 return False
+            if own_only:
+                check_own(attrs, viewer, "viewer")
             if attrs.locked:
                 raise LockedError(f"{parsed} is locked; unlock it before deleting it.", ref=str(parsed))
             return self.writer.delete(tenant, parsed.id)
@@ -324,36 +311,26 @@ class MemoryCore:
 
     # ---- recall ----------------------------------------------------------------------------
     @coded_graph_errors("recalling")
-    def recall(
-        self, tenant: str, query: str, *, viewer: str | None = None, limit: int | None = None,
-        type: str | None = None, session: str | None = None, agent: str | None = None, channel: str | None = None,
-        source_id: str | None = None, project_id: str | None = None,
-        exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None, include_superseded: bool = False,
-    ) -> RecallResult:
-        """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine`.
+    def recall(self, tenant: str, query: str, **options: Unpack[RecallOptions]) -> RecallResult:
+        """Hybrid recall (vector + BM25 + keyword + graph); see :mod:`memory_core.recall.engine` and,
+        for the options, :class:`memory_core.recall.request.RecallOptions`.
 
         limit ≤ scan window (None: ``recall.default_limit``); project_id omitted = all, '' = global
         pool, 'X' = X ∪ global, '@auto'; deep: no time decay. An empty query returns the most
         recent memories. Only the newest version of a corrected memory is returned (its row says
         ``supersedes``); ``include_superseded`` or ``deep`` add the older versions, marked ``valid_to``.
+        Copies of one fact are one row, the newest, with ``repeats`` and the others' refs in ``also``
+        (:mod:`memory_core.recall.collapse`), so ``limit`` counts distinct facts; ``collapse=False`` or
+        ``deep`` return every copy.
         """
         with self.graph.consistent_reads(tenant):  # one version check per request on PostgreSQL
-            return self.recaller.recall(
-                tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
-                channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
-                deep=deep, preset=preset, now=now, include_superseded=include_superseded,
-            )
+            return self.recaller.recall(RecallRequest(tenant, query, options))
 
     @coded_graph_errors("recalling")
-    def recall_with_context(
-        self, tenant: str, query: str, context: Sequence[Mapping[str, Any]], *, viewer: str | None = None,
-        limit: int | None = None, type: str | None = None, session: str | None = None, agent: str | None = None,
-        channel: str | None = None, source_id: str | None = None, project_id: str | None = None,
-        exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        now: datetime | str | None = None, include_superseded: bool = False,
-    ) -> RecallResult:
-        """Recall sharpened by the recent conversation; never returns what the context already holds."""
+    def recall_with_context(self, tenant: str, query: str, context: Sequence[Mapping[str, Any]],
+                            **options: Unpack[RecallOptions]) -> RecallResult:
+        """Recall sharpened by the recent conversation; never returns what the context already holds.
+        Repeats collapse as in :meth:`recall`."""
         if isinstance(context, str) or not isinstance(context, Sequence):
             raise InvalidInputError("'context' must be a list of {role, content} objects.", field="context")
         texts: list[str] = []
@@ -363,12 +340,8 @@ class MemoryCore:
             texts.append(entry["content"])
         recent = " ".join(texts[-4:])[-2000:]
         with self.graph.consistent_reads(tenant):
-            return self.recaller.recall(
-                tenant, query, viewer=viewer, limit=limit, type=type, session=session, agent=agent,
-                channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents,
-                deep=deep, preset=preset, now=now, context_text=recent or None,
-                held_context=[t for t in texts if normalize(t)], include_superseded=include_superseded,
-            )
+            return self.recaller.recall(RecallRequest(tenant, query, options, context_text=recent or None,
+                                                      held_context=[t for t in texts if normalize(t)]))
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
     @coded_graph_errors("writing a handoff")
@@ -395,7 +368,10 @@ class MemoryCore:
     @coded_graph_errors("recovering a session")
     def recover_context(
         self, tenant: str, session: str, *, viewer: str | None = None, turns: int | None = None,
-        budget_chars: int | None = None,
+        budget_chars: int | None = None, store_summary: bool = True,
     ) -> Recovery:
-        """After a compaction: latest handoff, session summary, newest turns and a cursor."""
-        return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars)
+        """After a compaction: latest handoff, session summary, newest turns and a cursor.
+
+        ``store_summary=False`` (a read-only caller) writes nothing: a stale or missing summary is
+        replaced by an extractive one that is not stored (``summary_error`` says so)."""
+        return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars, store_summary)

@@ -1,14 +1,13 @@
-"""Shared fixtures: one suite, several backends.
+"""Shared fixtures: one suite, several backends (the registry is :mod:`tests.support.backends`).
 
-``core`` is parametrized over the vector backends a user can run: the in-memory fake
-(fast logic), Chroma's embedded persistent client, and Chroma in client/server mode
-(a real ``chroma run`` started once per session). All use the deterministic
-HashEmbedder; tests of the real MiniLM model live in test_embedding.py.
+``core`` is parametrized over the stores a user can run: the in-memory fake (fast logic), Chroma's
+embedded persistent client, and Chroma in client/server mode (a real ``chroma run`` started once
+per session); PostgreSQL where a test asks for it. All use the deterministic HashEmbedder; tests of
+the real MiniLM model live in tests/memory_core/embedding/.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,13 +15,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.embedding.local import Embedder, HashEmbedder
-from memory_core.settings.schema import load_settings
+from tests.support.backends import STORES, open_core, store_backends
 
 if TYPE_CHECKING:
     from graph.pg import PostgresGraphStore
 
-BACKENDS = [b for b in os.environ.get("MEMORY_CORE_TEST_BACKENDS", "memory,persistent,http").split(",") if b]
 
 
 @pytest.fixture(scope="session")
@@ -34,39 +31,7 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[st
         yield address
 
 
-def open_core(
-    backend: str, data_dir: Path, request: pytest.FixtureRequest, embedder: Embedder | None = None,
-    **overrides: object,
-) -> MemoryCore:
-    storage: dict[str, object] = {}
-    if backend in ("http", "postgres"):
-        host, port = request.getfixturevalue("chroma_server")
-        # a distinct collection prefix per test keeps tests apart on the shared server
-        storage = {"chroma": "http", "chroma_host": host, "chroma_port": port,
-                   "collection_prefix": "t" + format(abs(hash(str(data_dir))) % 10**12, "d")}
-    if backend == "postgres":  # the replicas' backend: PostgreSQL graph + Chroma server, one database per data dir
-        storage.update(graph="postgres", postgres_dsn=_postgres_database(data_dir, request))
-    settings = load_settings(environ={}, overrides={"storage": storage, "embedding": {"provider": "hash"},
-                                                    **overrides})
-    return MemoryCore.open(
-        data_dir, settings=settings, embedder=embedder or HashEmbedder(), in_memory_vectors=backend == "memory"
-    )
-
-
-def _postgres_database(data_dir: Path, request: pytest.FixtureRequest) -> str:
-    """The database of ``data_dir`` (created on first use, so a reopen finds the same one)."""
-    from tests.support.postgres import fresh_database
-
-    marker = data_dir / "postgres-dsn"
-    if marker.exists():
-        return marker.read_text(encoding="utf-8")
-    dsn = fresh_database(request.getfixturevalue("postgres_dsn"))
-    data_dir.mkdir(parents=True, exist_ok=True)
-    marker.write_text(dsn, encoding="utf-8")
-    return dsn
-
-
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=store_backends())
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -82,7 +47,7 @@ def core(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
 def reopen(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     """Open the same data directory again (after closing the previous core)."""
 
-    if backend == "memory":
+    if not STORES[backend].reopens:
         pytest.skip("the in-memory vector backend does not survive a reopen")
 
     def _reopen(previous: MemoryCore | None = None) -> MemoryCore:
@@ -120,3 +85,17 @@ def store(dsn: str) -> Iterator[PostgresGraphStore]:
     s = PostgresGraphStore(dsn, owner="replica-a", retry_s=2.0)
     yield s
     s.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes the session's PostgreSQL server or ``chroma run`` (directly or through
+    another fixture) carries the marker, so ``-m "not postgres"`` and the like select by what runs;
+    the reliability harnesses are ``slow``."""
+    for item in items:
+        if "tests/reliability/" in item.nodeid.replace("\\", "/"):
+            item.add_marker(pytest.mark.slow)  # crash, stateful and fault harnesses: make test runs them reduced
+        names = set(getattr(item, "fixturenames", ()))
+        if "postgres_dsn" in names:
+            item.add_marker(pytest.mark.postgres)
+        if "chroma_server" in names:
+            item.add_marker(pytest.mark.chroma_server)

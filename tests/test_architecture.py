@@ -1,38 +1,226 @@
-"""Dependency direction: the core and the graph never import the boundary layers."""
+"""The architecture's seams, read from the import statements of every module (``ast``, no import runs).
+
+- ``memory_core`` and ``graph`` never import the boundary layers (``tools``), but for the process's
+  entry point (``memory_core.launcher``); ``graph`` never imports ``memory_core``.
+- ``memory_core`` reaches the graph only through its seams: ``graph.api`` (the store's Protocols and
+  values), ``graph.maintenance_api`` (doctor's and export's), ``graph.errors`` and ``graph.open``.
+- ``memory_core`` imports no database or vector client (``sqlite3``, ``psycopg``, ``chromadb``)
+  outside its vector package; the graph backends never import each other.
+- No import cycle between the project's units (a package below the top level, or a top-level
+  module), deferred imports inside functions included; ``if TYPE_CHECKING:`` imports are types only.
+
+Each rule is a function over a source tree, so the last tests show each one failing on a tree with
+a deliberate violation.
+"""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
+
+from tests.support.paths import ROOT
+
+PACKAGES = ("memory_core", "graph", "tools")
+GRAPH_SEAMS = frozenset({"graph.api", "graph.maintenance_api", "graph.errors", "graph.open"})
+CLIENTS = frozenset({"sqlite3", "psycopg", "psycopg_pool", "chromadb"})
+Import = tuple[str, int, str]  # (importing module, line, imported module)
 
 
-def imported_modules(package: str) -> set[tuple[str, str]]:
-    found = set()
-    for path in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                found |= {(str(path), a.name) for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                found.add((str(path), node.module))
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imports(root: Path, packages: tuple[str, ...] = PACKAGES) -> Iterator[Import]:
+    """Every import of the tree's modules, relative imports resolved, ``TYPE_CHECKING`` blocks left out."""
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            module = module_name(root, path)
+            typing_only = _type_checking_lines(tree)
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Import | ast.ImportFrom) or node.lineno in typing_only:
+                    continue
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        yield module, node.lineno, alias.name
+                else:
+                    assert node.level == 0, f"{path}:{node.lineno}: the project uses absolute imports only"
+                    base = node.module or ""
+                    yield module, node.lineno, base
+                    for alias in node.names:  # ``from pkg import module`` imports pkg.module
+                        if (root / (base.replace(".", "/") + f"/{alias.name}.py")).exists() or (
+                                root / base.replace(".", "/") / alias.name / "__init__.py").exists():
+                            yield module, node.lineno, f"{base}.{alias.name}"
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+# the process's entry point (the console script, ``python -m memory_core``): it binds our own ``tools``
+# package before handing over to the CLI, so it is the one module of memory_core that imports it
+LAUNCHER = "memory_core.launcher"
+
+
+def layer_offences(root: Path) -> list[str]:
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
+            if ((within(m, "memory_core") or within(m, "graph")) and within(target, "tools") and m != LAUNCHER)
+            or (within(m, "graph") and within(target, "memory_core"))]
+
+
+def graph_seam_offences(root: Path) -> list[str]:
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
+            if within(m, "memory_core") and within(target, "graph") and target != "graph"
+            and not any(within(target, seam) for seam in GRAPH_SEAMS)]
+
+
+def client_offences(root: Path) -> list[str]:
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
+            if within(m, "memory_core") and not within(m, "memory_core.vectors")
+            and target.split(".")[0] in CLIENTS]
+
+
+def backend_offences(root: Path) -> list[str]:
+    pairs = (("graph.pg", "graph.sqlite"), ("graph.sqlite", "graph.pg"))
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
+            for a, b in pairs if within(m, a) and within(target, b)]
+
+
+def unit(root: Path, module: str) -> str | None:
+    """The unit a module belongs to: its package below the top level, or itself at the top level."""
+    parts = module.split(".")
+    if parts[0] not in PACKAGES:
+        return None
+    if len(parts) >= 2 and (root / parts[0] / parts[1] / "__init__.py").exists():
+        return ".".join(parts[:2])
+    if len(parts) >= 2:
+        return ".".join(parts[:2])
+    return parts[0]
+
+
+def cycles(root: Path) -> list[list[str]]:
+    """The cycles among units (each once, as a path that ends where it starts)."""
+    edges: dict[str, set[str]] = {}
+    for m, _line, target in imports(root):
+        a, b = unit(root, m), unit(root, target)
+        if a and b and a != b and b not in PACKAGES:
+            edges.setdefault(a, set()).add(b)
+    found: list[list[str]] = []
+    seen_cycles: set[frozenset[str]] = set()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = [*stack[stack.index(nxt):], nxt]
+                if frozenset(cycle) not in seen_cycles:
+                    seen_cycles.add(frozenset(cycle))
+                    found.append(cycle)
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
     return found
 
 
-def test_memory_core_and_graph_never_import_tools() -> None:
-    bad = [(p, m) for pkg in ("memory_core", "graph") for p, m in imported_modules(pkg)
-           if m == "tools" or m.startswith("tools.")]
-    assert bad == []
+@pytest.mark.slow
+def test_memory_core_and_graph_never_import_tools_and_graph_never_imports_memory_core() -> None:
+    assert layer_offences(ROOT) == []
 
 
-def test_graph_does_not_depend_on_the_service_layer() -> None:
-    bad = [(p, m) for p, m in imported_modules("graph") if m.startswith("memory_core")]
-    assert bad == []
+@pytest.mark.slow
+def test_memory_core_reaches_the_graph_only_through_its_seams() -> None:
+    assert graph_seam_offences(ROOT) == []
+
+
+@pytest.mark.slow
+def test_memory_core_imports_no_database_or_vector_client_outside_its_vector_package() -> None:
+    assert client_offences(ROOT) == []
+
+
+@pytest.mark.slow
+def test_the_graph_backends_never_import_each_other() -> None:
+    assert backend_offences(ROOT) == []
+
+
+@pytest.mark.slow
+def test_no_import_cycle_between_units() -> None:
+    assert cycles(ROOT) == []
+
+
+def test_the_launcher_imports_tools_only_inside_main() -> None:
+    top_level = ast.parse((ROOT / "memory_core" / "launcher.py").read_text()).body
+    names = [n.module for n in top_level if isinstance(n, ast.ImportFrom)]
+    names += [a.name for n in top_level if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in names if m and m.split(".")[0] in ("tools", "graph")]
 
 
 def test_importing_memory_core_does_not_import_litellm_or_chromadb() -> None:
     code = "import sys, memory_core; print('litellm' in sys.modules, 'chromadb' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split() == ["False", "False"]
+
+
+# ---- the rules catch what they are for -----------------------------------------------------
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for package in PACKAGES:
+        (root / package).mkdir(parents=True, exist_ok=True)
+        (root / package / "__init__.py").touch()
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent != root:
+            (path.parent / "__init__.py").touch()
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n",
+         "memory_core/service.py": "from graph.api import x\nfrom memory_core.recall import engine\n",
+         "memory_core/recall/engine.py": "from memory_core import errors\n", "memory_core/errors.py": "",
+         "memory_core/vectors/chroma.py": "import chromadb\n"}
+
+
+@pytest.mark.parametrize(("rule", "violation"), [
+    (layer_offences, {"memory_core/reads.py": "from tools.mcp import server\n"}),
+    (layer_offences, {"graph/api.py": "import memory_core.errors\n"}),
+    (graph_seam_offences, {"memory_core/reads.py": "from graph.sqlite.store import SqliteGraphStore\n"}),
+    (graph_seam_offences, {"memory_core/reads.py": "def f():\n    from graph.pg import store\n"}),
+    (client_offences, {"memory_core/service.py": "import sqlite3\n"}),
+    (client_offences, {"memory_core/recall/engine.py": "from chromadb.api import Collection\n"}),
+    (backend_offences, {"graph/pg/counts.py": "from graph.sqlite.txn import SEP\n"}),
+    (backend_offences, {"graph/sqlite/store.py": "from graph.pg import rows\n"}),
+    (cycles, {"memory_core/errors.py": "def f():\n    from memory_core.service import MemoryCore\n"}),
+], ids=["core->tools", "graph->core", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
+        "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle"])
+def test_each_rule_fails_on_a_tree_that_breaks_it(tmp_path: Path, rule: object, violation: dict[str, str]) -> None:
+    assert callable(rule)
+    assert rule(_tree(tmp_path / "clean", CLEAN)) == []
+    assert rule(_tree(tmp_path / "broken", {**CLEAN, **violation})) != []
+
+
+def test_type_only_imports_do_not_count(tmp_path: Path) -> None:
+    typing_only = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from memory_core.service import X\n"
+    assert cycles(_tree(tmp_path, {**CLEAN, "memory_core/errors.py": typing_only})) == []

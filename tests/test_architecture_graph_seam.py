@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ast
 from fnmatch import fnmatch
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
+
 SCANNED = ("memory_core", "tools", "bench")
 
 # Modules the lead is still moving behind graph.api.GraphStore (issue 11 §1). Each entry is
@@ -22,9 +22,9 @@ ALLOWED_FOR_NOW: frozenset[str] = frozenset()  # emptied: every module goes thro
 
 # Benchmarks that keep a SQLite database of their own, never the graph's: an embedding cache
 # and in-memory FTS5 baselines that recall is compared with. Permanent.
-OWN_DATABASES = frozenset({"bench/embed_cache.py", "bench/locomo.py", "bench/ranking.py",
+OWN_DATABASES = frozenset({"bench/latency/embed_cache.py", "bench/quality/locomo.py", "bench/quality/ranking.py",
                            # bulk-fills a throwaway PostgreSQL database with SQL to time reads at 300k rows
-                           "bench/pg_store.py"})
+                           "bench/scale/pg/store.py"})
 
 SQL_CALLS = frozenset({"execute", "executemany", "executescript"})
 NETWORKX_INTERNALS = frozenset({"_node", "_pred", "_succ", "_adj"})
@@ -64,7 +64,7 @@ def test_no_module_outside_graph_runs_sql_or_reads_networkx_internals() -> None:
 
 
 def test_doctor_transfer_and_admin_are_not_exempt() -> None:
-    converted = ["memory_core/operator/doctor.py", "memory_core/operator/doctor_scan.py",
+    converted = ["memory_core/operator/doctor/run.py", "memory_core/operator/doctor/scan.py",
                  "memory_core/operator/transfer.py",
                  "memory_core/operator/stats.py"]
     assert [m for m in converted if exempt(m)] == []

@@ -1,11 +1,16 @@
 """Who may act as which tenant and agent: bearer tokens over HTTP, a configured binding otherwise.
 
-- ``[server.tokens]`` maps ``sha256(token)`` (hex) to a tenant (``"acme"``) or to a tenant
-  and one agent (``{tenant = "acme", agent = "alice"}``); the file never holds a plaintext
-  token. With tokens configured, an HTTP request without a valid token gets 401 from the
-  SDK's bearer middleware, and a valid one binds what its entry names.
-- ``server.tenant`` / ``server.agent`` (or ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT``)
-  bind when no token does: stdio, or HTTP without tokens. A token replaces both.
+- ``[server.tokens]`` maps ``sha256(token)`` (hex) to a tenant (``"acme"``) or to a tenant,
+  optionally one agent, and a scope (``{tenant = "acme", agent = "alice", scope = "read"}``);
+  the file never holds a plaintext token. With tokens configured, an HTTP request without a
+  valid token gets 401 from the SDK's bearer middleware, and a valid one binds what its entry
+  names. An entry without a scope (every entry written before scopes existed) is ``write``.
+- ``server.tenant`` / ``server.agent`` / ``server.scope`` (or ``MEMORY_CORE_TENANT`` /
+  ``MEMORY_CORE_AGENT`` / ``MEMORY_CORE_SCOPE``) bind when no token does: stdio, or HTTP
+  without tokens. A token replaces all three.
+- The scope decides which tools a connection lists and may call (SCOPE_DENIED otherwise) and,
+  under ``write``, that only the caller's own rows can be corrected, locked or deleted
+  (:mod:`memory_core.scopes`).
 - A bound tenant fills an omitted ``tenant`` argument; naming another is TENANT_MISMATCH.
   With no binding, the tenant argument is required on every call (fail closed).
 - A bound agent is the only author (``agent``) and ``viewer`` the connection can use: it
@@ -26,11 +31,13 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
 from memory_core.errors import AgentMismatchError, ConfigError, TenantMismatchError, TenantRequiredError
+from memory_core.scopes import DEFAULT_SCOPE, Scope, parse_scope
 from memory_core.settings.schema import TokenBinding
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
 TENANT_CLAIM = "tenant"
 AGENT_CLAIM = "agent"
+SCOPE_CLAIM = "scope"
 BRIDGE_CLAIM = "bridge"  # a bridged stdio client: its token's binding is the whole binding, unbound included
 _SHA256_HEX_LEN = 64
 
@@ -40,7 +47,7 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-TokenEntry = str | TokenBinding  # a config entry: "tenant" or {tenant, agent}
+TokenEntry = str | TokenBinding  # a config entry: "tenant" or {tenant, agent?, scope?}
 
 
 def binding_of(entry: TokenEntry) -> TokenBinding:
@@ -48,7 +55,7 @@ def binding_of(entry: TokenEntry) -> TokenBinding:
 
 
 class TokenTenantVerifier:
-    """The SDK's ``TokenVerifier`` over ``{sha256_hex(token): tenant or {tenant, agent}}``.
+    """The SDK's ``TokenVerifier`` over ``{sha256_hex(token): tenant or {tenant, agent?, scope?}}``.
 
     Tokens are looked up by their hash, so the comparison never touches the secret
     itself and the config file holds nothing worth stealing.
@@ -61,19 +68,20 @@ class TokenTenantVerifier:
         binding = self._bindings.get(hash_token(token))
         if binding is None:
             return None
-        claims = {TENANT_CLAIM: binding.tenant}
+        claims = {TENANT_CLAIM: binding.tenant, SCOPE_CLAIM: binding.scope.value}
         client_id = f"tenant:{binding.tenant}"
         if binding.agent is not None:
             claims[AGENT_CLAIM] = binding.agent
             client_id += f"/agent:{binding.agent}"
-        return AccessToken(token=token, client_id=client_id, scopes=[], subject=binding.tenant, claims=claims)
+        return AccessToken(token=token, client_id=client_id, scopes=[binding.scope.value], subject=binding.tenant,
+                           claims=claims)
 
 
 def check_token_hashes(token_hashes: Mapping[str, TokenEntry]) -> None:
     """Fail at start when a ``[server.tokens]`` key is not a sha256 hex digest or its entry is malformed."""
     for digest, entry in token_hashes.items():
         if not isinstance(entry, str | TokenBinding):
-            raise ConfigError("server.tokens: each entry is \"tenant\" or {tenant = ..., agent = ...}.",
+            raise ConfigError("server.tokens: each entry is \"tenant\" or {tenant = ..., agent = ..., scope = ...}.",
                               key="server.tokens")
         binding = binding_of(entry)
         if len(digest) != _SHA256_HEX_LEN or any(c not in "0123456789abcdefABCDEF" for c in digest):
@@ -89,11 +97,14 @@ def check_token_hashes(token_hashes: Mapping[str, TokenEntry]) -> None:
             raise ConfigError(f"server.tokens: '{binding.agent[:80]}' is not a valid agent id.", key="server.tokens")
 
 
-def token_config_line(digest: str, tenant: str, agent: str | None = None) -> str:
-    """The ``[server.tokens]`` line for a token's sha256: ``"<sha256>" = "tenant"`` or with one agent."""
-    if agent is None:
-        return f'"{digest}" = {json.dumps(tenant)}'
-    return f'"{digest}" = {{ tenant = {json.dumps(tenant)}, agent = {json.dumps(agent)} }}'
+def token_config_line(digest: str, tenant: str, agent: str | None = None, scope: Scope = DEFAULT_SCOPE) -> str:
+    """The ``[server.tokens]`` line for a token's sha256: its tenant, its agent if any, and its scope
+    (always written, so the file says what each token may do)."""
+    fields = [f"tenant = {json.dumps(tenant)}"]
+    if agent is not None:
+        fields.append(f"agent = {json.dumps(agent)}")
+    fields.append(f"scope = {json.dumps(scope.value)}")
+    return f'"{digest}" = {{ {", ".join(fields)} }}'
 
 
 def is_loopback(host: str) -> bool:
@@ -119,15 +130,17 @@ def check_bind(host: str, token_hashes: Mapping[str, object]) -> None:
 
 @dataclass(frozen=True)
 class TenantScope:
-    """Resolves the tenant, and the agent, a tool call acts as.
+    """Resolves the tenant, the agent and the access scope a tool call acts as.
 
-    ``configured`` / ``configured_agent`` are the config binding (``server.tenant``,
-    ``server.agent``); a request's bearer token takes precedence over both (a token that
-    binds a tenant only binds no agent, whatever the config says).
+    ``configured`` / ``configured_agent`` / ``configured_scope`` are the config binding
+    (``server.tenant``, ``server.agent``, ``server.scope``); a request's bearer token takes
+    precedence over all three (a token that binds a tenant only binds no agent, whatever the
+    config says, and carries its own scope).
     """
 
     configured: str | None = None
     configured_agent: str | None = None
+    configured_scope: Scope = DEFAULT_SCOPE
 
     def bound(self) -> str | None:
         token = get_access_token()
@@ -144,6 +157,14 @@ class TenantScope:
             agent = token.claims.get(AGENT_CLAIM)
             return None if agent is None else str(agent)
         return self.configured_agent
+
+    def access(self) -> Scope:
+        """What this call may do. A token's own scope; a token without one (none of ours mints
+        such a token) may only read: fail closed."""
+        token = get_access_token()
+        if token is not None and token.claims and (token.claims.get(BRIDGE_CLAIM) or token.claims.get(TENANT_CLAIM)):
+            return parse_scope(token.claims.get(SCOPE_CLAIM)) or Scope.READ
+        return self.configured_scope
 
     def resolve_agent(self, requested: str | None, field: str) -> str | None:
         """The bound agent, else the requested one (None: not given); another one is AGENT_MISMATCH.

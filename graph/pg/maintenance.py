@@ -35,6 +35,7 @@ from graph.maintenance_api import (
     DiskUse,
     EdgeRow,
     GraphMaintenance,
+    IdSpace,
     LexicalState,
     MissingStructure,
     NodeRow,
@@ -109,9 +110,33 @@ class PgMaintenance:
 
     def id_in_use(self, item_id: int) -> bool:
         rows = self._rows("SELECT EXISTS (SELECT 1 FROM memories WHERE id = %s) OR EXISTS (SELECT 1 FROM episodes "
-                          "WHERE id = %s) OR EXISTS (SELECT 1 FROM journal WHERE item_id IN (%s, %s))",
-                          [item_id, item_id, mem_node(item_id), ep_node(item_id)], "checking an id")
+                          "WHERE id = %s) OR EXISTS (SELECT 1 FROM entities WHERE id = %s) OR EXISTS (SELECT 1 FROM "
+                          "journal WHERE item_id IN (%s, %s))",
+                          [item_id, item_id, item_id, mem_node(item_id), ep_node(item_id)], "checking an id")
         return bool(rows[0][0])
+
+    def id_space(self, limit: int) -> IdSpace:
+        def read(conn: Conn) -> IdSpace:
+            next_id = conn.execute("SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END "
+                                   "FROM item_ids").fetchall()[0]
+            largest = conn.execute(
+                "SELECT max(id) FROM (SELECT max(id) AS id FROM memories WHERE id <= %(n)s UNION ALL "
+                "SELECT max(id) FROM episodes WHERE id <= %(n)s UNION ALL SELECT max(id) FROM entities "
+                "WHERE id <= %(n)s UNION ALL SELECT max(split_part(item_id, ':', 2)::numeric) FROM journal "
+                "WHERE split_part(item_id, ':', 2)::numeric <= %(n)s) ids", {"n": limit}).fetchall()[0]
+            beyond = conn.execute(
+                "SELECT 'memory', tenant, id FROM memories WHERE id > %(n)s UNION ALL SELECT 'episode', tenant, id "
+                "FROM episodes WHERE id > %(n)s UNION ALL SELECT 'entity', tenant, id FROM entities WHERE id > %(n)s "
+                "ORDER BY 3 LIMIT 500", {"n": limit}).fetchall()
+            return IdSpace(int(next_id[0]), None if largest[0] is None else int(largest[0]),
+                           tuple((str(k), str(t), int(i)) for k, t, i in beyond))
+        return self._read(read, "reading the id sequence")
+
+    def reset_id_sequence(self, next_id: int) -> None:
+        def body(tx: PgTxn) -> None:
+            tx.conn.execute("SELECT pg_advisory_xact_lock(hashtext('memcore:item_ids'))")
+            tx.conn.execute("SELECT setval('item_ids', %s, false)", [next_id])
+        self._write(body)
 
     # ---- episodes, journal --------------------------------------------------------------------
     def episode_ids(self, tenant: str) -> list[int]:
@@ -242,6 +267,12 @@ class PgMaintenance:
             return TenantTotals(tenant, sum(by_type.values()), by_type, int(private), int(sessions), tuple(agents),
                                 int(episodes[0]) if episodes else 0)
         return self._read(read, "counting a tenant's rows")
+
+    def purge_rewritten(self, tenants: Iterable[str]) -> bool:
+        """PostgreSQL keeps a rewritten row's old version until VACUUM reclaims it, which cannot run
+        inside the pool's transactions: the operator runs ``VACUUM FULL memories, episodes`` (see
+        docs/secrets.md)."""
+        return False
 
     def disk_use(self) -> DiskUse:
         size = self._rows("SELECT pg_database_size(current_database())", [], "measuring the graph store")

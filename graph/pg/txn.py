@@ -25,14 +25,23 @@ from graph.api import (
     AUTHORED_BY,
     IN_SESSION,
     MEMORY_STATE_FIELDS,
+    REWRITE_FIELDS,
     SESSION,
     SUMMARIZES,
+    EntityRecord,
+    EntityRelation,
+    EntitySpec,
+    RelationSpec,
     agent_node,
+    entity_norm,
     mem_node,
     session_node,
 )
+from graph.entity_link import Writer, link, seen_by
+from graph.entity_values import private_key
 from graph.pg import counts
-from graph.pg.entities import PgEntityWrites
+from graph.pg.counts import mention_key
+from graph.pg.entities import COUNTED, KEYS_SQL, held_keys, id_list
 from graph.pg.migrations import LATEST, newer_store
 from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
 
@@ -65,7 +74,7 @@ def _shared(row: tuple[Any, ...] | None) -> str:
     return str(row[1]) if row is not None and row[2] == "tenant" else ""
 
 
-class PgTxn(PgEntityWrites):
+class PgTxn:
     """Writes of one transaction on one pooled connection; :meth:`finish` runs before COMMIT."""
 
     def __init__(self, conn: Connection[tuple[Any, ...]], owner: str, lease_s: float) -> None:
@@ -134,16 +143,17 @@ class PgTxn(PgEntityWrites):
         self._x("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 [f"dup\x1f{tenant}\x1f{session}\x1f{content_hash}"])
 
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read.
         An advisory lock on (tenant, session, hash) makes concurrent replicas see each other's add."""
         self._lock_duplicates(row["tenant"], row["session"], row["content_hash"])
         found = self._x(
             "SELECT id FROM memories WHERE tenant = %s AND session = %s AND content_hash = %s "
             "AND ts_us BETWEEN %s AND %s AND (visibility <> 'agent' OR agent = %s) "
+            "AND valid_to_us IS NULL AND id IS DISTINCT FROM %s "
             "ORDER BY ts_us DESC, id DESC LIMIT 1",
             [row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"]]).fetchone()
+             row["agent"], corrects]).fetchone()
         return None if found is None else int(found[0])
 
     # ---- memories -----------------------------------------------------------------------------
@@ -234,6 +244,37 @@ class PgTxn(PgEntityWrites):
         if done is not None:
             self._tenants[tenant] += 1
         return done is not None
+
+    def rewrite_memory(self, tenant: str, mem_id: int, changes: Mapping[str, Any]) -> bool:
+        """Replace text fields of a memory in place (its tsv_win is generated from the content); the
+        next row's window is re-pointed when this one is shared, and the lexical length sum follows."""
+        unknown = set(changes) - set(REWRITE_FIELDS)
+        if unknown:
+            raise ValueError(f"not a rewritable memory field: {sorted(unknown)}")
+        found = self._x("SELECT session, ts_us, visibility, content FROM memories WHERE id = %s AND tenant = %s",
+                        [mem_id, tenant]).fetchone()
+        if found is None:
+            return False
+        if not changes:
+            return True
+        session, ts_us, visibility, old = found
+        self._lock_session(tenant, str(session))
+        sets = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in changes)
+        values = [json.dumps(dict(v), ensure_ascii=False) if k in ("metadata", "source") else v
+                  for k, v in changes.items()]
+        done = self._x(sql.SQL("UPDATE memories m SET {} FROM (SELECT id, length(tsv_win) AS len FROM memories "
+                               "WHERE id = %s FOR UPDATE) o WHERE m.id = o.id AND m.tenant = %s "
+                               "RETURNING length(m.tsv_win) - o.len").format(sets),
+                       [*values, mem_id, tenant]).fetchone()
+        if done is None:
+            return False
+        self._count(tenant, lex_len_sum=int(done[0]))
+        new = changes.get("content", old)
+        if new != old and visibility == "tenant":
+            nxt = self._neighbour(tenant, str(session), (int(ts_us), mem_id), after=True)
+            if nxt is not None:  # the next row's window holds this text
+                self._repoint(tenant, int(nxt[0]), str(new))
+        return True
 
     # ---- nodes, edges, episodes, meta -----------------------------------------------------------
     def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
@@ -343,3 +384,198 @@ class PgTxn(PgEntityWrites):
             self._x("DELETE FROM counts WHERE n <= 0 AND (tenant, scope, key) IN "
                     "(SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))",
                     [[k[i] for k in fallen] for i in range(3)])
+
+    # ---- entity rows (graph.entity_link's EntityRows) ----------------------------------------------
+    def _counted(self, rows: Iterable[tuple[Any, ...]], sign: int) -> int:
+        """Moves the mention counts of the rows a statement inserted (+1) or deleted (-1); how many."""
+        n = 0
+        for tenant, entity_id, shared, agent in rows:
+            self._scoped[(str(tenant), "mention", mention_key(int(entity_id), bool(shared), str(agent)))] += sign
+            n += 1
+        return n
+
+    # ---- graph.entity_link.EntityRows ----------------------------------------------------------
+    def lookup_keys(self, tenant: str, keys: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        return held_keys(self._x(KEYS_SQL, [tenant, list(keys)]).fetchall())
+
+    def rekey_private(self, tenant: str, norm: str) -> None:
+        row = self._x("SELECT entity_id, alias, pos FROM entity_aliases WHERE tenant = %s AND norm = %s FOR UPDATE",
+                      [tenant, norm]).fetchone()
+        if row is None:
+            return
+        viewers = [str(v) for (v,) in self._x("SELECT viewer FROM alias_seen WHERE tenant = %s AND norm = %s",
+                                              [tenant, norm]).fetchall() if v]
+        for viewer in viewers or [""]:  # '' : a key no viewer resolves (the name was restored without readers)
+            key = private_key(viewer, norm)
+            self._x("INSERT INTO entity_aliases (tenant, norm, entity_id, alias, pos) VALUES (%s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING", [tenant, key, row[0], row[1], row[2]])
+            if viewer:
+                self._x("INSERT INTO alias_seen (tenant, norm, viewer) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                        [tenant, key, viewer])
+        self._x("DELETE FROM entity_aliases WHERE tenant = %s AND norm = %s", [tenant, norm])
+        self._x("DELETE FROM alias_seen WHERE tenant = %s AND norm = %s", [tenant, norm])
+
+    def create_entity(self, tenant: str, name: str, kind: str | None, now_us: int) -> int:
+        entity_id = self.allocate_ids(1)[0]
+        self._x("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (%s, %s, %s, %s, %s)",
+                [entity_id, tenant, name, kind, now_us])
+        return entity_id
+
+    def add_alias(self, tenant: str, entity_id: int, norm: str, alias: str) -> int:
+        found = self._x("INSERT INTO entity_aliases (tenant, norm, entity_id, alias, pos) VALUES (%s, %s, %s, %s, "
+                        "(SELECT coalesce(max(pos), -1) + 1 FROM entity_aliases WHERE entity_id = %s)) "
+                        "ON CONFLICT DO NOTHING RETURNING entity_id",
+                        [tenant, norm, entity_id, alias, entity_id]).fetchone()
+        if found is None:
+            found = self._x("SELECT entity_id FROM entity_aliases WHERE tenant = %s AND norm = %s",
+                            [tenant, norm]).fetchone()
+        return int(found[0])
+
+    def drop_entity(self, tenant: str, entity_id: int) -> None:
+        self._x("DELETE FROM entities WHERE id = %s AND tenant = %s", [entity_id, tenant])
+
+    def fill_kind(self, tenant: str, entity_id: int, kind: str) -> None:
+        self._x("UPDATE entities SET kind = %s WHERE id = %s AND tenant = %s AND kind IS NULL",
+                [kind, entity_id, tenant])
+
+    def see_aliases(self, tenant: str, viewer: str, norms: Sequence[str]) -> None:
+        self._x("INSERT INTO alias_seen (tenant, norm, viewer) SELECT %s, n, %s FROM unnest(%s::text[]) n "
+                "ON CONFLICT DO NOTHING", [tenant, viewer, list(norms)])
+
+    def write_mentions(self, tenant: str, writer: Writer, entity_ids: Sequence[int]) -> None:
+        self._counted(self._x(
+            "INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, e, %s, %s, %s, %s "
+            f"FROM unnest(%s::bigint[]) e ON CONFLICT DO NOTHING{COUNTED}",
+            [writer.mem_id, tenant, writer.ts_us, writer.shared, writer.agent, list(entity_ids)]).fetchall(), 1)
+
+    def write_relations(self, tenant: str, writer: Writer, rows: Sequence[tuple[int, int, str]]) -> None:
+        if rows:
+            self._x("INSERT INTO relations (src, dst, label, mem_id, tenant, shared, agent) SELECT s, d, lb, %s, %s, "
+                    "%s, %s FROM unnest(%s::bigint[], %s::bigint[], %s::text[]) r(s, d, lb) ON CONFLICT DO NOTHING",
+                    [writer.mem_id, tenant, writer.shared, writer.agent, [r[0] for r in rows], [r[1] for r in rows],
+                     [r[2] for r in rows]])
+
+    # ---- graph.api.GraphTxn ------------------------------------------------------------------
+    def _writer(self, tenant: str, mem_id: int) -> Writer | None:
+        found = self._x("SELECT ts_us, visibility, agent FROM memories WHERE id = %s AND tenant = %s",
+                        [mem_id, tenant]).fetchone()
+        return None if found is None else Writer(mem_id, int(found[0]), found[1] == "tenant", str(found[2]))
+
+    def link_entities(self, tenant: str, mem_id: int, entities: Sequence[EntitySpec],
+                      relations: Sequence[RelationSpec], now_us: int) -> list[int]:
+        writer = self._writer(tenant, mem_id)
+        if writer is None or not (entities or relations):
+            return []
+        self.touch(tenant)
+        return link(self, tenant, writer, entities, relations, now_us)
+
+    def _owned(self, tenant: str, ids: Sequence[int]) -> bool:
+        row = self._x("SELECT count(*) FROM entities WHERE tenant = %s AND id = ANY(%s::bigint[])",
+                      [tenant, list(ids)]).fetchone()
+        return int(row[0]) == len(set(ids))
+
+    def merge_entities(self, tenant: str, keep: int, merge: int) -> bool:
+        if keep == merge:
+            return False
+        # both rows locked in id order: two merges of the same pair cannot interleave
+        locked = self._x("SELECT id FROM entities WHERE tenant = %s AND id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE",
+                         [tenant, [keep, merge]]).fetchall()
+        if len(locked) != 2:
+            return False
+        self._x("UPDATE entity_aliases SET entity_id = %s, pos = pos + 1 + (SELECT coalesce(max(pos), -1) FROM "
+                "entity_aliases WHERE entity_id = %s) WHERE entity_id = %s", [keep, keep, merge])
+        self._counted(self._x(
+            "INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT mem_id, %s, tenant, "
+            f"ts_us, shared, agent FROM mentions WHERE entity_id = %s ON CONFLICT DO NOTHING{COUNTED}",
+            [keep, merge]).fetchall(), 1)
+        self._counted(self._x(f"DELETE FROM mentions WHERE entity_id = %s{COUNTED}", [merge]).fetchall(), -1)
+        self._x("INSERT INTO relations (src, dst, label, mem_id, tenant, shared, agent) SELECT CASE src WHEN %s THEN "
+                "%s ELSE src END, CASE dst WHEN %s THEN %s ELSE dst END, label, mem_id, tenant, shared, agent FROM "
+                "relations WHERE (src = %s OR dst = %s) AND tenant = %s ON CONFLICT DO NOTHING",
+                [merge, keep, merge, keep, merge, merge, tenant])
+        self._x("DELETE FROM relations WHERE (src = %s OR dst = %s OR (src = %s AND dst = %s)) AND tenant = %s",
+                [merge, merge, keep, keep, tenant])
+        self._x("UPDATE entities SET kind = (SELECT kind FROM entities WHERE id = %s) WHERE id = %s AND kind IS NULL",
+                [merge, keep])
+        self._x("DELETE FROM entities WHERE id = %s", [merge])
+        self.touch(tenant)
+        return True
+
+    def restore_entity(self, tenant: str, record: EntityRecord) -> bool:
+        created = self._x("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (%s, %s, %s, %s, %s) "
+                          "ON CONFLICT DO NOTHING RETURNING id",
+                          [record.id, tenant, record.name, record.kind, record.created_us]).fetchone()
+        if created is None:
+            owner = self._x("SELECT tenant FROM entities WHERE id = %s", [record.id]).fetchone()
+            if owner is None or owner[0] != tenant:
+                return False
+            if record.kind:
+                self.fill_kind(tenant, record.id, record.kind)
+        for alias in (record.name, *record.aliases):
+            self.add_alias(tenant, record.id, entity_norm(alias), alias)
+        self.touch(tenant)
+        return created is not None
+
+    def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
+        writer = self._writer(tenant, mem_id)
+        wanted = id_list(entity_ids)
+        if writer is None or not wanted:
+            return 0
+        written = self._counted(self._x(
+            "INSERT INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) SELECT %s, id, tenant, "
+            f"%s, %s, %s FROM entities WHERE id = ANY(%s::bigint[]) AND tenant = %s ON CONFLICT DO NOTHING{COUNTED}",
+            [mem_id, writer.ts_us, writer.shared, writer.agent, wanted, tenant]).fetchall(), 1)
+        if written:
+            self.touch(tenant)
+        return written
+
+    def restore_alias_views(self, tenant: str, mem_id: int, names: Sequence[str]) -> None:
+        writer = self._writer(tenant, mem_id)
+        if writer is not None and names:
+            self.see_aliases(tenant, seen_by(writer), list(dict.fromkeys(entity_norm(n) for n in names)))
+
+    def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
+        written = 0
+        for rel in relations:
+            writer = self._writer(tenant, rel.mem_id)
+            if writer is None or rel.src == rel.dst or not self._owned(tenant, [rel.src, rel.dst]):
+                continue
+            written += len(self._x(
+                "INSERT INTO relations (src, dst, label, mem_id, tenant, shared, agent) VALUES (%s, %s, %s, %s, %s, "
+                "%s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                [rel.src, rel.dst, rel.label, rel.mem_id, tenant, writer.shared, writer.agent]).fetchall())
+        if written:
+            self.touch(tenant)
+        return written
+
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        gone = 0
+        for mem_id, entity_id in mentions:
+            gone += self._counted(self._x(f"DELETE FROM mentions WHERE mem_id = %s AND entity_id = %s AND tenant = %s"
+                                          f"{COUNTED}", [mem_id, entity_id, tenant]).fetchall(), -1)
+        for r in relations:
+            gone += len(self._x("DELETE FROM relations WHERE src = %s AND dst = %s AND label = %s AND mem_id = %s "
+                                "AND tenant = %s RETURNING 1", [r.src, r.dst, r.label, r.mem_id, tenant]).fetchall())
+        self.touch(tenant)
+        return gone
+
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        found = self._x("SELECT id FROM entities WHERE id = %s AND tenant = %s FOR UPDATE",
+                        [entity_id, tenant]).fetchone()
+        if found is None:
+            return False
+        self._x("DELETE FROM alias_seen WHERE tenant = %s AND norm IN (SELECT norm FROM entity_aliases "
+                "WHERE entity_id = %s AND tenant = %s)", [tenant, entity_id, tenant])
+        self._x("DELETE FROM entity_aliases WHERE entity_id = %s AND tenant = %s", [entity_id, tenant])
+        self._counted(self._x(f"DELETE FROM mentions WHERE entity_id = %s AND tenant = %s{COUNTED}",
+                              [entity_id, tenant]).fetchall(), -1)
+        self._x("DELETE FROM relations WHERE (src = %s OR dst = %s) AND tenant = %s", [entity_id, entity_id, tenant])
+        self._x("DELETE FROM entities WHERE id = %s AND tenant = %s", [entity_id, tenant])
+        self.touch(tenant)
+        return True
+
+    def erase_entity_rows(self, mem_id: int) -> None:
+        """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
+        self._counted(self._x(f"DELETE FROM mentions WHERE mem_id = %s{COUNTED}", [mem_id]).fetchall(), -1)
+        self._x("DELETE FROM relations WHERE mem_id = %s", [mem_id])

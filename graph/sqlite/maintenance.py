@@ -23,6 +23,7 @@ from graph.maintenance_api import (
     DanglingEdge,
     DiskUse,
     EdgeRow,
+    IdSpace,
     LexicalState,
     MissingStructure,
     NodeRow,
@@ -116,6 +117,26 @@ class SqliteMaintenance:
             finally:
                 cur.close()
 
+    def id_space(self, limit: int) -> IdSpace:
+        with store_errors("reading the id sequence"), self.db.lock:
+            conn = self.db.conn
+            next_id = int(conn.execute("SELECT value FROM meta WHERE key = 'next_id'").fetchone()[0])
+            largest = conn.execute(
+                "SELECT max(id) FROM (SELECT max(id) AS id FROM memories WHERE id <= :n UNION ALL "
+                "SELECT max(id) FROM episodes WHERE id <= :n UNION ALL SELECT max(id) FROM entities WHERE id <= :n "
+                "UNION ALL SELECT max(CAST(substr(item_id, instr(item_id, ':') + 1) AS INTEGER)) FROM journal "
+                "WHERE CAST(substr(item_id, instr(item_id, ':') + 1) AS INTEGER) <= :n)", {"n": limit}).fetchone()[0]
+            beyond = conn.execute(
+                "SELECT 'memory', tenant, id FROM memories WHERE id > :n UNION ALL SELECT 'episode', tenant, id "
+                "FROM episodes WHERE id > :n UNION ALL SELECT 'entity', tenant, id FROM entities WHERE id > :n "
+                "ORDER BY 3 LIMIT 500", {"n": limit}).fetchall()
+        return IdSpace(next_id, None if largest is None else int(largest),
+                       tuple((str(k), str(t), int(i)) for k, t, i in beyond))
+
+    def reset_id_sequence(self, next_id: int) -> None:
+        with store_errors("resetting the id sequence"), self.db.transaction() as cur:
+            cur.execute("UPDATE meta SET value = ? WHERE key = 'next_id'", (str(next_id),))
+
     # ---- episodes, journal --------------------------------------------------------------------
     def episode_ids(self, tenant: str) -> list[int]:
         with store_errors("listing episodes"), self.db.lock:
@@ -152,6 +173,22 @@ class SqliteMaintenance:
     def rebuild_lexical(self, tenant: str) -> None:
         with store_errors("rebuilding the lexical index"):
             lexical.rebuild_lexical(self.db, tenant)
+
+    def purge_rewritten(self, tenants: Iterable[str]) -> bool:
+        """FTS5 ``optimize`` merges each tenant's index segments (deleted terms leave them), VACUUM
+        rewrites the file without its freed pages, the WAL is checkpointed and truncated. Each step
+        is atomic; a kill in between leaves the rows as they are and the next repair's purge redoes it."""
+        with store_errors("purging rewritten rows"):
+            for tenant in tenants:
+                for name in (self.db.fts_table(None, tenant, create=False),
+                             self.db.window_table(None, tenant, create=False)):
+                    if name is not None:
+                        with self.db.transaction() as cur:
+                            cur.execute(f"INSERT INTO {name} ({name}) VALUES ('optimize')")
+            with self.db.lock:
+                self.db.conn.execute("VACUUM")
+                self.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return True
 
     # ---- nodes and edges ----------------------------------------------------------------------
     def nodes(self) -> list[NodeRow]:

@@ -19,17 +19,25 @@ from graph.api import (
     AUTHORED_BY,
     IN_SESSION,
     MEMORY_STATE_FIELDS,
+    REWRITE_FIELDS,
     SESSION,
     SUMMARIZES,
+    EntityRecord,
+    EntityRelation,
+    EntitySpec,
     MemoryNode,
+    RelationSpec,
     agent_node,
+    entity_norm,
     ep_node,
     mem_node,
     session_node,
 )
+from graph.entity_link import Writer, link, seen_by
+from graph.entity_values import private_key
 from graph.keys import count_keys
 from graph.sqlite.db import COUNT_SCOPES_SQL, GraphDB
-from graph.sqlite.entities import SqliteEntityWrites
+from graph.sqlite.entities import lookup_keys_with, qmarks
 from graph.sqlite.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, NODE_SELECT, node_from_row
 
 
@@ -45,7 +53,7 @@ class Effects:
     fts_changed: bool = False
 
 
-class SqliteTxn(SqliteEntityWrites):
+class SqliteTxn:
     def __init__(self, db: GraphDB, cur: sqlite3.Cursor) -> None:
         self.db = db
         self.cur = cur
@@ -93,13 +101,14 @@ class SqliteTxn(SqliteEntityWrites):
     def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Nothing to take: one process writes the file, one transaction at a time."""
 
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int) -> int | None:
+    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         found = self.cur.execute(
             "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "
             "AND ts_us BETWEEN ? AND ? AND (visibility != 'agent' OR agent = ?) "
+            "AND valid_to_us IS NULL AND id IS NOT ? "
             "ORDER BY ts_us DESC, id DESC LIMIT 1",
             (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"]),
+             row["agent"], corrects),
         ).fetchone()
         return None if found is None else int(found[0])
 
@@ -174,6 +183,41 @@ class SqliteTxn(SqliteEntityWrites):
         sets = ", ".join(f"{k} = ?" for k in state)
         self.cur.execute(f"UPDATE memories SET {sets} WHERE id = ? AND tenant = ?", (*values, mem_id, tenant))
         return self._state_written(tenant, mem_id)
+
+    def rewrite_memory(self, tenant: str, mem_id: int, changes: Mapping[str, Any]) -> bool:
+        """Replace text fields of a memory in place; its FTS row, its window row and the next row's
+        window (when this one is shared) follow in this transaction."""
+        unknown = set(changes) - set(REWRITE_FIELDS)
+        if unknown:
+            raise ValueError(f"not a rewritable memory field: {sorted(unknown)}")
+        cur = self.cur
+        found = cur.execute("SELECT content, session, ts_us, visibility FROM memories WHERE id = ? AND tenant = ?",
+                            (mem_id, tenant)).fetchone()
+        if found is None:
+            return False
+        if not changes:
+            return True
+        old, session, ts_us, visibility = found
+        values = [json.dumps(v, ensure_ascii=False) if k in ("metadata", "source") else v for k, v in changes.items()]
+        sets = ", ".join(f"{k} = ?" for k in changes)
+        cur.execute(f"UPDATE memories SET {sets} WHERE id = ? AND tenant = ?", (*values, mem_id, tenant))
+        if "content" in changes and changes["content"] != old:
+            new = changes["content"]
+            fts = self.db.fts_table(cur, tenant, create=False)
+            if fts is not None:
+                cur.execute(f"INSERT INTO {fts} ({fts}, rowid, content) VALUES ('delete', ?, ?)", (mem_id, old))
+                cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)", (mem_id, new))
+            win = self.db.window_table(cur, tenant, create=False)
+            if win is not None:
+                cur.execute(f"UPDATE {win} SET content = ? WHERE rowid = ?", (new, mem_id))
+                nxt = self._adjacent(tenant, session, (ts_us, mem_id), after=True)
+                if nxt is not None and visibility == "tenant":  # the next row's window holds this text
+                    cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (new, nxt[0]))
+            self.effects.fts_changed = True
+        row = cur.execute(f"SELECT {NODE_SELECT} FROM memories WHERE id = ?", (mem_id,)).fetchone()
+        self.effects.written.append(node_from_row(tuple(row)))
+        self.effects.tenants.add(tenant)
+        return True
 
     def _state_written(self, tenant: str, mem_id: int) -> bool:
         """After an UPDATE of one row's state: the cache learns the new node at commit."""
@@ -257,6 +301,180 @@ class SqliteTxn(SqliteEntityWrites):
             [row[c] for c in EPISODE_COLUMNS],
         )
         self.write_edge(row["tenant"], ep_node(row["id"]), session_node(row["tenant"], row["session"]), SUMMARIZES)
+
+    # ---- entity rows (graph.entity_link's EntityRows) ----------------------------------------------
+    # ---- graph.entity_link.EntityRows ----------------------------------------------------------
+    def lookup_keys(self, tenant: str, keys: Sequence[str]) -> dict[str, tuple[int, frozenset[str]]]:
+        return lookup_keys_with(lambda q, args: self.cur.execute(q, args).fetchall(), tenant, keys)
+
+    def rekey_private(self, tenant: str, norm: str) -> None:
+        row = self.cur.execute("SELECT entity_id, alias, pos FROM entity_aliases WHERE tenant = ? AND norm = ?",
+                               (tenant, norm)).fetchone()
+        if row is None:
+            return
+        viewers = [str(v) for (v,) in self.cur.execute("SELECT viewer FROM alias_seen WHERE tenant = ? AND norm = ?",
+                                                       (tenant, norm)).fetchall() if v]
+        for viewer in viewers or [""]:  # '' : a key no viewer resolves (the name was restored without readers)
+            key = private_key(viewer, norm)
+            self.cur.execute("INSERT OR IGNORE INTO entity_aliases (tenant, norm, entity_id, alias, pos) "
+                             "VALUES (?, ?, ?, ?, ?)", (tenant, key, row[0], row[1], row[2]))
+            if viewer:
+                self.cur.execute("INSERT OR IGNORE INTO alias_seen (tenant, norm, viewer) VALUES (?, ?, ?)",
+                                 (tenant, key, viewer))
+        self.cur.execute("DELETE FROM entity_aliases WHERE tenant = ? AND norm = ?", (tenant, norm))
+        self.cur.execute("DELETE FROM alias_seen WHERE tenant = ? AND norm = ?", (tenant, norm))
+
+    def create_entity(self, tenant: str, name: str, kind: str | None, now_us: int) -> int:
+        entity_id = self.allocate_ids(1)[0]
+        self.cur.execute("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (?, ?, ?, ?, ?)",
+                         (entity_id, tenant, name, kind, now_us))
+        return entity_id
+
+    def add_alias(self, tenant: str, entity_id: int, norm: str, alias: str) -> int:
+        self.cur.execute("INSERT OR IGNORE INTO entity_aliases (tenant, norm, entity_id, alias, pos) VALUES "
+                         "(?, ?, ?, ?, (SELECT coalesce(max(pos), -1) + 1 FROM entity_aliases WHERE entity_id = ?))",
+                         (tenant, norm, entity_id, alias, entity_id))
+        if self.cur.rowcount:
+            return entity_id
+        return int(self.cur.execute("SELECT entity_id FROM entity_aliases WHERE tenant = ? AND norm = ?",
+                                    (tenant, norm)).fetchone()[0])
+
+    def drop_entity(self, tenant: str, entity_id: int) -> None:
+        self.cur.execute("DELETE FROM entities WHERE id = ? AND tenant = ?", (entity_id, tenant))
+
+    def fill_kind(self, tenant: str, entity_id: int, kind: str) -> None:
+        self.cur.execute("UPDATE entities SET kind = ? WHERE id = ? AND tenant = ? AND kind IS NULL",
+                         (kind, entity_id, tenant))
+
+    def see_aliases(self, tenant: str, viewer: str, norms: Sequence[str]) -> None:
+        self.cur.executemany("INSERT OR IGNORE INTO alias_seen (tenant, norm, viewer) VALUES (?, ?, ?)",
+                             [(tenant, n, viewer) for n in norms])
+
+    def write_mentions(self, tenant: str, writer: Writer, entity_ids: Sequence[int]) -> None:
+        self.cur.executemany("INSERT OR IGNORE INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) "
+                             "VALUES (?, ?, ?, ?, ?, ?)",
+                             [(writer.mem_id, e, tenant, writer.ts_us, int(writer.shared), writer.agent)
+                              for e in entity_ids])
+
+    def write_relations(self, tenant: str, writer: Writer, rows: Sequence[tuple[int, int, str]]) -> None:
+        self.cur.executemany("INSERT OR IGNORE INTO relations (src, dst, label, mem_id, tenant, shared, agent) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [(s, d, label, writer.mem_id, tenant, int(writer.shared), writer.agent)
+                              for s, d, label in rows])
+
+    # ---- graph.api.GraphTxn ------------------------------------------------------------------
+    def _writer(self, tenant: str, mem_id: int) -> Writer | None:
+        found = self.cur.execute("SELECT ts_us, visibility, agent FROM memories WHERE id = ? AND tenant = ?",
+                                 (mem_id, tenant)).fetchone()
+        return None if found is None else Writer(mem_id, int(found[0]), found[1] == "tenant", str(found[2]))
+
+    def link_entities(self, tenant: str, mem_id: int, entities: Sequence[EntitySpec],
+                      relations: Sequence[RelationSpec], now_us: int) -> list[int]:
+        writer = self._writer(tenant, mem_id)
+        if writer is None or not (entities or relations):
+            return []
+        self._touched(tenant)
+        return link(self, tenant, writer, entities, relations, now_us)
+
+    def _entity_tenant_ok(self, tenant: str, *ids: int) -> bool:
+        rows = self.cur.execute(f"SELECT count(*) FROM entities WHERE tenant = ? AND id IN ({qmarks(len(ids))})",
+                                [tenant, *ids]).fetchone()
+        return int(rows[0]) == len(set(ids))
+
+    def merge_entities(self, tenant: str, keep: int, merge: int) -> bool:
+        if keep == merge or not self._entity_tenant_ok(tenant, keep, merge):
+            return False
+        cur = self.cur
+        top = int(cur.execute("SELECT coalesce(max(pos), -1) FROM entity_aliases WHERE entity_id = ?",
+                              (keep,)).fetchone()[0])
+        cur.execute("UPDATE entity_aliases SET entity_id = ?, pos = pos + ? WHERE entity_id = ?",
+                    (keep, top + 1, merge))
+        cur.execute("INSERT OR IGNORE INTO mentions (mem_id, entity_id, tenant, ts_us, shared, agent) "
+                    "SELECT mem_id, ?, tenant, ts_us, shared, agent FROM mentions WHERE entity_id = ?", (keep, merge))
+        cur.execute("DELETE FROM mentions WHERE entity_id = ?", (merge,))
+        cur.execute("INSERT OR IGNORE INTO relations (src, dst, label, mem_id, tenant, shared, agent) "
+                    "SELECT CASE src WHEN ? THEN ? ELSE src END, CASE dst WHEN ? THEN ? ELSE dst END, label, mem_id, "
+                    "tenant, shared, agent FROM relations WHERE (src = ? OR dst = ?) AND tenant = ?",
+                    (merge, keep, merge, keep, merge, merge, tenant))
+        cur.execute("DELETE FROM relations WHERE (src = ? OR dst = ?) AND tenant = ?", (merge, merge, tenant))
+        cur.execute("DELETE FROM relations WHERE src = ? AND dst = ?", (keep, keep))
+        cur.execute("UPDATE entities SET kind = (SELECT kind FROM entities WHERE id = ?) WHERE id = ? AND kind IS NULL",
+                    (merge, keep))
+        cur.execute("DELETE FROM entities WHERE id = ?", (merge,))
+        self._touched(tenant)
+        return True
+
+    def restore_entity(self, tenant: str, record: EntityRecord) -> bool:
+        owner = self.cur.execute("SELECT tenant FROM entities WHERE id = ?", (record.id,)).fetchone()
+        if owner is not None and owner[0] != tenant:
+            return False
+        if owner is None:
+            self.cur.execute("INSERT INTO entities (id, tenant, name, kind, created_us) VALUES (?, ?, ?, ?, ?)",
+                             (record.id, tenant, record.name, record.kind, record.created_us))
+        elif record.kind:
+            self.fill_kind(tenant, record.id, record.kind)
+        for alias in (record.name, *record.aliases):
+            self.add_alias(tenant, record.id, entity_norm(alias), alias)
+        self._touched(tenant)
+        return owner is None
+
+    def restore_mentions(self, tenant: str, mem_id: int, entity_ids: Sequence[int]) -> int:
+        writer = self._writer(tenant, mem_id)
+        wanted = [e for e in dict.fromkeys(entity_ids) if self._entity_tenant_ok(tenant, e)]
+        if writer is None or not wanted:
+            return 0
+        self.write_mentions(tenant, writer, wanted)
+        self._touched(tenant)
+        return max(0, self.cur.rowcount)  # the rows this statement wrote (total_changes counts its triggers' too)
+
+    def restore_alias_views(self, tenant: str, mem_id: int, names: Sequence[str]) -> None:
+        writer = self._writer(tenant, mem_id)
+        if writer is not None and names:
+            self.see_aliases(tenant, seen_by(writer), list(dict.fromkeys(entity_norm(n) for n in names)))
+
+    def restore_relations(self, tenant: str, relations: Sequence[EntityRelation]) -> int:
+        written = 0
+        for rel in relations:
+            writer = self._writer(tenant, rel.mem_id)
+            if writer is None or rel.src == rel.dst or not self._entity_tenant_ok(tenant, rel.src, rel.dst):
+                continue
+            before = self.cur.connection.total_changes
+            self.write_relations(tenant, writer, [(rel.src, rel.dst, rel.label)])
+            written += self.cur.connection.total_changes - before
+        if written:
+            self._touched(tenant)
+        return written
+
+    def erase_entity_links(self, tenant: str, mentions: Sequence[tuple[int, int]],
+                           relations: Sequence[EntityRelation]) -> int:
+        gone = 0
+        for mem_id, entity_id in mentions:
+            gone += self.cur.execute("DELETE FROM mentions WHERE mem_id = ? AND entity_id = ? AND tenant = ?",
+                                     (mem_id, entity_id, tenant)).rowcount
+        for r in relations:
+            gone += self.cur.execute("DELETE FROM relations WHERE src = ? AND dst = ? AND label = ? AND mem_id = ? "
+                                     "AND tenant = ?", (r.src, r.dst, r.label, r.mem_id, tenant)).rowcount
+        self._touched(tenant)
+        return gone
+
+    def erase_entity(self, tenant: str, entity_id: int) -> bool:
+        cur = self.cur
+        if cur.execute("SELECT 1 FROM entities WHERE id = ? AND tenant = ?", (entity_id, tenant)).fetchone() is None:
+            return False
+        norms = [str(r[0]) for r in cur.execute("SELECT norm FROM entity_aliases WHERE entity_id = ? AND tenant = ?",
+                                                (entity_id, tenant))]
+        cur.executemany("DELETE FROM alias_seen WHERE tenant = ? AND norm = ?", [(tenant, n) for n in norms])
+        cur.execute("DELETE FROM entity_aliases WHERE entity_id = ? AND tenant = ?", (entity_id, tenant))
+        cur.execute("DELETE FROM mentions WHERE entity_id = ? AND tenant = ?", (entity_id, tenant))
+        cur.execute("DELETE FROM relations WHERE (src = ? OR dst = ?) AND tenant = ?", (entity_id, entity_id, tenant))
+        cur.execute("DELETE FROM entities WHERE id = ? AND tenant = ?", (entity_id, tenant))
+        self._touched(tenant)
+        return True
+
+    def erase_entity_rows(self, mem_id: int) -> None:
+        """A deleted memory's MENTIONS and the RELATED edges it declared (its entities stay)."""
+        self.cur.execute("DELETE FROM mentions WHERE mem_id = ?", (mem_id,))
+        self.cur.execute("DELETE FROM relations WHERE mem_id = ?", (mem_id,))
 
 
 def _shared_text(adjacent: Any) -> str:

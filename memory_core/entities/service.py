@@ -30,17 +30,6 @@ class MergedEntity:
     merged_ref: str
 
 
-MEMORY_ENTITY_CAP = 64  # a memory declares at most 32; the extractor adds a few more
-
-
-def memory_entity_list(graph: GraphStore, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, object]]:
-    """The entities one memory mentions, as the viewer (who may read the memory) sees them: only
-    names and aliases some memory it may read declared (see :mod:`graph.api`)."""
-    ids = graph.memory_entities(tenant, [mem_id]).get(mem_id, [])[:MEMORY_ENTITY_CAP]
-    nodes = [graph.entity(tenant, i, viewer) for i in ids]
-    return [{"ref": n.ref, "name": n.name, "kind": n.kind, "aliases": list(n.aliases)} for n in nodes if n is not None]
-
-
 class EntityService:
     def __init__(self, graph: GraphStore, write_lock: AbstractContextManager[object]) -> None:
         self.graph = graph

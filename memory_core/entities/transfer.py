@@ -1,28 +1,37 @@
 """Entities in export files: each memory line carries the entities it mentions (whole records:
 ref, name, kind, aliases) and the relations it declared, so every line stands alone.
 
-On import (after the memories are in) an entity keeps its ref when the tenant holds the same
-entity under it, joins the tenant's entity that already answers to one of its names, or is
-written under its ref (a fresh one if that id is taken); its aliases nobody holds are added.
-Mentions and relations are then written between the stored refs; what is there already is
-not written again, so a re-import writes nothing.
+On import (in the transaction that writes each memory) each line declares its entities as its
+memory's author would (:mod:`graph.entity_link`): an entity keeps its ref when the tenant holds the
+same entity under a name that author may read, joins the tenant's entity that answers to one of its
+names for that author, or is written under its ref (a fresh one if that id is taken or past
+MAX_KEPT_ID); its aliases nobody holds are added. A name only another agent's private memories
+declared is never joined: it makes way (its own key for that agent). Mentions and relations are
+then written between the stored refs; a memory already present is skipped whole, so a re-import
+writes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from graph.api import EntityRecord, EntityRelation, GraphStore, MemoryNode, entity_norm
-from graph.entity_link import SHARED_VIEW
+from graph.api import (
+    SHARED_VIEW,
+    EntityRecord,
+    EntityRelation,
+    GraphStore,
+    GraphTxn,
+    MemoryNode,
+    entity_norm,
+    name_keys,
+    resolve_key,
+)
 from memory_core.entities import declared
-from memory_core.refs import parse_ref
-
-if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+from memory_core.refs import MAX_KEPT_ID
 
 ENTITY_REF = r"^ent:[1-9][0-9]{0,17}$"
 
@@ -53,7 +62,7 @@ class EntityExporter:
 
     records: dict[int, EntityRecord]
     relations: dict[int, list[EntityRelation]]
-    views: dict[str, frozenset[str]]
+    views: dict[tuple[int, str], frozenset[str]]
 
     @classmethod
     def of(cls, graph: GraphStore, tenant: str) -> EntityExporter:
@@ -66,7 +75,7 @@ class EntityExporter:
         """The entity as the line's memory's readers may see it: a shared line carries no alias only
         private memories declared (so an import keeps them private); first visible name first."""
         readers = {SHARED_VIEW} if memory is None or memory.visibility == "tenant" else {SHARED_VIEW, memory.agent}
-        names = [a for a in record.aliases if self.views.get(entity_norm(a), frozenset()) & readers]
+        names = [a for a in record.aliases if self.views.get((record.id, entity_norm(a)), frozenset()) & readers]
         names = names or [record.name]
         return ExportEntity(ref=f"ent:{record.id}", name=names[0], kind=record.kind, aliases=names,
                             created_us=record.created_us)
@@ -93,40 +102,70 @@ class EntityImportCounts:
     relations: int = 0
 
 
-def restore(core: MemoryCore, tenant: str, items: Sequence[tuple[str, list[ExportEntity], list[ExportRelation]]],
-            refs: dict[str, str]) -> EntityImportCounts:
-    """Write the entities, mentions and relations of imported lines (``refs``: file ref -> stored ref)."""
-    counts = EntityImportCounts()
-    if not any(ents or rels for _ref, ents, rels in items):
+@dataclass(frozen=True)
+class ImportedMemory:
+    """A memory an import has just written, with the entities and relations its line declared."""
+
+    id: int
+    agent: str
+    shared: bool  # visibility "tenant": every agent may read the names it declares
+    entities: list[ExportEntity]
+    relations: list[ExportRelation]
+
+
+@dataclass
+class EntityRestore:
+    """The entities an import has resolved so far: ``mapped`` (entity ref in the file -> the stored id).
+    :meth:`write` works on a copy (:meth:`attempt`), kept only once the transaction it ran in has
+    committed (:meth:`keep`)."""
+
+    mapped: dict[str, int]
+
+    def attempt(self) -> EntityRestore:
+        return EntityRestore(dict(self.mapped))
+
+    def keep(self, attempt: EntityRestore) -> None:
+        self.mapped = attempt.mapped
+
+    def write(self, tx: GraphTxn, tenant: str, items: Sequence[ImportedMemory]) -> EntityImportCounts:
+        """Inside the transaction that wrote the memories ``items`` name: their entities (resolved as
+        each memory's author resolves names, see :func:`_target`), mentions, alias views and relations."""
+        counts = EntityImportCounts()
+        for item in items:
+            for ent in item.entities:
+                target = _target(tx, tenant, ent, item, self.mapped.get(ent.ref))
+                record = EntityRecord(target, ent.name, ent.kind, tuple(ent.aliases), ent.created_us)
+                counts.entities += tx.restore_entity(tenant, record)
+                self.mapped[ent.ref] = target
+            # whoever may read the memory may read the names it declared
+            tx.restore_alias_views(tenant, item.id, [n for e in item.entities for n in (e.name, *e.aliases)])
+        for item in items:
+            counts.mentions += tx.restore_mentions(tenant, item.id, [self.mapped[e.ref] for e in item.entities
+                                                                     if e.ref in self.mapped])
+            counts.relations += tx.restore_relations(tenant, [
+                EntityRelation(self.mapped[r.src], self.mapped[r.dst], r.label, item.id) for r in item.relations
+                if r.src in self.mapped and r.dst in self.mapped])
         return counts
-    with core.writer.lock:
-        records = core.graph.entity_records(tenant)
-        held = {entity_norm(a): r.id for r in records for a in (r.name, *r.aliases)}
-        mapped: dict[str, int] = {}
-        with core.graph.transaction() as tx:
-            for _ref, ents, _rels in items:
-                for ent in ents:
-                    if ent.ref in mapped:
-                        continue
-                    norms = [entity_norm(n) for n in (ent.name, *ent.aliases)]
-                    file_id = int(ent.ref[4:])
-                    target = file_id if held.get(norms[0]) == file_id else next(
-                        (held[n] for n in norms if n in held), None)
-                    if target is None:
-                        target = file_id if not tx.id_in_use(file_id) else tx.allocate_ids(1)[0]
-                        tx.reserve_ids_through(target)
-                    record = EntityRecord(target, ent.name, ent.kind, tuple(ent.aliases), ent.created_us)
-                    counts.entities += tx.restore_entity(tenant, record)
-                    for n in norms:
-                        held.setdefault(n, target)
-                    mapped[ent.ref] = target
-            for ref, ents, rels in items:
-                if ref not in refs:
-                    continue
-                mem_id = parse_ref(refs[ref]).id
-                counts.mentions += tx.restore_mentions(tenant, mem_id, [mapped[e.ref] for e in ents])
-                tx.restore_alias_views(tenant, mem_id, [n for e in ents for n in (e.name, *e.aliases)])
-                counts.relations += tx.restore_relations(tenant, [
-                    EntityRelation(mapped[r.src], mapped[r.dst], r.label, mem_id) for r in rels
-                    if r.src in mapped and r.dst in mapped])
-    return counts
+
+
+def _target(tx: GraphTxn, tenant: str, ent: ExportEntity, memory: ImportedMemory, known: int | None) -> int:
+    """The stored entity an imported line's entity is, as the line's memory resolves its names;
+    another agent's private names in the way make way first (graph.entity_link.link does the same)."""
+    author = memory.agent
+    norms = list(dict.fromkeys(entity_norm(n) for n in (ent.name, *ent.aliases)))
+    found = tx.lookup_keys(tenant, [k for n in norms for k in name_keys(n, author)])
+    for norm in norms:
+        held = found.get(norm)
+        if held is not None and not held[1] & {SHARED_VIEW, author}:
+            tx.rekey_private(tenant, norm)
+            del found[norm]
+    if known is not None:
+        return known
+    seen = {n: e for n in norms if (e := resolve_key(found, n, author, shared_first=memory.shared)) is not None}
+    file_id = int(ent.ref[4:])
+    target = file_id if seen.get(norms[0]) == file_id else next((seen[n] for n in norms if n in seen), None)
+    if target is None:
+        keep = file_id <= MAX_KEPT_ID and not tx.id_in_use(file_id)
+        target = file_id if keep else tx.allocate_ids(1)[0]
+        tx.reserve_ids_through(target)
+    return target

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from graph.api import GraphStore, GraphStoreError
 from memory_core.entities.model import EntityModel, LiteLLMEntityModel
 from memory_core.errors import MemoryCoreError
-from memory_core.sessions.summary.errors import SummaryProviderError, provider_error_reason
+from memory_core.provider.errors import ProviderError, provider_error_reason
 from memory_core.settings.schema import ModelProviderSettings
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class EntityWorker:
     def _handle(self, job: _Job) -> None:
         try:
             found = self.model.extract(job.content)
-        except SummaryProviderError as exc:
+        except ProviderError as exc:
             self.stats.failed += 1
             log.info("model entities skipped for mem:%d: %s", job.mem_id, exc.reason)
             return

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, GraphStoreError, Key, mem_node
-from graph.traversal import node_attrs
+from graph.api import AGENT_MEMORY, EPISODE, SUPERSEDES, GraphStoreError, Key, mem_node, node_attrs
 from memory_core import validation as v
 from memory_core.entities.inspect import EntityView, operator_entity, operator_memory_entities
 from memory_core.entities.service import ENTITY_REF
@@ -53,7 +52,9 @@ CHARS_TTL_S = 60.0
 class TenantOverview:
     tenant: str
     memories: int
-    vectors: int
+    vectors: int  # memory vectors (episodes' apart)
+    episodes: int
+    episode_vectors: int
     sessions: int
     agents: int
     content_chars: int
@@ -146,7 +147,8 @@ class Inspector:
         end_day = (newest if newest is not None else now_us) // DAY_US
         starts = [(end_day - days + 1 + i) * DAY_US for i in range(days + 1)]
         out = [TenantOverview(
-            tenant=t.tenant, memories=t.memories, vectors=t.vectors, sessions=t.sessions, agents=t.agents,
+            tenant=t.tenant, memories=t.memories, vectors=t.vectors, episodes=t.episodes,
+            episode_vectors=t.episode_vectors, sessions=t.sessions, agents=t.agents,
             content_chars=chars.get(t.tenant, 0), last_activity=t.last_activity,
             growth=self.graph.counts_by_day(t.tenant, end_day - days + 1, days),
         ) for t in summaries]

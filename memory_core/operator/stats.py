@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph.api import AGENT_MEMORY, EPISODE
-from graph.traversal import node_attrs
+from graph.api import AGENT_MEMORY, EPISODE, node_attrs
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import from_us, iso
@@ -35,7 +34,9 @@ def _iso(ts_us: int | None) -> str | None:
 class TenantSummary:
     tenant: str
     memories: int
-    vectors: int
+    vectors: int  # memory vectors: agree with ``memories`` when the stores agree
+    episodes: int  # session summaries (EPISODE nodes)
+    episode_vectors: int  # their Chroma records: agree with ``episodes``
     sessions: int
     agents: int
     last_activity: str | None
@@ -67,7 +68,8 @@ class TenantStats:
     sessions: int
     agents: list[str]
     episodes: int
-    vectors: int | None  # None: not counted (opening Chroma costs seconds; doctor compares the stores)
+    vectors: int | None  # memory vectors; None: not counted (opening Chroma costs seconds; doctor compares)
+    episode_vectors: int | None  # the episodes' vectors; None: not counted
     disk_bytes: dict[str, int | None] = field(default_factory=dict)  # store-wide, all tenants
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,12 +94,14 @@ class Operator:
         names = set(self.core.vectors.tenants()) | set(self.graph.tenants())
         out = []
         for tenant in sorted(names):
-            vectors = self.core.vectors.count(tenant)
+            vectors, episode_vectors = self._vector_counts(tenant)
             bounds = self.graph.bounds(tenant, None)
             out.append(TenantSummary(
                 tenant=tenant,
                 memories=self.graph.count(tenant),
                 vectors=vectors,
+                episodes=len(self.graph.episodes(tenant)),
+                episode_vectors=episode_vectors,
                 sessions=len(self.graph.sessions(tenant)),
                 agents=len(self.graph.agents(tenant)),
                 last_activity=_iso(bounds[1][0]) if bounds else None,
@@ -119,8 +123,15 @@ class Operator:
         ) for s in self.graph.sessions(tenant)]
         return sorted(out, key=lambda s: s.last_activity or "", reverse=True)
 
+    def _vector_counts(self, tenant: str) -> tuple[int, int]:
+        """(memory vectors, episode vectors) of the tenant: one collection holds both kinds, and
+        each is compared with its own graph count (a summary is not a memory)."""
+        total = self.core.vectors.count(tenant)
+        episodes = self.core.vectors.count(tenant, {"kind": "episode"}) if total else 0
+        return total - episodes, episodes
+
     def stats(self, tenant: str, *, count_vectors: bool = True) -> TenantStats:
-        """Memories by type, sessions, agents, episodes, vector records; disk use of each store.
+        """Memories by type, sessions, agents, episodes, vector records of each; disk use of each store.
 
         ``count_vectors=False`` leaves Chroma closed (``vectors`` is None): the graph alone answers.
         """
@@ -129,6 +140,7 @@ class Operator:
             by_type = self.graph.field_counts(tenant, "type")
             private, sessions = self.graph.private_count(tenant), len(self.graph.sessions(tenant))
             agents, episodes = sorted(self.graph.agents(tenant)), len(self._episodes(tenant))
+        vectors, episode_vectors = self._vector_counts(tenant) if count_vectors else (None, None)
         return TenantStats(
             tenant=tenant,
             memories=sum(by_type.values()),
@@ -137,7 +149,8 @@ class Operator:
             sessions=sessions,
             agents=agents,
             episodes=episodes,
-            vectors=self.core.vectors.count(tenant) if count_vectors else None,
+            vectors=vectors,
+            episode_vectors=episode_vectors,
             disk_bytes=self.disk_use(),
         )
 

@@ -23,7 +23,12 @@ Pipeline for one query inside one tenant:
    a row that ends by asking a question holds none (:mod:`.answer_type`);
 5. confidence = relevance, recency (own timestamp) and salience mixed; the quality gate
    asks whether the query matched at all (its best row) and falls back to lexical matches
-   rather than return nothing; rows then need only a minimal relevance.
+   rather than return nothing; rows then need only a minimal relevance;
+6. order: by confidence, except under ``type: "handoff"`` (not ``deep``), where the rows the
+   gate kept come newest first (:func:`newest_first`; docs/recall-ordering.md).
+7. repeats (:mod:`.collapse`): copies of one fact become one row, the newest, carrying
+   ``repeats`` and the other refs, so ``limit`` counts distinct facts (off with ``collapse=False``
+   or ``deep``); the empty query's most recent rows and the gate's fallback collapse the same way.
 """
 
 from __future__ import annotations
@@ -32,35 +37,37 @@ import heapq
 import math
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from graph.api import GraphStore, Key, LexicalHit, MemoryNode
 from memory_core import validation as v
 from memory_core.embedding.local import Embedder, embed_query
 from memory_core.errors import InvalidInputError, StoreError
-from memory_core.models import RecallResult, from_us
+from memory_core.models import MemoryRow, RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs
 from memory_core.recall import answer_type, rerank, scoring, turn_context
 from memory_core.recall.branches import dated
 from memory_core.recall.branches.entity import EntityBranch, EntityHits
 from memory_core.recall.branches.lexical import WORD, LexicalIndex
 from memory_core.recall.branches.vector import filtered_hits
+from memory_core.recall.collapse import Copy, collapse
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
 from memory_core.recall.presets import RecallConfig, resolve_preset
 from memory_core.recall.query import QueryReading, read_anchor, read_query
+from memory_core.recall.request import RecallRequest
 from memory_core.recall.scoring import Candidate
 from memory_core.recall.stages import Stages, timed
 from memory_core.recall.turn_context import Around
 from memory_core.refs import EPISODE, memory_ref, parse_ref
 from memory_core.settings.schema import Settings
-from memory_core.vectors.chroma import VectorHit, VectorStore
+from memory_core.vectors.api import VectorHit, VectorStore
 
 MAX_QUERY_CHARS = 8_000
 COVERAGE_ROWS = 10
+Scorer = Callable[[int], tuple[float, dict[str, Any]]]  # a ranked row's id -> (confidence, match_reason)
 
 
 @dataclass
@@ -69,6 +76,23 @@ class Lexical:
 
     bm25: list[LexicalHit] = field(default_factory=list)
     keywords: list[LexicalHit] = field(default_factory=list)
+
+
+NEWEST_FIRST = "newest_first"
+NEWEST_FIRST_TYPES = frozenset({"handoff"})
+
+
+def newest_first(filters: RecallFilters, deep: bool) -> bool:
+    """Whether the rows that pass the quality gate are ordered by time, not by confidence.
+
+    Under ``type: "handoff"`` the newest handoff is the one a resuming agent needs, whatever
+    its wording: relevance decides which handoffs are admitted, time their order. Other types
+    keep the weighted recency (``type_recency_*``): a decision, note or error is one fact among
+    many, and the newest one about something else must not outrank the one the query asks for
+    (a decision that changed is corrected with ``update_memory``; recall then shows only its
+    newest version). ``deep`` turns time off altogether, this rule included.
+    """
+    return not deep and filters.type in NEWEST_FIRST_TYPES
 
 
 class Recaller:
@@ -91,16 +115,14 @@ class Recaller:
     def close(self) -> None:
         self._workers.shutdown(wait=True)
 
-    def recall(
-        self, tenant: str, query: str, *, viewer: str | None = None, limit: int | None = None,
-        type: str | None = None, session: str | None = None, agent: str | None = None,
-        channel: str | None = None, source_id: str | None = None, project_id: Any = UNSET,
-        exclude_contents: Sequence[str] | None = None, deep: bool = False, preset: str | None = None,
-        context_text: str | None = None, now: datetime | str | None = None,
-        held_context: Sequence[str] = (), include_superseded: bool = False,
-    ) -> RecallResult:
+    def recall(self, request: RecallRequest) -> RecallResult:
+        """Run one recall (see the module docstring for the pipeline)."""
+        o = request.options
+        query, limit, deep, context_text = request.query, o.get("limit"), o.get("deep", False), request.context_text
+        held_context, viewer = request.held_context, o.get("viewer")
         started, stages = time.perf_counter(), Stages()
-        tenant = v.tenant(tenant)
+        collapsing = o.get("collapse", True) and not deep  # deep shows every copy
+        tenant = v.tenant(request.tenant)
         if not isinstance(query, str):
             raise InvalidInputError("'query' must be a string (empty returns the most recent memories).")
         query = query.replace("\x00", " ")[:MAX_QUERY_CHARS]
@@ -108,18 +130,18 @@ class Recaller:
         limit = self.settings.recall.default_limit if limit is None else limit
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= window:
             raise InvalidInputError(f"'limit' must be an integer from 1 to {window}.", field="limit")
-        anchor = read_anchor(now)
-        cfg = resolve_preset(preset, self.settings.recall, self.embedder.name)
-        scope = resolve_project(project_id, viewer, self.settings.operating_context.agents)
+        anchor = read_anchor(o.get("now"))
+        cfg = resolve_preset(o.get("preset"), self.settings.recall, self.embedder.name)
+        scope = resolve_project(o.get("project_id", UNSET), viewer, self.settings.operating_context.agents)
         filters = RecallFilters.build(
-            tenant, viewer, scope, type=type, session=session, agent=agent, channel=channel,
-            source_id=source_id, exclude_contents=exclude_contents, held_context=held_context,
-            include_superseded=include_superseded or deep,
+            tenant, viewer, scope, type=o.get("type"), session=o.get("session"), agent=o.get("agent"),
+            channel=o.get("channel"), source_id=o.get("source_id"), exclude_contents=o.get("exclude_contents"),
+            held_context=held_context, include_superseded=o.get("include_superseded", False) or deep,
         )
         result = RecallResult([], resolved_project_id=scope.resolved_project_id,
                               operating_context_warning=scope.warning)
         if not query.strip() and not (context_text or "").strip():
-            result.messages = self._most_recent(filters, limit)
+            result.messages = self._most_recent(filters, limit, collapsing, result.diagnostics)
         else:
             if anchor is None and (bounds := self.graph.bounds(filters.tenant, None)):
                 anchor = from_us(bounds[1][0])  # relative dates: against the newest memory
@@ -158,33 +180,62 @@ class Recaller:
             stages.lap("wait")
             stages.add("lexical", lexical_ms)
             stages.add("entities", entities_ms)
-            self._ranked(result, filters, reading, limit, cfg, deep, hits, full, found, entity_hits, stages)
+            self._ranked(result, filters, reading, limit, cfg, deep, hits, full, found, entity_hits, stages,
+                         collapsing)
             stages.lap("rank")
             result.diagnostics["stages_ms"] = stages.as_dict()
         result.diagnostics["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return result
 
     # ---- empty query ---------------------------------------------------------------------
-    def _most_recent(self, filters: RecallFilters, limit: int) -> list[Any]:
+    def _most_recent(self, filters: RecallFilters, limit: int, collapsing: bool,
+                     diagnostics: dict[str, Any]) -> list[Any]:
         g, tenant = self.graph, filters.tenant
-        picked: list[int] = []
+        picked: list[MemoryNode] = []
+        facts: set[str] = set()  # distinct content hashes picked (collapsing: limit counts these)
         before: Key | None = None
-        while len(picked) < limit:  # pages of the time index, newest first, checked as they come
+        window = self.settings.recall.scan_window
+        while (len(facts) if collapsing else len(picked)) < limit:
+            # pages of the time index, newest first, checked as they come
             page = g.page(tenant, filters.session, before, max(limit * 2, 32))
             nodes = g.memories(tenant, (k[1] for k in page))
-            admitted = [k[1] for k in page if (a := nodes.get(k[1])) is not None and filters.admits(a)]
-            held = g.contents(tenant, admitted) if filters.excludes else {}
-            picked += [i for i in admitted if not filters.excludes or not filters.excluded(held.get(i, ""))]
-            if len(page) < max(limit * 2, 32):
+            admitted = [a for k in page if (a := nodes.get(k[1])) is not None and filters.admits(a)]
+            held = g.contents(tenant, [a.id for a in admitted]) if filters.excludes else {}
+            for a in admitted:
+                if not filters.excludes or not filters.excluded(held.get(a.id, "")):
+                    picked.append(a)
+                    facts.add(a.content_hash or f"#{a.id}")
+            if len(page) < max(limit * 2, 32) or len(picked) >= window:  # collapsing reads at most the window
                 break
             before = page[-1]
-        return self.reader.rows(tenant, picked[:limit], filters.viewer)
+        if not collapsing:
+            return self.reader.rows(tenant, [a.id for a in picked[:limit]], filters.viewer)
+        return self._distinct_rows(filters, picked, limit, diagnostics)
+
+    def _distinct_rows(self, filters: RecallFilters, ranked: Sequence[MemoryNode], limit: int,
+                       diagnostics: dict[str, Any], score: Scorer | None = None) -> list[MemoryRow]:
+        """The rows of the first ``limit`` distinct facts of ``ranked`` (best first): each the newest copy of
+        its fact with ``repeats`` / ``also``, scored (``score``) as the fact's best-ranked copy."""
+        tenant = filters.tenant
+        groups = collapse([Copy(a.id, a.ts_us, a.content_hash) for a in ranked], limit,
+                          lambda ids: self.graph.contents(tenant, ids))
+        rows = {r.id: r for r in self.reader.rows_any(tenant, [grp.shown.id for grp in groups], filters.viewer)}
+        out = []
+        for grp in groups:
+            row = rows.get(grp.shown.id)
+            if row is None:
+                continue
+            if score is not None:
+                row = row.scored(*score(grp.lead.id))
+            out.append(row.with_repeats([memory_ref(i) for i in grp.also]) if len(grp.members) > 1 else row)
+        diagnostics["collapsed"] = sum(len(grp.members) - 1 for grp in groups)
+        return out
 
     # ---- ranked recall -------------------------------------------------------------------
     def _ranked(
         self, result: RecallResult, filters: RecallFilters, reading: QueryReading, limit: int, cfg: RecallConfig,
         deep: bool, hits: list[VectorHit], vector_full: bool, lexical: Lexical, entity_hits: EntityHits,
-        stages: Stages,
+        stages: Stages, collapsing: bool = True,
     ) -> None:
         cands = self._candidates(hits, lexical)
         EntityBranch.join(cands, entity_hits)
@@ -248,7 +299,14 @@ class Recaller:
             and (conf >= row_gate or c.evidence >= cfg.evidence_gate)]
         if not kept and scored:
             weak = [c for _conf, c in sorted(scored, key=lambda item: -item[0]) if c.turn or c.keyword]
-            result.messages = self.reader.rows_any(filters.tenant, [c.id for c in weak[:limit]], filters.viewer)
+            if newest_first(filters, deep):
+                result.order = NEWEST_FIRST
+                weak.sort(key=lambda c: (-attrs[c.id].ts_us, c.id))
+            if collapsing:
+                result.messages = self._distinct_rows(filters, [attrs[c.id] for c in weak], limit,
+                                                      result.diagnostics)
+            else:
+                result.messages = self.reader.rows_any(filters.tenant, [c.id for c in weak[:limit]], filters.viewer)
             result.gate_fallback = bool(result.messages)
             return
         if cfg.rerank_top:
@@ -259,11 +317,31 @@ class Recaller:
                 rerank.model_query(reading.text, reading.lead),
                 cfg.rerank_top, cfg.rerank_weight, self.reranker)
             stages.lap("rerank")
-        top = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], -(item[1].cosine or 0.0),
-                                                            -attrs[item[1].id].ts_us, item[1].id))
-        rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
+        if newest_first(filters, deep):  # relevance admitted them; time orders them
+            result.order = NEWEST_FIRST
+
+            def rank(item: tuple[float, Candidate]) -> tuple[float, ...]:
+                return -attrs[item[1].id].ts_us, -item[0], item[1].id
+        else:
+
+            def rank(item: tuple[float, Candidate]) -> tuple[float, ...]:
+                return -item[0], -(item[1].cosine or 0.0), -attrs[item[1].id].ts_us, item[1].id
+
+        # collapsing ranks every kept row: a fact's copies below the cut are still its repeats
+        top = sorted(kept, key=rank) if collapsing else heapq.nsmallest(limit, kept, key=rank)
         refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by, c.entity_via)
                 if k is not None}
+        if collapsing:
+            by_id = {c.id: (conf, c) for conf, c in top}
+
+            def score(mem_id: int) -> tuple[float, dict[str, Any]]:
+                conf, c = by_id[mem_id]
+                return conf, scoring.reason(conf, c, cfg.rrf_k, refs)
+
+            result.messages = self._distinct_rows(filters, [attrs[c.id] for _, c in top], limit,
+                                                  result.diagnostics, score)
+            return
+        rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
         result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, cfg.rrf_k, refs))
                            for conf, c in top if c.id in rows]
 

@@ -86,15 +86,12 @@ def prefixes(held: str, content: str) -> bool:
 
 
 @dataclass(frozen=True)
-class RecallFilters:
-    tenant: str
-    viewer: str | None = None
-    type: str | None = None
-    session: str | None = None
-    agent: str | None = None
-    channel: str | None = None
-    source_id: str | None = None
-    project: str | None = None  # see ProjectScope
+class RecallFilters(RowFilter):
+    """A recall's filters: the row filters a graph backend evaluates inside its own queries
+    (:class:`graph.api.RowFilter`: tenant, viewer, type, session, agent, channel, source prefix,
+    project), and what only recall knows: the strings the caller holds, and whether corrected
+    versions come too."""
+
     exclude: tuple[str, ...] = ()  # exclude_contents: prefix either way (SPEC)
     held_context: tuple[str, ...] = ()  # recall_with_context's entries: see :func:`holds`
     include_superseded: bool = False  # also versions a newer one corrected (update_memory)
@@ -117,7 +114,7 @@ class RecallFilters:
             session=v.name(fields.get("session"), "session", required=False),
             agent=v.name(fields.get("agent"), "agent", required=False),
             channel=v.name(fields.get("channel"), "channel", required=False),
-            source_id=source_id or None,
+            source_prefix=source_id or None,
             project=scope.project,
             exclude=tuple(n for n in (normalize(x) for x in exclude) if n),
             held_context=tuple(n for n in (normalize(x) for x in held) if n),
@@ -140,7 +137,7 @@ class RecallFilters:
             return False
         if self.channel and a.channel != self.channel:
             return False
-        if self.source_id and not (a.source_id or "").startswith(self.source_id):
+        if self.source_prefix and not (a.source_id or "").startswith(self.source_prefix):
             return False
         if self.project is not None:
             stored = a.project_id
@@ -153,7 +150,7 @@ class RecallFilters:
         """Episodes summarize a whole session: no author, no per-user source, global pool.
 
         - ``agent`` set: skipped (an episode has no author).
-        - ``source_id`` set: skipped, unless ``channel`` is set too, which scopes episodes to
+        - a ``source_id`` prefix set: skipped, unless ``channel`` is set too, which scopes episodes to
           one conversation and re-admits them.
         - ``channel`` set: admitted only when the episode's session holds shared memories in
           that channel (``has_channel(tenant, session, channel)``, the graph store's
@@ -161,18 +158,13 @@ class RecallFilters:
         """
         if a.tenant != self.tenant or self.agent:
             return False
-        if self.source_id and not self.channel:
+        if self.source_prefix and not self.channel:
             return False
         if self.channel and (has_channel is None or not has_channel(self.tenant, a.session, self.channel)):
             return False
         if self.type and self.type != "episode":
             return False
         return not (self.session and a.session != self.session)
-
-    def row_filter(self) -> RowFilter:
-        """The filters a graph backend evaluates inside its own queries."""
-        return RowFilter(tenant=self.tenant, viewer=self.viewer, type=self.type, session=self.session,
-                         agent=self.agent, channel=self.channel, source_prefix=self.source_id, project=self.project)
 
     @property
     def excludes(self) -> bool:
@@ -185,12 +177,6 @@ class RecallFilters:
             return False
         text = normalize(content)
         return any(prefixes(x, text) for x in self.exclude) or any(holds(x, text) for x in self.held_context)
-
-    @property
-    def selective(self) -> bool:
-        """True when a filter narrows the tenant's rows (so it must apply before top-N cuts)."""
-        return bool(self.type or self.session or self.agent or self.channel or self.source_id
-                    or self.project is not None)
 
     def chroma_where(self) -> dict[str, Any] | None:
         """Pushdown for Chroma, or None when no filter is selective.

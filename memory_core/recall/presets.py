@@ -1,9 +1,9 @@
 """Retrieval strategy as named presets of one config object (not a pile of flags).
 
 The default ("balanced") is the hybrid, graph-aware method measured on three kinds of memory
-(``bench.locomo``: dialogue turns; ``bench.madial``: life events; ``bench.coding``: a coding
+(``bench.quality.locomo``: dialogue turns; ``bench.quality.madial``: life events; ``bench.quality.coding``: a coding
 agent's notes, errors, decisions and handoffs). Its weights are round numbers chosen on all
-three at once (``bench.tune``) and checked leave-one-conversation-out on LoCoMo; dialogue
+three at once (``bench.quality.tune``) and checked leave-one-conversation-out on LoCoMo; dialogue
 signals (window BM25, adjacency, session support) apply only to rows of type ``turn``. The other presets are
 re-weightings of the same pipeline, and baselines for benchmarks.
 """
@@ -32,7 +32,7 @@ class RecallConfig:
     # query reading: embed the query without the agents it names (the speaker signal has them)
     strip_names: bool = True
     # ... said as pronouns instead, the first agent named "I"/"my", the others "you"/"your": a turn is
-    # written in the first person, a question about it in the third (bench.tune, LoCoMo dev any@5 0.809 ->
+    # written in the first person, a question about it in the third (bench.quality.tune, LoCoMo dev any@5 0.809 ->
     # 0.816, frac@10 0.809 -> 0.822; MADial and the coding set name no agent and score the same)
     name_pronouns: bool = True
     # base score of a candidate
@@ -52,7 +52,7 @@ class RecallConfig:
     spread_prev: float = 0.4  # ... to the one before it (a hit is often the reply to a question)
     spread_next: float = 0.1  # ... to the one after it
     # ... and a turn gains w_context × the scaled cosine of its author's previous turn (:mod:`.turn_context`;
-    # bench.tune: LoCoMo dev any@5 0.818 -> 0.828, frac@10 0.822 -> 0.831, picked in each held-out conversation)
+    # bench.quality.tune: LoCoMo dev any@5 0.818 -> 0.828, frac@10 0.822 -> 0.831, picked in each held-out conversation)
     w_context: float = 0.4
     context_sources: int = 20  # ... from this many turns of the vector pool nearest the query
     neighbour_seeds: int = 40  # best-base rows (at least 2 × limit) whose absent neighbours join the pool
@@ -71,7 +71,7 @@ class RecallConfig:
     session_scaled: bool = False  # the bonus times the row's share of the best base
     # entities (:mod:`.entity_branch`): rows mentioning what the query names gain w_entity × the mean
     # weight² of its entities they mention; the best entity_seeds rows lift memories sharing a rare entity
-    # with them to at least entity_hop × their base × the entity's weight (bench.entity_recall: LoCoMo dev
+    # with them to at least entity_hop × their base × the entity's weight (bench.quality.entities.recall: LoCoMo dev
     # multi-hop any@5 0.704 -> 0.718, leave-one-conversation-out picks 0.4 over off in 4 of 5 conversations)
     w_entity: float = 0.3
     entity_hop: float = 0.4
@@ -80,11 +80,11 @@ class RecallConfig:
     entity_hop_df: float = 0.02  # a hop entity is mentioned by at most this share of the tenant's memories
     # answer type (:mod:`.answer_type`): when the question asks when / how long / how many / where, each of
     # the best answer_rows rows holding a time / duration / number / place gains w_answer × its share of
-    # their best relevance (bench.tune: LoCoMo dev any@5 0.816 -> 0.818, temporal 0.872 -> 0.891)
+    # their best relevance (bench.quality.tune: LoCoMo dev any@5 0.816 -> 0.818, temporal 0.872 -> 0.891)
     w_answer: float = 0.3
     answer_rows: int = 20
     # ... and each of them whose text ends by asking a question (hands the floor over rather than tells)
-    # loses this share of its relevance (bench.tune: LoCoMo dev any@5 0.832 -> 0.840; coding MRR 0.811 -> 0.817)
+    # loses this share of its relevance (bench.quality.tune: LoCoMo dev any@5 0.832 -> 0.840; coding MRR 0.811 -> 0.817)
     asking_penalty: float = 0.1
     # a memory another one SUPERSEDES (an older handoff of the chain) loses this share
     superseded_penalty: float = 0.3
@@ -103,7 +103,7 @@ class RecallConfig:
     # recall_with_context: weight of the context text in the embedded query
     context_weight: float = 0.5
     # a second stage (:mod:`.rerank`): a cross-encoder re-reads the best rerank_top rows (0: none), its
-    # standardised logit blended with recall's standardised confidence at rerank_weight (bench.rerank;
+    # standardised logit blended with recall's standardised confidence at rerank_weight (bench.quality.rerank;
     # leave-one-conversation-out on LoCoMo picked 0.4 with the head at 20 for 4 of 5 conversations)
     rerank_top: int = 0
     rerank_weight: float = 0.4
@@ -129,12 +129,11 @@ PRESETS: dict[str, RecallConfig] = {
 }
 
 
-# what a preset leaves unset (None) takes the embedder's value: with all-mpnet-base-v2 the vector
-# branch alone beats MiniLM's by 0.12 hit@5 on MADial's events, and a non-dialogue row's own-text
-# BM25 at MiniLM's weight (0.8) pulled recall below that branch (hit@5 0.657 vs 0.679); at 0.3 it
-# is level on hit@5 and above on any@5 and MRR (bench.tune --embedder mpnet). Dialogue turns
-# (LoCoMo) are scored as before; with MiniLM, 0.3 costs MADial 0.03 hit@5, so it keeps 0.8
-EMBEDDER_DEFAULTS: dict[str, dict[str, float]] = {"all-mpnet-base-v2-onnx": {"w_own": 0.3}}
+# what a preset leaves unset (None) takes the embedder's value, for models measured with bench.quality.tune. With the
+# removed all-mpnet-base-v2 provider a non-dialogue row's own-text BM25 weighed 0.3 (its vector branch alone beat
+# MiniLM's by 0.12 hit@5 on MADial's events, and MiniLM's 0.8 pulled recall below that branch); no model of
+# fastembed's catalogue has been measured yet, so every one keeps the preset's weights
+EMBEDDER_DEFAULTS: dict[str, dict[str, float]] = {}
 
 
 def resolve_preset(name: str | None, settings: RecallSettings, embedder: str | None = None) -> RecallConfig:

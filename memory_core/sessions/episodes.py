@@ -25,7 +25,7 @@ from memory_core.reads import EPISODE_AGENT, EPISODE_SALIENCE, Reader, visible
 from memory_core.refs import episode_ref, memory_ref
 from memory_core.sessions.summary import SummaryProvider, SummaryTurn, extractive_summary, summarize_with_fallback
 from memory_core.settings.schema import Settings
-from memory_core.vectors.chroma import Metadata, VectorStore
+from memory_core.vectors.api import Metadata, VectorStore
 from memory_core.write.path import WritePath
 
 SUMMARY_WINDOW = 200  # newest turns a summary reads
@@ -34,6 +34,7 @@ TURN_ROW_OVERHEAD_CHARS = 200  # ≈ the JSON fields of one turn row in an MCP r
 
 
 SUMMARY_PENDING = "model summary pending"  # recover_context did not wait for the model
+SUMMARY_NOT_STORED = "read-only: summary not stored"  # recover_context on a connection that may not write
 
 
 @dataclass(frozen=True)
@@ -175,8 +176,11 @@ class EpisodeService:
             self.provider, self.provider_settings, turns, handoff_content(self.graph, tenant, handoff)
         )
         now_us = time.time_ns() // 1000
+        # a model can echo what it read (a memory stored before the guard, or under "allow"): the summary
+        # written back passes the secrets guard like every other write
         row = {
-            "tenant": tenant, "session": session, "summary": outcome.text, "summary_source": outcome.source,
+            "tenant": tenant, "session": session, "summary": self.writer.guard.summary(outcome.text),
+            "summary_source": outcome.source,
             "summary_error": outcome.error, "first_id": keys[-1][1] if keys else None, "last_id": last_key[1],
             "turn_count": shared_count, "last_ts_us": last_key[0],
             "handoff_id": handoff.id if handoff else None,
@@ -224,19 +228,22 @@ class EpisodeService:
 
     # ---- recovery --------------------------------------------------------------------------
     def recover_context(
-        self, tenant: str, session: str, viewer: str | None, turns: int | None, budget_chars: int | None = None
+        self, tenant: str, session: str, viewer: str | None, turns: int | None, budget_chars: int | None = None,
+        store_summary: bool = True,
     ) -> Recovery:
         """Latest handoff (full), the session summary and the newest turns with a cursor.
 
         Turns stop at ``turns`` or when their previews (``recover.turn_preview_chars`` each)
         would pass ``budget_chars``; ``next_cursor`` then continues right after the last one.
+        Without ``store_summary`` (a read-only caller) nothing is written and no model is called:
+        the stored summary when it is current, else an extractive one made now and not stored.
         """
         rec = self.settings.recover
         turns = rec.turns if turns is None else turns
         budget = rec.turns_budget_chars if budget_chars is None else budget_chars
         tenant = v.tenant(tenant)
         session = str(v.name(session, "session"))
-        episode = self._recovery_summary(tenant, session)
+        episode = self._recovery_summary(tenant, session) if store_summary else self._unstored_summary(tenant, session)
         handoff_attrs = self.latest_handoff(tenant, session, viewer)
         handoff = self.reader.rows(tenant, [handoff_attrs.id], viewer)[0] if handoff_attrs else None
         page = self.reader.recent_turns(tenant, session, turns, None, viewer)
@@ -271,6 +278,28 @@ class EpisodeService:
         except FutureTimeout:
             return self._while_refreshing(tenant, session)
 
+    def _unstored_summary(self, tenant: str, session: str) -> Episode | None:
+        """The session's stored summary if it is current, else an extractive one that is not stored."""
+        existing = self.graph.session_episode(tenant, session)
+        keys = self._shared_keys(tenant, session, SUMMARY_WINDOW)
+        if not keys:
+            return episode_from_attrs(existing, cached=True) if existing is not None else None
+        if existing is not None and (existing.last_id, existing.last_ts_us) == (keys[0][1], keys[0][0]):
+            return episode_from_attrs(existing, cached=True)
+        return self._extractive(tenant, session, keys, SUMMARY_NOT_STORED)
+
+    def _extractive(self, tenant: str, session: str, keys: list[Key], reason: str) -> Episode | None:
+        """An extractive summary of the shared rows ``keys`` (newest first), made now, not stored."""
+        rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
+        handoff = handoff_content(self.graph, tenant, self.latest_handoff(tenant, session, None))
+        if not rows:
+            return None
+        text = self.writer.guard.summary(extractive_summary(
+            [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"], handoff,
+            self.provider_settings.max_summary_chars))
+        return Episode(None, tenant, session, text, "fallback", reason, rows[0].ref, rows[-1].ref,
+                       len(rows), rows[-1].timestamp)
+
     def _refresh(self, tenant: str, session: str) -> Future[Episode]:
         with self._refresh_lock:
             running = self._refreshing.get((tenant, session))
@@ -283,15 +312,7 @@ class EpisodeService:
         existing = self.graph.session_episode(tenant, session)
         if existing is not None:
             return replace(episode_from_attrs(existing, cached=True), stale=True)
-        keys = self._shared_keys(tenant, session, SUMMARY_WINDOW)
-        rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
-        handoff = handoff_content(self.graph, tenant, self.latest_handoff(tenant, session, None))
-        if not rows:
-            return None
-        text = extractive_summary([SummaryTurn.from_row(r) for r in rows if r.type != "handoff"], handoff,
-                                  self.provider_settings.max_summary_chars)
-        return Episode(None, tenant, session, text, "fallback", SUMMARY_PENDING, rows[0].ref, rows[-1].ref,
-                       len(rows), rows[-1].timestamp)
+        return self._extractive(tenant, session, self._shared_keys(tenant, session, SUMMARY_WINDOW), SUMMARY_PENDING)
 
 
 def handoff_content(graph: GraphStore, tenant: str, handoff: MemoryNode | None) -> str | None:

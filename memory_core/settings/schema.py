@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memory_core.scopes import DEFAULT_SCOPE, Scope
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
 ENV_PREFIX = "MEMORY_CORE_"
@@ -51,15 +52,29 @@ class StorageSettings(_Section):
 
 
 class EmbeddingSettings(_Section):
-    provider: Literal["minilm", "mpnet", "hash", "litellm"] = "minilm"
+    provider: Literal["minilm", "fastembed", "hash", "litellm"] = "minilm"
     model: str | None = None
+    # provider "fastembed": a folder holding the model's files (loaded as is, nothing downloaded), and
+    # where fastembed keeps the models it downloads (None: $FASTEMBED_CACHE_PATH, else ~/.cache/memory-core/fastembed)
+    model_path: str | None = None
+    cache_dir: str | None = None
     api_base: str | None = None
     api_key_env: str | None = None
     batch_size: int = Field(32, ge=1, le=1024)
     dimension: int = Field(64, ge=8, le=4096)
     # threads of one local model run (None: onnxruntime's default, every core); 1 suits a server answering
-    # several agents at once: runs then never wait on each other's threads (see the README, Performance)
+    # several agents at once: runs then never wait on each other's threads (see docs/performance.md, Scale)
     threads: int | None = Field(None, ge=1, le=256)
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _removed_providers(cls, value: object) -> object:
+        if value == "mpnet":
+            raise ValueError(
+                "'mpnet' was removed (its hand-built model pulled torch and CUDA into installs); use "
+                "provider = \"fastembed\" with a model of fastembed's catalogue (e.g. model = "
+                "\"BAAI/bge-base-en-v1.5\"), or the default \"minilm\"")
+        return value
 
 
 class LimitSettings(_Section):
@@ -114,10 +129,12 @@ def _tenant_name(value: str | None) -> str | None:
 
 
 class TokenBinding(_Section):
-    """What one bearer token binds: a tenant and, optionally, the one agent it acts as."""
+    """What one bearer token binds: a tenant, optionally the one agent it acts as, and what it
+    may do (``scope``; an entry without one is ``write``, see :mod:`memory_core.scopes`)."""
 
     tenant: str
     agent: str | None = None
+    scope: Scope = DEFAULT_SCOPE
 
     _check_agent = field_validator("agent")(_agent_name)
 
@@ -127,12 +144,16 @@ class ServerSettings(_Section):
     port: int = Field(8765, ge=0, le=65535)
     tenant: str | None = None
     agent: str | None = None
-    # sha256(token) -> "tenant" or {tenant = "...", agent = "..."}; a plain string binds the tenant only
+    # what a connection no token binds may do (stdio, HTTP without tokens): read | write | admin
+    scope: Scope = DEFAULT_SCOPE
+    # sha256(token) -> "tenant" or {tenant = "...", agent = "...", scope = "..."}; a plain string binds
+    # the tenant only, with the default scope (write)
     tokens: dict[str, TokenBinding] = Field(default_factory=dict)
     mcp_limit_cap: int = Field(50, ge=1)
     operator_token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
     max_request_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     max_inflight_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    body_timeout_s: float = Field(30.0, gt=0, le=3600)  # a stalled request body is given up after this long
     # stdio launches share one background HTTP server per data directory; it stops after this long unused
     shared_idle_s: float = Field(300.0, gt=0, le=86_400)
 
@@ -174,6 +195,12 @@ class ModelProviderSettings(_Section):
     extract_entities: bool = False
 
 
+class SecuritySettings(_Section):
+    # what a write holding secrets (API keys, tokens, private keys, passwords, credentials in URLs) does:
+    # "redact" them to [REDACTED:<kind>], "reject" the write (SECRET_REJECTED), or "allow" (store as given)
+    secrets: Literal["redact", "reject", "allow"] = "redact"
+
+
 class Settings(_Section):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -184,12 +211,14 @@ class Settings(_Section):
     server: ServerSettings = Field(default_factory=ServerSettings)
     operating_context: OperatingContextSettings = Field(default_factory=OperatingContextSettings)
     model_provider: ModelProviderSettings = Field(default_factory=ModelProviderSettings)
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
 
 # Variables that share the prefix but are not settings (test-suite switches among them).
 TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
 NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY"})
-BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent"}  # -> server.<key>
+BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent",
+               "MEMORY_CORE_SCOPE": "scope"}  # -> server.<key>
 
 
 def load_settings(
@@ -200,8 +229,8 @@ def load_settings(
 ) -> Settings:
     """Defaults ← TOML file (``path`` or ``$MEMORY_CORE_CONFIG``) ← env vars ← ``overrides``.
 
-    ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` bind the server's tenant and agent; set but
-    malformed, they fail here (CONFIG_INVALID), as does any unknown ``MEMORY_CORE_*`` variable
+    ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` / ``MEMORY_CORE_SCOPE`` bind the server's tenant,
+    agent and scope; set but malformed, they fail here (CONFIG_INVALID), as does any unknown ``MEMORY_CORE_*`` variable
     (with the setting it probably meant).
     """
     from memory_core.settings.sources import layered_settings  # pydantic-settings loads only here

@@ -1,7 +1,7 @@
 """How settings are layered, through pydantic-settings: highest first,
 
 1. ``overrides`` (the CLI's flags),
-2. ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` (the server's binding),
+2. ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` / ``MEMORY_CORE_SCOPE`` (the server's binding),
 3. ``MEMORY_CORE_<SECTION>_<KEY>`` variables (``env_prefix="MEMORY_CORE_"``; the section is
    the nested model, the rest of the name its key, so keys keep their underscores:
    ``MEMORY_CORE_MODEL_PROVIDER_TIMEOUT_S`` -> ``model_provider.timeout_s``; dict keys take JSON),
@@ -37,6 +37,7 @@ from pydantic_settings import (
 )
 
 from memory_core.errors import ConfigError
+from memory_core.scopes import SCOPE_NAMES, parse_scope
 from memory_core.settings.schema import BINDING_ENV, ENV_PREFIX, NON_SETTING_ENV, TEST_ENV_PREFIX, Settings
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
@@ -112,10 +113,11 @@ def _is_dict_setting(setting: str) -> bool:
 
 
 class BindingEnvSource(PydanticBaseSettingsSource):
-    """``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT``: the tenant and agent a server binds.
+    """``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` / ``MEMORY_CORE_SCOPE``: the tenant, agent and
+    access scope a server binds.
 
     Set but malformed, each fails at start; an empty ``MEMORY_CORE_TENANT`` binds none (as it
-    always did), an empty ``MEMORY_CORE_AGENT`` is malformed.
+    always did), an empty ``MEMORY_CORE_AGENT`` or ``MEMORY_CORE_SCOPE`` is malformed.
     """
 
     def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
@@ -138,6 +140,15 @@ class BindingEnvSource(PydanticBaseSettingsSource):
                     key="MEMORY_CORE_AGENT",
                 )
             self._server["agent"] = agent
+        scope = environ.get("MEMORY_CORE_SCOPE")
+        if scope is not None:
+            if parse_scope(scope) is None:
+                raise ConfigError(
+                    f"MEMORY_CORE_SCOPE must be one of {', '.join(SCOPE_NAMES)} (unset it for the default, "
+                    "write).",
+                    key="MEMORY_CORE_SCOPE",
+                )
+            self._server["scope"] = scope
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return (self._server if field_name == "server" and self._server else None), field_name, False

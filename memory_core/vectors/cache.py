@@ -26,11 +26,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-from memory_core.vectors.chroma import Metadata, VectorHit, VectorStore, index_loaded
+from memory_core.vectors.api import VectorStore, index_loaded
+from memory_core.vectors.wrapper import Op, VectorStoreWrapper
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -50,8 +51,10 @@ class Releasable(VectorStore, Protocol):
         ...
 
 
-class VectorCacheBudget:
+class VectorCacheBudget(VectorStoreWrapper):
     """The VectorStore Protocol over an embedded Chroma, with its loaded indexes kept under ``budget_bytes``."""
+
+    inner: Releasable
 
     def __init__(self, inner: Releasable, budget_bytes: int, rows: Callable[[str], int], *,
                  drain_s: float = DRAIN_S) -> None:
@@ -77,7 +80,7 @@ class VectorCacheBudget:
         return index_bytes(rows, self._dimension)
 
     @contextmanager
-    def _call(self, tenant: str | None, added: int = 0, dimension: int | None = None) -> Iterator[None]:
+    def _enter_call(self, tenant: str | None, added: int = 0, dimension: int | None = None) -> Iterator[None]:
         self._enter(tenant, added, dimension)
         try:
             yield
@@ -154,42 +157,12 @@ class VectorCacheBudget:
             self._releasing = False
             self._cond.notify_all()
 
-    def _run(self, tenant: str | None, fn: Callable[[], T], added: int = 0, dimension: int | None = None) -> T:
-        with self._call(tenant, added, dimension):
-            return fn()
+    def _call(self, op: Op, tenant: str | None, fn: Callable[[VectorStore], T], *, added: int = 0,
+              dimension: int | None = None) -> T:
+        with self._enter_call(tenant, added, dimension):
+            return fn(self.inner)
 
-    # ---- the VectorStore Protocol ----------------------------------------------------------
     def loaded(self, tenant: str) -> bool:
         return index_loaded(self.inner, tenant)
 
-    def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],
-               documents: Sequence[str], metadatas: Sequence[Metadata]) -> None:
-        dimension = len(embeddings[0]) if len(embeddings) else None
-        self._run(tenant, lambda: self.inner.upsert(tenant, ids, embeddings, documents, metadatas),
-                  added=len(ids), dimension=dimension)
 
-    def delete(self, tenant: str, ids: Sequence[str]) -> None:
-        self._run(tenant, lambda: self.inner.delete(tenant, ids))
-
-    def query(self, tenant: str, embedding: Sequence[float], n: int,
-              where: dict[str, Any] | None = None, ids: Sequence[str] | None = None) -> list[VectorHit]:
-        return self._run(tenant, lambda: self.inner.query(tenant, embedding, n, where, ids),
-                         dimension=len(embedding) or None)
-
-    def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
-        return self._run(tenant, lambda: self.inner.existing_ids(tenant, ids))
-
-    def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
-        return self._run(tenant, lambda: self.inner.documents(tenant, ids))
-
-    def all_ids(self, tenant: str) -> set[str]:
-        return self._run(tenant, lambda: self.inner.all_ids(tenant))
-
-    def count(self, tenant: str) -> int:
-        return self._run(tenant, lambda: self.inner.count(tenant))
-
-    def tenants(self) -> list[str]:
-        return self._run(None, self.inner.tenants)
-
-    def close(self) -> None:
-        self.inner.close()

@@ -1,5 +1,4 @@
-"""Vector stores: the Protocol and Chroma (embedded or client/server); the in-memory fake is in
-:mod:`memory_core.vectors.memory`.
+"""Chroma (embedded or client/server) as a :class:`~memory_core.vectors.api.VectorStore`.
 
 One Chroma collection per tenant, named from a hash of the tenant, and every query also
 carries ``where tenant == T``: a query cannot reach another tenant's rows even if a filter
@@ -15,76 +14,17 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
-from memory_core import heavy_imports
 from memory_core.embedding.local import release_freed_heap
 from memory_core.errors import StoreError
+from memory_core.vectors import chroma_import
+from memory_core.vectors.api import VectorHit
 from memory_core.vectors.chroma_errors import translate_errors
-
-if TYPE_CHECKING:
-    pass
 
 T = TypeVar("T")
 BRUTE_FORCE_MAX = 800  # an ids= query over at most this many rows is scored exactly, in numpy
-Metadata = dict[str, str | int | float | bool]
-
-
-@dataclass(frozen=True)
-class VectorHit:
-    id: str
-    distance: float  # cosine distance: 0 = identical, 2 = opposite
-
-
-class VectorStore(Protocol):
-    """What the service needs from a vector index, always scoped to one tenant."""
-
-    def upsert(
-        self,
-        tenant: str,
-        ids: Sequence[str],
-        embeddings: Sequence[Sequence[float]],
-        documents: Sequence[str],
-        metadatas: Sequence[Metadata],
-    ) -> None: ...
-
-    def delete(self, tenant: str, ids: Sequence[str]) -> None: ...
-
-    def query(
-        self, tenant: str, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None,
-        ids: Sequence[str] | None = None,
-    ) -> list[VectorHit]:
-        """The ``n`` nearest rows, among those ``where`` matches and (when given) among ``ids``."""
-        ...
-
-    def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]: ...
-
-    def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]: ...
-
-    def all_ids(self, tenant: str) -> set[str]: ...
-
-    def count(self, tenant: str) -> int: ...
-
-    def tenants(self) -> list[str]: ...
-
-    def close(self) -> None: ...
-
-
-@runtime_checkable
-class IndexLoading(Protocol):
-    """A store that loads a tenant's index on its first call (embedded Chroma: the whole HNSW index)."""
-
-    def loaded(self, tenant: str) -> bool:
-        """Whether ``tenant``'s index is loaded already (its next call pays no load)."""
-        ...
-
-
-def index_loaded(store: object, tenant: str) -> bool:
-    """False when ``store``'s next call on ``tenant`` may first load its index: a slow call, not a
-    hang (see :mod:`memory_core.vectors.deadline`). Stores that never load count as loaded."""
-    return store.loaded(tenant) if isinstance(store, IndexLoading) else True
 
 
 def collection_name(prefix: str, tenant: str) -> str:
@@ -125,7 +65,7 @@ class ChromaVectorStore:
 
     @classmethod
     def persistent(cls, path: str | os.PathLike[str], prefix: str = "mc") -> ChromaVectorStore:
-        chromadb = heavy_imports.chromadb()
+        chromadb = chroma_import.chromadb()
 
         settings = chromadb.Settings(anonymized_telemetry=False, allow_reset=False)
 
@@ -169,7 +109,7 @@ class ChromaVectorStore:
             except StoreError:
                 return False
         # glibc keeps the freed indexes' pages: without a trim, RSS crept up ~1.5 MB a release
-        # (250 -> 310 MB over 39 releases; trimmed, 226-242 MB; bench.vector_cache --rounds 10)
+        # (250 -> 310 MB over 39 releases; trimmed, 226-242 MB; bench.latency.vector_cache --rounds 10)
         release_freed_heap()
         return True
 
@@ -214,7 +154,7 @@ class ChromaVectorStore:
         headers: dict[str, str] | None = None,
         retries: int = 3,
     ) -> ChromaVectorStore:
-        chromadb = heavy_imports.chromadb()
+        chromadb = chroma_import.chromadb()
 
         settings = chromadb.Settings(anonymized_telemetry=False)
 
@@ -357,9 +297,20 @@ class ChromaVectorStore:
             for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
         }
 
-    def count(self, tenant: str) -> int:
+    def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
         col = self._collection(tenant, create=False)
-        return 0 if col is None else int(self._run(col.count))
+        if col is None:
+            return 0
+        if not where:
+            return int(self._run(col.count))
+        n, offset, page = 0, 0, 5000  # Chroma counts a filter only by listing its ids
+        while True:
+            res = self._run(functools.partial(col.get, where=_scoped(tenant, where), include=[], limit=page,
+                                              offset=offset))
+            n += len(res["ids"])
+            if len(res["ids"]) < page:
+                return n
+            offset += page
 
     def tenants(self) -> list[str]:
         self._reset_if_failed(reading=True)

@@ -31,13 +31,14 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from graph.api import GraphStoreError
 from memory_core.errors import MemoryCoreError, StoreUnavailableError
-from memory_core.vectors.chroma import Metadata, VectorHit, VectorStore, index_loaded
+from memory_core.vectors.api import VectorStore, index_loaded
+from memory_core.vectors.wrapper import Op, VectorStoreWrapper
 
 T = TypeVar("T")
 # the slowest index load allowed for, in rows a second: the slowest cold first recall of 1M rows here
@@ -117,7 +118,7 @@ class _Workers:
                 self._idle += 1
 
 
-class DeadlineVectorStore:
+class DeadlineVectorStore(VectorStoreWrapper):
     """A VectorStore whose every call returns, raises, or fails with STORE_UNAVAILABLE by a deadline."""
 
     def __init__(self, inner: VectorStore, deadline_s: float, rows: Callable[[str], int] | None = None) -> None:
@@ -152,7 +153,7 @@ class DeadlineVectorStore:
         except (MemoryCoreError, GraphStoreError):  # the graph cannot say: no allowance, the plain deadline holds
             return 0.0
 
-    def _call(self, what: str, fn: Callable[[], T], tenant: str | None = None) -> T:
+    def _deadline(self, what: str, fn: Callable[[], T], tenant: str | None = None) -> T:
         wedged = self.wedged()
         if wedged is not None:
             raise StoreUnavailableError(wedged, wedged=True)
@@ -209,32 +210,10 @@ class DeadlineVectorStore:
     def loaded(self, tenant: str) -> bool:
         return index_loaded(self.inner, tenant)
 
-    # ---- the VectorStore Protocol --------------------------------------------------------
-    def upsert(self, tenant: str, ids: Sequence[str], embeddings: Sequence[Sequence[float]],
-               documents: Sequence[str], metadatas: Sequence[Metadata]) -> None:
-        self._call("upsert", lambda: self.inner.upsert(tenant, ids, embeddings, documents, metadatas), tenant)
-
-    def delete(self, tenant: str, ids: Sequence[str]) -> None:
-        self._call("delete", lambda: self.inner.delete(tenant, ids), tenant)
-
-    def query(self, tenant: str, embedding: Sequence[float], n: int,
-              where: dict[str, Any] | None = None, ids: Sequence[str] | None = None) -> list[VectorHit]:
-        return self._call("query", lambda: self.inner.query(tenant, embedding, n, where, ids), tenant)
-
-    def existing_ids(self, tenant: str, ids: Sequence[str]) -> set[str]:
-        return self._call("get", lambda: self.inner.existing_ids(tenant, ids))
-
-    def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
-        return self._call("get", lambda: self.inner.documents(tenant, ids))
-
-    def all_ids(self, tenant: str) -> set[str]:
-        return self._call("get", lambda: self.inner.all_ids(tenant))
-
-    def count(self, tenant: str) -> int:
-        return self._call("count", lambda: self.inner.count(tenant))
-
-    def tenants(self) -> list[str]:
-        return self._call("list", self.inner.tenants)
+    def _call(self, op: Op, tenant: str | None, fn: Callable[[VectorStore], T], *, added: int = 0,
+              dimension: int | None = None) -> T:
+        # only a call that writes or searches may load the tenant's index: the others get no allowance
+        return self._deadline(op, lambda: fn(self.inner), tenant if op in ("upsert", "delete", "query") else None)
 
     def close(self) -> None:
         self._workers.close()

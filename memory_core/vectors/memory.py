@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from memory_core.vectors.chroma import Metadata, VectorHit
+from memory_core.vectors.api import Metadata, VectorHit
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,8 +57,9 @@ class InMemoryVectorStore:
         rows = self._rows.get(tenant, {})
         return {i: (rows[i][1], dict(rows[i][2])) for i in ids if i in rows}
 
-    def count(self, tenant: str) -> int:
-        return len(self._rows.get(tenant, {}))
+    def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
+        rows = self._rows.get(tenant, {})
+        return len(rows) if not where else sum(1 for _v, _d, meta in rows.values() if _matches(meta, where))
 
     def tenants(self) -> list[str]:
         return sorted(t for t, rows in self._rows.items() if rows)

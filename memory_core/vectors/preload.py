@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from graph.api import GraphStore
 from memory_core.errors import MemoryCoreError
+from memory_core.vectors.api import VectorStore, index_loaded
 from memory_core.vectors.cache import index_bytes
-from memory_core.vectors.chroma import VectorStore, index_loaded
 
 log = logging.getLogger("memory_core.vectors.preload")
 

@@ -14,6 +14,8 @@ Rules, the same at every boundary:
 - A locked memory can be neither updated nor deleted (LOCKED) until it is unlocked.
 - An agent-private memory is updated, locked or unlocked only by its author (for anyone else
   it reads as missing: NOT_FOUND); the operator (CLI) may act on any memory of the tenant.
+- ``own_only`` (a write-scoped MCP connection): only memories the acting agent wrote;
+  another's shared memory is SCOPE_DENIED (:func:`memory_core.reads.check_own`).
 - Handoffs are not corrected in place: a new handoff (``create_handoff``) supersedes the last.
 - The new version keeps the old one's session, type, visibility, role, channel, source and
   project; content, metadata (replaced, not merged) and salience are the old ones unless given.
@@ -31,7 +33,7 @@ from graph.api import SUPERSEDES, GraphStore, MemoryNode, mem_node
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, LockedError, NotFoundError, SupersededError
 from memory_core.models import AddResult, MemoryRow, from_us, iso
-from memory_core.reads import Reader, row_from_attrs, visible
+from memory_core.reads import Reader, check_own, row_from_attrs, visible
 from memory_core.refs import MEMORY, memory_ref, parse_ref
 from memory_core.versions.chain import chain_of, head_of
 from memory_core.write.path import WritePath
@@ -59,19 +61,23 @@ class VersionService:
         self.reader = reader
         self.writer = writer
 
-    def _target(self, tenant: str, ref: str, agent: str | None, operator: bool) -> MemoryNode:
-        """The memory ``ref`` names, as ``agent`` (or the operator) may act on it; NOT_FOUND otherwise."""
+    def _target(self, tenant: str, ref: str, agent: str | None, operator: bool, own_only: bool = False,
+                field: str = "agent") -> MemoryNode:
+        """The memory ``ref`` names, as ``agent`` (or the operator) may act on it; NOT_FOUND otherwise,
+        SCOPE_DENIED when ``own_only`` and ``agent`` did not write it."""
         parsed = parse_ref(ref)
         if parsed.kind != MEMORY:
             raise InvalidInputError(f"{parsed} is an episode; only memories have versions and locks.", field="ref")
         attrs = self.graph.memory(tenant, parsed.id)
         if attrs is None or not (operator or visible(attrs, agent)):
             raise NotFoundError(f"No memory {parsed} in this tenant.", ref=str(parsed))
+        if own_only:
+            check_own(attrs, agent, field)
         return attrs
 
     def update(
         self, tenant: str, ref: str, *, agent: str | None, operator: bool, content: str | None = None,
-        metadata: Mapping[str, Any] | None = None, salience: float | None = None,
+        metadata: Mapping[str, Any] | None = None, salience: float | None = None, own_only: bool = False,
     ) -> UpdateResult:
         """Write a new version of ``ref`` that supersedes it (see the module's rules)."""
         tenant = v.tenant(tenant)
@@ -81,7 +87,7 @@ class VersionService:
         # Checked here, outside the writer lock (the new version is embedded meanwhile, as an add's
         # is); the write re-checks in its graph transaction, where a version another writer
         # superseded or locked in between refuses it (SUPERSEDED) and nothing is written.
-        old = self._target(tenant, ref, agent, operator)
+        old = self._target(tenant, ref, agent, operator, own_only)
         if old.type == HANDOFF:
             raise InvalidInputError("A handoff is not corrected in place; write a new handoff "
                                     "(create_handoff), which supersedes the last one.", field="ref")
@@ -113,12 +119,13 @@ class VersionService:
             ref=memory_ref(old.id), head=memory_ref(head.id) if head is not None else None,
         )
 
-    def set_lock(self, tenant: str, ref: str, locked: bool, *, agent: str | None, operator: bool) -> bool:
+    def set_lock(self, tenant: str, ref: str, locked: bool, *, agent: str | None, operator: bool,
+                 own_only: bool = False) -> bool:
         """Lock or unlock ``ref``; returns whether its state changed (False: it already was)."""
         tenant = v.tenant(tenant)
         agent = v.name(agent, "agent", required=False)
         with self.writer.lock:
-            attrs = self._target(tenant, ref, agent, operator)
+            attrs = self._target(tenant, ref, agent, operator, own_only, field="viewer")
             if attrs.locked == locked:
                 return False
             with self.graph.transaction() as tx:  # store failures: coded by the service's decorator

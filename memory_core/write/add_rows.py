@@ -1,5 +1,10 @@
 """One add's arguments validated into a storable row, before any write: its fields, the
-entities it declares and the ones the deterministic extractor finds in its text."""
+entities it declares and the ones the deterministic extractor finds in its text.
+
+Every write path that stores a memory (add, add_memories, handoffs, corrections, imports, doctor's
+restores) prepares its rows here, so the secrets guard (:mod:`memory_core.secret_guard`) runs here,
+once, on the validated fields and before anything else reads them: the content hash, the
+extractor and every store see only the guarded text."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from memory_core.entities import declared
 from memory_core.entities.extract import extract_entities
 from memory_core.errors import InvalidInputError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, to_us
+from memory_core.secret_guard import Scan, SecretGuard
 from memory_core.settings.schema import LimitSettings
 from memory_core.write.rows import content_hash, scoped_idempotency_key
 
@@ -21,29 +27,49 @@ ADD_FIELDS = frozenset({
 })
 
 
+@dataclass(frozen=True)
+class ItemRef:
+    """Another item of the same add_many call, by its index: an edge or a version link to a row whose
+    id is only known once the call assigns it (imports write a version and its predecessor together).
+    A link to an item that is not written (its idempotency key answered it) is dropped."""
+
+    position: int
+
+
 @dataclass
 class PreparedAdd:
     row: dict[str, Any]
     idempotency_key: str | None
+    position: int = 0  # its index in the add_many call
     preferred_id: int | None = None  # imports keep their refs when the id is free
     restore: bool = False  # doctor: the record under preferred_id existed before; never delete it
     edges: list[tuple[str, str]] = field(default_factory=list)  # extra (target node, kind) from this memory
+    links: list[tuple[str | ItemRef, str]] = field(default_factory=list)  # the same as given (resolved each write)
+    supersedes_item: ItemRef | None = None  # a version link to another item of the call
     supersedes: int | None = None  # update_memory: the version this row ends (in the same transaction)
     entities: list[EntitySpec] = field(default_factory=list)  # declared, then extracted (MENTIONS)
     relations: list[RelationSpec] = field(default_factory=list)
+    redacted: dict[str, int] = field(default_factory=dict)  # secrets the guard replaced: kind -> count
 
 
-def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = True) -> PreparedAdd:
+REDACT = SecretGuard("redact")
+
+
+def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = True,
+                guard: SecretGuard = REDACT) -> PreparedAdd:
     """Validate one add's arguments into a storable row (no id yet). Raises before any write.
-    ``extract``: add the entities the deterministic extractor finds in the text to the declared ones."""
+    ``extract``: add the entities the deterministic extractor finds in the text to the declared ones.
+    ``guard``: the secrets policy (SECRET_REJECTED under ``reject``; redacted fields under ``redact``)."""
     unknown = set(item) - ADD_FIELDS
     if unknown:
         raise InvalidInputError(f"Unknown add_memory fields: {', '.join(sorted(unknown))}.")
     lim = limits
     tenant = v.tenant(item.get("tenant"))
-    text = v.content(item.get("content"), lim.max_content_chars)
+    scan = Scan()
+    text = guard.text(v.content(item.get("content"), lim.max_content_chars), "content", scan)
     mtype = v.stored_type(item.get("type") or "turn")
-    source = v.source(item.get("source"), lim.max_metadata_bytes, lim.max_metadata_depth)
+    source = guard.json(v.source(item.get("source"), lim.max_metadata_bytes, lim.max_metadata_depth), "source",
+                        scan)
     default_salience = HANDOFF_SALIENCE if mtype == "handoff" else DEFAULT_SALIENCE
     ts = v.timestamp(item.get("timestamp"))
     row: dict[str, Any] = {
@@ -59,8 +85,8 @@ def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = 
         "salience": v.salience(item.get("salience"), default_salience),
         "visibility": v.visibility(item.get("visibility") or "tenant"),
         "ts_us": to_us(ts),
-        "metadata": v.json_object(item.get("metadata"), "metadata", lim.max_metadata_bytes,
-                                  lim.max_metadata_depth),
+        "metadata": guard.json(v.json_object(item.get("metadata"), "metadata", lim.max_metadata_bytes,
+                                             lim.max_metadata_depth), "metadata", scan),
         "content": text,
         "content_len": len(text),
         "content_hash": content_hash(text),
@@ -68,8 +94,12 @@ def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = 
     key = scoped_idempotency_key(
         v.idempotency_key(item.get("idempotency_key")), str(row["visibility"]), str(row["agent"]))
     row["idempotency_key"] = key
-    entities = declared.entities(item.get("entities"))
-    relations = declared.relations(item.get("relations"), entities)
+    declared_entities = guard.json(item.get("entities"), "entities", scan)
+    declared_relations = guard.json(item.get("relations"), "relations", scan)
+    # SECRET_REJECTED here, under "reject": before anything is written, and before a later error could quote a value
+    redacted = guard.finish(scan, "memory")
+    entities = declared.entities(declared_entities)
+    relations = declared.relations(declared_relations, entities)
     if extract:
         entities = declared.with_extracted(entities, extract_entities(text))
-    return PreparedAdd(row, key, entities=entities, relations=relations)
+    return PreparedAdd(row, key, entities=entities, relations=relations, redacted=redacted)

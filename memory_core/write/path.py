@@ -25,37 +25,48 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
-from graph.api import GraphStore, GraphStoreError, GraphTxn, mem_node
+from graph.api import MEMORY_STATE_FIELDS, GraphStore, GraphStoreError, GraphTxn, mem_node
 from memory_core.embedding.local import Embedder
-from memory_core.errors import InvalidInputError, MemoryCoreError, StoreError, StoreUnavailableError, SupersededError
+from memory_core.errors import (
+    InvalidInputError,
+    MemoryCoreError,
+    SecretRejectedError,
+    StoreError,
+    StoreUnavailableError,
+    SupersededError,
+)
 from memory_core.models import AddResult, from_us
-from memory_core.refs import memory_ref
+from memory_core.refs import MAX_KEPT_ID, memory_ref
+from memory_core.secret_guard import SecretGuard
 from memory_core.settings.schema import LimitSettings, WriteSettings
 from memory_core.store_errors import graph_error
-from memory_core.vectors.chroma import VectorStore
+from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
-from memory_core.write.add_rows import ADD_FIELDS, PreparedAdd, prepare_add
+from memory_core.write.add_rows import ADD_FIELDS, REDACT, ItemRef, PreparedAdd, prepare_add
 from memory_core.write.group_commit import GroupCommit
 from memory_core.write.rows import embedding_text, vector_metadata
 
 CLEANUP_INTERVAL_S = 2.0
 CONFLICT_RETRIES = 2  # an idempotency key another replica committed first: the add is answered again
 JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
+Linked = Callable[[GraphTxn, list[tuple[int, int]]], None]  # (txn, [(item index, id written)]), see add_many
 
 
 class WritePath:
     """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
 
     def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings,
-                 write: WriteSettings | None = None) -> None:
+                 guard: SecretGuard = REDACT, write: WriteSettings | None = None) -> None:
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
         self.limits = limits
+        self.guard = guard  # the secrets policy every prepared row passes (see memory_core.secret_guard)
         self.lock = threading.RLock()
         self.on_written: Callable[[list[dict[str, Any]]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
@@ -67,7 +78,7 @@ class WritePath:
     # ---- validation ------------------------------------------------------------------------
     def prepare(self, item: dict[str, Any], *, extract: bool = True) -> PreparedAdd:
         """Validate one add's arguments into a storable row (see :func:`prepare_add`)."""
-        return prepare_add(item, self.limits, extract=extract)
+        return prepare_add(item, self.limits, extract=extract, guard=self.guard)
 
     # ---- adds ------------------------------------------------------------------------------
     def add_one(self, item: dict[str, Any]) -> AddResult:
@@ -82,54 +93,79 @@ class WritePath:
         items: Sequence[dict[str, Any]],
         *,
         preferred_ids: Sequence[int | None] = (),
-        edges: Sequence[list[tuple[str, str]]] = (),
+        edges: Sequence[Sequence[tuple[str | ItemRef, str]]] = (),
         restore: bool = False,
         supersedes: Sequence[int | None] = (),
+        states: Sequence[Mapping[str, Any] | None] = (),
+        linked: Linked | None = None,
         extract: bool = True,
     ) -> list[AddResult]:
         """Validate all, embed outside the lock, then write all-or-nothing.
 
-        ``preferred_ids`` (imports): keep a row's original id when no memory or episode uses
-        it; a row whose id already holds the same content in its tenant is not written again.
+        ``preferred_ids`` (imports): keep a row's original id when nothing uses it and it is at
+        most :data:`MAX_KEPT_ID` (a larger one gets a fresh id: no file moves the shared sequence
+        towards the end of the range refs can name).
         ``restore`` (doctor): the vector records under the preferred ids exist already; a row
         that keeps its id is journaled as a restore, so no failure or recovery deletes them.
         ``supersedes`` (update_memory): the row is a new version of that memory; the graph
         transaction that writes it also ends the old one's validity (SupersededError, nothing
         written, when the old one is no longer a current, unlocked version).
+        ``states`` (imports): the row is written with this version state (any of ``supersedes_id``,
+        ``valid_to_us``, ``locked``) in its own transaction; no other row is touched. An edge target
+        or a ``supersedes_id`` may be an :class:`ItemRef` to another item of the call.
+        ``linked`` (imports): called inside the graph transaction that writes the rows, after them,
+        with ``[(item index, id)]`` of the rows written; whatever it writes commits with them (or
+        not at all). It may run more than once (a retried transaction): it must derive everything
+        from its arguments.
         ``extract`` False (imports carry their entities): only declared entities are linked.
         """
         if len(items) > self.limits.max_batch:
             raise InvalidInputError(f"A batch holds at most {self.limits.max_batch} memories.")
-        prepared = [self.prepare(item, extract=extract) for item in items]
+        prepared = []
+        for index, item in enumerate(items):
+            try:
+                p = self.prepare(item, extract=extract)
+            except SecretRejectedError as exc:
+                if len(items) > 1:  # which memory of the batch (nothing of it is written)
+                    exc.fields["index"] = index
+                raise
+            p.position = index
+            prepared.append(p)
         for p, pid in zip(prepared, preferred_ids, strict=False):
             p.preferred_id = pid
             p.restore = restore and pid is not None
+        for p, state in zip(prepared, states, strict=False):
+            p.row.update(_version_state(state))
+            if isinstance(p.row.get("supersedes_id"), ItemRef):
+                p.supersedes_item = p.row["supersedes_id"]
         for p, extra in zip(prepared, edges, strict=False):
-            p.edges = list(extra)
+            p.links = list(extra)
         for p, old in zip(prepared, supersedes, strict=False):
             p.supersedes = old
             p.row["supersedes_id"] = old
-        return self.write_prepared(prepared, extract=extract)
+        return self.write_prepared(prepared, linked=linked, extract=extract)
 
-    def write_prepared(self, prepared: list[PreparedAdd], *, extract: bool = True) -> list[AddResult]:
-        """Embed validated rows in one call (outside the lock), then write them all-or-nothing."""
+    def write_prepared(self, prepared: list[PreparedAdd], *, linked: Linked | None = None,
+                       extract: bool = True) -> list[AddResult]:
+        """Embed validated rows in one call (outside the lock), then write them all-or-nothing (each row's
+        ``position`` is its index here: group commit's batches are prepared one caller at a time)."""
+        for i, p in enumerate(prepared):
+            p.position = i
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
-            results = self._write(prepared, vectors)
+            results = self._write(prepared, vectors, linked)
+        results = [replace(r, redacted=p.redacted) if p.redacted else r
+                   for p, r in zip(prepared, results, strict=True)]
         if extract and self.on_written is not None:
             self.on_written([p.row for p, r in zip(prepared, results, strict=True) if r.created])
         return results
 
-    def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]], attempt: int = 0) -> list[AddResult]:
+    def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]], linked: Linked | None = None,
+               attempt: int = 0) -> list[AddResult]:
         results: list[AddResult | None] = [None] * len(prepared)
         to_write: list[int] = []
         batch_keys: dict[tuple[str, str], int] = {}
         for i, p in enumerate(prepared):
-            if p.preferred_id is not None:
-                same = self.graph.memory(p.row["tenant"], p.preferred_id)
-                if same is not None and same.content_hash == p.row["content_hash"]:
-                    results[i] = AddResult(memory_ref(p.preferred_id), from_us(same.ts_us), None, False)
-                    continue
             key = p.idempotency_key
             if key is not None:
                 existing = self._by_idempotency_key(p.row["tenant"], key)
@@ -142,13 +178,13 @@ class WritePath:
             to_write.append(i)
         if to_write:
             try:
-                self._write_rows([prepared[i] for i in to_write], [vectors[i] for i in to_write])
+                self._write_rows([prepared[i] for i in to_write], [vectors[i] for i in to_write], linked)
             except StoreError as exc:
                 if exc.fields.get("graph_error") != "conflict" or attempt >= CONFLICT_RETRIES:
                     raise
                 # another replica wrote one of these idempotency keys first (its unique index said
                 # so; this write was undone): answer again, now against what that replica wrote
-                return self._write(prepared, vectors, attempt + 1)
+                return self._write(prepared, vectors, linked, attempt + 1)
         first_by_key = {k: i for k, i in batch_keys.items()}
         for i, p in enumerate(prepared):
             if results[i] is None and i in to_write:
@@ -223,13 +259,14 @@ class WritePath:
             undo(entries)
             raise
 
-    def _write_rows(self, prepared: list[PreparedAdd], vectors: list[list[float]]) -> None:
+    def _write_rows(self, prepared: list[PreparedAdd], vectors: list[list[float]], linked: Linked | None) -> None:
         self.finish_interrupted()
         rows = [p.row for p in prepared]
         window_us = int(self.limits.duplicate_window_s * 1_000_000)
 
         def begin(tx: GraphTxn) -> JournalEntries:
             self._assign_ids(tx, prepared)
+            _resolve_item_refs(prepared)
             return [(_journal_op(p), p.row["tenant"], memory_ref(p.row["id"])) for p in prepared]
 
         def upsert() -> None:
@@ -251,7 +288,7 @@ class WritePath:
                 tx.lock_memories(rows)
             for p in prepared:
                 row = p.row
-                dup = tx.duplicate_of(row, window_us) if window_us else None
+                dup = tx.duplicate_of(row, window_us, p.supersedes) if window_us else None
                 row["duplicate_of"] = None if dup is None else memory_ref(dup)
                 tx.write_memory(row)
                 for dst, kind in p.edges:
@@ -263,6 +300,8 @@ class WritePath:
                                           ref=memory_ref(p.supersedes))
                 if p.entities or p.relations:
                     tx.link_entities(row["tenant"], row["id"], p.entities, p.relations, now_us)
+            if linked is not None:
+                linked(tx, [(p.position, p.row["id"]) for p in prepared])
 
         def undo(_entries: JournalEntries) -> None:
             self._undo_vectors([p.row for p in prepared if _journal_op(p) == "add"])
@@ -271,11 +310,12 @@ class WritePath:
         self.staged(begin, upsert, finish, undo)
 
     def _assign_ids(self, tx: GraphTxn, prepared: list[PreparedAdd]) -> None:
-        """Fresh ids from the shared sequence; imports keep theirs when nothing uses them."""
+        """Fresh ids from the shared sequence; imports keep theirs when nothing uses them and they
+        are at most MAX_KEPT_ID."""
         kept: set[int] = set()
         for p in prepared:
             pid = p.preferred_id
-            if pid is not None and pid not in kept and not tx.id_in_use(pid):
+            if pid is not None and 0 < pid <= MAX_KEPT_ID and pid not in kept and not tx.id_in_use(pid):
                 p.row["id"] = pid
                 kept.add(pid)
             else:
@@ -368,8 +408,28 @@ class WritePath:
         return done
 
 
+def _resolve_item_refs(prepared: list[PreparedAdd]) -> None:
+    """Edges and version links to other items of the call, by the ids this attempt assigned (again on
+    every attempt); a link to an item not written here is dropped."""
+    ids = {p.position: p.row["id"] for p in prepared}
+    for p in prepared:
+        if p.supersedes_item is not None:
+            p.row["supersedes_id"] = ids.get(p.supersedes_item.position)
+        p.edges = [(mem_node(ids[dst.position]) if isinstance(dst, ItemRef) else dst, kind) for dst, kind in p.links
+                   if not isinstance(dst, ItemRef) or dst.position in ids]
+
+
+def _version_state(state: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not state:
+        return {}
+    unknown = set(state) - set(MEMORY_STATE_FIELDS)
+    if unknown:
+        raise ValueError(f"not a memory state field: {sorted(unknown)}")
+    return dict(state)
+
+
 def _journal_op(p: PreparedAdd) -> str:
     return "restore" if p.restore and p.row.get("id") == p.preferred_id else "add"
 
 
-__all__ = ["ADD_FIELDS", "PreparedAdd", "WritePath"]
+__all__ = ["ADD_FIELDS", "ItemRef", "PreparedAdd", "WritePath"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from memory_core.vectors.chroma import Metadata
+from memory_core.vectors.api import Metadata
 
 
 def content_hash(text: str) -> str:

@@ -3,9 +3,8 @@ table printed at the end of the run (and written to ``bench/results/reliability.
 
 ``MEMORY_CORE_RELIABILITY=long`` (``make reliability``) runs every harness at full size;
 without it the same tests run reduced, inside ``make test``'s budget. The crash harness
-lives in ``tests/test_crash.py`` (it has its own long mode), and the store's stateful,
-disk-fault and multi-process tests next to it; when they run in the same session
-(``make reliability``) their outcomes join the table.
+(``test_crash.py``, with its own long mode) and the store's stateful, disk-fault and
+multi-process tests live here too; their outcomes join the table.
 """
 
 from __future__ import annotations
@@ -19,17 +18,17 @@ import pytest
 
 from tests.reliability.harness import LONG, MODE, RESULTS, RESULTS_PATH, HarnessResult, ReliabilityResults
 
-CRASH_TEST_FILE = "tests/test_crash.py"
-# Reliability tests of issue 7 that live outside this directory; `make reliability` runs them
-# in the same session, and each joins the table as one row (tests run, failures, time).
+CRASH_TEST_FILE = "tests/reliability/test_crash.py"
+# Reliability tests of issue 7 kept in their own files; each joins the table as one row
+# (tests run, failures, time).
 EXTERNAL_HARNESSES = {
-    "tests/test_store_stateful.py": "store stateful (model check)",
-    "tests/test_doctor_crash.py": "doctor repair (killed at its steps)",
-    "tests/test_disk_faults.py": "disk faults",
-    "tests/test_multiprocess.py": "multi-process",
+    "tests/reliability/test_store_stateful.py": "store stateful (model check)",
+    "tests/reliability/test_doctor_crash.py": "doctor repair (killed at its steps)",
+    "tests/reliability/test_disk_faults.py": "disk faults",
+    "tests/reliability/test_multiprocess.py": "multi-process",
 }
 # ... of which these are parametrized over the store backends: one row per backend
-PER_BACKEND = {"tests/test_store_stateful.py", "tests/test_doctor_crash.py"}
+PER_BACKEND = {"tests/reliability/test_store_stateful.py", "tests/reliability/test_doctor_crash.py"}
 _CRASH_TRIAL = re.compile(r"^trial (\d+): killed", re.MULTILINE)  # each line is printed twice
 _CRASH_ACKS = re.compile(r"'acknowledged': (\d+)")
 _PARAM = re.compile(r"\[([^\]]+)\]$")

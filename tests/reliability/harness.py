@@ -32,17 +32,17 @@ from mcp_types import CallToolResult
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings.schema import Settings, load_settings
-from tools.mcp.server import TOOLS as SERVER_TOOLS
+from tests.support.paths import ROOT
 from tools.mcp.server import build_server
+from tools.registry import TOOL_SPECS
 
 LONG = os.environ.get("MEMORY_CORE_RELIABILITY", "").strip().lower() == "long"
 MODE = "long" if LONG else "ci"
-ROOT = Path(__file__).resolve().parents[2]
 RESULTS_PATH = ROOT / "bench" / "results" / "reliability.json"
 CALL_TIMEOUT_S = 120.0
 
 # every tool the server registers (the contract tests pin the names themselves)
-TOOLS = tuple(fn.__name__ for fn, _hints in SERVER_TOOLS)
+TOOLS = tuple(spec.name for spec in TOOL_SPECS)
 
 # ---- the results table -------------------------------------------------------------------
 

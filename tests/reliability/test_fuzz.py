@@ -28,7 +28,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor import check as doctor_check
+from memory_core.operator.doctor.run import check as doctor_check
 from tests.reliability.fuzz_strategies import FOREIGN_TENANT, World, tool_arguments
 from tests.reliability.harness import (
     LONG,
@@ -130,7 +130,7 @@ def filter_problems(arguments: dict[str, Any], messages: list[dict[str, Any]]) -
         # an episode (a session summary) records no channel or source: a channel filter admits the
         # episodes of sessions holding shared rows in that channel (seed 002, issue 10 §7). Fuzzed
         # adds may put any channel in any session, so the exact rule is checked against a model in
-        # test_isolation.py and tests/test_recall_filtered.py, not here.
+        # test_isolation.py and tests/memory_core/recall/test_recall_filtered.py, not here.
         episode = row.get("type") == "episode"
         for name, field in (("type", "type"), ("session", "session"), ("agent", "agent"), ("channel", "channel")):
             wanted = arguments.get(name)

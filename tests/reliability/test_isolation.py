@@ -11,7 +11,9 @@ private): 0 markers of another tenant, or of another agent's private rows, may c
 no answer names another agent's private ref (idempotent replies, duplicate_of, edges,
 covers); idempotency keys of private rows are their author's own; a private row is
 deleted by its author only; corrections (update_memory) and locks follow the same closure
-(another tenant's or agent's ref reads as missing; SUPERSEDED, LOCKED as the model says) and
+(another tenant's or agent's ref reads as missing; SUPERSEDED, LOCKED as the model says); under
+the connection's default ``write`` scope a shared row, too, is corrected, locked or deleted
+only by its author (SCOPE_DENIED for anyone else, nothing changed); and
 recall shows superseded versions only when deep; and every answer is checked against a plain
 model. ~150 steps in CI; ≥ 2,000 with ``MEMORY_CORE_RELIABILITY=long``. Afterwards the stores
 hold exactly the model's memories and doctor is clean. The same run goes over SQLite + embedded
@@ -34,7 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 from mcp_types import CallToolResult
 
-from memory_core.operator.doctor import check as doctor_check
+from memory_core.operator.doctor.run import check as doctor_check
 from memory_core.operator.transfer import export_tenant
 from tests.reliability.harness import (
     LONG,
@@ -47,6 +49,7 @@ from tests.reliability.harness import (
     marker,
     payload,
 )
+from tests.support.backends import graph_backends
 from tests.support.store_checks import tenant_view
 from tools.mcp.preview import expand_rows
 
@@ -63,7 +66,6 @@ VOCAB = ("orion", "vault", "deploy", "billing", "invoice", "queue", "retry", "sc
 # Hypothesis picks each example's length (up to the step count); batches run until the target is met.
 TARGET_STEPS, EXAMPLES_PER_BATCH, STEPS_PER_EXAMPLE = (2000, 20, 50) if LONG else (150, 5, 30)
 MAX_BATCHES = 50
-BACKENDS = ("sqlite", "postgres")
 
 
 @dataclass
@@ -240,6 +242,10 @@ class IsolationMachine(RuleBasedStateMachine):
         mem = self.mems[ref]
         result = self.call("delete_memory", tenant, viewer, ref=ref)
         should = mem.visible_to(tenant, viewer)  # a private row: its author only
+        if should and mem.agent != viewer:  # the write scope: its own rows only
+            self.expect(error_code(result) == "SCOPE_DENIED", f"delete of {mem.agent}'s {ref} as {viewer}: "
+                                                               f"{result.content[0].text[:200]}")  # type: ignore[union-attr]
+            return
         if should and mem.locked:
             self.expect(error_code(result) == "LOCKED", f"delete of locked {ref}: {result.content[0].text[:200]}")  # type: ignore[union-attr]
             return
@@ -263,8 +269,9 @@ class IsolationMachine(RuleBasedStateMachine):
         # the text carries the marker the new version may show: this tenant's, and the author's if private
         content = f"{marker(tenant, mem.agent if mem.private else None)} corrected {' '.join(words)} #{self.written}"
         result = self.call("update_memory", tenant, ref=ref, agent=agent, content=content)
-        want = ("NOT_FOUND" if not mem.visible_to(tenant, agent) else "INVALID_INPUT" if mem.type == "handoff"
-                else "SUPERSEDED" if mem.superseded else "LOCKED" if mem.locked else None)
+        want = ("NOT_FOUND" if not mem.visible_to(tenant, agent) else "SCOPE_DENIED" if mem.agent != agent
+                else "INVALID_INPUT" if mem.type == "handoff" else "SUPERSEDED" if mem.superseded
+                else "LOCKED" if mem.locked else None)
         self.expect(error_code(result) == want, f"update {ref} of {mem.tenant}/{mem.agent} as {tenant}/{agent}: "
                                                 f"{result.content[0].text[:200]} (expected {want})")  # type: ignore[union-attr]
         if want is None:
@@ -285,9 +292,11 @@ class IsolationMachine(RuleBasedStateMachine):
         mem = self.mems[ref]
         result = self.call("lock_memory" if lock else "unlock_memory", tenant, viewer, ref=ref)
         visible = mem.visible_to(tenant, viewer)
-        self.expect(error_code(result) == (None if visible else "NOT_FOUND"),
+        own = visible and mem.agent == viewer  # the write scope: its own rows only
+        want = "NOT_FOUND" if not visible else None if own else "SCOPE_DENIED"
+        self.expect(error_code(result) == want,
                     f"lock={lock} {ref} as {tenant}/{viewer}: {result.content[0].text[:200]}")  # type: ignore[union-attr]
-        if visible:
+        if own:
             self.expect(payload(result)["changed"] == (mem.locked != lock), f"lock={lock} {ref}: changed is wrong")
             mem.locked = lock
 
@@ -474,7 +483,7 @@ class IsolationMachine(RuleBasedStateMachine):
                         f"export line {line['ref']} differs")
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=graph_backends())
 def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
     """The server over SQLite + embedded Chroma, or over PostgreSQL + `chroma run` (a replica's stores)."""
     storage: dict[str, Any] = {}

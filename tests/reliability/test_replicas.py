@@ -29,7 +29,7 @@ import anyio
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor import check
+from memory_core.operator.doctor.run import check
 from memory_core.settings.schema import load_settings
 from tests.reliability.harness import HarnessResult, contract_problem, response_text
 from tests.reliability.test_load import EMBEDDER, TENANTS, LoadStats, drive, read_back_over_http

@@ -1,7 +1,7 @@
 """An independent oracle for the doctor tests: do the stores hold the same memories per tenant?
 
 It reads each store directly (Chroma ids and documents, SQLite's or PostgreSQL's rows, the
-graph, each tenant's lexical index, the journal) rather than through memory_core.operator.doctor, so a
+graph, each tenant's lexical index, the journal) rather than through memory_core.operator.doctor.run, so a
 doctor bug cannot hide behind its own check.
 """
 

@@ -1,4 +1,4 @@
-"""Fill a small disk under a live store, for tests/test_disk_full.py (run as its own process,
+"""Fill a small disk under a live store, for tests/reliability/test_disk_full.py (run as its own process,
 so that a hang that holds the GIL fails the test by its timeout instead of freezing pytest).
 
 ``python -m tests.support.disk_full vectors <disk>``: embedded Chroma alone. Fill the disk,

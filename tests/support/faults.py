@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from memory_core.vectors.chroma import Metadata, VectorHit, VectorStore
+from memory_core.vectors.api import Metadata, VectorHit, VectorStore
 
 
 class FaultyVectorStore:
@@ -79,8 +79,8 @@ class FaultyVectorStore:
     def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         return self.inner.documents(tenant, ids)  # type: ignore[attr-defined, no-any-return]
 
-    def count(self, tenant: str) -> int:
-        return self.inner.count(tenant)
+    def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
+        return self.inner.count(tenant, where)
 
     def tenants(self) -> list[str]:
         return self.inner.tenants()

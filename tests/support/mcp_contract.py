@@ -181,9 +181,9 @@ class ToolContract:
 
     async def test_delete_memory_removes_the_row_for_good(self, acme: Caller) -> None:
         ref = (await acme.ok("add_memory", session="delete", agent="a", content="to be forgotten"))["ref"]
-        assert await acme.ok("delete_memory", ref=ref) == {"ref": ref, "deleted": True}
+        assert await acme.ok("delete_memory", ref=ref, viewer="a") == {"ref": ref, "deleted": True}
         assert (await acme.ok("get_contents", refs=[ref]))["missing"] == [ref]
-        assert (await acme.ok("delete_memory", ref=ref))["deleted"] is False
+        assert (await acme.ok("delete_memory", ref=ref, viewer="a"))["deleted"] is False
 
     async def test_agent_private_rows_are_returned_only_to_their_author(self, acme: Caller) -> None:
         ref = (

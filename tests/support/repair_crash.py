@@ -1,8 +1,8 @@
-"""``doctor --repair`` killed at a chosen step, for tests/test_doctor_crash.py.
+"""``doctor --repair`` killed at a chosen step, for tests/reliability/test_doctor_crash.py.
 
 ``python -m tests.support.repair_crash <data_dir> <crash_at> [<storage JSON>]`` opens the store
 (embedded Chroma, the deterministic embedder; SQLite, or the graph the storage settings name:
-PostgreSQL) and runs :func:`memory_core.operator.doctor.repair`, counting every step at the store
+PostgreSQL) and runs :func:`memory_core.operator.doctor.run.repair`, counting every step at the store
 boundaries while the repair runs: just before and just after each vector-store write (upsert,
 delete) and each graph write transaction (SQLite's or PostgreSQL's). At step
 ``crash_at`` the process ends with ``os._exit`` — no cleanup, no flush, as after SIGKILL.
@@ -23,9 +23,10 @@ from typing import Any
 from graph.sqlite.db import GraphDB
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.operator.doctor import repair
+from memory_core.operator.doctor.run import repair
 from memory_core.settings.schema import load_settings
-from memory_core.vectors.chroma import ChromaVectorStore, Metadata
+from memory_core.vectors.api import Metadata
+from memory_core.vectors.chroma import ChromaVectorStore
 
 CRASH_EXIT = 77
 

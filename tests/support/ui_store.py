@@ -20,6 +20,7 @@ from tools.auth import hash_token
 
 OPERATOR_TOKEN = "operator-secret-token"
 AGENT_TOKEN = "agent-acme-token"
+ADMIN_TOKEN = "admin-acme-token"  # an agent token with the admin scope: still not the operator's
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'"> & <b>bold</b>'
 START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 TURNS = 60
@@ -37,14 +38,16 @@ class Refs:
 
 
 def ui_settings() -> dict[str, object]:
-    """Overrides for load_settings: the operator token and one tenant-bound agent token."""
+    """Overrides for load_settings: the operator token and two tenant-bound agent tokens (write, admin)."""
     return {"server": {"operator_token_sha256": hash_token(OPERATOR_TOKEN),
-                       "tokens": {hash_token(AGENT_TOKEN): "acme"}}}
+                       "tokens": {hash_token(AGENT_TOKEN): "acme",
+                                  hash_token(ADMIN_TOKEN): {"tenant": "acme", "scope": "admin"}}}}
 
 
 def config_text() -> str:
     return (f'[server]\noperator_token_sha256 = "{hash_token(OPERATOR_TOKEN)}"\n\n'
-            f'[server.tokens]\n"{hash_token(AGENT_TOKEN)}" = "acme"\n')
+            f'[server.tokens]\n"{hash_token(AGENT_TOKEN)}" = "acme"\n'
+            f'"{hash_token(ADMIN_TOKEN)}" = {{ tenant = "acme", scope = "admin" }}\n')
 
 
 def populate(core: MemoryCore) -> Refs:

@@ -3,7 +3,9 @@
 The same replies as the in-process stdio server (:mod:`tools.mcp.stdio_replies`), in the standard
 library only, so a bridge starts without importing the MCP SDK:
 
-- not JSON, not UTF-8, or a lone surrogate escape (``"\\ud800"``) -> ``-32700``, ``id: null``
+- a request holding a lone surrogate escape (``"\\ud800"``) -> forwarded as its stand-in
+  (:mod:`tools.http.unencodable`): the server answers it under its own id
+- not JSON, not UTF-8, or a notification holding a lone surrogate -> ``-32700``, ``id: null``
 - JSON that is not a JSON-RPC 2.0 message -> ``-32600``, with its ``id`` when usable
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from tools.http.unencodable import marked_request
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -20,8 +24,14 @@ def read_line(line: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None
     """``(message, None)`` for a line to forward, ``(None, reply)`` for one to answer here."""
     try:
         message = json.loads(line)
-        json.dumps(message, ensure_ascii=False).encode("utf-8")  # a lone surrogate cannot be encoded
     except (ValueError, UnicodeError) as exc:
+        return None, _error(None, PARSE_ERROR, f"Parse error: the line is not valid JSON ({exc}).")
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeError as exc:  # a lone surrogate cannot be encoded: a request is answered under its id
+        marked = marked_request(message)
+        if marked is not None:
+            return marked, None
         return None, _error(None, PARSE_ERROR, f"Parse error: the line is not valid JSON ({exc}).")
     if _is_message(message):
         return message, None

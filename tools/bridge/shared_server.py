@@ -8,10 +8,18 @@ a free port (``serve --http --shared``), which stops itself after ``server.share
 without clients. Two launches at once meet at a lock file (``mcp-server.start.lock``), so
 they end with one server.
 
-Bridged connections authenticate with a *bridge token*: the binding of the stdio client
-(tenant and agent, ``None`` when unbound) signed with the directory's secret (HMAC-SHA256).
-The server takes the binding from the token alone, so a bridged client cannot act outside
-it; only a process that can read the 0600 file (the owner of the data directory) can mint one.
+Trust runs both ways, and rests on the secret in the 0600 file (docs/shared-server.md):
+
+- The client authenticates the server before it sends it anything: on every connection it
+  first asks ``GET /mcp-bridge/hello?nonce=…`` and expects ``HMAC(secret, port|nonce)``
+  (:func:`connect_verified`); only then does the bearer token or any content go out, on that
+  same connection. A stale record (a server killed with SIGKILL) whose pid and port now belong
+  to someone else's process is therefore ignored: the client starts its own server.
+- The server authenticates bridged connections by their *bridge token*: the binding of the
+  stdio client (tenant and agent, ``None`` when unbound, and its access scope) signed with the
+  secret (HMAC-SHA256). The server takes the binding from the token alone, so a bridged client cannot
+  act outside it; only a process that can read the 0600 file (the owner of the data directory)
+  can mint one.
 
 Stdlib only: the bridge imports this module and must start in a fraction of a second.
 """
@@ -23,8 +31,10 @@ import contextlib
 import fcntl
 import hashlib
 import hmac
+import http.client
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -36,15 +46,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from memory_core.errors import ConfigError, MemoryCoreError, StoreError, StoreLockedError
+from memory_core.errors import ConfigError, EmbedderMismatchError, MemoryCoreError, StoreError, StoreLockedError
+from memory_core.scopes import DEFAULT_SCOPE, Scope, parse_scope
 
 ANNOUNCEMENT = "mcp-server.json"
 START_LOCK = "mcp-server.start.lock"
 SERVER_LOG = "mcp-server.log"
 START_OUTPUT = "mcp-server.out"
 TOKEN_PREFIX = "mcb1."
+HELLO_PATH = "/mcp-bridge/hello"
+NONCE = re.compile(r"[0-9a-f]{32,128}")
+MAX_HELLO_BYTES = 1024  # the proof's answer is ~80 bytes; an impostor may send anything
 START_TIMEOUT_S = 60.0
-_BINDING_ENV = ("MEMORY_CORE_TENANT", "MEMORY_CORE_AGENT", "MEMORY_CORE_SERVER_TENANT", "MEMORY_CORE_SERVER_AGENT")
+_BINDING_ENV = ("MEMORY_CORE_TENANT", "MEMORY_CORE_AGENT", "MEMORY_CORE_SCOPE", "MEMORY_CORE_SERVER_TENANT",
+                "MEMORY_CORE_SERVER_AGENT", "MEMORY_CORE_SERVER_SCOPE")
 
 
 class SharedServerError(StoreError):
@@ -61,6 +76,7 @@ class Announcement:
     pid: int
     secret: str
     shared: bool
+    max_request_bytes: int | None = None  # the server's server.max_request_bytes (None: an older record)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -69,9 +85,12 @@ class Announcement:
 
 
 # ---- the announcement file -----------------------------------------------------------------
-def announce(data_dir: Path, url: str, secret: str, *, shared: bool) -> None:
+def announce(data_dir: Path, url: str, secret: str, *, shared: bool, max_request_bytes: int | None = None) -> None:
     """Write the announcement atomically, readable by the owner only (it holds the secret)."""
-    body = json.dumps({"url": url, "pid": os.getpid(), "secret": secret, "shared": shared})
+    record: dict[str, object] = {"url": url, "pid": os.getpid(), "secret": secret, "shared": shared}
+    if max_request_bytes is not None:
+        record["max_request_bytes"] = max_request_bytes  # bridges refuse larger requests without sending them
+    body = json.dumps(record)
     tmp = data_dir / f".{ANNOUNCEMENT}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -95,29 +114,134 @@ def read_announcement(data_dir: Path) -> Announcement | None:
     """The announcement, or None when there is none or it is unreadable/malformed."""
     try:
         raw = json.loads((data_dir / ANNOUNCEMENT).read_text())
-        return Announcement(str(raw["url"]), int(raw["pid"]), str(raw["secret"]), bool(raw.get("shared")))
+        limit = raw.get("max_request_bytes")
+        return Announcement(str(raw["url"]), int(raw["pid"]), str(raw["secret"]), bool(raw.get("shared")),
+                            limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def is_alive(found: Announcement, timeout_s: float = 1.0) -> bool:
-    """True when the announced process exists and its socket accepts a connection."""
+class UnprovenServer(OSError):
+    """The announced address did not prove that it is the announced server: gone, or someone else."""
+
+    def __init__(self, found: Announcement, *, impostor: bool) -> None:
+        what = "answered without the record's secret" if impostor else "did not answer"
+        super().__init__(f"{found.url} {what}")
+        self.found = found
+        self.impostor = impostor  # something listens there and failed the proof
+
+
+def server_proof(secret: str, nonce: str, port: int) -> str:
+    """The server's answer to a hello: its secret's HMAC of the port it was reached on and the client's nonce.
+
+    The port is in it so that a listener on another port cannot pass on a proof it obtained
+    from the real server.
+    """
+    return _sign(secret, f"memory-core-server-proof|{port}|{nonce}")
+
+
+def connect_verified(found: Announcement, timeout_s: float) -> http.client.HTTPConnection:
+    """A connection on which the announced server has just proved that it holds the record's secret.
+
+    Nothing goes out before the proof but a fresh nonce: no token, no content. The connection
+    never reopens by itself (``auto_open`` off), so what is sent on it next reaches the process
+    that gave the proof. Raises :class:`UnprovenServer`.
+    """
+    host, port = found.address
+    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    nonce = secrets.token_hex(16)
     try:
-        os.kill(found.pid, 0)
+        conn.connect()
+        assert conn.sock is not None
+        # http.client writes a request's headers and body apart: with Nagle's algorithm the body of
+        # the second request on a connection waits for the server's delayed ACK (40 ms on Linux)
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.request("GET", f"{HELLO_PATH}?nonce={nonce}")
+        response = conn.getresponse()
+        length = response.length
+        body = response.read() if response.status == 200 and length is not None and length <= MAX_HELLO_BYTES else b""
+    except (OSError, http.client.HTTPException) as exc:
+        conn.close()
+        raise UnprovenServer(found, impostor=False) from exc
+    try:
+        proof = json.loads(body)["proof"]
+    except (ValueError, KeyError, TypeError):
+        proof = None
+    if not isinstance(proof, str) or not hmac.compare_digest(proof, server_proof(found.secret, nonce, port)):
+        conn.close()
+        raise UnprovenServer(found, impostor=True)
+    conn.auto_open = 0
+    return conn
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        pass  # exists, another user's (cannot happen with a 0600 file we could read; harmless)
+        pass  # exists, another user's: only the proof can tell whether it is the server
+    return True
+
+
+def is_alive(found: Announcement, timeout_s: float = 1.0) -> bool:
+    """True when the announced server runs and proves, on its port, that it holds the record's secret."""
+    return _verdict(found, timeout_s) is None
+
+
+def _verdict(found: Announcement, timeout_s: float) -> UnprovenServer | None:
+    """None for the announced server, alive; else why not."""
+    if not _pid_exists(found.pid):
+        return UnprovenServer(found, impostor=False)
     try:
-        with socket.create_connection(found.address, timeout=timeout_s):
-            return True
-    except OSError:
-        return False
+        connect_verified(found, timeout_s).close()
+    except UnprovenServer as exc:
+        return exc
+    return None
 
 
-def live_announcement(data_dir: Path) -> Announcement | None:
+def live_announcement(data_dir: Path, say: Callable[[str], None] | None = None) -> Announcement | None:
+    """The announcement of a live server that proved itself; None otherwise (``say`` hears of impostors).
+
+    A record that is not this user's own, or that others may read or write, is not trusted
+    either: its secret is no longer a secret.
+    """
     found = read_announcement(data_dir)
-    return found if found is not None and is_alive(found) else None
+    if found is None:
+        return None
+    loose = _loose(data_dir / ANNOUNCEMENT)
+    if loose is not None:
+        if say is not None:
+            say(f"{data_dir / ANNOUNCEMENT} is {loose}; its server is not trusted (remove the file, or make the data "
+                "directory private).")
+        return None
+    failed = _verdict(found, 1.0)
+    if failed is None:
+        return found
+    if failed.impostor and say is not None:
+        say(f"{found.url} (recorded in {data_dir / ANNOUNCEMENT}, pid {found.pid}) did not prove it holds the "
+            "record's secret; it was sent nothing, and this client uses a server of its own.")
+    return None
+
+
+def _loose(path: Path) -> str | None:
+    """Why a record cannot be trusted (another user's, or open to others); None when it is private."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None  # gone meanwhile: nothing is trusted anyway
+    if info.st_uid != os.getuid():
+        return f"owned by uid {info.st_uid}, not by this user"
+    if info.st_mode & 0o077:
+        return f"open to other users (mode {info.st_mode & 0o777:o})"
+    return None
+
+
+def say_on_stderr(text: str) -> None:
+    """One line for the person running the stdio client (its MCP client logs the server's stderr)."""
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"memory-core: {text}\n")
+        sys.stderr.flush()
 
 
 # ---- bridge tokens -------------------------------------------------------------------------
@@ -129,14 +253,26 @@ def _sign(secret: str, payload: str) -> str:
     return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
 
 
-def bridge_token(secret: str, tenant: str | None, agent: str | None) -> str:
+@dataclass(frozen=True)
+class BridgeBinding:
+    """What a bridged stdio client is bound to: tenant and agent (None: unbound) and its scope."""
+
+    tenant: str | None
+    agent: str | None
+    scope: Scope = DEFAULT_SCOPE
+
+
+def bridge_token(secret: str, binding: BridgeBinding) -> str:
     """The bearer token of a bridged connection: its binding, signed with the directory's secret."""
-    payload = _b64(json.dumps({"tenant": tenant, "agent": agent}, separators=(",", ":")).encode())
+    body = {"tenant": binding.tenant, "agent": binding.agent, "scope": binding.scope.value}
+    payload = _b64(json.dumps(body, separators=(",", ":")).encode())
     return f"{TOKEN_PREFIX}{payload}.{_sign(secret, payload)}"
 
 
-def read_bridge_token(secret: str, token: str) -> tuple[str | None, str | None] | None:
-    """The (tenant, agent) a valid bridge token binds; None for anything else."""
+def read_bridge_token(secret: str, token: str) -> BridgeBinding | None:
+    """The binding a valid bridge token carries; None for anything else (a forged or altered one).
+
+    A token without a scope (a bridge of a version before scopes) has the default scope."""
     if not token.startswith(TOKEN_PREFIX):
         return None
     payload, _, signature = token[len(TOKEN_PREFIX):].partition(".")
@@ -146,10 +282,13 @@ def read_bridge_token(secret: str, token: str) -> tuple[str | None, str | None] 
         binding = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     except ValueError:
         return None
-    tenant, agent = binding.get("tenant"), binding.get("agent")
+    if not isinstance(binding, dict):
+        return None
+    tenant, agent, scope = binding.get("tenant"), binding.get("agent"), binding.get("scope", DEFAULT_SCOPE.value)
     if not all(value is None or isinstance(value, str) for value in (tenant, agent)):
         return None
-    return tenant, agent
+    parsed = parse_scope(scope)
+    return None if parsed is None else BridgeBinding(tenant, agent, parsed)
 
 
 def new_secret() -> str:
@@ -171,18 +310,21 @@ def _start_lock(data_dir: Path) -> Iterator[None]:
 
 def server_command(data_dir: Path, config: Path | None) -> list[str]:
     """The detached background server: ``memory-core serve --http --shared`` on a free loopback port."""
-    args = [sys.executable, "-c", "from tools.cli.app import main; main()", "serve", "--http", "--shared",
-            "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir), "--json"]
+    # ``python -P -m memory_core``: neither the launcher's working directory nor a PYTHONPATH holding
+    # other ``tools``/``graph`` packages can shadow ours (memory_core.launcher)
+    args = [sys.executable, "-P", "-m", "memory_core", "serve", "--http", "--shared", "--host", "127.0.0.1",
+            "--port", "0", "--data-dir", str(data_dir), "--json"]
     if config is not None:
         args += ["--config", str(config.resolve())]
     return args
 
 
-def ensure_shared_server(data_dir: Path, config: Path | None, *, command: Sequence[str] | None = None) -> Announcement:
-    """The live server of ``data_dir``: the announced one, or one started now (detached)."""
+def ensure_shared_server(data_dir: Path, config: Path | None, *, command: Sequence[str] | None = None,
+                         say: Callable[[str], None] | None = say_on_stderr) -> Announcement:
+    """The live server of ``data_dir``: the announced one (once it proved itself), or one started now (detached)."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        found = live_announcement(data_dir)
+        found = live_announcement(data_dir, say)
         if found is not None:
             return found
         with _start_lock(data_dir):
@@ -259,7 +401,8 @@ def _start_failure(out_path: Path, data_dir: Path) -> MemoryCoreError:
             if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
                 error = parsed["error"]
     message = str(error.get("message") or f"see {data_dir / SERVER_LOG}")
-    known: dict[str, type[MemoryCoreError]] = {StoreLockedError.code: StoreLockedError, ConfigError.code: ConfigError}
+    known: dict[str, type[MemoryCoreError]] = {StoreLockedError.code: StoreLockedError, ConfigError.code: ConfigError,
+                                              EmbedderMismatchError.code: EmbedderMismatchError}
     if error.get("code") in known:
         return known[error["code"]](message, data_dir=str(data_dir))
     code = error.get("code", "unknown")

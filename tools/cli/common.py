@@ -7,7 +7,7 @@ Errors map once, here (called from the app's group, see :mod:`tools.cli.app`)::
     exit 2  usage or invalid input   INVALID_INPUT, TENANT_REQUIRED, INVALID_REF, INVALID_CURSOR, …
     exit 3  not found                NOT_FOUND
     exit 4  store or service error   STORE_ERROR, STORE_LOCKED, STORE_UNAVAILABLE, EMBEDDING_UNAVAILABLE, …
-    exit 5  configuration            CONFIG_INVALID
+    exit 5  configuration            CONFIG_INVALID, EMBEDDER_MISMATCH
     exit 6  conflict                 LOCKED, SUPERSEDED (the memory is locked, or a newer version exists)
 
 The message names the stable code (``memory-core: NOT_FOUND: …`` on stderr); with
@@ -111,13 +111,16 @@ class Common:
         return cls(config, data_dir, json_out)
 
     @contextmanager
-    def core(self) -> Iterator[MemoryCore]:
-        """Open the store once for this command (settings: --config, then env), close it after."""
+    def core(self, graph_only: bool = False) -> Iterator[MemoryCore]:
+        """Open the store once for this command (settings: --config, then env), close it after.
+        ``graph_only``: the command never embeds nor queries vectors (export, tenants), so a directory
+        written with another embedding model opens too (the way to move it to a new model)."""
         from memory_core.service import MemoryCore  # the store's modules load only for commands that open it
         from tools.bridge.shared_server import ANNOUNCEMENT
 
         # STORE_LOCKED names the running server (pid, URL) that holds the directory, and how to stop it
-        core = MemoryCore.open(self.data_dir, config_path=self.config, announcement=ANNOUNCEMENT)
+        core = MemoryCore.open(self.data_dir, config_path=self.config, announcement=ANNOUNCEMENT,
+                               check_embedder_model=not graph_only)
         try:
             yield core
         finally:

@@ -17,20 +17,24 @@ def tenants(
 
     Example: memory-core tenants --data-dir /var/lib/memory-core
 
-    JSON: {"tenants": [{tenant, memories, vectors, sessions, agents, last_activity}, …]}
+    ``vectors`` counts memory vectors (as many as ``memories`` when the stores agree), apart from
+    the session summaries' ``episode_vectors`` (as many as ``episodes``).
+
+    JSON: {"tenants": [{tenant, memories, vectors, episodes, episode_vectors, sessions, agents, last_activity}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
 
-    with opts.core() as core:
+    with opts.core(graph_only=True) as core:  # counts only: lists a directory of another embedding model too
         rows = Operator(core).tenants()
     if opts.json:
         render.emit_json({"tenants": [t.to_dict() for t in rows]})
         return
     render.table(
         "tenants (all)",
-        ["tenant", "memories", "vectors", "sessions", "agents", "last activity"],
-        ([t.tenant, t.memories, t.vectors, t.sessions, t.agents, t.last_activity] for t in rows),
+        ["tenant", "memories", "vectors", "episodes", "episode vectors", "sessions", "agents", "last activity"],
+        ([t.tenant, t.memories, t.vectors, t.episodes, t.episode_vectors, t.sessions, t.agents, t.last_activity]
+         for t in rows),
     )
 
 
@@ -78,12 +82,13 @@ def stats(
     """A tenant's memories by type, sessions, agents, episodes, and the disk use of each store.
 
     Disk use is store-wide (all tenants share the Chroma directory and the graph database).
-    The graph answers alone (fast); --vectors also counts Chroma's records (`doctor` compares them).
+    The graph answers alone (fast); --vectors also counts Chroma's records, memories' and episodes'
+    apart (`doctor` compares them).
 
     Example: memory-core stats --tenant acme --vectors
 
-    JSON: {tenant, memories, by_type, private, sessions, agents, episodes, vectors (null without --vectors),
-    disk_bytes}
+    JSON: {tenant, memories, by_type, private, sessions, agents, episodes, vectors, episode_vectors (both null
+    without --vectors), disk_bytes}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
@@ -102,6 +107,8 @@ def stats(
             "agents": ", ".join(result.agents),
             "episodes": str(result.episodes),
             "vector records": "not counted (--vectors)" if result.vectors is None else str(result.vectors),
+            "episode vector records": "not counted (--vectors)" if result.episode_vectors is None
+            else str(result.episode_vectors),
         },
     )
     render.table("memories by type", ["type", "count"], sorted(result.by_type.items()))

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from memory_core.errors import InvalidInputError, StoreError
+from memory_core.settings import template_text
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt
 
 if TYPE_CHECKING:
-    from memory_core.operator import doctor as doctor_lib
+    from memory_core.operator.doctor import run as doctor_lib
 
 DEFAULT_CONFIG = Path("memory-core.toml")
-TEMPLATE = "config.template.toml"
 
 
 def doctor(
@@ -41,7 +40,7 @@ def doctor(
     JSON: {"ok", "counts": […], "findings": [{kind, tenant, ref, detail}], "recovered_at_open": […],
     and with --repair "repairs": [{kind, tenant, ref, action}], "remaining": […]}
     """
-    from memory_core.operator import doctor as doctor_lib  # loads with the command, not with --help
+    from memory_core.operator.doctor import run as doctor_lib  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
@@ -90,14 +89,6 @@ def _print_report(report: doctor_lib.DoctorReport) -> None:
         typer.echo(f"{len(report.findings)} problem(s) found; `memory-core doctor --repair` fixes what it can.")
     else:
         typer.echo(f"{len(report.remaining)} problem(s) remain after repair.")
-
-
-def template_text() -> str:
-    """The commented configuration template: the repository's own in a checkout, else the packaged copy."""
-    checkout = Path(__file__).resolve().parents[2] / TEMPLATE
-    if checkout.is_file():
-        return checkout.read_text(encoding="utf-8")
-    return resources.files("tools.cli").joinpath(TEMPLATE).read_text(encoding="utf-8")
 
 
 def init(

@@ -50,7 +50,10 @@ def add(
 
     Example: memory-core add --tenant acme --session s1 --agent planner --type note "Ship on Friday"
 
-    JSON: {"ref", "timestamp", "created", "duplicate_of"?}
+    Secrets in the text (keys, tokens, passwords, …) are stored as [REDACTED:<kind>] under the default
+    security.secrets = "redact"; the output names their kinds and counts.
+
+    JSON: {"ref", "timestamp", "created", "duplicate_of"?, "redacted"?: {kind: count}}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     fields: dict[str, Any] = {
@@ -73,7 +76,7 @@ def add(
         return
     note = f" (duplicate of {result.duplicate_of})" if result.duplicate_of else ""
     verb = "Stored" if result.created else "Already stored (same idempotency key):"
-    typer.echo(f"{verb} {result.ref} at {result.to_dict()['timestamp']}{note}")
+    typer.echo(f"{verb} {result.ref} at {result.to_dict()['timestamp']}{note}{render.redacted_note(result.redacted)}")
 
 
 def recall(
@@ -90,7 +93,9 @@ def recall(
         str | None, typer.Option(help="Omit: all projects; '': global pool only; X: X and the global pool; @auto.")
     ] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Content you already hold (repeatable).")] = None,
-    deep: Annotated[bool, typer.Option(help="No time decay.")] = False,
+    deep: Annotated[bool, typer.Option(help="No time decay (and every copy of a repeated fact).")] = False,
+    collapse: Annotated[bool, typer.Option(
+        "--collapse/--no-collapse", help="One row per fact: its newest copy, with its repeats.")] = True,
     preset: Annotated[str | None, typer.Option(help="Retrieval preset (default: recall.preset).")] = None,
     viewer: ViewerOpt = None,
     explain: Annotated[bool, typer.Option(
@@ -103,8 +108,12 @@ def recall(
 
     Example: memory-core recall --tenant acme "release date" --type decision --limit 5
 
+    A fact stored several times is one row, its newest copy, with "repeats" (copies) and "also"
+    (the other refs, newest first); --no-collapse (or --deep) lists every copy.
+
     JSON: {"messages": [row, …], "gate_fallback"?, "resolved_project_id"?, "warning"?}; each row
-    has ref, session, agent, type, timestamp, content (full), confidence, match_reason. With
+    has ref, session, agent, type, timestamp, content (full), confidence, match_reason, and
+    repeats/also when it stands for copies. With
     --explain, also "diagnostics": {"stages_ms": {read, embed, vector, lexical, entities, wait,
     rank, rerank?}, "elapsed_ms", "candidates", "vector_path", "lexical_share", "quality", …}.
     """
@@ -113,7 +122,7 @@ def recall(
         result = core.recall(
             tenant_of(tenant), query, viewer=viewer, limit=limit, type=type_, session=session, agent=agent,
             channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude or None,
-            deep=deep, preset=preset,
+            deep=deep, preset=preset, collapse=collapse,
         )
     if opts.json:
         from tools.mcp.preview import recall_response  # the one recall envelope; loads with the command

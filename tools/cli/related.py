@@ -12,7 +12,7 @@ from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, 
 if TYPE_CHECKING:  # `memory-core --help` loads no store, graph or pydantic module
     from memory_core.entities.related import RelatedItem
 
-MAX_DEPTH = 3  # memory_core.entities.related.MAX_DEPTH / MAX_LIMIT (tests/test_cli_related.py holds them equal)
+MAX_DEPTH = 3  # = memory_core.entities.related.MAX_DEPTH / MAX_LIMIT (tests/tools/cli/test_cli_related.py checks)
 MAX_LIMIT = 100
 
 

@@ -58,13 +58,16 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
 
 
 def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool = False) -> None:
-    """Memories as a table: ref, type, session, agent, time (+ confidence and signal), preview."""
+    """Memories as a table: ref, type, session, agent, time (+ confidence and signal), preview.
+
+    A row standing for repeats of its fact shows ``×N`` after its ref (``--json`` names the others)."""
     columns = ["ref", "type", "session", "agent", "time"]
     if scored:
         columns += ["confidence", "signal"]
     body = []
     for row in rows:
-        cells: list[Any] = [row.ref, row.type, row.session, row.agent, iso(row.timestamp)[:19].replace("T", " ")]
+        ref = row.ref if row.repeats <= 1 else f"{row.ref} ×{row.repeats}"
+        cells: list[Any] = [ref, row.type, row.session, row.agent, iso(row.timestamp)[:19].replace("T", " ")]
         if scored:
             reason = row.match_reason or {}
             cells += ["" if row.confidence is None else f"{row.confidence:.3f}", reason.get("signal", "")]
@@ -121,3 +124,10 @@ def _grow(branch: Tree, node: dict[str, Any]) -> None:
 
 def _escape(text: str) -> str:
     return text.replace("[", "\\[")
+
+
+def redacted_note(redacted: dict[str, int]) -> str:
+    """`` (secrets redacted: 1 aws-access-key, 2 password)`` after a write that had some; else ''."""
+    if not redacted:
+        return ""
+    return " (secrets redacted: " + ", ".join(f"{n} {kind}" for kind, n in redacted.items()) + ")"

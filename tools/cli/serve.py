@@ -71,7 +71,9 @@ def serve(
         if http or shared:
             from tools.mcp import server as mcp_server  # the MCP SDK loads only where this process serves MCP itself
 
-            on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json)) if announce else None
+            on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json,
+                                                  inspector=bool(settings.server.operator_token_sha256))
+                        ) if announce else None
             try:
                 anyio.run(lambda: mcp_server.serve_http(settings, data_dir=where, announce=on_ready, shared=shared))
             except OSError as exc:  # binding the socket: port in use, address not local, …
@@ -94,15 +96,17 @@ def serve(
 
 
 def _bindings_look_valid() -> bool:
-    """Whether MEMORY_CORE_TENANT / MEMORY_CORE_AGENT pass their patterns: a launch that will stop
-    with CONFIG_INVALID must not first start (and leave running) a shared server."""
+    """Whether MEMORY_CORE_TENANT / MEMORY_CORE_AGENT / MEMORY_CORE_SCOPE are well formed: a launch that
+    will stop with CONFIG_INVALID must not first start (and leave running) a shared server."""
     import os
 
+    from memory_core.scopes import parse_scope
     from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
     tenant, agent = os.environ.get("MEMORY_CORE_TENANT"), os.environ.get("MEMORY_CORE_AGENT")
+    scope = os.environ.get("MEMORY_CORE_SCOPE")
     return (tenant is None or TENANT_PATTERN.match(tenant) is not None) and (
-        agent is None or NAME_PATTERN.match(agent) is not None)
+        agent is None or NAME_PATTERN.match(agent) is not None) and (scope is None or parse_scope(scope) is not None)
 
 
 def _head_start(data_dir: Path, config: Path | None) -> Callable[[], Announcement]:
@@ -115,11 +119,12 @@ def _bridge(settings: Settings, data_dir: Path | None, config: Path | None,
             locate: Callable[[], Announcement] | None) -> None:
     """Bridge stdin/stdout to the data directory's shared server, starting it if none runs."""
     from tools.bridge.client import Bridge  # stdlib only: a joining client answers tools/list in milliseconds
-    from tools.bridge.shared_server import ensure_shared_server
+    from tools.bridge.shared_server import BridgeBinding, ensure_shared_server
 
     root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
-    bridge = Bridge(locate or (lambda: ensure_shared_server(root, config)), settings.server.tenant,
-                    settings.server.agent, sys.stdin.buffer, sys.stdout.buffer)
+    binding = BridgeBinding(settings.server.tenant, settings.server.agent, settings.server.scope)
+    bridge = Bridge(locate or (lambda: ensure_shared_server(root, config)), binding, sys.stdin.buffer,
+                    sys.stdout.buffer)
     bridge.run()
 
 
@@ -132,17 +137,25 @@ def _first_memory_error(group: BaseExceptionGroup) -> MemoryCoreError | None:
     return None
 
 
-def _announce_http(url: str, with_tokens: bool, json_out: bool) -> None:
+def _announce_http(url: str, with_tokens: bool, json_out: bool, *, inspector: bool) -> None:
+    """The URL, a client config to paste, and where the web inspector is (and whether it is on)."""
     server: dict[str, Any] = {"type": "http", "url": url}
     if with_tokens:
         server["headers"] = {"Authorization": "Bearer <your token>"}
     snippet = {"mcpServers": {"memory-core": server}}
+    ui = url.removesuffix("/mcp") + "/ui/"
     if json_out:
-        render.emit_json({"url": url, "transport": "http", "client_config": snippet})
+        view: dict[str, Any] = {"url": ui, "enabled": inspector}
+        if not inspector:
+            view["enable"] = "memory-core token --operator"
+        render.emit_json({"url": url, "transport": "http", "client_config": snippet, "inspector": view})
     else:
         typer.echo(f"memory-core MCP server listening on {url}")
         typer.echo("MCP client config:")
         typer.echo(json.dumps(snippet, indent=2))
+        typer.echo(f"Web inspector: {ui} (sign in with the operator token)" if inspector else
+                   f"Web inspector: {ui} is off until an operator token is configured "
+                   "(memory-core token --operator prints one and its config line)")
     sys.stdout.flush()
 
 

@@ -1,4 +1,4 @@
-"""token: create a bearer token for an agent (bound to a tenant, optionally one agent) or the operator.
+"""token: create a bearer token for an agent (bound to a tenant, optionally one agent, with a scope) or the operator.
 
 The token is random, shown once; the config keeps only its sha256, so the file holds nothing
 worth stealing (see :mod:`tools.auth`).
@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from memory_core.errors import InvalidInputError
+from memory_core.scopes import DEFAULT_SCOPE, SCOPE_NAMES, parse_scope
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 from tools.cli import render
 from tools.cli.common import Common, JsonOpt
@@ -27,6 +28,10 @@ def token(
     agent: Annotated[
         str | None, typer.Option("--agent", "-a", help="Bind one agent too: the only author and viewer it can use.")
     ] = None,
+    scope: Annotated[
+        str | None, typer.Option("--scope", "-s", help="What the token may do: read (read tools only), write "
+                                 "(default: add, handoffs, and change its own rows), admin (change any row).")
+    ] = None,
     operator: Annotated[
         bool, typer.Option("--operator", help="Create the operator token for the /ui inspector instead.")
     ] = False,
@@ -34,14 +39,16 @@ def token(
 ) -> None:
     """Create a random bearer token and print it once, with the line for the config file.
 
-    `memory-core token acme [--agent alice]` makes an agent token: put the printed line in the
-    server.tokens table and give the token to the agent's MCP client (Authorization: Bearer ...).
-    `memory-core token --operator` makes the token that opens the web inspector (/ui).
+    `memory-core token acme [--agent alice] [--scope read|write|admin]` makes an agent token: put
+    the printed line in the server.tokens table and give the token to the agent's MCP client
+    (Authorization: Bearer ...). read lists and calls only the read tools; write (the default) also
+    adds memories and handoffs and corrects, locks or deletes the rows its agent wrote; admin
+    changes any row. `memory-core token --operator` makes the token that opens the web inspector (/ui).
     The config keeps only the token's sha256; the token itself goes to a password manager.
 
-    Example: memory-core token acme --agent alice
+    Example: memory-core token acme --agent reviewer --scope read
 
-    JSON: {"token", "token_sha256", "section", "config_line", "tenant"?, "agent"?}
+    JSON: {"token", "token_sha256", "section", "config_line", "tenant"?, "agent"?, "scope"?}
     """
     opts = Common.of(ctx, None, None, json_out)
     if operator == (tenant is not None):
@@ -51,6 +58,12 @@ def token(
         )
     if operator and agent is not None:
         raise InvalidInputError("--agent binds an agent token; the operator token binds no agent.", field="agent")
+    if operator and scope is not None:
+        raise InvalidInputError("--scope is an agent token's; the operator token opens the read-only inspector.",
+                                field="scope")
+    granted = DEFAULT_SCOPE if scope is None else parse_scope(scope)
+    if granted is None:
+        raise InvalidInputError(f"'{str(scope)[:80]}' is not a scope: one of {', '.join(SCOPE_NAMES)}.", field="scope")
     if tenant is not None and not TENANT_PATTERN.match(tenant):
         raise InvalidInputError(
             f"'{tenant[:80]}' is not a tenant name: 1-128 characters, letters, digits and _.:@- "
@@ -68,15 +81,16 @@ def token(
     if tenant is None:
         _print_operator_token(value, digest, opts.json)
         return
-    line = token_config_line(digest, tenant, agent)
+    line = token_config_line(digest, tenant, agent, granted)
     if opts.json:
         payload: dict[str, Any] = {"token": value, "token_sha256": digest, "section": "server.tokens",
                                    "config_line": line, "tenant": tenant}  # fmt: skip
         if agent is not None:
             payload["agent"] = agent
+        payload["scope"] = granted.value
         render.emit_json(payload)
         return
-    bound = f"tenant '{tenant}'" + (f", agent '{agent}'" if agent is not None else "")
+    bound = f"tenant '{tenant}'" + (f", agent '{agent}'" if agent is not None else "") + f", scope '{granted}'"
     typer.echo(f"Token for {bound} (shown once; keep it secret): {value}")
     typer.echo("Put this line under [server.tokens] in the config file, then restart the server:")
     typer.echo(line)

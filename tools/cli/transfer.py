@@ -16,6 +16,9 @@ from memory_core.errors import NotFoundError
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
+SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="Import the rest past refused lines (listed).")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; report what would be written.")]
+
 if TYPE_CHECKING:
     from rich.progress import Progress
 
@@ -58,7 +61,7 @@ def export(
     from memory_core.operator.transfer import export_count, export_tenant  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
-    with opts.core() as core:
+    with opts.core(graph_only=True) as core:
         total = export_count(core, tenant_of(tenant))
         with _progress(opts.json or out is None) as bar, _sink(out) as fh:
             task = bar.add_task(f"export {tenant}", total=total)
@@ -90,44 +93,116 @@ def _sink(out: Path | None) -> Iterator[IO[str]]:
 
 def import_(
     ctx: typer.Context,
-    file: Annotated[str, typer.Argument(help="A JSONL export; '-' reads standard input.")],
+    file: Annotated[str, typer.Argument(help="A JSONL export ('-': standard input), or with --from the "
+                                             "other tool's file or folder.")],
     tenant: TenantOpt = None,
+    source: Annotated[str | None, typer.Option(
+        "--from", help="Move in from another tool: mcp-memory (memory.json), basic-memory (a notes folder), mem0 "
+                       "(an export or get_all JSON), markdown (CLAUDE.md or a folder of .md files).")] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", help="With --from: the author of memories whose source names none (default: the format's "
+                        "name).")] = None,
+    skip_bad: SkipBadOpt = False,
+    dry_run: DryRunOpt = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Import a JSONL export into --tenant (lines of other tenants are refused). Idempotent.
+    """Import a JSONL export, or another tool's memory (--from), into --tenant. Idempotent, crash-safe.
 
-    Memories keep their refs when the id is free; a memory already present (same session,
-    timestamp and content) is skipped, so re-importing a file writes nothing new. Exit 1
-    when some lines were refused (they are listed).
+    Running an import again writes nothing twice, and finishes one that was interrupted. By default
+    it stops at the first item it refuses (what comes before is in; fix it and run again);
+    --skip-bad imports the rest and lists what it refused; --dry-run writes nothing and says what
+    would be written. Exit 1 when something was refused.
 
-    Example: memory-core import acme.jsonl --tenant acme
+    memory-core's JSONL (FILE, '-' for standard input): lines of other tenants are refused; a
+    memory already present (same session, timestamp and content) is skipped and left as it is;
+    memories keep their refs when the id is free. Example: memory-core import acme.jsonl -t acme
 
-    JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "errors",
-    "error_lines": [{line, code, message}]} (states: rows whose version or lock state was set)
+    JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "entities", "mentions",
+    "relations", "errors", "error_lines": [{line, code, message}], "notes", "stopped_at", "dry_run"}
+    (+ "sample" with --dry-run; states: rows written with a version or lock state)
+
+    --from FORMAT: FILE is that tool's file or folder; the mapping of each format (entities,
+    relations, sessions, timestamps) is in docs/import.md.
+    Example: memory-core import ~/.mcp/memory.json --from mcp-memory -t acme --dry-run
+
+    JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped",
+    "by_kind": {kind: {read, written, skipped}}, "entities", "relations", "sessions", "errors",
+    "error_items": [{file, line, field, code, message}], "notes", "stopped_at"} (+ "sample")
     """
-    from memory_core.operator.transfer import import_lines  # loads with the command, not with --help
+    from memory_core.operator.jsonl_import import import_lines  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
+    if source is not None:
+        _import_source(opts, source, file, tenant_of(tenant), agent, skip_bad=skip_bad, dry_run=dry_run)
+        return
     total = None if file == "-" else _count_lines(Path(file))
     with _source(file) as lines, opts.core() as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
-        counts = import_lines(core, lines, tenant_of(tenant), lambda n: bar.advance(task, n))
+        counts = import_lines(core, lines, tenant_of(tenant), lambda n: bar.advance(task, n), skip_bad=skip_bad,
+                              dry_run=dry_run)
     if opts.json:
         render.emit_json(counts.to_dict())
     else:
+        verb = "Would import" if dry_run else "Imported"
         typer.echo(
-            f"Imported into {tenant}: {counts.written} written ({counts.remapped} under new refs), "
-            f"{counts.skipped} already present, {counts.edges} edges, {counts.errors} refused."
+            f"{verb} into {tenant}: {counts.written} written ({counts.remapped} under new refs), "
+            f"{counts.skipped} already present, {counts.edges} edges, {counts.states} with a version state, "
+            f"{counts.entities} new entities, {counts.errors} refused."
         )
+        if counts.sample:
+            render.table("first rows", ["line", "ref", "session", "type", "content"],
+                         ([r["line"], r["ref"], r["session"], r["type"], r["content"][:80]] for r in counts.sample))
         if counts.error_lines:
             render.table(
                 "refused lines",
                 ["line", "code", "message"],
                 ([e["line"], e["code"], e["message"]] for e in counts.error_lines),
             )
+        for note in counts.notes:
+            typer.echo(f"note: line {note['line']}: {note['message']}")
+        if counts.stopped_at is not None:
+            typer.echo(f"Stopped at line {counts.stopped_at}; the lines before it are imported. Fix it and run the "
+                       "import again (nothing is written twice), or pass --skip-bad to import the rest.")
     if counts.errors:
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
+def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str | None, *, skip_bad: bool,
+                   dry_run: bool) -> None:
+    """import --from FORMAT PATH: another tool's memory, with a progress bar on a terminal."""
+    from memory_core.importers import import_source  # loads with the command, not with --help
+
+    with opts.core() as core, _progress(opts.json) as bar:
+        task = bar.add_task(f"import {source} into {tenant}", total=None)
+        report = import_source(core, source, path, tenant, agent=agent, dry_run=dry_run, skip_bad=skip_bad,
+                               progress=lambda n: bar.advance(task, n),
+                               total=lambda n: bar.update(task, total=n))
+    if opts.json:
+        render.emit_json(report.to_dict())
+    else:
+        verb = "Would import" if dry_run else "Imported"
+        typer.echo(f"{verb} {report.path} ({source}) into {tenant} as {report.agent}: {report.written} memories "
+                   f"written, {report.skipped} already present, {report.errors} refused; {report.entities} "
+                   f"entities, {report.relations} relations, {report.sessions} sessions.")
+        render.table("by kind", ["kind", "read", "written", "already present"],
+                     ([k, c["read"], c["written"], c["skipped"]] for k, c in report.by_kind.items()))
+        if report.sample:
+            render.table("first rows", ["where", "kind", "session", "content", "entities"],
+                         ([f"{r['file']}:{r['line']}", r["kind"], r["session"], render.preview(r["content"]),
+                           ", ".join(r["entities"])] for r in report.sample))
+        if report.error_items:
+            render.table("refused", ["file", "line", "field", "code", "message"],
+                         ([e["file"], e["line"], e["field"] or "", e["code"], e["message"]]
+                          for e in report.error_items))
+        for note in report.notes:
+            typer.echo(f"note: {note['file']}:{note['line']}: {note['message']}")
+        if report.stopped_at is not None:
+            typer.echo(f"Stopped at {report.stopped_at['file']}:{report.stopped_at['line']}; what comes before it "
+                       "is imported. Fix it and run the import again (nothing is written twice), or pass --skip-bad "
+                       "to import the rest.")
+    if report.errors:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
@@ -140,14 +215,16 @@ def _count_lines(path: Path) -> int | None:
 
 
 @contextlib.contextmanager
-def _source(file: str) -> Iterator[Iterator[str]]:
+def _source(file: str) -> Iterator[Iterator[bytes]]:
+    """The file's lines as bytes (each decoded by the importer, so a line that is not UTF-8 is
+    reported by number rather than ending the import)."""
     if file == "-":
-        yield iter(sys.stdin)
+        yield iter(sys.stdin.buffer)
         return
     path = Path(file)
     if not path.is_file():
         raise NotFoundError(f"There is no file {file} to import.", path=file)
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         yield iter(fh)
 
 

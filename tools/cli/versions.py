@@ -73,7 +73,7 @@ def update(
 
     Example: memory-core update mem:42 "The deploy target is staging-4" --tenant acme
 
-    JSON: {"ref", "timestamp", "created", "supersedes"}
+    JSON: {"ref", "timestamp", "created", "supersedes", "redacted"?: {kind: count}}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     text = read_text_argument(content) if content is not None else None
@@ -84,7 +84,8 @@ def update(
     if opts.json:
         render.emit_json(result.to_dict())
         return
-    typer.echo(f"Stored {result.added.ref}, which supersedes {result.supersedes}.")
+    typer.echo(f"Stored {result.added.ref}, which supersedes {result.supersedes}."
+               f"{render.redacted_note(result.added.redacted)}")
 
 
 def _set_lock(ctx: typer.Context, ref: str, tenant: str | None, locked: bool, common: Common) -> None:

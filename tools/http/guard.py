@@ -18,7 +18,10 @@ SDK (and any tool) sees a request:
   (Content-Length) or found too large gets 413 without reading the rest; one that would pass
   the shared budget gets 503 with ``Retry-After``. Every refusal carries a JSON-RPC error body
   whose ``data.code`` is stable: ``HOST_NOT_ALLOWED``, ``ORIGIN_NOT_ALLOWED``,
-  ``REQUEST_TOO_LARGE``, ``SERVER_BUSY``.
+  ``REQUEST_TOO_LARGE``, ``SERVER_BUSY``, ``REQUEST_TIMEOUT``.
+- **Slow bodies.** A body must keep arriving: when ``body_timeout_s`` pass without a byte of it,
+  the request gets 408 ``REQUEST_TIMEOUT`` and its bytes are given back, so a client that
+  declares a body and never sends it holds neither memory nor a request in flight for long.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from urllib.parse import urlsplit
 
+import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,6 +43,8 @@ from tools.auth import is_loopback
 
 INVALID_REQUEST = -32600
 RETRY_AFTER_S = 1
+BODY_TIMEOUT_S = 30.0  # server.body_timeout_s's default
+FORM_MAX_BYTES = 4096  # the inspector's bodies: its login form is the only one (tools/ui)
 
 
 def check_body_budget(max_request_bytes: int, max_inflight_bytes: int) -> None:
@@ -153,85 +160,121 @@ class ByteBudget:
         self.held -= n
 
 
+@dataclass(frozen=True)
+class BodyCap:
+    """The largest body a route takes, and the setting (or component) that says so."""
+
+    max_bytes: int
+    named_by: str
+
+
 class HttpGuard:
-    """ASGI middleware: Host/Origin policy (when given), then the body byte budget."""
+    """ASGI middleware: Host/Origin policy (when given), then the body byte budget.
+
+    ``path_caps`` lowers the per-request cap under a path prefix (the inspector's ``/ui`` takes
+    nothing larger than a login form): such a body is refused before more of it is read.
+    """
 
     def __init__(
-        self, app: ASGIApp, *, policy: HostPolicy | None, max_request_bytes: int, max_inflight_bytes: int
+        self, app: ASGIApp, *, policy: HostPolicy | None, max_request_bytes: int, max_inflight_bytes: int,
+        body_timeout_s: float = BODY_TIMEOUT_S, path_caps: Mapping[str, BodyCap] | None = None,
     ) -> None:
         self.app = app
         self.policy = policy
         self.max_request_bytes = max_request_bytes
         self.budget = ByteBudget(max_inflight_bytes)
+        self.body_timeout_s = body_timeout_s
+        self._default_cap = BodyCap(max_request_bytes, "server.max_request_bytes")
+        self._path_caps = dict(path_caps or {})
+
+    def cap_for(self, path: str) -> BodyCap:
+        """The body cap of a request path: the smallest among the prefixes it falls under."""
+        caps = [cap for prefix, cap in self._path_caps.items() if path == prefix or path.startswith(f"{prefix}/")]
+        return min([self._default_cap, *caps], key=lambda cap: cap.max_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        cap = self.cap_for(scope.get("path", ""))
         refusal: Refusal | None = None
         declared = _content_length(headers)
         if self.policy is not None and not self.policy.allows_host(headers.get("host")):
             refusal = self._foreign_host
         elif self.policy is not None and not self.policy.allows_origin(headers.get("origin")):
             refusal = self._foreign_origin
-        elif declared is not None and declared > self.max_request_bytes:
-            refusal = self._too_large
+        elif declared is not None and declared > cap.max_bytes:
+            await self._too_large(cap, send)  # answered at once, unread (see _refuse)
+            return
         elif declared is not None and declared > self.budget.capacity - self.budget.held:
             refusal = self._busy
         if refusal is not None:
-            await self._refuse(refusal, receive, send, body_left=True)
+            await self._refuse(refusal, receive, send, cap)
             return
         held = _Held()
         try:
-            body, refusal, body_left = await self._read_body(receive, held)
+            body, refusal, drain = await self._read_body(receive, held, cap)
             if refusal is not None:
                 self.budget.give_back(held.n)
                 held.n = 0
-                await self._refuse(refusal, receive, send, body_left=body_left)
+                if drain:
+                    await self._discard_body(receive, cap)
+                await refusal(send)
                 return
             await self.app(scope, _replay(body, receive), send)
         finally:
             self.budget.give_back(held.n)
 
-    async def _refuse(self, refusal: Refusal, receive: Receive, send: Send, *, body_left: bool) -> None:
-        """Answer a refused request. A body within the per-request cap is first read and dropped
+    async def _refuse(self, refusal: Refusal, receive: Receive, send: Send, cap: BodyCap) -> None:
+        """Answer a request refused on its headers. A body within the cap is first read and dropped
         (one chunk in memory at a time): closing a connection with unread bytes makes the kernel
         reset it, and the client would see "connection reset" instead of the 503 or 403. A body
-        over the cap is answered at once, unread; such a client may see the reset instead. A body
-        already read to its end is not waited for again: that wait would last until the client
-        gave up, and it never would, waiting for its answer."""
-        if body_left and refusal != self._too_large:
-            await self._discard_body(receive)
+        over the cap is answered at once, unread; such a client may see the reset instead."""
+        await self._discard_body(receive, cap)
         await refusal(send)
 
-    async def _discard_body(self, receive: Receive) -> None:
-        """Read and drop what is left of a body, up to one request's worth."""
+    async def _discard_body(self, receive: Receive, cap: BodyCap) -> None:
+        """Read and drop a body, up to one request's worth."""
         dropped = 0
-        while dropped <= self.max_request_bytes:
-            message = await receive()
-            if message["type"] != "http.request" or not message.get("more_body", False):
+        while dropped <= cap.max_bytes:
+            message = await self._next(receive)
+            if message is None or message["type"] != "http.request" or not message.get("more_body", False):
                 return
             dropped += len(message.get("body", b""))
 
-    async def _read_body(self, receive: Receive, held: _Held) -> tuple[list[Message], Refusal | None, bool]:
+    async def _read_body(
+        self, receive: Receive, held: _Held, cap: BodyCap
+    ) -> tuple[list[Message], Refusal | None, bool]:
         """Receive the body, counting each chunk against both limits before keeping it. Returns
-        the messages, the refusal if a limit was passed, and whether any of the body is left unread."""
+        the messages, the refusal if a limit was passed (or the body stalled), and whether the rest
+        is to be read and dropped before answering: only for a body within the cap refused for the
+        shared budget (see _refuse); one over the cap, or stalled, is answered at once. A body
+        already read to its end is not waited for again: that wait would last until the client
+        gave up, and it never would, waiting for its answer."""
         messages: list[Message] = []
         while True:
-            message = await receive()
+            message = await self._next(receive)
+            if message is None:
+                return [], self._timed_out, False
             messages.append(message)
             if message["type"] != "http.request":
                 return messages, None, False
             size = len(message.get("body", b""))
             body_left = bool(message.get("more_body", False))
-            if held.n + size > self.max_request_bytes:
-                return [], self._too_large, body_left
+            if held.n + size > cap.max_bytes:
+                return [], partial(self._too_large, cap), False
             if not self.budget.take(size):
                 return [], self._busy, body_left
             held.n += size
             if not body_left:
                 return messages, None, False
+
+    async def _next(self, receive: Receive) -> Message | None:
+        """The next chunk of a body; None when none came within ``body_timeout_s``."""
+        with anyio.move_on_after(self.body_timeout_s):
+            return await receive()
+        return None
 
     async def _foreign_host(self, send: Send) -> None:
         await _refuse(send, 421, "HOST_NOT_ALLOWED", "This server answers only its own loopback address and port "
@@ -240,9 +283,13 @@ class HttpGuard:
     async def _foreign_origin(self, send: Send) -> None:
         await _refuse(send, 403, "ORIGIN_NOT_ALLOWED", "Requests from web pages of other origins are refused.")
 
-    async def _too_large(self, send: Send) -> None:
-        await _refuse(send, 413, "REQUEST_TOO_LARGE", f"A request body may hold at most {self.max_request_bytes} "
-                      "bytes (server.max_request_bytes).")
+    async def _too_large(self, cap: BodyCap, send: Send) -> None:
+        await _refuse(send, 413, "REQUEST_TOO_LARGE", f"A request body may hold at most {cap.max_bytes} "
+                      f"bytes here ({cap.named_by}).")
+
+    async def _timed_out(self, send: Send) -> None:
+        await _refuse(send, 408, "REQUEST_TIMEOUT", f"The request body stopped arriving for {self.body_timeout_s:g} s "
+                      "(server.body_timeout_s).")
 
     async def _busy(self, send: Send) -> None:
         await _refuse(send, 503, "SERVER_BUSY", "The server is reading too many large requests at once "

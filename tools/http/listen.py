@@ -14,8 +14,10 @@ from memory_core.errors import ConfigError
 def listen(host: str, port: int, *, key: str, backlog: int = 128) -> socket.socket:
     """A socket listening on ``host:port`` (IPv6 when the host has a colon); ``key`` names the setting."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP, not 0: asyncio turns Nagle's algorithm off on an accepted connection only when its socket
-    # says TCP; with it on, a reply written in two parts waited for the client's delayed ACK (~40 ms a call)
+    # proto named: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on connections whose
+    # socket says IPPROTO_TCP, and accepted sockets inherit proto 0 from a listener made without
+    # it; with Nagle on, every response after the first on a keep-alive connection waited for the
+    # client's delayed ACK (~40 ms on Linux)
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -1,1 +1,1 @@
-"""The MCP server: its tools, their registry, the per-connection surface and the preview tier."""
+"""The MCP server: its tools (declared in :mod:`tools.registry`), the per-connection surface and the preview tier."""

@@ -3,6 +3,9 @@
 On a connection bound to an agent (an agent-bound bearer token, or ``MEMORY_CORE_AGENT``
 over stdio) both are optional and may only name that agent (AGENT_MISMATCH otherwise).
 Without an agent binding the caller declares them.
+
+A connection below the admin scope changes only its own rows: :func:`own_only` tells the
+service so, and the service compares the row's author with the acting agent.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Annotated
 from pydantic import Field
 
 from memory_core.errors import InvalidInputError
+from memory_core.scopes import Scope
 from tools.mcp.context import ServerState
 
 Author = Annotated[
@@ -34,3 +38,8 @@ def author_of(state: ServerState, agent: str | None) -> str:
 def viewer_of(state: ServerState, viewer: str | None) -> str | None:
     """The viewer a read acts as: the bound agent, or the declared one (None: shared rows only)."""
     return state.scope.resolve_agent(viewer, "viewer")
+
+
+def own_only(state: ServerState) -> bool:
+    """Whether this call may correct, lock or delete only rows its agent wrote (every scope below admin)."""
+    return not state.scope.access().allows(Scope.ADMIN)

@@ -35,10 +35,10 @@ RecallLimit = Annotated[
 ]
 TypeFilter = Annotated[
     str | None,
-    Field(description="Only this type (note, handoff, ...); favours the newest."),
+    Field(description="Only this type (note, decision, ...); favours the newest, handoffs come newest first."),
 ]
 SessionFilter = Annotated[str | None, Field(description="Only this session.")]
-AgentFilter = Annotated[str | None, Field(description="Only memories written by this agent.")]
+AgentFilter = Annotated[str | None, Field(description="Only this agent's memories.")]
 ChannelFilter = Annotated[str | None, Field(description="Only this channel.")]
 SourceFilter = Annotated[
     str | None,
@@ -47,22 +47,23 @@ SourceFilter = Annotated[
 ProjectFilter = Annotated[
     str | None,
     Field(
-        description="Omit: all. '': global pool only. 'X': X plus global. '@auto': your configured "
-        "project, echoed as resolved_project_id."
+        description="Omit: all. '': global pool. 'X': X plus global. '@auto': your configured project "
+        "(echoed as resolved_project_id)."
     ),
 ]
 ExcludeContents = Annotated[
     list[str] | None,
     Field(
         max_length=EXCLUDE_CONTENTS_CAP,
-        description="Texts you already hold (previews work): rows they match are skipped.",
+        description="Texts you hold (previews work): matching rows are skipped.",
     ),
 ]
-Deep = Annotated[bool, Field(description="No time decay: an exhaustive search.")]
+Deep = Annotated[bool, Field(description="No time decay; exhaustive.")]
+Collapse = Annotated[bool | None, Field()]  # omitted: true; the recall description says what it does
 FullContent = Annotated[
     bool,
     Field(
-        description="Whole texts, up to $full_budget chars a response (past it the least relevant rows stay "
+        description="Whole texts, up to $full_budget chars a response (then the least relevant stay "
         "previews)."
     ),
 ]
@@ -98,7 +99,7 @@ Cursor = Annotated[
 MemoryType = Annotated[
     str,
     Field(
-        description="turn, note, decision, error, fact, task, ... (handoff: as create_handoff)."
+        description="turn, note, decision, error, fact, task, ... (handoff: use create_handoff)."
     ),
 ]
 Role = Annotated[str | None, Field(description="For turns: user, assistant, system or tool.")]
@@ -114,19 +115,19 @@ Salience = Annotated[
 ]
 Visibility = Annotated[
     Literal["tenant", "agent"],
-    Field(description="'agent': only you see it; 'tenant': all its agents do."),
+    Field(description="'agent': only you see it; 'tenant': every agent."),
 ]
 Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit for now.")]
 IdempotencyKey = Annotated[
     str | None,
     Field(description="Calls with the same key store once."),
 ]
-Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object kept with it.")]
+Metadata = Annotated[dict[str, object] | None, Field(description="Small JSON object.")]
 ENTITIES_CAP = 32
 Entities = Annotated[
     list[dict[str, object]] | None,
     Field(max_length=ENTITIES_CAP,
-          description="[{name, kind?, aliases?}] it is about (names in content are found too)."),
+          description="[{name, kind?, aliases?}] it is about; names in content are found too."),
 ]
 Relations = Annotated[
     list[dict[str, object]] | None,

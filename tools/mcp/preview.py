@@ -212,11 +212,14 @@ def shared_fields(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def recall_response(result: RecallResult, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The one recall response shape, for the MCP tools and ``memory-core recall --json`` alike:
-    ``{messages, gate_fallback?, resolved_project_id?, warning?}``, flags only when set. The
-    rows are the caller's (previews over MCP, whole library rows in the CLI)."""
+    ``{messages, gate_fallback?, order?, resolved_project_id?, warning?}``, flags only when set
+    (``order: "newest_first"``: time orders the rows, not confidence). The rows are the caller's
+    (previews over MCP, whole library rows in the CLI)."""
     out: dict[str, Any] = {"messages": messages}
     if result.gate_fallback:
         out["gate_fallback"] = True
+    if result.order is not None:
+        out["order"] = result.order
     if result.resolved_project_id is not None:
         out["resolved_project_id"] = result.resolved_project_id
     if result.operating_context_warning:

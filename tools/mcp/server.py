@@ -8,8 +8,11 @@ the SDK's typed context. Errors map once, here and in ``tools.mcp.context``:
 - ``MemoryCoreError``            -> tool error ``<CODE>: <sentence>`` (its own code)
 - arguments failing the schema   -> tool error ``INVALID_INPUT``
 - unknown tool name              -> tool error ``UNKNOWN_TOOL``
+- a tool the connection's scope does not allow -> tool error ``SCOPE_DENIED`` (nothing runs)
 - anything else (a bug)          -> tool error ``INTERNAL_ERROR``; traceback in the server log only
 - stdio line that is not JSON-RPC -> JSON-RPC error ``-32700`` / ``-32600`` (``tools.mcp.stdio_replies``)
+- a request holding a lone surrogate -> tools/call: tool error ``INVALID_INPUT``; others: ``-32602``,
+  under the request's own id (``tools.http.unencodable``, on every transport)
 - HTTP, before any tool runs      -> 421 foreign Host, 403 foreign Origin, 413 body over
   ``server.max_request_bytes``, 503 past ``server.max_inflight_bytes`` (``tools.http.guard``)
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -32,20 +36,22 @@ import anyio.to_thread
 import uvicorn
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 from starlette.types import ASGIApp
 
 from memory_core.settings.schema import Settings
 from tools.auth import TenantScope, TokenTenantVerifier, check_bind, check_token_hashes
 from tools.bridge import shared_server
-from tools.bridge.auth import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier
+from tools.bridge.auth import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier, ServerProof
 from tools.bridge.deferred_core import (
     DeferredCore,
     DeferredUI,
@@ -56,34 +62,24 @@ from tools.bridge.deferred_core import (
     open_stores_warming,
 )
 from tools.bridge.shared_server import new_secret
-from tools.http.guard import HostPolicy, HttpGuard, check_body_budget
+from tools.http.guard import FORM_MAX_BYTES, BodyCap, HostPolicy, HttpGuard, check_body_budget
 from tools.http.listen import listen, url_host
+from tools.http.unencodable import UnencodableRequests, marked_paths, sentence
 from tools.mcp.context import ServerState, error_result
 from tools.mcp.preview import PreviewShaper
 from tools.mcp.stdio_replies import ParseErrorReplies
 from tools.mcp.surface import (
     describe,
-    hide_bound_arguments,
     inline_definitions,
     lean_schema,
     live_defaults,
     recall_cap,
+    shape_tool_list,
     share_descriptions,
     surface_values,
     with_defaults,
 )
-from tools.mcp.tools.memory import (
-    add_memory,
-    check_memory,
-    create_handoff,
-    delete_memory,
-    get_contents,
-    query_recent_turns,
-)
-from tools.mcp.tools.recall import recall, recall_with_context
-from tools.mcp.tools.related import related
-from tools.mcp.tools.sessions import recover_context, summarize_session
-from tools.mcp.tools.versions import lock_memory, unlock_memory, update_memory
+from tools.registry import SPECS_BY_NAME, TOOL_SPECS
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore  # loads with the stores, not with the server
@@ -106,32 +102,6 @@ INSTRUCTIONS = (
     "Errors read '<CODE>: <sentence>'."
 )
 
-READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-
-# The registry: (tool function, annotations), in the order agents see them.
-TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
-    (add_memory, WRITE),
-    (recall, READ),
-    (recall_with_context, READ),
-    (get_contents, READ),
-    (query_recent_turns, READ),
-    (check_memory, READ),
-    (related, READ),
-    (create_handoff, WRITE),
-    (delete_memory, DESTRUCTIVE),
-    (update_memory, WRITE),
-    (lock_memory, WRITE),
-    (unlock_memory, WRITE),
-    (recover_context, WRITE),  # it may store a fresh summary episode
-    (summarize_session, WRITE),
-]
-# A tool whose description says "same arguments as X" lists them without descriptions.
-SAME_ARGUMENTS_AS = {"recall_with_context": "recall", "update_memory": "add_memory", "lock_memory": "delete_memory",
-                     "unlock_memory": "delete_memory"}
-
-
 log = logging.getLogger(__name__)
 
 
@@ -141,8 +111,18 @@ class MemoryMCPServer(MCPServer[ServerState]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        if name not in {tool.name for tool in await self.list_tools()}:
+        bad = marked_paths(_request_meta(context))
+        if bad is not None:  # a lone surrogate in the call (tools/http/unencodable.py): its arguments never arrived
+            return error_result("INVALID_INPUT", sentence(bad), field=bad[0])
+        spec = SPECS_BY_NAME.get(name)
+        if spec is None or name not in {tool.name for tool in await self.list_tools()}:
             return error_result("UNKNOWN_TOOL", f"There is no tool named {name[:80]!r}.")
+        if context is not None:
+            granted = context.request_context.lifespan_context.scope.access()
+            if not granted.allows(spec.scope):
+                return error_result("SCOPE_DENIED", f"This connection's scope is '{granted}'; {name} needs "
+                                    f"'{spec.scope}' (a token or MEMORY_CORE_SCOPE grants it).",
+                                    scope=granted.value, needed=spec.scope.value, tool=name)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
@@ -161,6 +141,24 @@ class MemoryMCPServer(MCPServer[ServerState]):
             lowlevel = self._lowlevel_server
             replying = ParseErrorReplies(read_stream, write_stream)
             await lowlevel.run(replying, write_stream, lowlevel.create_initialization_options())
+
+
+def _request_meta(context: Context[ServerState, Any] | None) -> object:
+    try:
+        return None if context is None else context.request_context.meta
+    except ValueError:  # a context made outside a request
+        return None
+
+
+async def refuse_unencodable(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+    """``ServerMiddleware``: a request other than ``tools/call`` that held a lone surrogate (its
+    stand-in carries the marker, see :mod:`tools.http.unencodable`) gets ``-32602`` under its own id."""
+    if ctx.method != "tools/call":
+        bad = marked_paths((ctx.params or {}).get("_meta"))
+        if bad is not None:
+            raise MCPError(code=INVALID_PARAMS, message=sentence(bad), data={"code": "INVALID_INPUT",
+                                                                             "field": bad[0]})
+    return await call_next(ctx)
 
 
 _JSON_TYPES: tuple[tuple[type, str], ...] = (
@@ -213,7 +211,7 @@ def build_server(
                     full_content_budget_chars=settings.recall.full_content_budget_chars,
                     recover_turn_chars=settings.recover.turn_preview_chars,
                 ),
-                scope=TenantScope(settings.server.tenant, settings.server.agent),
+                scope=TenantScope(settings.server.tenant, settings.server.agent, settings.server.scope),
                 limiter=anyio.CapacityLimiter(CORE_THREADS),
                 add_limiter=anyio.CapacityLimiter(settings.write.batch_max) if settings.write.batch_max > 1 else None,
                 recall_limit_cap=recall_cap(settings),
@@ -237,15 +235,19 @@ def build_server(
         }
     values, defaults = surface_values(settings), live_defaults(settings)
     tools = []
-    for fn, hints in TOOLS:
-        tool = Tool.from_function(fn, description=describe(fn, values), annotations=hints, structured_output=False)
+    for spec in TOOL_SPECS:  # the registry: one ToolSpec per tool (tools/registry.py)
+        fn = spec.function()
+        tool = Tool.from_function(fn, name=spec.name, description=describe(fn, values),
+                                  annotations=ToolAnnotations(**spec.hints()), structured_output=False)
         tool.fn_metadata = ContainerJsonOnly.model_construct(**dict(tool.fn_metadata))
         lean = lean_schema(inline_definitions(tool.parameters), values)
-        tool.parameters = with_defaults(lean, defaults.get(tool.name, {}))
+        tool.parameters = with_defaults(lean, {arg: defaults[arg] for arg in spec.settings_defaults})
         tools.append(tool)
     by_name = {tool.name: tool for tool in tools}
-    for name, like in SAME_ARGUMENTS_AS.items():
-        by_name[name].parameters = share_descriptions(by_name[name].parameters, by_name[like].parameters)
+    for spec in TOOL_SPECS:
+        if spec.same_arguments_as is not None:
+            like = by_name[spec.same_arguments_as]
+            by_name[spec.name].parameters = share_descriptions(by_name[spec.name].parameters, like.parameters)
     return MemoryMCPServer(
         SERVER_NAME,
         version=package_version(),
@@ -253,7 +255,7 @@ def build_server(
         lifespan=lifespan,
         log_level="WARNING",
         tools=tools,
-        middleware=[hide_bound_arguments],
+        middleware=[refuse_unencodable, shape_tool_list],
         **auth,
     )
 
@@ -269,18 +271,18 @@ def package_version() -> str:
 class ContainerJsonOnly(FuncMetadata):
     """Tool arguments are validated strictly, as the JSON types the schema states.
 
-    - The SDK JSON-decodes string arguments of any non-``str`` parameter, so the string
-      ``"null"`` became None for every ``str | None`` argument (a session named "null" lost its
-      filter, an idempotency key "null" was ignored). Keep decoding only where it yields a list
-      or an object (clients that send ``exclude_contents`` as a JSON string still work).
+    - The SDK JSON-decodes string arguments of any non-``str`` parameter: the string ``"null"``
+      became None for every ``str | None`` argument (a session named "null" lost its filter), and
+      ``refs``, ``entities``, ``metadata``, ``source``, ``exclude_contents`` or ``context`` sent
+      as a JSON *string* became a list or an object. Nothing is decoded: a string where the
+      schema says array or object is the wrong type.
     - pydantic's lax mode turned ``limit: "10"`` or ``true`` into 10 or 1, ``deep: "yes"`` into
       True and ``salience: true`` into 1.0; strict mode refuses them, so a wrong type is
       INVALID_INPUT naming the argument instead of a silently different call.
     """
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
-        parsed = super().pre_parse_json(data)
-        return {k: v if isinstance(v, list | dict) else data[k] for k, v in parsed.items()}
+        return data
 
     def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
         model = self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate), strict=True)
@@ -342,7 +344,8 @@ async def serve_http(
     local_url = url.replace(f"//{host}:", "//127.0.0.1:") if host in ("0.0.0.0", "") else url
 
     def ready() -> None:
-        shared_server.announce(root, local_url, secret, shared=shared)
+        shared_server.announce(root, local_url, secret, shared=shared,
+                               max_request_bytes=settings.server.max_request_bytes)
         begin()  # the shared server's stores open now; then the embedder and Chroma load, not on the first call
         if announce is not None:
             announce(url)
@@ -357,17 +360,21 @@ async def serve_http(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     app.mount("/ui", DeferredUI(stores, _inspector))
-    inner: ASGIApp = app if tokens else BridgeAuth(app, bridge, require=shared)
-    guarded = HttpGuard(
-        inner,
+    guarded: ASGIApp = HttpGuard(
+        UnencodableRequests(app, MCP_PATH),
         policy=HostPolicy.for_bind(host, bound_port),
         max_request_bytes=settings.server.max_request_bytes,
         max_inflight_bytes=settings.server.max_inflight_bytes,
+        body_timeout_s=settings.server.body_timeout_s,
+        path_caps={"/ui": BodyCap(FORM_MAX_BYTES, "the inspector takes no more than a login form")},
     )
-    tracker = ActivityTracker(guarded, bridge)
+    # without configured tokens, the bridge token is checked on the headers, before any body is read
+    inner = guarded if tokens else BridgeAuth(guarded, bridge, require=shared)
+    tracker = ActivityTracker(inner, bridge)
     # open streams (GET, bridge attachments) must not hold a stopping server forever
-    config = uvicorn.Config(tracker, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    userver = uvicorn.Server(config)
+    config = uvicorn.Config(ServerProof(tracker, secret), log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=3)
+    userver = _WithdrawingServer(config, partial(shared_server.withdraw, root))
     try:
         async with anyio.create_task_group() as tasks:
             if isinstance(stores, DeferredCore):
@@ -378,6 +385,22 @@ async def serve_http(
             tasks.cancel_scope.cancel()
     finally:
         shared_server.withdraw(root)
+
+
+class _WithdrawingServer(uvicorn.Server):
+    """uvicorn's server, withdrawing the announcement as soon as it starts shutting down.
+
+    On SIGTERM uvicorn shuts down gracefully and then raises the signal again, which ends the
+    process before any ``finally`` of ``serve_http`` runs: a plain ``kill`` left a stale record.
+    """
+
+    def __init__(self, config: uvicorn.Config, withdraw: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._withdraw = withdraw
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._withdraw()  # new launches start a fresh server instead of joining this one
+        await super().shutdown(sockets)
 
 
 def _warm_up(core: MemoryCore) -> None:

@@ -5,7 +5,9 @@ session drops it, so a client that sent a bad line (not JSON, or JSON holding a 
 surrogate escape such as ``"\\ud800"``) waited for its own timeout. ``ParseErrorReplies``
 sits on the read side: it answers such a line on the write side and reads on.
 
-- not JSON (including lone surrogates)  -> ``-32700`` Parse error, ``id: null``
+- a request holding a lone surrogate   -> passed on as its stand-in (:mod:`tools.http.unencodable`),
+  which the server answers under the request's own id (INVALID_INPUT for a tools/call)
+- not JSON (or a notification holding a lone surrogate) -> ``-32700`` Parse error, ``id: null``
 - JSON, but not a JSON-RPC message      -> ``-32600`` Invalid Request, with the line's ``id``
   when it had a usable one
 - a blank line                          -> nothing (it carries no message)
@@ -19,8 +21,10 @@ from typing import Any
 import anyio
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
-from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError, jsonrpc_message_adapter
 from pydantic import ValidationError
+
+from tools.http.unencodable import marked_line
 
 INVALID_REQUEST = -32600
 
@@ -43,6 +47,14 @@ def error_reply(exc: Exception) -> JSONRPCError | None:
         jsonrpc="2.0", id=_request_id(line),
         error=ErrorData(code=INVALID_REQUEST, message="Invalid Request: the line is JSON but not a JSON-RPC message."),
     )  # fmt: skip
+
+
+def stand_in(exc: Exception) -> SessionMessage | None:
+    """The stand-in of a line that failed to parse only because it holds a lone surrogate."""
+    problems = exc.errors() if isinstance(exc, ValidationError) else []
+    line = problems[0].get("input") if problems and problems[0]["type"] == "json_invalid" else None
+    marked = marked_line(line) if isinstance(line, str) else None
+    return None if marked is None else SessionMessage(jsonrpc_message_adapter.validate_python(marked))
 
 
 def _request_id(message: object) -> int | str | None:
@@ -70,6 +82,9 @@ class ParseErrorReplies:
             item = await self._inner.receive()
             if not isinstance(item, Exception):
                 return item
+            marked = stand_in(item)
+            if marked is not None:
+                return marked
             reply = error_reply(item)
             if reply is not None:
                 await self._write.send(SessionMessage(reply))

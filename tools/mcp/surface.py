@@ -1,7 +1,7 @@
 """What agents read in ``tools/list``: lean descriptions and schemas, shaped per connection.
 
 ``tools/list`` is sent into every agent's context, so it is kept short (≤ 2,500 cl100k
-tokens, ``python -m bench.token_economy --surface``) without losing what an agent needs:
+tokens, ``python -m bench.quality.token_economy --surface``) without losing what an agent needs:
 
 - Descriptions are the tool docstrings without their indentation, and their ``$name``
   placeholders are filled from the live settings (:func:`surface_values`), so a default or
@@ -15,6 +15,8 @@ tokens, ``python -m bench.token_economy --surface``) without losing what an agen
   all; on one bound to an agent neither is ``viewer`` nor the author ``agent`` of writes.
   Unbound, they are ``required`` (the server instructions explain the binding once). The
   SDK's ``ServerMiddleware`` rewrites each ``tools/list`` answer for its connection.
+- A connection lists only the tools its access scope may call; on a read-scoped one every
+  listed tool is marked read-only (for it, none changes anything).
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ from typing import Any
 from mcp.server.context import CallNext, ServerRequestContext
 from pydantic import BaseModel
 
+from memory_core.scopes import Scope
 from memory_core.settings.schema import Settings
 from tools.mcp.params import GET_CONTENTS_REFS_CAP, RECALL_LIMIT_CAP, RECENT_TURNS_LIMIT_CAP
+from tools.registry import allowed_names, author_tools
 
 # What a tool with "same arguments as X" does not repeat of X's (types and bounds stay).
 SHARED_KEYWORDS = frozenset({"description", "default"})
 # Tools whose ``agent`` argument is the author (on the recall tools it is a filter).
-AUTHOR_TOOLS = frozenset({"add_memory", "create_handoff", "update_memory"})
+AUTHOR_TOOLS = author_tools()
 
 
 def surface_values(settings: Settings) -> dict[str, object]:
@@ -57,17 +61,17 @@ def recall_cap(settings: Settings) -> int:
     return min(RECALL_LIMIT_CAP, settings.server.mcp_limit_cap)
 
 
-def live_defaults(settings: Settings) -> dict[str, dict[str, dict[str, object]]]:
-    """Schema keywords that come from the settings: ``{tool: {argument: {keyword: value}}}``.
+def live_defaults(settings: Settings) -> dict[str, dict[str, object]]:
+    """Schema keywords that come from the settings: ``{argument: {keyword: value}}``, for the
+    arguments a tool's spec lists in ``settings_defaults`` (:mod:`tools.registry`).
 
     The tools pass an omitted ``limit`` / ``turns`` to the service as None (its settings decide),
     and clamp ``limit`` to ``server.mcp_limit_cap``; the schema states both.
     """
-    limit: dict[str, dict[str, object]] = {
-        "limit": {"default": settings.recall.default_limit, "maximum": recall_cap(settings)}
+    return {
+        "limit": {"default": settings.recall.default_limit, "maximum": recall_cap(settings)},
+        "turns": {"default": settings.recover.turns},
     }
-    turns: dict[str, dict[str, object]] = {"turns": {"default": settings.recover.turns}}
-    return {"recall": limit, "recall_with_context": limit, "recover_context": turns}
 
 
 def with_defaults(schema: Mapping[str, Any], keywords: Mapping[str, Mapping[str, object]]) -> dict[str, Any]:
@@ -192,11 +196,16 @@ def for_connection(tool: str, schema: Mapping[str, Any], *, tenant_bound: bool, 
     return out
 
 
-async def hide_bound_arguments(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
-    """``ServerMiddleware``: a ``tools/list`` answer shaped for this connection's binding.
+# On a read-scoped connection no listed tool can change anything (recover_context stores no summary there).
+READ_ONLY_ANNOTATIONS = {"readOnlyHint": True, "openWorldHint": False}
+
+
+async def shape_tool_list(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+    """``ServerMiddleware``: a ``tools/list`` answer shaped for this connection's binding and scope.
 
     The binding is read where the tools read it (``TenantScope``: the request's bearer token,
-    else the server's configuration), so the listed schemas match what a call may name.
+    else the server's configuration), so the listed schemas match what a call may name, and only
+    the tools the connection's scope allows are listed (``tools.registry.allowed_names``).
     """
     result = await call_next(ctx)
     if ctx.method != "tools/list" or result is None:
@@ -206,9 +215,13 @@ async def hide_bound_arguments(ctx: ServerRequestContext[Any, Any], call_next: C
     listed: dict[str, Any] = result
     scope = ctx.lifespan_context.scope
     tenant_bound, agent_bound = scope.bound() is not None, scope.bound_agent() is not None
+    access = scope.access()
+    allowed = allowed_names(access)
     tools = [
         {**tool, "inputSchema": for_connection(tool["name"], tool["inputSchema"], tenant_bound=tenant_bound,
                                                agent_bound=agent_bound)}
-        for tool in listed.get("tools", [])
+        for tool in listed.get("tools", []) if tool["name"] in allowed
     ]
+    if access is Scope.READ:
+        tools = [{**tool, "annotations": READ_ONLY_ANNOTATIONS} for tool in tools]
     return {**listed, "tools": tools}

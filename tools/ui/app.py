@@ -9,9 +9,14 @@ Every request passes one guard, in this order:
    nothing / an unknown token: HTML GETs go to the login form, the rest get 401
 3. no operator token configured: every page is 403, naming how to enable it
 
+Request bodies are bounded before they are read: the login form is the only body the
+inspector takes, so every route refuses one over ``FORM_MAX_BYTES`` (413) — under
+``memory-core ui`` by the HTTP guard around the whole app (:func:`standalone_app`), under
+``serve --http`` by that server's guard (a cap for ``/ui``), and in ``login`` itself.
+
 Responses carry a strict Content-Security-Policy (scripts, styles and images from this origin
 only: no inline script can run even if escaping ever failed), ``no-store`` and a
-``Server-Timing`` header with the server-side time (read by ``bench/ui.py``).
+``Server-Timing`` header with the server-side time (read by ``bench/latency/ui.py``).
 The only POSTs are login and logout; nothing else changes state.
 """
 
@@ -28,10 +33,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from memory_core.errors import InvalidInputError, MemoryCoreError, NotFoundError
 from memory_core.operator.inspector import Inspector
 from memory_core.service import MemoryCore
+from tools.http.guard import FORM_MAX_BYTES, HttpGuard
 from tools.ui import pages
 from tools.ui.auth import COOKIE, SESSION_TTL_S, Caller, HostCheck, OperatorAuth, safe_next
 from tools.ui.health import DoctorMonitor
@@ -39,7 +46,6 @@ from tools.ui.render import page
 
 STATIC_DIR = Path(__file__).with_name("static")
 OPEN_PATHS = ("/login", "/static/")
-MAX_FORM_BYTES = 4096
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 DISABLED = ("The inspector is disabled: no operator token is configured. Run `memory-core token --operator`, "
@@ -93,10 +99,9 @@ def login_form(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     ui: pages.UIState = request.app.state.ui
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
+    form = await _small_form(request)
+    if form is None:
         return PlainTextResponse("Form too large.", status_code=413)
-    form = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
     root = request.scope.get("root_path", "")
     caller = ui.auth.classify_token(form.get("token", "").strip()) if form.get("token") else Caller.UNKNOWN
     if caller is not Caller.OPERATOR:
@@ -108,6 +113,19 @@ async def login(request: Request) -> Response:
     response.set_cookie(COOKIE, ui.auth.open_session(), max_age=SESSION_TTL_S, path=root or "/", httponly=True,
                         samesite="strict", secure=request.url.scheme == "https")
     return response
+
+
+async def _small_form(request: Request) -> dict[str, str] | None:
+    """The posted form, read at most ``FORM_MAX_BYTES`` far; None when it is (or says it is) larger."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > FORM_MAX_BYTES):
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_MAX_BYTES:
+            return None
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
 
 
 async def logout(request: Request) -> Response:
@@ -155,9 +173,15 @@ def build_ui_app(core: MemoryCore) -> Starlette:
     return app
 
 
-def standalone_app(core: MemoryCore) -> Starlette:
-    """``memory-core ui``: the inspector alone (no MCP endpoint); ``/`` redirects to ``/ui/``."""
-    return Starlette(routes=[
+def standalone_app(core: MemoryCore) -> ASGIApp:
+    """``memory-core ui``: the inspector alone (no MCP endpoint); ``/`` redirects to ``/ui/``.
+
+    Every route's body is bounded before it is read (no route takes more than a login form);
+    Host and Origin are the inspector's own checks.
+    """
+    app = Starlette(routes=[
         Route("/", lambda _r: RedirectResponse("/ui/", status_code=307)),
         Mount("/ui", build_ui_app(core)),
     ])
+    return HttpGuard(app, policy=None, max_request_bytes=FORM_MAX_BYTES, max_inflight_bytes=FORM_MAX_BYTES * 64,
+                     body_timeout_s=core.settings.server.body_timeout_s)

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memory_core.operator import doctor
+from memory_core.operator.doctor import run as doctor
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore

@@ -2,7 +2,7 @@
 
 Handlers are plain functions (Starlette runs them on its thread pool, off the event loop);
 every read goes through ``MemoryCore`` / ``memory_core.operator.inspector`` / ``memory_core.operator.stats`` /
-``memory_core.operator.doctor``. Names travel in query strings (session names may hold ``/``).
+``memory_core.operator.doctor.run``. Names travel in query strings (session names may hold ``/``).
 """
 
 from __future__ import annotations

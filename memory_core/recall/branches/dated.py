@@ -29,7 +29,7 @@ from memory_core.recall.presets import RecallConfig
 from memory_core.recall.query import QueryReading
 from memory_core.recall.scoring import COSINE_FLOOR
 from memory_core.refs import memory_ref
-from memory_core.vectors.chroma import VectorHit, VectorStore
+from memory_core.vectors.api import VectorHit, VectorStore
 
 
 def _days(reading: QueryReading) -> list[DateWindow]:

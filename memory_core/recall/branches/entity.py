@@ -23,7 +23,7 @@ filter checks as any candidate):
    score, so the hop reorders no well-matched rows) (mentioned by at most ``entity_hop_df`` of the tenant, and
    at most ``entity_pool`` memories) — entity → memory → entity → memory. On LoCoMo dev two
    evidence turns of one question share such an entity 85 times as often as two random turns
-   of the conversation (``bench.entity_overlap``).
+   of the conversation (``bench.quality.entities.overlap``).
 
 The contributions land in ``Candidate.entity`` (added to ``base`` and ``graph``) and
 ``Candidate.entities`` (the names that carried it), which ``match_reason`` reports.
@@ -31,14 +31,13 @@ The contributions land in ``Candidate.entity`` (added to ``base`` and ``graph``)
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from graph.api import MemoryNode
+from graph.api import Counts, EntityIndex, MemoryNode, MemoryRows
 from memory_core.entities.extract import extract_entities, normalise_name
+from memory_core.entities.related import weight
 from memory_core.recall.filters import RecallFilters
 from memory_core.recall.presets import RecallConfig
 from memory_core.recall.query import STOPWORDS, QueryReading
@@ -53,19 +52,8 @@ MAX_RUN = 3  # words in a looked-up run of the query
 _TOKEN = re.compile(r"[\w'’.@/-]+")
 
 
-class EntityReads(Protocol):
-    """What the branch reads of the graph store (the entity part of :class:`GraphStore`)."""
-
-    def entity_ids(self, tenant: str, names: Sequence[str]) -> dict[str, int]: ...
-    def entity_mentions(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
-                        limit: int | None = None) -> dict[int, list[int]]: ...
-    def entity_mention_counts(self, tenant: str, entity_ids: Iterable[int], viewer: str | None,
-                              cap: int) -> dict[int, int]: ...
-    def memory_entities(self, tenant: str, mem_ids: Iterable[int]) -> dict[int, list[int]]: ...
-    def entity_names(self, tenant: str, entity_ids: Iterable[int], viewer: str | None) -> dict[int, str]: ...
-    def memories(self, tenant: str, ids: Iterable[int]) -> dict[int, MemoryNode]: ...
-    def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]: ...
-    def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int: ...
+class BranchGraph(EntityIndex, MemoryRows, Counts, Protocol):
+    """What the branch reads of the graph store: entities, the memories that mention them, counts."""
 
 
 @dataclass
@@ -102,17 +90,10 @@ def query_names(query: str, skip: frozenset[str]) -> list[str]:
     return list(out.values())[:MAX_LOOKUPS]
 
 
-def weight(df: int, n: int) -> float:
-    """Inverse document frequency on 0..1: 1 for an entity one memory mentions, 0 for one all do."""
-    if n <= 1 or df <= 0:
-        return 1.0
-    return max(0.0, math.log(n / df) / math.log(n))
-
-
 class EntityBranch:
     """Recall's entity branch over one graph store."""
 
-    def __init__(self, graph: EntityReads) -> None:
+    def __init__(self, graph: BranchGraph) -> None:
         self.graph = graph
 
     def find(self, filters: RecallFilters, reading: QueryReading, cfg: RecallConfig) -> EntityHits:
@@ -126,7 +107,8 @@ class EntityBranch:
         total = max(1, g.count(tenant))
         names = query_names(reading.text, skip)
         hits.lookups = len(names)
-        ids = list(dict.fromkeys(g.entity_ids(tenant, names).values()))  # one indexed read for all names
+        # one indexed read for all names; a name only another agent's private memories declared names nothing
+        ids = list(dict.fromkeys(g.entity_ids(tenant, names, viewer).values()))
         if not ids:
             return hits
         # an entity's visible mentions counted up to one past the rarity cap (an index count: a hub

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from graph.api import GraphStore, LexicalHit
+from graph.api import LexicalHit, LexicalSearch
 from memory_core.recall.filters import RecallFilters
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -37,20 +37,20 @@ def keyword_phrases(query: str) -> list[str]:
 class LexicalIndex:
     """BM25 and keyword search inside one tenant's lexical indexes (the graph store's), filters inside."""
 
-    def __init__(self, graph: GraphStore) -> None:
+    def __init__(self, graph: LexicalSearch) -> None:
         self.graph = graph
 
     def window(self, filters: RecallFilters, terms: list[str], limit: int, own: bool = False) -> list[LexicalHit]:
         """BM25 over (text, previous text), best first; ``turn`` rides along from the same match.
         With ``own``, ranked by the memory's own text instead (what non-dialogue rows key on)."""
-        return self.graph.lexical_window(filters.row_filter(), terms, limit, own=own)
+        return self.graph.lexical_window(filters, terms, limit, own=own)
 
     def windows(self, filters: RecallFilters, terms: list[str], limit: int) -> tuple[list[LexicalHit],
                                                                                      list[LexicalHit]]:
         """:meth:`window` and ``window(own=True)`` from one search."""
-        return self.graph.lexical_windows(filters.row_filter(), terms, limit)
+        return self.graph.lexical_windows(filters, terms, limit)
 
     def keywords(self, filters: RecallFilters, query: str, limit: int) -> list[LexicalHit]:
         """Exact multi-word phrases (``EXP-30`` → ``"exp 30"``) in the memory's own text."""
         phrases = [p for p in keyword_phrases(query) if " " in p]
-        return self.graph.lexical_phrases(filters.row_filter(), phrases, limit)
+        return self.graph.lexical_phrases(filters, phrases, limit)

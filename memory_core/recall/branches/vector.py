@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from graph.api import GraphStore
 from memory_core.recall.filters import RecallFilters
 from memory_core.refs import EPISODE, episode_ref, memory_ref, parse_ref
-from memory_core.vectors.chroma import VectorHit, VectorStore
+from memory_core.vectors.api import VectorHit, VectorStore
 
 IDS_MAX = 50_000  # admitted rows listed for an ids= query rather than a metadata scan
 OVERFETCH_MAX = 12  # an unfiltered over-fetch asks for at most this many pools
@@ -40,8 +40,8 @@ def _sizes(graph: GraphStore, f: RecallFilters) -> list[tuple[int, str, str]]:
     for field in ("type", "agent", "channel"):
         if value := getattr(f, field):
             out.append((graph.field_count(tenant, field, value), field, value))
-    if f.source_id:
-        out.append((graph.source_prefix_count(tenant, f.source_id), "source", f.source_id))
+    if f.source_prefix:
+        out.append((graph.source_prefix_count(tenant, f.source_prefix), "source", f.source_prefix))
     return out
 
 
@@ -71,7 +71,7 @@ def admitted_ids(graph: GraphStore, f: RecallFilters, limit: int | None = IDS_MA
 
 def _admitted_episodes(graph: GraphStore, f: RecallFilters) -> list[str] | None:
     """Refs of the episodes the filter admits; None when they cannot be enumerated cheaply."""
-    if f.agent or (f.source_id and not f.channel) or (f.type and f.type != "episode"):
+    if f.agent or (f.source_prefix and not f.channel) or (f.type and f.type != "episode"):
         return []  # admits_episode refuses every episode
     if f.session:
         sessions = {f.session}
@@ -116,7 +116,7 @@ def filtered_hits(
     """The vector pool under ``f`` and the path that produced it (``unfiltered``, ``overfetch``,
     ``ids`` or ``where``). The graph store locks each read itself; Chroma holds no graph lock."""
     where = f.chroma_where()
-    if where is None and not f.source_id:
+    if where is None and not f.source_prefix:
         return vectors.query(f.tenant, embedding, pool), "unfiltered"
     fraction = share(graph, f)
     wanted = int(pool / max(fraction, 1e-9) * 1.5) + 1
@@ -126,7 +126,7 @@ def filtered_hits(
         if len(kept) >= pool or len(hits) < wanted:  # enough, or the whole collection seen
             return kept[:pool], "overfetch"
     # no where expresses a source_id prefix: its admitted rows are listed, however many
-    ids = admitted_ids(graph, f, None if f.source_id else IDS_MAX)
+    ids = admitted_ids(graph, f, None if f.source_prefix else IDS_MAX)
     if ids is not None:
         return (vectors.query(f.tenant, embedding, min(pool, len(ids)), ids=ids) if ids else []), "ids"
     return vectors.query(f.tenant, embedding, pool, where), "where"

@@ -3,7 +3,7 @@
 Importing this package is cheap: litellm is loaded only when a model summary is first requested.
 """
 
-from memory_core.sessions.summary.errors import (
+from memory_core.provider.errors import (
     CONNECTION_ERROR,
     CONNECTION_REFUSED,
     EMPTY_RESPONSE,
@@ -11,7 +11,7 @@ from memory_core.sessions.summary.errors import (
     MALFORMED_RESPONSE,
     NO_TURNS,
     PROVIDER_DISABLED,
-    SummaryProviderError,
+    ProviderError,
     http_reason,
     provider_error_reason,
     timeout_reason,
@@ -35,9 +35,9 @@ __all__ = [
     "PROVIDER_DISABLED",
     "LiteLLMSummaryProvider",
     "ModelProviderSettings",
+    "ProviderError",
     "SummaryOutcome",
     "SummaryProvider",
-    "SummaryProviderError",
     "SummarySource",
     "SummaryTurn",
     "extractive_summary",

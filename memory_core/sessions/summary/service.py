@@ -3,7 +3,7 @@
 A summary is a convenience; a write or a ``recover_context`` call must never fail or hang because a
 model is down. So :func:`summarize_with_fallback` never raises for provider trouble: it returns the
 model's text, or a deterministic extractive summary together with a stable reason
-(see :mod:`memory_core.sessions.summary.errors`).
+(see :mod:`memory_core.provider.errors`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memory_core.sessions.summary.errors import (
+from memory_core.provider.errors import (
     EMPTY_RESPONSE,
     NO_TURNS,
     PROVIDER_DISABLED,
-    SummaryProviderError,
+    ProviderError,
     provider_error_reason,
 )
 from memory_core.sessions.summary.extractive import extractive_summary
@@ -70,7 +70,7 @@ def summarize_with_fallback(
 
     try:
         text = provider.summarize(turns, previous_handoff=previous_handoff)
-    except SummaryProviderError as exc:
+    except ProviderError as exc:
         log.info("miniSummary fell back: %s after %d attempt(s)", exc.reason, exc.attempts)
         return fallback(exc.reason)
     except Exception as exc:

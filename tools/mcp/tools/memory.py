@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tools.mcp.context import Ctx, mcp_tool, state_of
-from tools.mcp.identity import Author, Viewer, author_of, viewer_of
+from tools.mcp.identity import Author, Viewer, author_of, own_only, viewer_of
 from tools.mcp.params import (
     RECENT_TURNS_LIMIT_DEFAULT,
     Channel,
@@ -58,7 +58,7 @@ async def add_memory(
 ) -> dict[str, Any]:
     """Store one memory (turn, note, decision, ...): {ref, timestamp, created}. A retry with the same
     idempotency_key returns the first ref, created=false; the same content just before in the session:
-    duplicate_of.
+    duplicate_of. Secrets become [REDACTED:kind] (counted in redacted).
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -84,7 +84,7 @@ async def create_handoff(
     project_id: Project = None,
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
-    """Write a handoff (done, in progress, next) before a compaction or the end of your session;
+    """Write a handoff (done, in progress, next) before a compaction or your session's end;
     recover_context returns it first. Salience 0.95: {ref, timestamp, created}.
     """
     state = state_of(ctx)
@@ -105,14 +105,15 @@ async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, view
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    deleted = await state.call(lambda core: core.delete_memory(tenant_id, ref, viewer=who))
+    mine = own_only(state)
+    deleted = await state.call(lambda core: core.delete_memory(tenant_id, ref, viewer=who, own_only=mine))
     return {"ref": ref, "deleted": bool(deleted)}
 
 
 @mcp_tool
 async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Full rows for up to $refs_cap refs: {found, missing}; each ref sent is answered under your exact
-    string (requested=<it> when it differs from the row's ref). Malformed, deleted or hidden: missing."""
+    """Full rows for up to $refs_cap refs: {found, missing}, keyed by the ref you sent (requested=<it>
+    when it differs from the row's ref). Malformed, deleted or hidden: missing."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)

@@ -6,13 +6,17 @@ Each tool resolves the tenant, makes one service call and shapes the result with
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
+from memory_core.recall.request import RecallOptions
 from tools.mcp.context import Ctx, ServerState, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import (
     AgentFilter,
     ChannelFilter,
+    Collapse,
     ContextEntries,
     Deep,
     ExcludeContents,
@@ -32,6 +36,16 @@ def _capped(limit: int | None, state: ServerState) -> int | None:
     return None if limit is None else min(limit, state.recall_limit_cap)
 
 
+def _options(state: ServerState, args: dict[str, Any]) -> RecallOptions:
+    """The service's recall options from the tool's arguments (the ones :class:`RecallOptions` names),
+    with the viewer resolved, the limit capped and an omitted collapse meaning true."""
+    options = cast(RecallOptions, {k: v for k, v in args.items() if k in RecallOptions.__annotations__})
+    options["viewer"] = viewer_of(state, args.get("viewer"))
+    options["limit"] = _capped(args.get("limit"), state)
+    options["collapse"] = args.get("collapse") is not False
+    return options
+
+
 @mcp_tool
 async def recall(
     ctx: Ctx,
@@ -49,55 +63,42 @@ async def recall(
     exclude_contents: ExcludeContents = None,
     deep: Deep = False,
     full_content: FullContent = False,
+    collapse: Collapse = None,
 ) -> dict[str, Any]:
-    """Relevant memories, best first (semantic, keyword and entity search, fused): {messages, shared?}.
+    """Relevant memories, best first (semantic + keyword + entity search): {messages, shared?}.
     Row: ref, content (at most $preview_chars chars; a cut one adds content_truncated, content_len:
-    expand with get_contents or full_content), session, agent, timestamp, confidence, match_reason
-    (the signal ranking keyed on, per-branch scores), type unless 'turn'; values every row shares go
-    once in shared. gate_fallback=true: only weak matches.
+    expand with get_contents or full_content), match_reason (ranking signal, per-branch scores), type
+    unless 'turn', repeats, also (its copies; collapse=false: rows); values every row shares go once
+    in shared. gate_fallback=true: only weak matches.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
-    who = viewer_of(state, viewer)
-    result = await state.call(
-        lambda core: core.recall(
-            tenant_id, query, viewer=who, limit=_capped(limit, state), type=type, session=session, agent=agent,
-            channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude_contents, deep=deep,
-        )
-    )
+    options = _options(state, dict(locals()))
+    result = await state.call(lambda core: core.recall(tenant_id, query, **options))
     return state.shaper.recall(result, full_content=full_content)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def takes_recall_arguments(fn: F) -> F:
+    """``fn`` declares recall's arguments (written once, on :func:`recall`) after its own, so the SDK
+    builds its schema and validates its calls from them."""
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    _ctx, *shared = inspect.signature(recall, eval_str=True).parameters.values()
+    fn.__signature__ = inspect.signature(fn).replace(parameters=[*own, *shared])  # type: ignore[attr-defined]
+    return fn
+
+
 @mcp_tool
-async def recall_with_context(
-    ctx: Ctx,
-    *,
-    context: ContextEntries,
-    tenant: Tenant = None,
-    query: RecallQuery = "",
-    limit: RecallLimit = None,
-    viewer: Viewer = None,
-    type: TypeFilter = None,
-    session: SessionFilter = None,
-    agent: AgentFilter = None,
-    channel: ChannelFilter = None,
-    source_id: SourceFilter = None,
-    project_id: ProjectFilter = None,
-    exclude_contents: ExcludeContents = None,
-    deep: Deep = False,
-    full_content: FullContent = False,
-) -> dict[str, Any]:
+@takes_recall_arguments
+async def recall_with_context(ctx: Ctx, *, context: ContextEntries, **args: Any) -> dict[str, Any]:
     """recall steered by the conversation you pass in context; rows it already holds are skipped.
     Same arguments and rows as recall; the response also echoes context as previews."""
     state = state_of(ctx)
-    tenant_id = state.scope.resolve(tenant)
-    who = viewer_of(state, viewer)
+    tenant_id = state.scope.resolve(args.get("tenant"))
+    options = _options(state, args)
     entries = [entry.model_dump() for entry in context]
-    result = await state.call(
-        lambda core: core.recall_with_context(
-            tenant_id, query, entries, viewer=who, limit=_capped(limit, state), type=type, session=session,
-            agent=agent, channel=channel, source_id=source_id, project_id=project_id,
-            exclude_contents=exclude_contents, deep=deep,
-        )
-    )
-    return state.shaper.recall(result, full_content=full_content, context=entries)
+    result = await state.call(lambda core: core.recall_with_context(tenant_id, args.get("query", ""), entries,
+                                                                    **options))
+    return state.shaper.recall(result, full_content=bool(args.get("full_content")), context=entries)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from memory_core.scopes import Scope
 from tools.mcp.context import Ctx, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import RECENT_TURNS_LIMIT_CAP, Session, Tenant
@@ -41,7 +42,9 @@ async def recover_context(
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    recovery = await state.call(lambda core: core.recover_context(tenant_id, session, viewer=who, turns=turns))
+    store = state.scope.access().allows(Scope.WRITE)  # a read-scoped connection stores no summary
+    recovery = await state.call(
+        lambda core: core.recover_context(tenant_id, session, viewer=who, turns=turns, store_summary=store))
     return state.shaper.recovery(recovery)
 
 

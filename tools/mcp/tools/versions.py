@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from tools.mcp.context import Ctx, mcp_tool, state_of
-from tools.mcp.identity import Author, Viewer, author_of, viewer_of
+from tools.mcp.identity import Author, Viewer, author_of, own_only, viewer_of
 from tools.mcp.params import MemoryRef, Metadata, Salience, Tenant
 
 NewContent = Annotated[str | None, Field(description="New text (omitted: kept).")]
@@ -34,9 +34,10 @@ async def update_memory(
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
+    mine = own_only(state)
     result = await state.call(
         lambda core: core.update_memory(tenant_id, ref, content=content, metadata=metadata, salience=salience,
-                                        agent=author)
+                                        agent=author, own_only=mine)
     )
     return result.to_dict()
 
@@ -45,18 +46,19 @@ async def _set_lock(ctx: Ctx, ref: str, tenant: str | None, viewer: str | None, 
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
+    mine = own_only(state)
     changed = await state.call(lambda core: (core.lock_memory if locked else core.unlock_memory)(
-        tenant_id, ref, viewer=who))
+        tenant_id, ref, viewer=who, own_only=mine))
     return {"ref": ref, "locked": locked, "changed": bool(changed)}
 
 
 @mcp_tool
 async def lock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Refuse update and delete of ref (LOCKED) until unlock_memory. Returns {ref, locked, changed}."""
+    """Refuse update and delete of ref (LOCKED) until unlock_memory: {ref, locked, changed}."""
     return await _set_lock(ctx, ref, tenant, viewer, True)
 
 
 @mcp_tool
 async def unlock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Undo lock_memory. Returns {ref, locked, changed}."""
+    """Undo lock_memory: {ref, locked, changed}."""
     return await _set_lock(ctx, ref, tenant, viewer, False)

@@ -1,0 +1,1 @@
+"""Latency and throughput benchmarks: recall, writes, fleets of writers, startup, caches, the bridge."""

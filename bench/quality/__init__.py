@@ -1,0 +1,1 @@
+"""Quality benchmarks: recall on LoCoMo, MADial and coding workloads, tuning, token economy, secrets detection."""

@@ -1,0 +1,58 @@
+"""The package extras a configuration needs to be served: ``python -m memory_core.extras [CONFIG]``.
+
+``make serve`` asks this before installing, so a server gets what its configuration uses and
+nothing else: ``postgres`` when the graph is on PostgreSQL (``storage.graph``), ``rerank`` when
+the default recall preset reads the cross-encoder (``recall.preset``). The same layering as
+:func:`memory_core.settings.schema.load_settings` decides: the TOML file (``CONFIG``, else
+``$MEMORY_CORE_CONFIG``), then ``MEMORY_CORE_<SECTION>_<KEY>`` variables.
+
+Standard library only: it runs with the system's Python before the virtual environment exists.
+Prints the extras comma-separated (an empty line for none).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank_top > 0 (memory_core/recall/presets.py)
+
+
+def _setting(config: Mapping[str, Any], environ: Mapping[str, str], section: str, key: str, default: str) -> str:
+    env = environ.get(f"MEMORY_CORE_{section}_{key}".upper())
+    if env is not None:
+        return env
+    value = config.get(section, {}).get(key, default)
+    return str(value)
+
+
+def serve_extras(config_path: str | None, environ: Mapping[str, str]) -> list[str]:
+    """The extras of ``pyproject.toml`` that serving this configuration needs."""
+    path = config_path or environ.get("MEMORY_CORE_CONFIG")
+    config: dict[str, Any] = {}
+    if path:
+        with Path(path).expanduser().open("rb") as fh:
+            config = tomllib.load(fh)
+    extras = []
+    if _setting(config, environ, "storage", "graph", "sqlite") == "postgres":
+        extras.append("postgres")
+    if _setting(config, environ, "recall", "preset", "balanced") in RERANK_PRESETS:
+        extras.append("rerank")
+    return extras
+
+
+def main(argv: list[str]) -> int:
+    try:
+        print(",".join(serve_extras(argv[0] if argv and argv[0] else None, os.environ)))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        print(f"memory-core: cannot read the configuration: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,187 @@
+"""mem0 memories: what ``Memory.get_all()`` / ``MemoryClient.get_all()`` return, saved as JSON — a list
+of memories, or ``{"results": [...]}`` (with ``"relations"`` when mem0's graph memory is on) — or
+one memory a line (JSONL). A memory::
+
+    {"id": "9f3c…", "memory": "Prefers window seats", "hash": "5d41…", "metadata": {"source": "chat"},
+     "user_id": "alice", "agent_id": "travel-bot", "run_id": "trip-42", "categories": ["travel"],
+     "created_at": "2025-03-01T10:00:00.123456-08:00", "updated_at": null}
+
+Mapping: each memory -> a memory of type ``fact`` with its text; ``agent_id`` -> the author (else the
+import's agent); ``run_id`` -> the session (else ``user:<user_id>``, else ``mem0``); ``created_at``
+-> its time (``updated_at``, then the file's time, when absent; a time without a zone is UTC); its
+``metadata`` kept as the memory's metadata, with mem0's own fields (id, hash, user/agent/run/actor
+ids, role, categories, created_at, updated_at) under ``mem0``. Graph relations
+(``{"source", "relationship", "destination"|"target"}``) -> a memory ``"<source> <relationship>
+<destination>"`` declaring both entities and the relation. The key is mem0's ``hash`` (the md5 of
+the text, computed when absent) scoped by user, agent and run: a memory whose text changed in mem0
+comes in as a new memory, an unchanged one is never written twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memory_core.entities.declared import MAX_NAME_CHARS
+from memory_core.importers.source import (
+    Problem,
+    Read,
+    SourceItem,
+    Where,
+    file_time,
+    parse_time,
+    read_text,
+    relation_words,
+    slug,
+    source_key,
+)
+from memory_core.validation import NAME_PATTERN
+
+NAME = "mem0"
+MEMORY_TYPE = "fact"
+_OWN_FIELDS = ("id", "hash", "user_id", "agent_id", "run_id", "actor_id", "role", "categories", "created_at",
+               "updated_at", "expiration_date", "immutable", "app_id")
+_decoder = json.JSONDecoder()
+
+
+def read(path: Path, shown: str | None = None) -> Read:
+    """The memories a mem0 export (JSON or JSONL) becomes, in file order."""
+    shown = shown or path.name
+    text = read_text(path, shown)
+    if isinstance(text, Problem):
+        yield text
+        return
+    when = file_time(path)
+    for where, field, value in _records(text, shown):
+        if isinstance(value, Problem):
+            yield value
+        elif field == "relations":
+            yield _relation(value, where, when)
+        else:
+            yield _memory(value, where, when)
+
+
+def _records(text: str, shown: str) -> Iterator[tuple[Where, str, Any]]:
+    """(where, "memories"|"relations", the value or a Problem) for every record of the file."""
+    start = _skip(text, 0)
+    if start < len(text) and text[start] in "[{":
+        try:
+            whole, end = _decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            whole, end = None, -1
+        if end != -1 and _skip(text, end) == len(text):  # one JSON document
+            if isinstance(whole, list):
+                yield from _array(text, start, shown, "memories")
+                return
+            if isinstance(whole, dict) and any(k in whole for k in ("results", "memories", "relations")):
+                yield from _object(text, start, shown)
+                return
+    for number, line in enumerate(text.splitlines(), 1):  # JSON Lines: one memory a line
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield Where(shown, number), "memories", Problem(Where(shown, number), f"Not JSON: {exc.msg} (column "
+                                                                                  f"{exc.colno}).")
+            continue
+        yield Where(shown, number), "memories", value
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _array(text: str, pos: int, shown: str, field: str) -> Iterator[tuple[Where, str, Any]]:
+    """The elements of the JSON array at ``pos``, each with the line it starts on."""
+    pos = _skip(text, pos + 1)
+    index = 0
+    while pos < len(text) and text[pos] != "]":
+        value, end = _decoder.raw_decode(text, pos)
+        yield Where(shown, _line(text, pos), f"{field}[{index}]" if field != "memories" else f"[{index}]"), field, value
+        index += 1
+        pos = _skip(text, end)
+        if pos < len(text) and text[pos] == ",":
+            pos = _skip(text, pos + 1)
+
+
+def _object(text: str, pos: int, shown: str) -> Iterator[tuple[Where, str, Any]]:
+    """The memory and relation arrays of ``{"results": [...], "relations": [...]}``."""
+    pos = _skip(text, pos + 1)
+    while pos < len(text) and text[pos] != "}":
+        key, end = _decoder.raw_decode(text, pos)
+        pos = _skip(text, _skip(text, end) + 1)  # past the ':'
+        if key in ("results", "memories", "relations") and text[pos] == "[":
+            field = "relations" if key == "relations" else "memories"
+            for where, _kind, value in _array(text, pos, shown, key):
+                yield where, field, value
+        _value, end = _decoder.raw_decode(text, pos)
+        pos = _skip(text, end)
+        if pos < len(text) and text[pos] == ",":
+            pos = _skip(text, pos + 1)
+
+
+def _session(record: dict[str, Any]) -> str:
+    if record.get("run_id"):
+        run = str(record["run_id"])
+        return run if NAME_PATTERN.match(run) else slug(run, 120)
+    if record.get("user_id"):
+        user = str(record["user_id"])
+        return f"user:{user}" if NAME_PATTERN.match(f"user:{user}") else f"user:{slug(user, 120)}"
+    return NAME
+
+
+def _memory(record: Any, where: Where, when: datetime) -> SourceItem | Problem:
+    if not isinstance(record, dict):
+        return Problem(where, "A memory must be a JSON object.")
+    text = record.get("memory", record.get("text"))
+    if not isinstance(text, str) or not text.strip():
+        return Problem(where.at("memory"), "'memory' must be a non-empty string.")
+    metadata = record.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        return Problem(where.at("metadata"), "'metadata' must be an object or null.")
+    for name in ("created_at", "updated_at"):
+        if record.get(name) is not None and parse_time(record[name]) is None:
+            return Problem(where.at(name), f"'{name}' must be an ISO-8601 timestamp.")
+    agent = record.get("agent_id")
+    if agent is not None and (not isinstance(agent, str) or not NAME_PATTERN.match(agent)):
+        return Problem(where.at("agent_id"), "'agent_id' must be 1-128 printable characters without whitespace "
+                                             "(memory-core's agent names).")
+    stamp = parse_time(record.get("created_at")) or parse_time(record.get("updated_at")) or when
+    digest = record.get("hash") if isinstance(record.get("hash"), str) and record.get("hash") else hashlib.md5(
+        text.encode("utf-8"), usedforsecurity=False).hexdigest()
+    own = {k: record[k] for k in _OWN_FIELDS if record.get(k) is not None}
+    own.setdefault("hash", digest)
+    key = source_key(NAME, record.get("user_id"), record.get("agent_id"), record.get("run_id"), digest)
+    return SourceItem("memory", where, text, _session(record), stamp, key, MEMORY_TYPE, agent=agent,
+                      metadata={**(metadata or {}), NAME: own})
+
+
+def _relation(record: Any, where: Where, when: datetime) -> SourceItem | Problem:
+    if not isinstance(record, dict):
+        return Problem(where, "A relation must be a JSON object.")
+    ends = {}
+    for name, keys in (("source", ("source",)), ("relationship", ("relationship", "relation")),
+                       ("destination", ("destination", "target"))):
+        value = next((record[k] for k in keys if isinstance(record.get(k), str) and record[k].strip()), None)
+        if value is None:
+            return Problem(where.at(keys[0]), f"'{keys[0]}' must be a non-empty string.")
+        if name != "relationship" and len(value) > MAX_NAME_CHARS:
+            return Problem(where.at(keys[0]), f"'{keys[0]}' is longer than {MAX_NAME_CHARS} characters.")
+        ends[name] = value
+    src, label, dst = ends["source"], ends["relationship"], ends["destination"]
+    entities = [{"name": src}] if src.casefold() == dst.casefold() else [{"name": src}, {"name": dst}]
+    return SourceItem("relation", where, f"{src} {relation_words(label)} {dst}", "mem0-graph", when,
+                      source_key(NAME, "relation", src, label, dst), MEMORY_TYPE,
+                      metadata={NAME: {"relation": ends}}, entities=entities,
+                      relations=[{"from": src, "to": dst, "label": label}])

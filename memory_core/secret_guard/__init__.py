@@ -1,0 +1,7 @@
+"""Secrets never stored in clear: detection (:mod:`.detect`), the write-time policy (:mod:`.guard`)
+(doctor finds and redacts secrets stored before the guard existed: :mod:`memory_core.operator.doctor.secrets`)."""
+
+from memory_core.secret_guard.detect import Finding, detect, marker, redact
+from memory_core.secret_guard.guard import POLICIES, Policy, Scan, SecretGuard
+
+__all__ = ["POLICIES", "Finding", "Policy", "Scan", "SecretGuard", "detect", "marker", "redact"]

@@ -1,0 +1,256 @@
+"""The inspector's pages over HTTP (Starlette's TestClient on the real app over embedded
+Chroma and SQLite): what each page shows, paging, escaping, and the graph endpoint."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from memory_core import MemoryCore
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings.schema import load_settings
+from tests.support.paths import ROOT
+from tests.support.sqlite import sqlite_db
+from tests.support.ui_store import HOSTILE, OPERATOR_TOKEN, TURNS, Refs, populate, ui_settings
+from tools.ui import standalone_app
+
+BASE = "http://127.0.0.1:8766"
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MemoryCore, Refs]]:
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, **ui_settings()})
+    core = MemoryCore.open(tmp_path_factory.mktemp("ui") / "data", settings=settings, embedder=HashEmbedder())
+    refs = populate(core)
+    yield core, refs
+    core.close()
+
+
+@pytest.fixture(scope="module")
+def client(store: tuple[MemoryCore, Refs]) -> TestClient:
+    return TestClient(standalone_app(store[0]), base_url=BASE, headers=OPERATOR, follow_redirects=False)
+
+
+@pytest.fixture(scope="module")
+def refs(store: tuple[MemoryCore, Refs]) -> Refs:
+    return store[1]
+
+
+def _refs_in(html: str) -> list[str]:
+    return re.findall(r'data-ref="(mem:\d+)"', html)
+
+
+def test_tenants_page_lists_every_tenant_with_counts_growth_chart_and_last_activity(client: TestClient) -> None:
+    r = client.get("/ui/")
+    assert r.status_code == 200
+    assert 'class="tenant-link">acme<' in r.text and 'class="tenant-link">globex<' in r.text
+    assert "<svg class=\"spark\"" in r.text and "<title>2026-11-20: 63</title>" in r.text  # acme's first day
+    assert "2026-11-22 09:00:00" in r.text  # globex's last activity
+
+
+def test_tenant_page_lists_sessions_newest_first_with_their_latest_handoff(client: TestClient, refs: Refs) -> None:
+    r = client.get("/ui/tenant", params={"t": "acme"})
+    assert r.status_code == 200
+    sessions = re.findall(r'class="session-link" href="[^"]*">([^<]+)<', r.text)
+    assert sessions == ["s2", "s1"]
+    assert f">{refs.second_handoff}<" in r.text
+    assert "globex" not in r.text.split("<main>")[1]
+
+
+def test_session_timeline_pages_by_cursor_without_gaps_or_repeats(client: TestClient, refs: Refs) -> None:
+    seen: list[str] = []
+    url: str | None = "/ui/session?" + "t=acme&s=s1"
+    pages = 0
+    while url:
+        r = client.get(url)
+        assert r.status_code == 200
+        seen += _refs_in(r.text)
+        found = re.search(r'id="older" href="([^"]+)"', r.text)
+        url = found.group(1).replace("&amp;", "&") if found else None
+        pages += 1
+    every = [*refs.turns, refs.hostile, refs.first_handoff, refs.second_handoff]
+    assert pages == 3
+    assert seen == list(reversed(every))
+
+
+def test_session_page_shows_the_summary_on_top_and_highlights_handoffs(client: TestClient, refs: Refs) -> None:
+    html = client.get("/ui/session", params={"t": "acme", "s": "s1"}).text
+    summary = html.index('id="summary"')
+    assert summary < html.index('id="timeline"')
+    assert "Handoff two" in html[summary:html.index('id="timeline"')]  # the extractive summary leads with it
+    assert f'class="item handoff" data-ref="{refs.second_handoff}"' in html
+    assert f'class="item " data-ref="{refs.turns[-1]}"' in html
+
+
+def test_session_page_reads_without_writing_an_episode(store: tuple[MemoryCore, Refs], client: TestClient) -> None:
+    core, _ = store
+    client.get("/ui/session", params={"t": "acme", "s": "s1"})
+    with sqlite_db(core).lock:
+        assert core.graph.session_episode("acme", "s1") is None
+
+
+def test_turns_only_view_matches_query_recent_turns(store: tuple[MemoryCore, Refs], client: TestClient) -> None:
+    core, _ = store
+    html = client.get("/ui/session", params={"t": "acme", "s": "s1", "only": "turns"}).text
+    assert _refs_in(html) == [t.ref for t in core.query_recent_turns("acme", "s1", limit=25).turns]
+
+
+def test_a_foreign_or_malformed_cursor_is_a_clear_error(client: TestClient) -> None:
+    html = client.get("/ui/session", params={"t": "acme", "s": "s1"}).text
+    cursor = re.search(r"cursor=([^&\"]+)", html).group(1)  # type: ignore[union-attr]
+    r = client.get("/ui/session", params={"t": "acme", "s": "s2", "cursor": cursor})
+    assert r.status_code == 400 and "INVALID_CURSOR" in r.text
+    assert client.get("/ui/session", params={"t": "acme", "s": "s1", "cursor": "junk"}).status_code == 400
+
+
+def test_memory_page_shows_content_metadata_neighbours_and_the_supersedes_chain(client: TestClient,
+                                                                               refs: Refs) -> None:
+    r = client.get("/ui/memory", params={"t": "acme", "ref": refs.first_handoff})
+    assert r.status_code == 200
+    assert "Handoff one: rotate the staging key next." in r.text
+    assert 'id="adjacent-previous"' in r.text and f">{refs.hostile}<" in r.text
+    chain = r.text[r.text.index('id="chain"'):]
+    assert chain.index(refs.second_handoff) < chain.index(refs.first_handoff)
+    assert 'data-api="/ui/api/graph"' in r.text and "/ui/static/graph.js" in r.text
+
+
+def test_memory_text_with_html_renders_as_text_on_every_page(client: TestClient, refs: Refs) -> None:
+    pages = [
+        client.get("/ui/memory", params={"t": "acme", "ref": refs.hostile}).text,
+        client.get("/ui/session", params={"t": "acme", "s": "s1"}).text,
+        client.get("/ui/search", params={"t": "acme", "q": "bold pwned"}).text,
+    ]
+    for html in pages:
+        assert "&lt;script&gt;document.title=&#34;pwned&#34;&lt;/script&gt;" in html
+        assert "<script>document" not in html and "<img src=x" not in html and "<b>bold" not in html
+        assert re.findall(r"<script[^>]*>", html) in ([], ['<script src="/ui/static/graph.js">'])
+
+
+def test_private_memories_are_shown_to_the_operator_marked_private(client: TestClient, refs: Refs) -> None:
+    r = client.get("/ui/memory", params={"t": "acme", "ref": refs.private})
+    assert r.status_code == 200 and "private to coder" in r.text and "private scratch thought" in r.text
+
+
+def test_another_tenants_ref_reads_as_not_found(client: TestClient, refs: Refs) -> None:
+    r = client.get("/ui/memory", params={"t": "acme", "ref": refs.other_tenant})
+    assert r.status_code == 404 and "NOT_FOUND" in r.text and "roadmap" not in r.text
+    assert client.get("/ui/api/graph", params={"t": "acme", "ref": refs.other_tenant}).status_code == 404
+
+
+def test_search_rows_show_confidence_and_per_branch_match_reason(client: TestClient) -> None:
+    r = client.get("/ui/search", params={"t": "acme", "q": "deploy pipeline step 7", "limit": "10"})
+    assert r.status_code == 200
+    rows = r.text.split('<li class="item')[1:]
+    assert len(rows) == 10
+    first = rows[0]
+    assert 'class="confidence">0.' in first and "signal = confidence" in first
+    assert 'data-key="score"' in first and 'data-key="bm25"' in first and 'data-key="cosine"' in first
+    assert "Turn 7:" in first
+
+
+def test_search_says_where_the_recall_spent_its_time(client: TestClient) -> None:
+    html = client.get("/ui/search", params={"t": "acme", "q": "deploy pipeline step 7"}).text
+    line = re.search(r'<p class="muted" id="stages">stages: ([^<]+)</p>', html)
+    assert line is not None, html
+    assert re.fullmatch(r"read [\d.]+ · embed [\d.]+ · vector [\d.]+ · wait [\d.]+ · rank [\d.]+ ms "
+                        r"\(beside embed and vector: lexical [\d.]+, entities [\d.]+ ms\)", line.group(1))
+    assert 'id="stages"' not in client.get("/ui/search", params={"t": "acme"}).text  # no search, no stages
+
+
+def test_search_applies_the_tenants_filters(client: TestClient, refs: Refs) -> None:
+    r = client.get("/ui/search", params={"t": "acme", "q": "staging key", "type": "handoff"})
+    refs_shown = re.findall(r'class="ref" href="[^"]*">(mem:\d+)<', r.text)
+    assert refs_shown == [refs.second_handoff, refs.first_handoff]
+    r = client.get("/ui/search", params={"t": "acme", "q": "billing", "viewer": "coder", "session": "s2"})
+    assert refs.private in r.text
+    r = client.get("/ui/search", params={"t": "acme", "q": "billing", "session": "s2"})
+    assert refs.private not in r.text  # private rows need their author as the viewer, as in recall
+
+
+def test_search_with_a_bad_limit_is_a_clear_error(client: TestClient) -> None:
+    r = client.get("/ui/search", params={"t": "acme", "q": "x", "limit": "9999"})
+    assert r.status_code == 400 and "INVALID_INPUT" in r.text
+
+
+def test_health_page_shows_the_doctor_report_journal_store_sizes_and_embedder(
+        store: tuple[MemoryCore, Refs], client: TestClient) -> None:
+    html = client.get("/ui/health").text  # starts the check in the background; the page does not wait
+    deadline = time.monotonic() + 60
+    while "All stores agree." not in html and time.monotonic() < deadline:
+        assert 'http-equiv="refresh"' in html  # the page refreshes itself while the check runs
+        time.sleep(0.2)
+        html = client.get("/ui/health").text
+    assert "All stores agree." in html
+    assert "empty: no interrupted writes" in html
+    assert "hash-" in html or "hash" in html  # the embedder in use
+    assert "Chroma (embedded)" in html and "graph (SQLite)" in html
+
+
+def test_graph_endpoint_returns_a_bounded_neighbourhood_for_depths_one_to_three(client: TestClient,
+                                                                                 refs: Refs) -> None:
+    sizes = []
+    for depth in (1, 2, 3):
+        r = client.get("/ui/api/graph", params={"t": "acme", "ref": refs.first_handoff, "depth": depth})
+        assert r.status_code == 200
+        body = r.json()
+        ids = {n["id"] for n in body["nodes"]}
+        assert body["root"] == refs.first_handoff and all(e["source"] in ids and e["target"] in ids
+                                                          for e in body["edges"])
+        sizes.append(len(ids))
+        kinds = {e["kind"] for e in body["edges"]}
+        assert {"AUTHORED_BY", "IN_SESSION", "SUPERSEDES", "NEXT"} <= kinds
+    assert sizes[0] < sizes[1] <= sizes[2] <= 120
+    bad = client.get("/ui/api/graph", params={"t": "acme", "ref": refs.first_handoff, "depth": 4})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "INVALID_INPUT"
+
+
+def test_the_only_state_changing_endpoints_are_login_and_logout(client: TestClient, refs: Refs) -> None:
+    for path in ("/ui/", "/ui/tenant", "/ui/session", "/ui/memory", "/ui/search", "/ui/health", "/ui/api/graph"):
+        assert client.post(path, params={"t": "acme"}).status_code == 405
+        assert client.delete(path).status_code == 405
+
+
+def test_pages_carry_a_strict_content_security_policy_and_no_store(client: TestClient) -> None:
+    r = client.get("/ui/")
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert "unsafe-inline" not in r.headers["content-security-policy"]
+    assert r.headers["cache-control"] == "no-store" and r.headers["x-frame-options"] == "DENY"
+    assert r.headers["server-timing"].startswith("app;dur=")
+
+
+def test_static_assets_ship_in_the_package_and_load_nothing_from_elsewhere() -> None:
+    root = ROOT / "tools" / "ui"
+    text = "".join(p.read_text() for p in [*root.glob("static/*"), *root.glob("templates/*")])
+    assert "http://" not in text.replace('"http://www.w3.org/2000/svg"', "") and "https://" not in text
+    assert HOSTILE not in text
+
+
+def test_missing_page_is_a_404_page(client: TestClient) -> None:
+    r = client.get("/ui/nope")
+    assert r.status_code == 404 and "NOT_FOUND" in r.text
+
+
+def test_sessions_view_counts_turns_apart_from_other_memories(client: TestClient) -> None:
+    html = client.get("/ui/tenant", params={"t": "acme"}).text
+    row = html[html.index(">s1<"):]
+    assert f'<td class="num">{TURNS + 3}</td>' in row[:400] and f'<td class="num">{TURNS}</td>' in row[:400]
+
+
+def test_an_episode_opens_as_a_memory_page_with_what_it_covers(tmp_path: Path) -> None:
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, **ui_settings()})
+    with MemoryCore.open(tmp_path / "d", settings=settings, embedder=HashEmbedder(), in_memory_vectors=True) as core:
+        populate(core)
+        episode = core.summarize_session("acme", "s1")
+        client = TestClient(standalone_app(core), base_url=BASE, headers=OPERATOR)
+        r = client.get("/ui/memory", params={"t": "acme", "ref": str(episode.ref)})
+        assert r.status_code == 200 and "episode" in r.text and "covers" in r.text
+        session = client.get("/ui/session", params={"t": "acme", "s": "s1"}).text
+        assert f">{episode.ref}<" in session and "stale" not in session
+        graph = client.get("/ui/api/graph", params={"t": "acme", "ref": str(episode.ref), "depth": 2}).json()
+        assert {"SUMMARIZES", "IN_SESSION"} <= {e["kind"] for e in graph["edges"]}
