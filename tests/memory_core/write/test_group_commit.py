@@ -448,3 +448,35 @@ def test_the_callers_of_a_batch_adding_again_at_once_are_written_as_one_batch_ag
     for t in [first, *agents]:
         t.join(10)
     assert written == [["gate"], ["a", "b", "c"], ["a", "b", "c"], ["a", "b", "c"]]
+
+
+def test_a_secret_is_redacted_or_refused_for_its_own_caller_alone_inside_a_batch(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The secrets guard runs while each caller prepares its add: redaction is reported to the caller
+    whose text held the secret, and under ``reject`` only that caller is refused."""
+    from memory_core.errors import SecretRejectedError
+    from tests.support.secrets_corpus import Fake
+
+    key = Fake(4242).aws_access_key()
+    for policy in ("redact", "reject"):
+        embedder = GatedEmbedder()
+        core = open_core("persistent", tmp_path / policy, request, embedder=embedder,
+                         security={"secrets": policy})
+        try:
+            results = in_one_batch(core, embedder, [
+                adder(core, "acme", "s1", "a", "deploy notes, nothing secret"),
+                adder(core, "acme", "s1", "b", f"the key is {key} for the deploy"),
+                adder(core, "acme", "s1", "c", "another clean turn"),
+            ])
+            clean = [results[0], results[2]]
+            assert all(isinstance(r, AddResult) and r.created and not r.redacted for r in clean), policy
+            if policy == "redact":
+                assert isinstance(results[1], AddResult) and results[1].redacted == {"aws-access-key": 1}
+                stored = core.get_contents("acme", [results[1].ref]).found[0].content
+                assert key not in stored and "[REDACTED:aws-access-key]" in stored
+            else:
+                assert isinstance(results[1], SecretRejectedError)
+                assert embedder.calls[-1] == 2  # the refused add never joined the batch
+            assert_stores_agree(core)
+        finally:
+            core.close()
