@@ -1,6 +1,6 @@
 """Fleet benchmark: many agents each adding one turn a call at once, with a recaller beside them.
 
-    python -m bench.fleet [--writers 1,4,8,32] [--seconds 15] [--paths mcp,library] [--preload 1000]
+    python -m bench.latency.fleet [--writers 1,4,8,32] [--seconds 15] [--paths mcp,library] [--preload 1000]
                           [--embedder minilm] [--json PATH]
 
 Everything is measured side by side in one run, on one machine, with the same embedder (the real
