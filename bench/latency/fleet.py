@@ -1,7 +1,7 @@
 """Fleet benchmark: many agents each adding one turn a call at once, with a recaller beside them.
 
     python -m bench.latency.fleet [--writers 1,4,8,32] [--seconds 15] [--paths mcp,library] [--preload 1000]
-                          [--embedder minilm] [--json PATH]
+                                  [--embedder minilm] [--json PATH]
 
 Everything is measured side by side in one run, on one machine, with the same embedder (the real
 default MiniLM model unless ``--embedder hash``) and the same kind of texts, for each path — the
