@@ -215,6 +215,9 @@ class GraphTxn(Protocol):
         """Clear this writer's intents for ``refs``; returns how many it cleared (an intent another
         replica took over, its lease having lapsed, is that replica's now and stays)."""
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None: ...
+    def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Before writing several memories in one transaction: take the locks their writes need in one
+        global order (a backend shared by replicas), so two such transactions never deadlock."""
     def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read.
         Only current versions count, and never ``corrects``, the version ``row`` supersedes: a new

@@ -60,7 +60,8 @@ class MemoryCore:
         self.embedder = embedder
         secret = graph.meta("cursor_secret") or ""
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
-        self.writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets))
+        self.writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets),
+                                settings.write)
         self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
         self.versions = VersionService(graph, self.reader, self.writer)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings,
@@ -232,7 +233,12 @@ class MemoryCore:
                 "role": role, "channel": channel, "source": source, "project_id": project_id, "salience": salience,
                 "visibility": visibility, "timestamp": timestamp, "idempotency_key": idempotency_key,
                 "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
-        return self.writer.add_many([item])[0]
+        return self.writer.add_one(item)
+
+    def write_batching(self) -> dict[str, float] | None:
+        """How concurrent single adds were batched since the store opened (batches, rows, mean, largest,
+        retried_alone, waited_s); None when batching is off (``write.batch_max = 1``)."""
+        return None if self.writer.batches is None else self.writer.batches.stats()
 
     @coded_graph_errors("writing memories")
     def add_memories(self, items: Sequence[dict[str, Any]]) -> list[AddResult]:

@@ -126,11 +126,27 @@ class PgTxn:
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
         self._x("DELETE FROM journal WHERE seq = ANY(%s::bigint[])", [list(seqs)])
 
+    def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Take the advisory locks that writing ``rows`` needs, all at once and in one global order: per
+        (tenant, session), its duplicate locks (by content hash), then its window lock — the order a
+        single memory's own write takes them in. Two replicas writing batches over the same sessions
+        then never wait on each other in a cycle (PostgreSQL broke such a deadlock by failing a batch)."""
+        keys = sorted({(r["tenant"], r["session"], 0, r["content_hash"]) for r in rows}
+                      | {(r["tenant"], r["session"], 1, "") for r in rows})
+        for tenant, session, window, content_hash in keys:
+            if window:
+                self._lock_session(tenant, session)
+            else:
+                self._lock_duplicates(tenant, session, content_hash)
+
+    def _lock_duplicates(self, tenant: str, session: str, content_hash: str) -> None:
+        self._x("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [f"dup\x1f{tenant}\x1f{session}\x1f{content_hash}"])
+
     def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read.
         An advisory lock on (tenant, session, hash) makes concurrent replicas see each other's add."""
-        self._x("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                [f"dup\x1f{row['tenant']}\x1f{row['session']}\x1f{row['content_hash']}"])
+        self._lock_duplicates(row["tenant"], row["session"], row["content_hash"])
         found = self._x(
             "SELECT id FROM memories WHERE tenant = %s AND session = %s AND content_hash = %s "
             "AND ts_us BETWEEN %s AND %s AND (visibility <> 'agent' OR agent = %s) "

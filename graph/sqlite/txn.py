@@ -98,6 +98,9 @@ class SqliteTxn:
         self.effects.tenants.update(self._all_tenants())
 
     # ---- memories ----------------------------------------------------------------------------
+    def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Nothing to take: one process writes the file, one transaction at a time."""
+
     def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
         found = self.cur.execute(
             "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "

@@ -85,6 +85,17 @@ class LimitSettings(_Section):
     max_batch: int = Field(1000, ge=1)
 
 
+class WriteSettings(_Section):
+    """Group commit of single adds (see :mod:`memory_core.write.group_commit`)."""
+
+    # most single adds written as one batch (one embedding call, one Chroma add, one graph transaction);
+    # 1: each add is written alone, as before group commit
+    batch_max: int = Field(32, ge=1, le=1000)
+    # how long a batch's leader waits, at most, for the adds it expects (ones being validated, and right after a
+    # batch, that batch's other callers coming back); a lone caller never waits
+    coalesce_ms: float = Field(10.0, ge=0, le=1000)
+
+
 class RecallSettings(_Section):
     preview_chars: int = Field(500, ge=0)
     full_content_budget_chars: int = Field(200_000, ge=1)
@@ -194,6 +205,7 @@ class Settings(_Section):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
+    write: WriteSettings = Field(default_factory=WriteSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
     recover: RecoverSettings = Field(default_factory=RecoverSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

@@ -43,11 +43,12 @@ from memory_core.errors import (
 from memory_core.models import AddResult, from_us
 from memory_core.refs import MAX_KEPT_ID, memory_ref
 from memory_core.secret_guard import SecretGuard
-from memory_core.settings.schema import LimitSettings
+from memory_core.settings.schema import LimitSettings, WriteSettings
 from memory_core.store_errors import graph_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
 from memory_core.write.add_rows import ADD_FIELDS, REDACT, ItemRef, PreparedAdd, prepare_add
+from memory_core.write.group_commit import GroupCommit
 from memory_core.write.rows import embedding_text, vector_metadata
 
 CLEANUP_INTERVAL_S = 2.0
@@ -60,7 +61,7 @@ class WritePath:
     """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
 
     def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings,
-                 guard: SecretGuard = REDACT) -> None:
+                 guard: SecretGuard = REDACT, write: WriteSettings | None = None) -> None:
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
@@ -69,6 +70,10 @@ class WritePath:
         self.lock = threading.RLock()
         self.on_written: Callable[[list[dict[str, Any]]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
+        write = write or WriteSettings()
+        # concurrent single adds share batches (None: each is written alone, as add_many([item]))
+        self.batches = None if write.batch_max < 2 else GroupCommit(
+            self.write_prepared, batch_max=write.batch_max, window_s=write.coalesce_ms / 1000)
 
     # ---- validation ------------------------------------------------------------------------
     def prepare(self, item: dict[str, Any], *, extract: bool = True) -> PreparedAdd:
@@ -76,6 +81,13 @@ class WritePath:
         return prepare_add(item, self.limits, extract=extract, guard=self.guard)
 
     # ---- adds ------------------------------------------------------------------------------
+    def add_one(self, item: dict[str, Any]) -> AddResult:
+        """One caller's add: validated in its own thread, then written in a batch with the adds of
+        other callers in flight (:mod:`memory_core.write.group_commit`), or alone when batching is off."""
+        if self.batches is None:
+            return self.add_many([item])[0]
+        return self.batches.add(lambda: self.prepare(item))
+
     def add_many(
         self,
         items: Sequence[dict[str, Any]],
@@ -131,6 +143,14 @@ class WritePath:
         for p, old in zip(prepared, supersedes, strict=False):
             p.supersedes = old
             p.row["supersedes_id"] = old
+        return self.write_prepared(prepared, linked=linked, extract=extract)
+
+    def write_prepared(self, prepared: list[PreparedAdd], *, linked: Linked | None = None,
+                       extract: bool = True) -> list[AddResult]:
+        """Embed validated rows in one call (outside the lock), then write them all-or-nothing (each row's
+        ``position`` is its index here: group commit's batches are prepared one caller at a time)."""
+        for i, p in enumerate(prepared):
+            p.position = i
         vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
         with self.lock:
             results = self._write(prepared, vectors, linked)
@@ -177,7 +197,8 @@ class WritePath:
                 assert p.idempotency_key is not None  # only keyed rows wait for their first
                 first = results[first_by_key[(p.row["tenant"], p.idempotency_key)]]
                 assert first is not None
-                results[i] = AddResult(first.ref, first.timestamp, first.duplicate_of, False)
+                # a repeat answers as a repeat after the write would: the first ref, nothing reported
+                results[i] = AddResult(first.ref, first.timestamp, None, False)
         return [r for r in results if r is not None]
 
     def _by_idempotency_key(self, tenant: str, key: str) -> AddResult | None:
@@ -263,6 +284,8 @@ class WritePath:
 
         def finish(tx: GraphTxn) -> None:
             now_us = time.time_ns() // 1000
+            if len(rows) > 1:
+                tx.lock_memories(rows)
             for p in prepared:
                 row = p.row
                 dup = tx.duplicate_of(row, window_us, p.supersedes) if window_us else None

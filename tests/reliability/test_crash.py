@@ -3,7 +3,8 @@
 Each trial starts ``tests.support.crash_writer`` on the same data directory (so later
 trials also open, and recover, what earlier kills left), kills it at a random moment —
 sometimes while it is still starting up and recovering, mostly in the middle of
-concurrent single and batch adds — and then (after most trials, and always at the end)
+concurrent single and batch adds, the single ones written in batches formed from concurrent
+callers (group commit) — and then (after most trials, and always at the end)
 reopens the store in a fresh process that checks every acknowledged write against both
 stores (see ``crash_writer.verify``).
 
@@ -131,4 +132,7 @@ def test_sigkilled_writer_loses_no_acknowledged_add_and_leaves_no_half_written_m
         print(history[-1])
     final = verify(data_dir, ack_file, storage)
     assert final["must_exist"] and int(str(final["memories"])) >= int(str(final["must_exist"])), final
+    coalesced = [a for a in read_acks(ack_file) if a.get("op") == "batches" and a["rows"] > a["batches"]]
+    assert coalesced, "no batch was ever formed from concurrent single adds: the kills never hit one"
     print(f"seed {seed} (rerun with MEMORY_CORE_CRASH_SEED={seed}):\n" + "\n".join(history))
+    print(f"largest batch of concurrent single adds: {max(a['largest'] for a in coalesced)}")

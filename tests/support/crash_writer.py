@@ -4,7 +4,9 @@
 Chroma and SQLite, or the ``--storage`` JSON's settings: PostgreSQL, a Chroma server; always
 the deterministic embedder) and adds memories from a few threads for ever:
 single adds, batch adds, retries with an idempotency key, explicit (shared) timestamps,
-and now and then a delete of one of its own memories. After a call returns it appends
+and now and then a delete of one of its own memories; beside them a fleet of threads adds only
+single memories, which the write path's group commit writes as batches formed from concurrent
+callers (its batch counts are logged as ``batches`` lines). After a call returns it appends
 the outcome to the ack file and fsyncs, so every line there is a promise the store made.
 The parent test SIGKILLs it at a random instant.
 
@@ -23,6 +25,7 @@ import random
 import signal
 import sys
 import threading
+import time
 import traceback
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -38,6 +41,7 @@ from tests.support.store_checks import assert_stores_agree
 TENANTS = ("acme", "globex", "initech")
 SESSIONS = ("s1", "s2")
 THREADS = 3
+FLEET = 5  # threads adding one memory a call, as a fleet of agents does
 BASE = datetime(2025, 6, 1, tzinfo=UTC)
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
 
@@ -76,7 +80,8 @@ def read_acks(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def writer_thread(core: MemoryCore, log: AckLog, worker: int, seed: int) -> None:
+def writer_thread(core: MemoryCore, log: AckLog, worker: int, seed: int, *, singles: bool = False) -> None:
+    """Adds, batch adds, retries, corrections and deletes for ever; ``singles``: one memory a call only."""
     rng = random.Random(seed)
     mine: list[dict[str, Any]] = []
     n = 0
@@ -111,7 +116,7 @@ def writer_thread(core: MemoryCore, log: AckLog, worker: int, seed: int) -> None
                 if res.ref != first["ref"] or res.created:
                     log.write({"op": "error", "detail": f"retry of {first['key']} gave {res.ref}, not {first['ref']}"})
                 continue
-        batch = 1 if rng.random() < 0.6 else rng.randint(2, 12)
+        batch = 1 if singles or rng.random() < 0.6 else rng.randint(2, 12)
         items = []
         for j in range(batch):
             tenant, session = rng.choice(TENANTS), rng.choice(SESSIONS)
@@ -143,12 +148,18 @@ def run_writer(data_dir: Path, ack_file: Path, seed: int, storage: dict[str, Any
 
     def guarded(worker: int) -> None:
         try:
-            writer_thread(core, log, worker, seed * 100 + worker)
+            writer_thread(core, log, worker, seed * 100 + worker, singles=worker >= THREADS)
         except BaseException:
             failures.append(traceback.format_exc())
             log.write({"op": "error", "detail": traceback.format_exc()[-2000:]})
 
-    threads = [threading.Thread(target=guarded, args=(w,), daemon=True) for w in range(THREADS)]
+    def batch_counts() -> None:
+        while core.writer.batches is not None:
+            time.sleep(0.2)
+            log.write({"op": "batches", **core.writer.batches.stats()})
+
+    threads = [threading.Thread(target=guarded, args=(w,), daemon=True) for w in range(THREADS + FLEET)]
+    threading.Thread(target=batch_counts, daemon=True).start()
     for t in threads:
         t.start()
     for t in threads:

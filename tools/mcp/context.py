@@ -44,11 +44,19 @@ class ServerState:
     scope: TenantScope
     limiter: anyio.CapacityLimiter
     recall_limit_cap: int = 50
+    # single adds, when the core batches them (group commit): a caller waiting for its batch holds a
+    # thread but no core, so adds get threads of their own and never keep a recall waiting for one
+    add_limiter: anyio.CapacityLimiter | None = None
 
     async def call(self, fn: Callable[[MemoryCore], T]) -> T:
         """Run one (blocking) service call on a worker thread, bounded by the limiter."""
         core = await self.stores.get()
         return await anyio.to_thread.run_sync(fn, core, limiter=self.limiter)
+
+    async def call_add(self, fn: Callable[[MemoryCore], T]) -> T:
+        """Run one single add on a worker thread: on the adds' own threads when adds are batched."""
+        core = await self.stores.get()
+        return await anyio.to_thread.run_sync(fn, core, limiter=self.add_limiter or self.limiter)
 
 
 Ctx = Context[ServerState, Any]

@@ -213,6 +213,7 @@ def build_server(
                 ),
                 scope=TenantScope(settings.server.tenant, settings.server.agent, settings.server.scope),
                 limiter=anyio.CapacityLimiter(CORE_THREADS),
+                add_limiter=anyio.CapacityLimiter(settings.write.batch_max) if settings.write.batch_max > 1 else None,
                 recall_limit_cap=recall_cap(settings),
             )
             if on_ready is not None:

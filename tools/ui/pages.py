@@ -152,12 +152,22 @@ def health(request: Request) -> HTMLResponse:
         "embedder": f"{core.embedder.name} ({core.embedder.dimension} dimensions)",
         "summaries": (f"model {settings.model_provider.model}" if settings.model_provider.enabled
                       else "extractive (no model_provider configured)"),
+        "single adds": _batching(core),
     }
     return page("health.html", context(
         request, nav="health", check=check, age_s=(time.time() - check.finished_at) if check.finished_at else None,
         journal=journal, journal_total=journal_total, disk=st.inspector.operator.disk_use(), stores=stores,
         recovered=list(core.recovered),
     ))
+
+
+def _batching(core: MemoryCore) -> str:
+    """How concurrent single adds have been batched since the store opened (group commit)."""
+    b = core.write_batching()
+    if b is None:
+        return "each written alone (write.batch_max = 1)"
+    return (f"{b['rows']:,} written in {b['batches']:,} batches since start: {b['mean']:g} a batch on average, "
+            f"{b['largest']:,} at most (write.batch_max = {core.settings.write.batch_max})")
 
 
 def graph_json(request: Request) -> JSONResponse:

@@ -63,7 +63,7 @@ async def add_memory(
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
-    result = await state.call(
+    result = await state.call_add(
         lambda core: core.add_memory(
             tenant_id, session, author, content, type=type, role=role, channel=channel, source=source,
             project_id=project_id, salience=salience, visibility=visibility, timestamp=timestamp,
