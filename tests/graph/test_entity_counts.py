@@ -7,7 +7,7 @@ links, deletes and an upgrade from a store that had no such counts."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from graph.sqlite.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
 from graph.sqlite.maintenance import SqliteMaintenance
 from graph.sqlite.store import SqliteGraphStore
 from tests.support.entity_counts import add_mentioning, agree, follow_the_writes
+from tests.support.sqlite import vm_steps
 
 
 @pytest.fixture
@@ -44,23 +45,6 @@ def _agree(store: SqliteGraphStore, tenant: str = "acme") -> None:
           SqliteMaintenance(store.db).stale_counts)
 
 
-def _steps(store: SqliteGraphStore, fn: Callable[[], object]) -> int:
-    """SQLite virtual-machine steps (in units of 100) a read takes: its cost, without a clock."""
-    steps = [0]
-
-    def tick() -> int:
-        steps[0] += 1
-        return 0
-
-    conn = store.db.conn
-    conn.set_progress_handler(tick, 100)
-    try:
-        fn()
-    finally:
-        conn.set_progress_handler(None, 100)
-    return steps[0]
-
-
 @pytest.mark.slow
 def test_counting_an_entitys_mentions_does_not_grow_with_them(store: SqliteGraphStore) -> None:
     for i in range(5_000):
@@ -72,8 +56,8 @@ def test_counting_an_entitys_mentions_does_not_grow_with_them(store: SqliteGraph
     reads = {"entity_mention_counts": lambda e: store.entity_mention_counts("acme", [e], "a1", 100_000),
              "entity": lambda e: store.entity("acme", e, "a1")}
     for name, read in reads.items():
-        small = _steps(store, lambda: read(rare))  # noqa: B023 (called at once)
-        big = _steps(store, lambda: read(hub))  # noqa: B023
+        small, _ = vm_steps(store.db, lambda: read(rare), 100)  # noqa: B023 (called at once)
+        big, _ = vm_steps(store.db, lambda: read(hub), 100)  # noqa: B023
         # counted from the index, the 4,5xx entries the hub has for a1 took ~100 times the steps
         assert big <= small + 2, (name, small, big)
 
@@ -90,7 +74,7 @@ def test_listing_a_tenants_entities_does_not_grow_with_their_mentions(tmp_path: 
             assert [(e.name, e.mentions) for e in listed] == [
                 ("Hub", _visible(s, "acme", listed[0].id, "a1")),
                 *sorted(((e.name, _visible(s, "acme", e.id, "a1")) for e in listed[1:]), key=lambda p: (-p[1], p[0]))]
-            steps.append(_steps(s, lambda: s.entities("acme", "a1")))  # noqa: B023 (called at once)
+            steps.append(vm_steps(s.db, lambda: s.entities("acme", "a1"), 100)[0])  # noqa: B023 (called at once)
         finally:
             s.close()
     assert steps[1] <= steps[0] + 2, steps  # counting the index: 4 times the entries, 4 times the steps

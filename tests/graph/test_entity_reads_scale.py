@@ -14,6 +14,7 @@ import pytest
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from tests.support.backends import open_core
+from tests.support.sqlite import vm_steps
 
 
 def _fill(core: MemoryCore, tenant: str, n: int) -> list[int]:
@@ -24,21 +25,6 @@ def _fill(core: MemoryCore, tenant: str, n: int) -> list[int]:
     return [int(r[4:]) for r in refs]
 
 
-def _steps(store: SqliteGraphStore, tenant: str, ids: list[int]) -> tuple[int, dict[int, list[int]]]:
-    steps = [0]
-
-    def tick() -> int:
-        steps[0] += 1
-        return 0
-
-    store.db.conn.set_progress_handler(tick, 10)
-    try:
-        found = store.memory_entities(tenant, ids)
-    finally:
-        store.db.conn.set_progress_handler(None, 10)
-    return steps[0], found
-
-
 @pytest.mark.slow
 def test_a_memorys_entities_are_read_by_its_key_whatever_the_tenants_size(
         tmp_path: Path, request: pytest.FixtureRequest) -> None:
@@ -47,8 +33,8 @@ def test_a_memorys_entities_are_read_by_its_key_whatever_the_tenants_size(
         small, big = _fill(core, "small", 20), _fill(core, "big", 2000)
         store = core.graph
         assert isinstance(store, SqliteGraphStore)
-        small_steps, small_found = _steps(store, "small", small[:10])
-        big_steps, big_found = _steps(store, "big", big[:10])
+        small_steps, small_found = vm_steps(store.db, lambda: store.memory_entities("small", small[:10]), 10)
+        big_steps, big_found = vm_steps(store.db, lambda: store.memory_entities("big", big[:10]), 10)
         assert set(small_found) == set(small[:10]) and set(big_found) == set(big[:10])
         assert all(len(ents) >= 4 for ents in big_found.values())  # Turn, build-N, host-N, err-N, PROJ-N
         assert big_steps < 3 * small_steps + 50, (small_steps, big_steps)  # was ~100x: a scan of the tenant

@@ -13,7 +13,7 @@ import pytest
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from tests.support.backends import open_core
-from tests.support.sqlite import sqlite_db
+from tests.support.sqlite import sqlite_db, vm_steps
 
 
 def _fill(core: MemoryCore, tenant: str, n: int) -> list[int]:
@@ -23,21 +23,6 @@ def _fill(core: MemoryCore, tenant: str, n: int) -> list[int]:
     return [int(r[4:]) for r in refs]
 
 
-def _steps(store: SqliteGraphStore, tenant: str, ids: list[int]) -> tuple[int, dict[int, list[int]]]:
-    steps = [0]
-
-    def tick() -> int:
-        steps[0] += 1
-        return 0
-
-    store.db.conn.set_progress_handler(tick, 1)
-    try:
-        found = store.superseders(tenant, ids)
-    finally:
-        store.db.conn.set_progress_handler(None, 1)
-    return steps[0], found
-
-
 def test_a_tenant_without_handoff_chains_answers_superseders_without_a_probe_per_id(
         tmp_path: Path, request: pytest.FixtureRequest) -> None:
     core = open_core("memory", tmp_path / "data", request)
@@ -45,8 +30,8 @@ def test_a_tenant_without_handoff_chains_answers_superseders_without_a_probe_per
         ids = _fill(core, "big", 1000)
         store = core.graph
         assert isinstance(store, SqliteGraphStore)
-        few_steps, few = _steps(store, "big", ids[:10])
-        many_steps, many = _steps(store, "big", ids[:400])
+        few_steps, few = vm_steps(store.db, lambda: store.superseders("big", ids[:10]))
+        many_steps, many = vm_steps(store.db, lambda: store.superseders("big", ids[:400]))
         assert few == many == {}
         assert many_steps < few_steps + 20, (few_steps, many_steps)  # was ~40 steps an id
     finally:
