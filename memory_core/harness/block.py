@@ -133,8 +133,9 @@ def _lines(rows: Sequence[StoredRow], room: int) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     used = TITLE_TOKENS
     for row in rows:
-        line = fit(_line(row), room - used - 1)
-        if len(line) < MIN_LINE_CHARS:
+        whole = _line(row)
+        line = fit(whole, room - used - 1)
+        if not line or (line != whole and len(line) < MIN_LINE_CHARS):  # no room left for a line that says anything
             break
         out.append((row.ref, line))
         used += estimate(line) + 1

@@ -47,7 +47,7 @@ from memory_core.harness.payload import (
     HookEvent,
 )
 from memory_core.harness.state import SessionState, StateStore
-from memory_core.harness.store import Binding, HookStore, StoredRow
+from memory_core.harness.store import Binding, HookStore, Recovered, StoredRow
 from memory_core.harness.transcript import entries, identity_of, read_from
 
 if TYPE_CHECKING:
@@ -177,11 +177,12 @@ class HookRunner:
                     outcome.stored += 1
                 else:
                     outcome.repeated += 1
-            hold = [r.start for r in rows[len(acks):]]  # not taken: read again next time
+            taken = {a.key for a in acks}
+            hold = [r.start for r in rows if r.key not in taken]  # not taken: read again next time
             if (pending := capture.hold_from()) is not None:
                 hold.append(pending)
             offset = min([chunk.end, *hold])
-            done = sent | {a.key for a in acks}
+            done = sent | taken
             state.remember_sent([r.key for r in capture.rows if r.start >= offset and r.key in done])
             state.offset = offset
             self.states.save(self.binding.tenant, self.binding.agent, event.session, state)
@@ -234,9 +235,11 @@ class HookRunner:
         handoff = recovered.handoff or self._project_handoff(state.project)
         last = _last_request(rows)
         inputs = BlockInputs(
-            why=why, handoff=handoff, summary=recovered.summary, summary_ref=recovered.summary_ref,
+            why=why, handoff=handoff, summary=_summary(recovered, handoff), summary_ref=recovered.summary_ref,
             turns=[r for r in rows if r.role in ("user", "assistant")][: self.options.turns] if turns else (),
-            relevant=self._relevant(last, state.project, self.options.relevant, self.options.min_confidence))
+            # a resumed session has its own turns back in the context: related memories come from elsewhere
+            relevant=[r for r in self._relevant(last, state.project, self.options.relevant, self.options.min_confidence)
+                      if turns or not (r.session == session and r.type == "turn")])
         return render(inputs, self.options.budget_tokens, self.binding, skip=state.injected)
 
     def _project_start(self, state: SessionState) -> Block | None:
@@ -251,8 +254,8 @@ class HookRunner:
         recovered = self.store.recover(newest.session)
         rows = self.store.session_rows(newest.session, max(self.options.turns * 3, 30))
         inputs = BlockInputs(
-            why=f"from this project's last session ({newest.session})", handoff=handoff, summary=recovered.summary,
-            summary_ref=recovered.summary_ref,
+            why=f"from this project's last session ({newest.session})", handoff=handoff,
+            summary=_summary(recovered, handoff), summary_ref=recovered.summary_ref,
             turns=[r for r in rows if r.role in ("user", "assistant")][: self.options.turns // 2],
             relevant=self._relevant(_last_request(rows), state.project, self.options.relevant,
                                     self.options.min_confidence))
@@ -287,6 +290,14 @@ class HookRunner:
 
     def _late(self) -> bool:
         return self._deadline is not None and time.monotonic() > self._deadline
+
+
+def _summary(recovered: Recovered, handoff: StoredRow | None) -> str | None:
+    """The session's summary, unless it is the extractive one and a handoff is shown: built from the same
+    rows, it would only say again, less precisely, what the handoff says."""
+    if handoff is not None and recovered.summary_source != "model":
+        return None
+    return recovered.summary
 
 
 def _last_request(rows_newest_first: list[StoredRow]) -> str | None:

@@ -87,7 +87,7 @@ class Ack:
 
 @dataclass(frozen=True)
 class Added:
-    """What :meth:`HookStore.add_rows` did: one ack per row taken, in order, and the error that
+    """What :meth:`HookStore.add_rows` did: one ack per row taken (in any order), and the error that
     stopped it before the rest (None: every row was taken)."""
 
     acks: list[Ack]
@@ -101,14 +101,15 @@ class Recovered:
     handoff: StoredRow | None
     summary: str | None
     summary_ref: str | None = None
+    summary_source: str | None = None  # model | fallback (extractive)
 
 
 class HookStore(Protocol):
     """What the hook does with memory, bound to one tenant and agent (:class:`Binding`)."""
 
     def add_rows(self, session: str, project: str | None, rows: Sequence[CapturedRow]) -> Added:
-        """Store captured rows in order, stopping at the first the store could not take (a refusal of
-        that row alone, e.g. SECRET_REJECTED, is acknowledged as ``refused`` and the rest go on)."""
+        """Store captured rows, stopping at the first the store could not take (a refusal of that row
+        alone, e.g. SECRET_REJECTED, is acknowledged as ``refused`` and the rest go on)."""
         ...
 
     def add_handoff(self, session: str, project: str | None, content: str, key: str,
@@ -196,7 +197,8 @@ class DirectStore:
         episode = found.episode
         return Recovered(StoredRow.of(found.handoff) if found.handoff is not None else None,
                          episode.summary if episode is not None else None,
-                         episode.ref if episode is not None else None)
+                         episode.ref if episode is not None else None,
+                         episode.summary_source if episode is not None else None)
 
     def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None) -> list[StoredRow]:
         options: RecallOptions = {"viewer": self.binding.agent, "limit": limit, "type": type}

@@ -201,6 +201,26 @@ class SecuritySettings(_Section):
     secrets: Literal["redact", "reject", "allow"] = "redact"
 
 
+class HooksSettings(_Section):
+    """``memory-core hook``: what a harness's lifecycle events capture and inject (docs/harness.md)."""
+
+    budget_tokens: int = Field(1500, ge=200, le=20_000)
+    turns: int = Field(12, ge=0, le=100)
+    relevant: int = Field(5, ge=0, le=20)
+    min_confidence: float = Field(0.3, ge=0, le=1)
+    inject_on_startup: bool = True
+    prompt_injection: bool = False
+    prompt_budget_tokens: int = Field(400, ge=100, le=5_000)
+    prompt_min_confidence: float = Field(0.55, ge=0, le=1)
+    agent: str = "claude-code"
+    store: Literal["auto", "shared", "direct"] = "auto"
+    timeout_s: float = Field(20.0, gt=0, le=600)
+    turn_chars: int = Field(8000, ge=200, le=100_000)
+    max_read_mb: int = Field(16, ge=1, le=1024)
+
+    _check_agent = field_validator("agent")(_agent_name)
+
+
 class Settings(_Section):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -212,6 +232,7 @@ class Settings(_Section):
     operating_context: OperatingContextSettings = Field(default_factory=OperatingContextSettings)
     model_provider: ModelProviderSettings = Field(default_factory=ModelProviderSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    hooks: HooksSettings = Field(default_factory=HooksSettings)
 
 
 # Variables that share the prefix but are not settings (test-suite switches among them).

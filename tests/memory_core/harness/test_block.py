@@ -81,3 +81,9 @@ def test_rows_already_injected_are_not_repeated_and_nothing_left_means_no_block(
 def test_nothing_to_say_is_no_block() -> None:
     assert render(BlockInputs("after a compaction"), 1500, ME) is None
     assert render(BlockInputs("after a compaction", HANDOFF), 20, ME) is None
+
+
+def test_short_turns_are_shown_whole() -> None:
+    turns = [row(2, "Done.", role="assistant", type="turn"), row(1, "ok?", role="user", type="turn")]
+    block = render(BlockInputs("after a compaction", turns=turns), 1500, ME)
+    assert block is not None and "- [mem:1] user: ok?\n- [mem:2] assistant: Done." in block.text

@@ -159,9 +159,11 @@ def test_a_resumed_session_is_shown_what_it_was_not_shown_yet_and_only_once(core
     t = Transcript(tmp_path / "t.jsonl")
     work(t)
     runner(core, tmp_path).run(event("PreCompact", t, trigger="manual"))
-    first = runner(core, tmp_path).run(event("SessionStart", t, source="resume"))
+    first = runner(core, tmp_path, min_confidence=0.0).run(event("SessionStart", t, source="resume"))
     assert first.block is not None and "Newest handoff" in first.block.text
     assert "Last turns" not in first.block.text  # a resumed session has its turns back already
+    own = {r.ref for r in core.query_recent_turns("acme", t.session, 100, viewer="claude-code").turns}
+    assert not own & set(first.block.refs)
     assert runner(core, tmp_path).run(event("SessionStart", t, source="resume")).output is None
 
 
@@ -255,3 +257,21 @@ def test_a_project_is_the_working_directory_or_a_stable_name_for_it() -> None:
     spaced = project_of("/home/me/My Projects/app one")
     assert spaced is not None and spaced.startswith("app_one#") and spaced == project_of("/home/me/My Projects/app one")
     assert project_of(None) is None
+
+
+class PatchyStore(DirectStore):
+    """Takes every other row (as concurrent writers may finish out of order), then fails."""
+
+    def add_rows(self, session: str, project: str | None, rows: Sequence[CapturedRow]) -> Added:
+        taken = super().add_rows(session, project, rows[1::2])
+        return Added(taken.acks, StoreUnavailableError("The store went away."))
+
+
+def test_rows_acknowledged_out_of_order_are_neither_lost_nor_doubled(core: MemoryCore, tmp_path: Path) -> None:
+    t = Transcript(tmp_path / "t.jsonl")
+    work(t)
+    states = StateStore(tmp_path / "data")
+    patchy = HookRunner(PatchyStore(core, ME), states, ME).run(event("Stop", t))
+    assert patchy.stored == 3 and patchy.problem is not None
+    rest = runner(core, tmp_path).run(event("Stop", t))
+    assert (rest.stored, rest.repeated) == (3, 0) and len(session_rows(core, t)) == 6
