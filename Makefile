@@ -17,7 +17,10 @@ SERVE_STAMP = $(VENV)/.installed-serve$(if $(SERVE_EXTRAS),-$(subst $(comma),-,$
 
 PG_BINDIR := $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
-.PHONY: install install-serve chromium postgres serve test check lint bench bench-locomo reliability clean
+CLAUDE_CODE_VERSION := 2.1.197
+CLAUDE_CLI := .claude-cli/node_modules/.bin/claude
+
+.PHONY: install install-serve chromium postgres claude-cli serve test check lint bench bench-locomo reliability clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -35,7 +38,7 @@ install-serve: $(BIN)/python
 		$(BIN)/uv pip install --python $(BIN)/python -q -e '.$(if $(SERVE_EXTRAS),[$(SERVE_EXTRAS)])' && \
 		touch $(SERVE_STAMP); }
 
-install: $(STAMP) chromium postgres
+install: $(STAMP) chromium postgres claude-cli
 
 # Debian's headless Chromium for the inspector's browser test (tests/tools/ui/test_ui_browser.py skips without it)
 chromium:
@@ -49,10 +52,18 @@ postgres:
 	@command -v initdb >/dev/null 2>&1 || test -x "$(PG_BINDIR)/initdb" || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
+# The real Claude Code CLI for the harness-hook end-to-end test (tests/tools/cli/test_claude_code_e2e.py), pinned:
+# the newest release that still runs on Node 20, installed into the git-ignored .claude-cli/. Skipped without npm.
+claude-cli:
+	@$(CLAUDE_CLI) --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) ' || { \
+		command -v npm >/dev/null 2>&1 && npm install --prefix .claude-cli --no-audit --no-fund --loglevel=error \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION); } || \
+		echo "the Claude Code CLI could not be installed: its end-to-end test will skip"
+
 serve: install-serve
 	$(BIN)/memory-core serve --http --host $(HOST) --port $(PORT) --announce$(if $(CONFIG), --config $(CONFIG))
 
-test: $(STAMP) chromium postgres
+test: $(STAMP) chromium postgres claude-cli
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -79,4 +90,4 @@ reliability: $(STAMP)
 	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 
 clean:
-	rm -rf $(VENV) .memory-core
+	rm -rf $(VENV) .memory-core .claude-cli
