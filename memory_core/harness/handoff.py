@@ -22,21 +22,23 @@ from memory_core.harness.tool_calls import EDITING_TOOLS, ERROR, OK, READING_TOO
 if TYPE_CHECKING:
     from memory_core.provider.client import ModelClient
 
-REQUEST_CHARS = 700
-REPLY_CHARS = 400
-LINE_CHARS = 220
+REQUEST_CHARS = 500
+REPLY_CHARS = 300
+LINE_CHARS = 160
 MAX_DECISIONS = 6
-MAX_ERRORS = 5
+MAX_ERRORS = 4
 MAX_EDITED = 12
 MAX_READ = 8
 MAX_TASKS = 10
 MAX_HANDOFF_CHARS = 4_000
-HEADER = "Handoff (written by memory-core's hook before a compaction, from the session's captured turns)"
+HEADER = "Handoff (memory-core's hook, before a compaction, from the captured turns)"
 _DECISION = re.compile(
     r"\b(decided|decision|going with|go with|went with|chose|choosing|opted|opt for|instead of|rather than|"
     r"switch(?:ed)? to|settled on|we should use|we'll use|will use)\b", re.IGNORECASE)
+# a user's standing instruction: an imperative (``Always run …``, ``Don't …``, ``Please use …``) or a preference
 _INSTRUCTION = re.compile(
-    r"\b(always|never|don't|do not|must|make sure|instead of|rather than|prefer|from now on|avoid)\b", re.IGNORECASE)
+    r"^(please\s+)?(always|never|don't|do not|make sure|avoid|use|prefer|keep|stop)\b|"
+    r"\b(from now on|instead of|rather than|going forward)\b", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 
 

@@ -62,14 +62,16 @@ class HookOptions:
     """How the hook captures and injects (``[hooks]`` in the settings)."""
 
     budget_tokens: int = 1_500
-    turns: int = 12  # last turns the block may show
-    relevant: int = 5  # related memories the block may show
+    turns: int = 4  # last turns the block shows in full (older ones go to its one-line digest)
+    relevant: int = 3  # related memories the block may show
     min_confidence: float = 0.3
     inject_on_startup: bool = True
     prompt_injection: bool = False
     prompt_budget_tokens: int = 400
     prompt_min_confidence: float = 0.55
     handoff_rows: int = 300  # the session's newest turns a handoff reads
+    digest_rows: int = 200  # the session's newest turns the block may list after a compaction
+    digest_written: int = 50  # the session's newest rows agents wrote (decisions, notes) it may list
     max_read_bytes: int = 16 << 20  # transcript bytes one event reads (the rest: the next event)
     limits: Limits = field(default_factory=Limits)
 
@@ -231,16 +233,26 @@ class HookRunner:
 
     def _session(self, session: str, state: SessionState, why: str, *, turns: bool) -> Block | None:
         recovered = self.store.recover(session)
-        rows = self.store.session_rows(session, max(self.options.turns * 3, 30))
+        rows = self.store.session_rows(session, self.options.digest_rows if turns else max(self.options.turns * 3, 30))
         handoff = recovered.handoff or self._project_handoff(state.project)
         last = _last_request(rows)
+        said = [r for r in rows if r.role in ("user", "assistant")]  # the last turns shown whole
         inputs = BlockInputs(
             why=why, handoff=handoff, summary=_summary(recovered, handoff), summary_ref=recovered.summary_ref,
-            turns=[r for r in rows if r.role in ("user", "assistant")][: self.options.turns] if turns else (),
+            turns=said[: self.options.turns] if turns else (),
             # a resumed session has its own turns back in the context: related memories come from elsewhere
             relevant=[r for r in self._relevant(last, state.project, self.options.relevant, self.options.min_confidence)
-                      if turns or not (r.session == session and r.type == "turn")])
+                      if turns or not (r.session == session and r.type == "turn")],
+            digest=self._digest(session, [r for r in rows if r not in said[: self.options.turns]]) if turns else ())
         return render(inputs, self.options.budget_tokens, self.binding, skip=state.injected)
+
+    def _digest(self, session: str, older_turns: list[StoredRow]) -> list[StoredRow]:
+        """The rest of the session, knowledge first: what agents wrote in it (decisions, notes, handoffs),
+        then its older turns, newest first."""
+        written = [r for r in self.store.recall("", limit=self.options.digest_written, project=None,
+                                                session=session) if r.type not in ("turn", "episode")
+                   and not (r.type == "handoff" and r.metadata.get("harness") == HARNESS)]  # superseded ones of ours
+        return [*written, *older_turns]
 
     def _project_start(self, state: SessionState) -> Block | None:
         """A new session in a project: where the project's last session stopped."""

@@ -125,8 +125,9 @@ class HookStore(Protocol):
         """The session's newest handoff and its summary (``recover_context``)."""
         ...
 
-    def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None) -> list[StoredRow]:
-        """The most relevant memories the binding may read (an empty query: the newest)."""
+    def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None,
+               session: str | None = None) -> list[StoredRow]:
+        """The most relevant memories the binding may read (an empty query: the newest), at most 50."""
         ...
 
     def close(self) -> None: ...
@@ -200,8 +201,9 @@ class DirectStore:
                          episode.ref if episode is not None else None,
                          episode.summary_source if episode is not None else None)
 
-    def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None) -> list[StoredRow]:
-        options: RecallOptions = {"viewer": self.binding.agent, "limit": limit, "type": type}
+    def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None,
+               session: str | None = None) -> list[StoredRow]:
+        options: RecallOptions = {"viewer": self.binding.agent, "limit": limit, "type": type, "session": session}
         if project is not None:
             options["project_id"] = project
         result = self.core.recall(self.binding.tenant, query, **options)

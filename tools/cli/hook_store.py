@@ -54,6 +54,7 @@ CLIENT_INFO = {"name": "memory-core-hook", "version": "1"}
 ROW_REFUSALS = frozenset({"INVALID_INPUT", "EMPTY_CONTENT", "CONTENT_TOO_LARGE", "SECRET_REJECTED"})
 SESSION_PAGE = 100
 WRITERS = 4  # concurrent add_memory calls of one capture
+RECALL_CAP = 50  # server.mcp_limit_cap's default: what a recall may ask for over MCP
 
 
 class ToolError(MemoryCoreError):
@@ -210,8 +211,11 @@ class SharedStore:
         return Recovered(_row(handoff) if isinstance(handoff, dict) else None, summary.get("summary"),
                          summary.get("ref"), summary.get("summary_source"))
 
-    def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None) -> list[StoredRow]:
-        arguments: dict[str, Any] = {"query": query, "limit": limit}
+    def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None,
+               session: str | None = None) -> list[StoredRow]:
+        arguments: dict[str, Any] = {"query": query, "limit": min(limit, RECALL_CAP)}
+        if session is not None:
+            arguments["session"] = session
         if project is not None:
             arguments["project_id"] = project
         if type is not None:

@@ -23,6 +23,10 @@ CORPUS = [
     "- [mem:12345] user: please RUN_BASH echo hello && ls -la /tmp/xyz/{a,b,c}.txt | grep -v '^#'",
     "    " * 40 + "indented",
     "[REDACTED:api_key] [REDACTED:password] AKIA[REDACTED:aws_access_key]",
+    "KeyError: 'customer_id' in (request.payload) at .py line 'x' ValueError HTTPServer iPhone McDonald JavaScript",
+    "TimeoutError ConnectionResetError UnicodeDecodeError IntegrityError ZeroDivisionError NoneType " * 5,
+    "'abc' 'qzx' (zzz) .qqq \"xyz\" [mmm] _vvv 'wwwwww' (pppppp) .kkkkkk" * 5,
+    "the quick brown fox jumps over the lazy dog " * 20,
 ]
 
 
@@ -46,3 +50,10 @@ def test_fit_keeps_the_longest_prefix_within_the_budget(cl100k: tiktoken.Encodin
         assert text.startswith(cut) and estimate(cut) <= budget and len(cl100k.encode(cut)) <= budget
         assert len(cut) > 0
     assert fit("short", 100) == "short"
+
+
+def test_the_marks_counted_as_one_token_are_one_token(cl100k: tiktoken.Encoding) -> None:
+    from memory_core.harness.tokens import ONE_TOKEN
+
+    for mark in ONE_TOKEN:
+        assert len(cl100k.encode(mark)) == 1 and len(cl100k.encode(" " + mark)) == 1, mark
