@@ -161,7 +161,7 @@ class Replay:
             if step.kind in ("user", "assistant"):
                 capture.feed([Said(step.kind, f"{self.session.name}-{step.key}", step.content, at, i)])
             elif step.kind == "tool":
-                use = ToolUse(f"{step.key}-use", f"toolu_{step.key}", "Bash", {"command": test_command(step.content)},
+                use = ToolUse(f"{step.key}-use", f"toolu_{step.key}", "Bash", {"command": command_for(step.content)},
                               at, i)
                 capture.feed([use, ToolResult(use.id, True, step.content, len(step.content), at, i)])
             else:
@@ -231,7 +231,7 @@ class Replay:
         return self._fill("recover_context", parts, turns)
 
 
-def test_command(traceback: str) -> str:
+def command_for(traceback: str) -> str:
     """The test run a coding agent would have made to see this traceback: ``pytest -x -k <function> <test file>``."""
     found = re.search(r'File "src/(\w+)/(\w+)\.py", line \d+, in (\w+)', traceback)
     if found is None:

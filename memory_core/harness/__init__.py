@@ -12,5 +12,6 @@ package is that command's domain, free of any transport:
 - :mod:`~memory_core.harness.block`: the one recalled-memory block injected at session start;
 - :mod:`~memory_core.harness.tokens`: a token count that never falls short of cl100k's;
 - :mod:`~memory_core.harness.store`: the ``HookStore`` seam (an open ``MemoryCore``, or the shared server);
-- :mod:`~memory_core.harness.runner`: one event, start to end.
+- :mod:`~memory_core.harness.runner`: one event, start to end;
+- :mod:`~memory_core.harness.install`: our entries merged into (or taken out of) Claude Code's ``settings.json``.
 """

@@ -69,6 +69,7 @@ class HookOptions:
     prompt_injection: bool = False
     prompt_budget_tokens: int = 400
     prompt_min_confidence: float = 0.55
+    summaries: bool = False  # a model provider writes the sessions' summaries: the block shows them
     handoff_rows: int = 300  # the session's newest turns a handoff reads
     digest_rows: int = 200  # the session's newest turns the block may list after a compaction
     digest_written: int = 50  # the session's newest rows agents wrote (decisions, notes) it may list
@@ -232,7 +233,7 @@ class HookRunner:
         return None
 
     def _session(self, session: str, state: SessionState, why: str, *, turns: bool) -> Block | None:
-        recovered = self.store.recover(session)
+        recovered = self._recover(session)
         rows = self.store.session_rows(session, self.options.digest_rows if turns else max(self.options.turns * 3, 30))
         handoff = recovered.handoff or self._project_handoff(state.project)
         last = _last_request(rows)
@@ -263,7 +264,7 @@ class HookRunner:
                                                        state.project)), None)
         if newest is None or newest.session is None:
             return None  # a project without memory: nothing to say
-        recovered = self.store.recover(newest.session)
+        recovered = self._recover(newest.session)
         rows = self.store.session_rows(newest.session, max(self.options.turns * 3, 30))
         inputs = BlockInputs(
             why=f"from this project's last session ({newest.session})", handoff=handoff,
@@ -288,6 +289,17 @@ class HookRunner:
             return []
         found = self.store.recall(query[:QUERY_CHARS], limit=limit * 3, project=project)
         return [r for r in found if r.type != "episode" and (r.confidence or 0.0) >= floor][: limit * 2]
+
+    def _recover(self, session: str) -> Recovered:
+        """The session's newest handoff, and its summary when the block would show it: a model's summary
+        (``summaries``: a provider is configured), or the extractive one of a session without a handoff.
+        ``recover_context`` refreshes and stores the summary, the dearest call of an injection: it is
+        made only then."""
+        found = self.store.recall("", limit=1, project=None, type="handoff", session=session)
+        handoff = found[0] if found and found[0].session in (None, session) else None
+        if handoff is not None and not self.options.summaries:
+            return Recovered(handoff, None)
+        return self.store.recover(session)
 
     def _project_handoff(self, project: str | None) -> StoredRow | None:
         if project is None:

@@ -205,8 +205,8 @@ class HooksSettings(_Section):
     """``memory-core hook``: what a harness's lifecycle events capture and inject (docs/harness.md)."""
 
     budget_tokens: int = Field(1500, ge=200, le=20_000)
-    turns: int = Field(12, ge=0, le=100)
-    relevant: int = Field(5, ge=0, le=20)
+    turns: int = Field(4, ge=0, le=100)
+    relevant: int = Field(3, ge=0, le=20)
     min_confidence: float = Field(0.3, ge=0, le=1)
     inject_on_startup: bool = True
     prompt_injection: bool = False

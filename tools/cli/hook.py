@@ -71,7 +71,7 @@ class HookConfig:
             min_confidence=h["min_confidence"], inject_on_startup=h["inject_on_startup"],
             prompt_injection=h["prompt_injection"] or prompt_injection,
             prompt_budget_tokens=h["prompt_budget_tokens"], prompt_min_confidence=h["prompt_min_confidence"],
-            max_read_bytes=h["max_read_mb"] << 20, limits=Limits(turn_chars=h["turn_chars"]))
+            max_read_bytes=h["max_read_mb"] << 20, limits=Limits(turn_chars=h["turn_chars"]), summaries=self.provider)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -129,7 +129,7 @@ class SharedStore:
         """Rows go ``WRITERS`` at a time, each on its own proven connection: the server's group commit
         writes concurrent adds together (3x the rows a second of one-by-one here). Their timestamps come
         from the transcript, so the order they land in changes nothing a reader sees."""
-        if len(rows) <= 2:
+        if len(rows) <= 1:
             return self._add_each(session, project, rows)
         failed = threading.Event()
         local = threading.local()

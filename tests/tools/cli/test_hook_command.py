@@ -175,3 +175,25 @@ def test_a_warm_event_loads_no_pydantic_and_no_store(data_dir: Path, tmp_path: P
     imported = {line.split("|")[-1].strip() for line in warm.stderr.decode().splitlines() if "import time" in line}
     assert warm.returncode == 0 and "memory_core.harness.runner" in imported
     assert not {"pydantic", "chromadb", "networkx", "typer", "mcp"} & imported
+
+
+def test_the_hook_options_default_to_the_settings_defaults() -> None:
+    from dataclasses import fields
+
+    from memory_core.harness.runner import HookOptions
+    from memory_core.settings.schema import HooksSettings
+    from tools.cli.hook import HookConfig
+
+    configured = HookConfig("/d", None, "t", "a", "write", HooksSettings().model_dump(mode="json")).options(False)
+    defaults = HookOptions()
+    assert {f.name: getattr(configured, f.name) for f in fields(HookOptions)} == \
+        {f.name: getattr(defaults, f.name) for f in fields(HookOptions)}
+
+
+def test_a_data_directory_that_cannot_be_made_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    t = Transcript(tmp_path / "t.jsonl")
+    t.prompt("hello")
+    result = run_hook(blocker / "data", tmp_path, payload("Stop", t))
+    assert "SERVER_UNAVAILABLE" in one_line(result)
