@@ -27,15 +27,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from memory_core import validation as v
 from memory_core.harness.block import Block, BlockInputs, render
 from memory_core.harness.capture import HARNESS, Capture, Limits
-from memory_core.harness.handoff import build_handoff, polish
+from memory_core.harness.handoff import HandoffDraft, build_handoff, polish
 from memory_core.harness.payload import (
     POST_COMPACT,
     PRE_COMPACT,
@@ -49,12 +50,14 @@ from memory_core.harness.payload import (
 from memory_core.harness.state import SessionState, StateStore
 from memory_core.harness.store import Binding, HookStore, Recovered, StoredRow
 from memory_core.harness.transcript import entries, identity_of, read_from
+from memory_core.provider.errors import timeout_reason
 
 if TYPE_CHECKING:
     from memory_core.provider.client import ModelClient
 
 CAPTURING = frozenset({SESSION_START, PRE_COMPACT, POST_COMPACT, STOP, SUBAGENT_STOP, SESSION_END})
 QUERY_CHARS = 2_000  # what a recall reads of the last request
+WRITE_RESERVE_S = 3.0  # of the hook's time, kept for writing the handoff after a model was asked
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,7 @@ class HookRunner:
         if state.handoff_key == key:
             return
         if self._model is not None and not self._late():
-            draft = polish(draft, self._model())
+            draft = self._polished(draft)
         metadata: dict[str, Any] = {"harness": HARNESS, "provenance": "hook", "covers": draft.covers,
                                     "handoff_source": draft.source}
         if event.trigger:
@@ -218,6 +221,21 @@ class HookRunner:
             metadata["handoff_error"] = draft.error
         outcome.handoff = self.store.add_handoff(event.session, state.project, draft.text, key, metadata)
         state.handoff_key = key
+
+    def _polished(self, draft: HandoffDraft) -> HandoffDraft:
+        """The model's version of ``draft`` if it comes while the hook still has time to write it (the
+        provider's import and call run on a thread the hook does not wait for past that); else the draft."""
+        build = self._model
+        assert build is not None
+        done: list[HandoffDraft] = []
+        worker = threading.Thread(target=lambda: done.append(polish(draft, build())), daemon=True,
+                                  name="memory-core-hook-handoff")
+        worker.start()
+        wait = None if self._deadline is None else max(0.0, self._deadline - time.monotonic() - WRITE_RESERVE_S)
+        worker.join(wait)
+        if done:
+            return done[0]
+        return replace(draft, error=timeout_reason(wait or 0.0))
 
     # ---- injection -------------------------------------------------------------------------
     def session_block(self, event: HookEvent, state: SessionState) -> Block | None:

@@ -276,3 +276,21 @@ def test_rows_acknowledged_out_of_order_are_neither_lost_nor_doubled(core: Memor
     assert patchy.stored == 3 and patchy.problem is not None
     rest = runner(core, tmp_path).run(event("Stop", t))
     assert (rest.stored, rest.repeated) == (3, 0) and len(session_rows(core, t)) == 6
+
+
+def test_a_model_slower_than_the_hooks_time_leaves_the_draft_written(core: MemoryCore, tmp_path: Path) -> None:
+    import time
+
+    def slow_model() -> None:
+        time.sleep(6)
+
+    t = Transcript(tmp_path / "t.jsonl")
+    work(t)
+    hurried = HookRunner(DirectStore(core, ME), StateStore(tmp_path / "data"), ME, model=slow_model,  # type: ignore[arg-type]
+                         deadline=time.monotonic() + 4.5)
+    started = time.monotonic()
+    outcome = hurried.run(event("PreCompact", t, trigger="manual"))
+    assert outcome.handoff is not None and time.monotonic() - started < 5
+    handoff = core.get_contents("acme", [outcome.handoff]).found[0]
+    assert handoff.metadata["handoff_source"] == "hook" and handoff.metadata["handoff_error"].startswith("timeout")
+    assert "Last request" in handoff.content

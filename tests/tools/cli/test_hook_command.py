@@ -197,3 +197,27 @@ def test_a_data_directory_that_cannot_be_made_is_one_line(tmp_path: Path) -> Non
     t.prompt("hello")
     result = run_hook(blocker / "data", tmp_path, payload("Stop", t))
     assert "SERVER_UNAVAILABLE" in one_line(result)
+
+
+@pytest.mark.slow  # a direct store and litellm load in the hook's process
+@pytest.mark.parametrize(("answer", "source", "error"), [("ok", "model", None), ("down", "hook", "http 500")])
+def test_a_configured_model_writes_the_handoff_and_a_failing_one_leaves_the_draft(
+        answer: str, source: str, error: str | None, data_dir: Path, tmp_path: Path) -> None:
+    from tests.support.fake_llm import fake_llm, ok, status
+
+    t = Transcript(tmp_path / "t.jsonl")
+    work(t)
+    said = "Tight handoff: document the cursor format; pytest -x still fails."
+    with fake_llm(ok(said) if answer == "ok" else status(500)) as fake:
+        provider = {"MEMORY_CORE_MODEL_PROVIDER_ENABLED": "true", "MEMORY_CORE_MODEL_PROVIDER_API_BASE": fake.api_base,
+                    "MEMORY_CORE_MODEL_PROVIDER_MAX_RETRIES": "0", "MEMORY_CORE_HOOKS_TIMEOUT_S": "120"}
+        pre = run_hook(data_dir, tmp_path, payload("PreCompact", t, trigger="auto"), "--store", "direct", **provider)
+    assert (pre.returncode, pre.stdout, pre.stderr) == (0, b"", b"")
+    core = open_core("persistent", data_dir, None)  # type: ignore[arg-type]
+    try:
+        handoff = core.recall("acme", "", type="handoff", limit=1, viewer="claude-code").messages[0]
+    finally:
+        core.close()
+    assert handoff.metadata["handoff_source"] == source and handoff.metadata.get("handoff_error") == error
+    assert ("Tight handoff" in handoff.content) is (answer == "ok")
+    assert "Last request" in handoff.content or answer == "ok"
