@@ -50,9 +50,10 @@ class BlockInputs:
     handoff: StoredRow | None = None
     summary: str | None = None
     summary_ref: str | None = None
-    turns: Sequence[StoredRow] = ()  # newest first
+    turns: Sequence[StoredRow] = ()  # newest first: the first ``max_turns`` the handoff does not cite are shown whole
     relevant: Sequence[StoredRow] = ()  # best first
     digest: Sequence[StoredRow] = ()  # the rest of the session, in the order to show it while room lasts
+    max_turns: int = 4
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ def render(inputs: BlockInputs, budget: int, binding: Binding, *, skip: Iterable
             sections.append((text, [inputs.summary_ref] if inputs.summary_ref else []))
             left -= estimate(text) + 2
     more = bool(inputs.relevant or inputs.digest)
-    turn_lines = shown(_lines(fresh(inputs.turns), min(left, int(budget * TURNS_SHARE)) if more else left))
+    last = fresh(inputs.turns)[: inputs.max_turns]
+    turn_lines = shown(_lines(last, min(left, int(budget * TURNS_SHARE)) if more else left))
     left -= _cost(turn_lines)
     relevant_lines = shown(_lines(fresh(inputs.relevant), min(left, int(budget * RELEVANT_SHARE))
                                   if inputs.digest else left, chars=RELATED_CHARS))
@@ -131,7 +133,7 @@ def render(inputs: BlockInputs, budget: int, binding: Binding, *, skip: Iterable
         sections.append(("Related memories:\n" + "\n".join(line for _, line in relevant_lines),
                          [ref for ref, _ in relevant_lines]))
     # the last turns that did not fit whole come first in the one-line rest, then the rest in its order
-    digest = shown(_lines(fresh([*inputs.turns, *inputs.digest]), left, chars=DIGEST_CHARS))
+    digest = shown(_lines(fresh([*last, *inputs.digest]), left, chars=DIGEST_CHARS))
     text = _assemble(top, sections, digest)
     while estimate(text) > budget and digest:  # the parts' estimates undercount their joins: drop the last chosen
         digest.pop()

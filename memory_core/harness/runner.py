@@ -258,11 +258,11 @@ class HookRunner:
         said = [r for r in rows if r.role in ("user", "assistant")]  # the last turns shown whole
         inputs = BlockInputs(
             why=why, handoff=handoff, summary=_summary(recovered, handoff), summary_ref=recovered.summary_ref,
-            turns=said[: self.options.turns] if turns else (),
+            turns=said if turns else (), max_turns=self.options.turns,
             # a resumed session has its own turns back in the context: related memories come from elsewhere
             relevant=[r for r in self._relevant(last, state.project, self.options.relevant, self.options.min_confidence)
                       if turns or not (r.session == session and r.type == "turn")],
-            digest=self._digest(session, [r for r in rows if r not in said[: self.options.turns]]) if turns else ())
+            digest=self._digest(session, rows) if turns else ())
         return render(inputs, self.options.budget_tokens, self.binding, skip=state.injected)
 
     def _digest(self, session: str, older_turns: list[StoredRow]) -> list[StoredRow]:
@@ -287,7 +287,7 @@ class HookRunner:
         inputs = BlockInputs(
             why=f"from this project's last session ({newest.session})", handoff=handoff,
             summary=_summary(recovered, handoff), summary_ref=recovered.summary_ref,
-            turns=[r for r in rows if r.role in ("user", "assistant")][: self.options.turns // 2],
+            turns=[r for r in rows if r.role in ("user", "assistant")], max_turns=self.options.turns // 2,
             relevant=self._relevant(_last_request(rows), state.project, self.options.relevant,
                                     self.options.min_confidence))
         return render(inputs, self.options.budget_tokens, self.binding, skip=state.injected)
@@ -313,7 +313,7 @@ class HookRunner:
         (``summaries``: a provider is configured), or the extractive one of a session without a handoff.
         ``recover_context`` refreshes and stores the summary, the dearest call of an injection: it is
         made only then."""
-        found = self.store.recall("", limit=1, project=None, type="handoff", session=session)
+        found = self.store.recall("", limit=1, project=None, type="handoff", session=session, full=True)
         handoff = found[0] if found and found[0].session in (None, session) else None
         if handoff is not None and not self.options.summaries:
             return Recovered(handoff, None)
@@ -322,7 +322,7 @@ class HookRunner:
     def _project_handoff(self, project: str | None) -> StoredRow | None:
         if project is None:
             return None
-        found = self.store.recall("", limit=5, project=project, type="handoff")
+        found = self.store.recall("", limit=5, project=project, type="handoff", full=True)
         return next(iter(self._in_project(found, project)), None)
 
     @staticmethod

@@ -126,8 +126,9 @@ class HookStore(Protocol):
         ...
 
     def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None,
-               session: str | None = None) -> list[StoredRow]:
-        """The most relevant memories the binding may read (an empty query: the newest), at most 50."""
+               session: str | None = None, full: bool = False) -> list[StoredRow]:
+        """The most relevant memories the binding may read (an empty query: the newest), at most 50;
+        ``full``: whole contents (a handoff to show), not previews."""
         ...
 
     def close(self) -> None: ...
@@ -202,7 +203,7 @@ class DirectStore:
                          episode.summary_source if episode is not None else None)
 
     def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None,
-               session: str | None = None) -> list[StoredRow]:
+               session: str | None = None, full: bool = False) -> list[StoredRow]:
         options: RecallOptions = {"viewer": self.binding.agent, "limit": limit, "type": type, "session": session}
         if project is not None:
             options["project_id"] = project

@@ -10,7 +10,7 @@ punctuation by its characters, common-shaped words by their length, vowel-less a
 runs (hex, ids, base64) at two or more characters a token.
 
 It is checked, not proved: ``python -m bench.quality.recovery`` reports cl100k's count over the
-estimate for every block it injects (at most 0.91 there), and ``tests/memory_core/harness/test_tokens.py``
+estimate for every block it injects (at most 0.92 there), and ``tests/memory_core/harness/test_tokens.py``
 holds it at or below 1 on hashes, ids, paths, code and non-Latin text. Text made of rare or
 misspelled words can still exceed it (up to twice, on a page of them).
 """

@@ -212,8 +212,10 @@ class SharedStore:
                          summary.get("ref"), summary.get("summary_source"))
 
     def recall(self, query: str, *, limit: int, project: str | None, type: str | None = None,
-               session: str | None = None) -> list[StoredRow]:
+               session: str | None = None, full: bool = False) -> list[StoredRow]:
         arguments: dict[str, Any] = {"query": query, "limit": min(limit, RECALL_CAP)}
+        if full:
+            arguments["full_content"] = True
         if session is not None:
             arguments["session"] = session
         if project is not None:

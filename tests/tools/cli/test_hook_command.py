@@ -49,12 +49,13 @@ def one_line(result: subprocess.CompletedProcess[bytes]) -> str:
 
 
 def work(t: Transcript) -> None:
-    t.prompt("Add cursor pagination to the list endpoint")
-    t.reply("Reading the handler.")
+    t.prompt(f"Add cursor pagination to the list endpoint; use my token {SECRET} for the staging API")
+    t.reply("Reading the handler first, then the tests.")
     t.tool("Read", {"file_path": "/work/project/api.py"}, "def list_items(): ...")
+    t.tool("Edit", {"file_path": "/work/project/api.py", "old_string": "a", "new_string": "b"}, "ok")
     t.tool("Bash", {"command": "pytest -x"}, "Exit code 1\nFAILED tests/test_api.py::test_list", error=True)
-    t.prompt(f"Also use my token {SECRET} for the staging API")
-    t.reply("Noted; I will not store it in the code.")
+    t.prompt("Keep the old page parameter working as an alias. " * 9)  # a long last request: a long handoff
+    t.reply("Noted; the old parameter stays as an alias of the cursor.")
 
 
 def shared(data_dir: Path) -> SharedStore:
@@ -125,6 +126,7 @@ def test_capture_handoff_and_injection_through_either_store(store: str, data_dir
     context = answer["hookSpecificOutput"]["additionalContext"]
     assert answer["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     assert "Newest handoff [mem:" in context and "staging API" in context and SECRET not in context
+    assert "Files edited: /work/project/api.py" in context and "cut;" not in context  # the handoff whole
     if store == "shared":
         rows = shared(data_dir).session_rows(t.session, 100)
         stop_shared_servers(data_dir)
@@ -134,7 +136,7 @@ def test_capture_handoff_and_injection_through_either_store(store: str, data_dir
             rows = core.query_recent_turns("acme", t.session, 100, viewer="claude-code").turns  # type: ignore[assignment]
         finally:
             core.close()
-    assert len(rows) == 6 and all(SECRET not in r.content for r in rows)
+    assert len(rows) == 7 and all(SECRET not in r.content for r in rows)
 
 
 def test_a_capture_killed_midway_loses_nothing_acknowledged_and_doubles_nothing(data_dir: Path,
