@@ -368,6 +368,18 @@ def test_replicas_writing_batches_over_the_same_sessions_in_opposite_orders_neve
             c.close()
 
 
+@contextlib.contextmanager
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in the main thread for the block, whatever the process inherited."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_a_caller_interrupted_while_queued_leaves_nothing_behind_and_the_next_caller_still_leads() -> None:
     import os
     import signal
@@ -396,10 +408,13 @@ def test_a_caller_interrupted_while_queued_leaves_nothing_behind_and_the_next_ca
     while not group.stats()["batches"]:
         assert time.monotonic() < deadline
         time.sleep(0.005)
-    # Ctrl-C while this (main) thread waits in the queue
-    threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        group.add(prepared("interrupted"))
+    # Ctrl-C while this (main) thread waits in the queue. A process started in the background by a
+    # non-interactive shell (`make check &`, a CI script) inherits SIGINT ignored: Python then installs no
+    # KeyboardInterrupt handler, so the test installs it for itself
+    with sigint_raises():
+        threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            group.add(prepared("interrupted"))
     assert group.pending() == 0  # it left the queue
     gate.set()
     leader.join(10)
@@ -440,16 +455,15 @@ def test_a_ctrl_c_the_kernel_hands_to_another_thread_still_interrupts_the_caller
     idle = threading.Event()
     bystander = threading.Thread(target=idle.wait)  # the thread the kernel picks for the signal
     bystander.start()
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        threading.Timer(0.2, signal.pthread_kill, args=(bystander.ident, signal.SIGINT)).start()
-        started = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
-            group.add(prepared("interrupted"))
+        with sigint_raises():
+            threading.Timer(0.2, signal.pthread_kill, args=(bystander.ident, signal.SIGINT)).start()
+            started = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                group.add(prepared("interrupted"))
         assert time.monotonic() - started < 5  # not when the leader's batch ends (10 s)
         assert group.pending() == 0
     finally:
-        signal.signal(signal.SIGINT, previous)
         idle.set()
         gate.set()
         leader.join(10)
