@@ -122,6 +122,20 @@ def test_an_operator_inspects_the_store_in_a_real_browser(tmp_path: Path) -> Non
         assert "bm25 =" in top and "cosine =" in top
         page.screenshot(SHOTS / "search.png")
 
+        # a fact stored three times is one row marked ×3, with links to the other two copies
+        page.goto(f"{url}search?t=acme&q=where+does+ledger-svc+read+its+feature+flags")
+        page.wait_for("document.querySelector('#results') !== null")
+        flags = "[...document.querySelectorAll('#results > li.item')].find(li => li.innerText.includes('/etc/flags/'))"
+        assert page.eval(f"{flags}.querySelector('.badge.repeats').innerText") == "×3"
+        assert page.eval(f"{flags}.querySelector('a.ref').innerText") == refs.restated[-1]
+        also = page.eval(f"[...{flags}.querySelectorAll('a.also-ref')].map(a => a.innerText)")
+        assert also == [refs.restated[1], refs.restated[0]]
+        page.eval(f"{flags}.scrollIntoView({{block: 'center'}})")
+        page.screenshot(SHOTS / "search-repeats.png")
+        page.click_and_wait(f"a.also-ref[href$='{refs.restated[0].replace(':', '%3A')}']",
+                            "document.querySelector('#memory-ref') !== null")
+        assert text(page, "#memory-ref") == refs.restated[0]
+
         page.click_and_wait("#nav-health", "document.querySelector('#doctor') !== null")
         page.wait_for("document.querySelector('#doctor-status')?.innerText.includes('agree')", timeout=30)
         page.screenshot(SHOTS / "health.png")

@@ -254,3 +254,33 @@ def test_an_episode_opens_as_a_memory_page_with_what_it_covers(tmp_path: Path) -
         assert f">{episode.ref}<" in session and "stale" not in session
         graph = client.get("/ui/api/graph", params={"t": "acme", "ref": str(episode.ref), "depth": 2}).json()
         assert {"SUMMARIZES", "IN_SESSION"} <= {e["kind"] for e in graph["edges"]}
+
+
+def _result_rows(html: str) -> list[str]:
+    return html.split('<li class="item')[1:]
+
+
+def test_a_search_row_standing_for_repeats_shows_the_count_and_links_the_other_copies(
+        client: TestClient, refs: Refs) -> None:
+    html = client.get("/ui/search", params={"t": "acme", "q": "where does ledger-svc read its feature flags"}).text
+    flags = [r for r in _result_rows(html) if "/etc/flags/" in r]
+    assert len(flags) == 1, "the three copies are one row"
+    newest, *others = reversed(refs.restated)
+    row = flags[0]
+    assert f'class="ref" href="/ui/memory?t=acme&amp;ref={newest.replace(":", "%3A")}">{newest}<' in row
+    assert re.search(r'class="badge repeats"[^>]*>×3<', row), row
+    also = re.findall(r'class="also-ref" href="([^"]+)">(mem:\d+)<', row)
+    assert [ref for _href, ref in also] == others  # newest first, as recall's `also`
+    assert [href for href, _ref in also] == [f"/ui/memory?t=acme&amp;ref={r.replace(':', '%3A')}" for r in others]
+    for href, ref in also:  # each link opens that copy
+        assert client.get(href.replace("&amp;", "&")).text.count(f'id="memory-ref">{ref}<') == 1
+    assert "2 more copies of shown facts folded into their newest" in html
+
+
+def test_search_shows_every_copy_unmarked_when_asked_not_to_collapse(client: TestClient, refs: Refs) -> None:
+    html = client.get("/ui/search", params={"t": "acme", "q": "where does ledger-svc read its feature flags",
+                                            "collapse": "off"}).text
+    shown = re.findall(r'class="ref" href="[^"]*">(mem:\d+)<', html)
+    assert set(refs.restated) <= set(shown)
+    assert 'class="badge repeats"' not in html and 'class="also-ref"' not in html
+    assert re.search(r'<input type="checkbox" name="collapse" value="off"[^>]*checked', html)
