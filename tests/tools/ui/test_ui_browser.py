@@ -136,6 +136,19 @@ def test_an_operator_inspects_the_store_in_a_real_browser(tmp_path: Path) -> Non
                             "document.querySelector('#memory-ref') !== null")
         assert text(page, "#memory-ref") == refs.restated[0]
 
+        # a handoff search says its rows come newest first, above bars drawn as "admitted", not ranked
+        page.click_and_wait("#nav-search", "document.querySelector('#search-form') !== null")
+        page.type_into("#q", "rotate the staging key")
+        page.eval("document.querySelector('select[name=type]').value = 'handoff'")
+        page.click_and_wait("#search-submit", "document.querySelector('#results') !== null")
+        note = text(page, "#order-note")
+        assert note.startswith("Newest first") and "not a ranking" in note
+        assert page.eval("[...document.querySelectorAll('#results a.ref')].map(a => a.innerText)") == [
+            refs.second_handoff, refs.first_handoff]
+        assert count(page, "#results .score.admitted") == 2
+        assert text(page, "#results > li.item .by-time") == "· #1 by time"
+        page.screenshot(SHOTS / "search-handoffs.png")
+
         page.click_and_wait("#nav-health", "document.querySelector('#doctor') !== null")
         page.wait_for("document.querySelector('#doctor-status')?.innerText.includes('agree')", timeout=30)
         page.screenshot(SHOTS / "health.png")

@@ -284,3 +284,26 @@ def test_search_shows_every_copy_unmarked_when_asked_not_to_collapse(client: Tes
     assert set(refs.restated) <= set(shown)
     assert 'class="badge repeats"' not in html and 'class="also-ref"' not in html
     assert re.search(r'<input type="checkbox" name="collapse" value="off"[^>]*checked', html)
+
+
+def test_a_handoff_search_says_its_rows_are_newest_first_not_ranked_by_the_confidence_bars(
+        client: TestClient, refs: Refs) -> None:
+    html = client.get("/ui/search", params={"t": "acme", "q": "rotate the staging key", "type": "handoff"}).text
+    assert re.findall(r'class="ref" href="[^"]*">(mem:\d+)<', html) == [refs.second_handoff, refs.first_handoff]
+    note = re.search(r'<p class="order newest-first" id="order-note">(.+?)</p>', html, re.S)
+    assert note is not None, html
+    assert "Newest first" in note.group(1) and "not a ranking" in note.group(1)
+    assert html.index('id="order-note"') < html.index('id="results"')
+    assert html.count('class="score admitted"') == 2  # every bar is drawn as "admitted", not ranked
+
+
+def test_searches_say_how_their_rows_are_ordered(client: TestClient) -> None:
+    ranked = client.get("/ui/search", params={"t": "acme", "q": "rotate the staging key"}).text
+    assert re.search(r'<p class="order" id="order-note">Ranked by confidence, best first\.</p>', ranked)
+    assert 'class="score admitted"' not in ranked
+    deep = client.get("/ui/search", params={"t": "acme", "q": "rotate the staging key", "type": "handoff",
+                                            "deep": "on"}).text  # deep turns time off: ranked again
+    assert "Ranked by confidence, best first." in deep
+    recent = client.get("/ui/search", params={"t": "acme", "q": ""}).text
+    assert "The most recent memories, newest first" in recent
+    assert 'id="order-note"' not in client.get("/ui/search", params={"t": "acme"}).text  # no search yet
