@@ -1,10 +1,10 @@
 """Argument types shared by the MCP tools: their JSON Schema is the agents' contract.
 
 Caps live here, in the schema, not in the library: recall ``limit`` ≤ 50, ``get_contents``
-refs ≤ 20, ``query_recent_turns`` limit ≤ 100. Unknown arguments are ignored (pydantic's
-default), so newer clients can send fields an older server does not know yet. Known ones are
-validated strictly (``tools.mcp.server.ContainerJsonOnly``): ``"10"`` is not an integer, ``1``
-is not a boolean, ``true`` is not a number.
+refs ≤ 20, ``query_recent_turns`` limit ≤ 100. Arguments are validated strictly
+(``tools.mcp.server.ContainerJsonOnly``): one a tool does not take is refused, never dropped (a
+misspelt ``visibility`` stored a private row shared); ``"10"`` is not an integer, ``1`` is not a
+boolean, ``true`` is not a number.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ once (``MemoryCore.open``; the shared server opens them right after it answers, 
 the SDK's typed context. Errors map once, here and in ``tools.mcp.context``:
 
 - ``MemoryCoreError``            -> tool error ``<CODE>: <sentence>`` (its own code)
-- arguments failing the schema   -> tool error ``INVALID_INPUT``
+- arguments failing the schema, or one the tool does not take -> tool error ``INVALID_INPUT`` naming it
 - unknown tool name              -> tool error ``UNKNOWN_TOOL``
 - a tool the connection's scope does not allow -> tool error ``SCOPE_DENIED`` (nothing runs)
 - anything else (a bug)          -> tool error ``INTERNAL_ERROR``; traceback in the server log only
@@ -22,6 +22,7 @@ Run it with the CLI (one argument parser): ``memory-core serve [--data-dir DIR] 
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import logging
 import socket
@@ -46,6 +47,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 from starlette.types import ASGIApp
 
 from memory_core.settings.schema import Settings
@@ -132,7 +134,8 @@ class MemoryMCPServer(MCPServer[ServerState]):
             return error_result("INTERNAL_ERROR", f"{name} failed unexpectedly; the server log has the details.")
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                return error_result("INVALID_INPUT", _first_problem(exc.__cause__))
+                return error_result("INVALID_INPUT", _first_problem(exc.__cause__),
+                                    field=_location(exc.__cause__.errors()[0]))
             raise
 
     async def run_stdio_async(self) -> None:
@@ -171,12 +174,16 @@ def _json_type(value: object) -> str:
     return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
 
 
+def _location(problem: ErrorDetails) -> str:
+    return ".".join(str(part) for part in problem["loc"]) or "arguments"
+
+
 def _first_problem(error: ValidationError) -> str:
     """One sentence naming the first bad argument, what it got when the type was wrong, and how
     many more problems there are."""
     problems = error.errors()
     first = problems[0]
-    field = ".".join(str(part) for part in first["loc"]) or "arguments"
+    field = _location(first)
     message = "is required" if first["type"] == "missing" else first["msg"][:1].lower() + first["msg"][1:]
     if first["type"].endswith("_type"):
         message += f" (got {_json_type(first['input'])})"
@@ -279,14 +286,30 @@ class ContainerJsonOnly(FuncMetadata):
     - pydantic's lax mode turned ``limit: "10"`` or ``true`` into 10 or 1, ``deep: "yes"`` into
       True and ``salience: true`` into 1.0; strict mode refuses them, so a wrong type is
       INVALID_INPUT naming the argument instead of a silently different call.
+    - An argument the tool does not take was dropped: ``visiblity: "agent"`` (a typo) stored a
+      private memory shared. It is refused, naming it (with the nearest argument the tool takes),
+      before anything else is checked.
     """
 
     def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
         return data
 
     def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        taken = [field.alias or name for name, field in self.arg_model.model_fields.items()]
+        unknown = [name for name in arguments_to_validate if name not in taken]
+        if unknown:
+            raise ValidationError.from_exception_data("arguments", [_unknown(name, arguments_to_validate[name], taken)
+                                                                    for name in unknown])
         model = self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate), strict=True)
         return model.model_dump_one_level()
+
+
+def _unknown(name: str, value: object, taken: list[str]) -> InitErrorDetails:
+    """The problem of an argument the tool does not take, with the nearest one it does take."""
+    near = difflib.get_close_matches(name, taken, n=1)
+    hint = f" (did you mean '{near[0]}'?)" if near else ""
+    error = PydanticCustomError("unknown_argument", "is not an argument of this tool{hint}", {"hint": hint})
+    return {"type": error, "loc": (name,), "input": value}
 
 
 async def open_core(settings: Settings, data_dir: str | None) -> MemoryCore:
