@@ -2,7 +2,7 @@
 
 Caps live here, in the schema, not in the library: recall ``limit`` ≤ 50, ``get_contents``
 refs ≤ 20, ``query_recent_turns`` limit ≤ 100. Arguments are validated strictly
-(``tools.mcp.server.ContainerJsonOnly``): one a tool does not take is refused, never dropped (a
+(``tools.mcp.arguments.ContainerJsonOnly``): one a tool does not take is refused, never dropped (a
 misspelt ``visibility`` stored a private row shared); ``"10"`` is not an integer, ``1`` is not a
 boolean, ``true`` is not a number.
 """

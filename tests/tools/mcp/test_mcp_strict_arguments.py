@@ -22,7 +22,7 @@ from mcp import Client
 from memory_core.settings.schema import load_settings
 from tests.support.mcp_contract import VALID_CALLS, refuses_unknown_arguments
 from tests.support.mcp_harness import Caller, error_code, http_client, running_http_server, stdio_params
-from tools.mcp.server import build_server
+from tests.support.mcp_in_process import served
 from tools.registry import TOOL_SPECS
 
 WRONG_VALUES: dict[str, list[Any]] = {
@@ -178,7 +178,7 @@ def test_the_probes_cover_every_tool_of_the_registry() -> None:
 async def test_an_unknown_argument_is_refused_naming_it_on_every_tool_in_process(tmp_path: Path) -> None:
     # the contract runs the same probe over stdio, the bridge and HTTP (tests/support/mcp_contract.py)
     settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
-    async with Client(build_server(settings, data_dir=str(tmp_path))) as client:
+    async with Client(served(settings, str(tmp_path))) as client:
         caller = Caller(client, "acme")
         assert await refuses_unknown_arguments(caller) == set(VALID_CALLS)
         typo = await caller.call("add_memory", session="s", agent="alice", content="private", visiblity="agent")
