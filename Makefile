@@ -24,7 +24,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip uv
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres,rerank]'
+	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres,rerank,otel]'
 	touch $(STAMP)
 
 # one stamp per set of extras: a configuration that needs another extra installs it on the next `make serve`

@@ -12,6 +12,8 @@
   theirs) is the stdio bridge, the inspector, a serving process or uvicorn; the stdio bridge
   (``tools.bridge``) never loads the MCP SDK; and nothing imports the serving processes
   (``tools.serve``) but the CLI.
+- The observability libraries stay in their one module each: ``prometheus_client`` in
+  ``memory_core.observe.metrics``, ``opentelemetry`` in ``memory_core.observe.tracing``.
 
 Each rule is a function over a source tree, so the last tests show each one failing on a tree with
 a deliberate violation.
@@ -150,6 +152,14 @@ def serve_importer_offences(root: Path) -> list[str]:
             if within(target, "tools.serve") and not any(within(m, allowed) for allowed in SERVE_IMPORTERS)]
 
 
+OBSERVABILITY = {"prometheus_client": "memory_core.observe.metrics", "opentelemetry": "memory_core.observe.tracing"}
+
+
+def observability_offences(root: Path) -> list[str]:
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
+            if target.split(".")[0] in OBSERVABILITY and m != OBSERVABILITY[target.split(".")[0]]]
+
+
 def unit(root: Path, module: str) -> str | None:
     """The unit a module belongs to: its package below the top level, or itself at the top level."""
     parts = module.split(".")
@@ -234,6 +244,10 @@ def test_only_the_cli_imports_the_serving_processes() -> None:
     assert serve_importer_offences(ROOT) == []
 
 
+def test_metrics_and_tracing_libraries_are_imported_by_their_one_module_each() -> None:
+    assert observability_offences(ROOT) == []
+
+
 def test_the_launcher_imports_tools_only_inside_main() -> None:
     top_level = ast.parse((ROOT / "memory_core" / "launcher.py").read_text()).body
     names = [n.module for n in top_level if isinstance(n, ast.ImportFrom)]
@@ -296,10 +310,12 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (bridge_sdk_offences, {"tools/bridge/lines.py": "from tools.auth import hash_token\n"}),
     (serve_importer_offences, {"tools/mcp/server.py": "from tools.serve.deferred_core import open_core\n"}),
     (serve_importer_offences, {"tools/bridge/client.py": "def f():\n    from tools.serve import bridged\n"}),
+    (observability_offences, {"tools/serve/http.py": "from prometheus_client import generate_latest\n"}),
+    (observability_offences, {"memory_core/recall/engine.py": "def f():\n    from opentelemetry import trace\n"}),
 ], ids=["core->tools", "graph->core", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
         "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "mcp->bridge", "mcp->ui",
         "deferred mcp->uvicorn", "mcp->uvicorn through http", "bridge->sdk", "bridge->sdk through auth",
-        "mcp->serve", "deferred bridge->serve"])
+        "mcp->serve", "deferred bridge->serve", "serve->prometheus", "deferred recall->otel"])
 def test_each_rule_fails_on_a_tree_that_breaks_it(tmp_path: Path, rule: object, violation: dict[str, str]) -> None:
     assert callable(rule)
     assert rule(_tree(tmp_path / "clean", CLEAN)) == []

@@ -3,6 +3,10 @@
 What this process puts around the MCP server (:func:`tools.mcp.server.build_server`), outermost
 first:
 
+- :class:`tools.serve.requests.RequestIds`: each request's id (``X-Request-Id``), responses counted;
+- :class:`tools.serve.probes.ProbeRoutes`: ``/healthz`` and ``/readyz``, unauthenticated;
+- :class:`tools.serve.metrics.MetricsRoute`: ``/metrics`` behind a token, when metrics are on and not
+  on a listener of their own (``metrics.port``);
 - :class:`tools.serve.bridged.ServerProof` answers a bridge's hello (the record's secret);
 - :class:`tools.serve.bridged.ActivityTracker` counts bridged clients (the shared server stops
   after ``server.shared_idle_s`` without any);
@@ -11,8 +15,19 @@ first:
 - :class:`tools.http.guard.HttpGuard`: Host/Origin, body budgets and timeouts, before a body is read;
 - :class:`tools.http.unencodable.UnencodableRequests`: a request holding a lone surrogate is
   answered under its own id;
-- the SDK's streamable HTTP app at ``/mcp``, and the read-only inspector at ``/ui``
-  (:class:`DeferredUI`: built over the stores once they are open).
+- the SDK's streamable HTTP app at ``/mcp``, stateless (:class:`Stateless`), and the read-only
+  inspector at ``/ui`` (:class:`DeferredUI`: built over the stores once they are open).
+
+Sessions are stateless: the server issues no ``Mcp-Session-Id`` and keeps nothing between requests
+(every request carries its bearer token, which binds tenant, agent and scope), so a client connected
+before a restart goes on working after it, whatever client it is — no session id for the new
+process to reject with 404, which clients of the streamable HTTP transport do not recover from.
+Nothing is lost: the server sends no requests of its own to clients (no sampling, elicitation or
+roots), so the standalone GET stream has nothing to carry and is refused (405, as the transport
+allows).
+
+Logging (text or JSON lines), metrics and traces are set up here from ``[logs]``, ``[metrics]`` and
+``[tracing]`` (:mod:`memory_core.observe`); each tool call is observed by the MCP server itself.
 
 The server announces itself in its data directory once it listens (:mod:`tools.server_record`),
 and withdraws the record as soon as it starts stopping.
@@ -33,16 +48,21 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memory_core.errors import MemoryCoreError
+from memory_core.observe import logs
+from memory_core.observe.observer import Observer
 from memory_core.settings.schema import Settings
 from tools import server_record
 from tools.auth import TokenTenantVerifier, check_bind, check_token_hashes
 from tools.http.guard import FORM_MAX_BYTES, BodyCap, HostPolicy, HttpGuard, check_body_budget
 from tools.http.listen import listen, url_host
 from tools.http.unencodable import UnencodableRequests
-from tools.mcp.server import build_server
+from tools.mcp.server import build_server, package_version
 from tools.mcp.stores import OpenedCore, Stores
+from tools.registry import TOOL_SPECS
 from tools.serve.bridged import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier, ServerProof
 from tools.serve.deferred_core import DeferredCore, claim_when_free, open_core, open_stores_warming
+from tools.serve.probes import ProbeRoutes, Readiness, reply
+from tools.serve.requests import RequestIds
 from tools.server_record import MCP_PATH
 
 if TYPE_CHECKING:
@@ -69,6 +89,12 @@ async def serve_http(
     check_token_hashes(tokens)
     check_bind(host, tokens)
     check_body_budget(settings.server.max_request_bytes, settings.server.max_inflight_bytes)
+    logs.configure(settings.logs.format, settings.logs.level)
+    observer = Observer.from_settings(settings, tools=[spec.name for spec in TOOL_SPECS], version=package_version())
+    if observer.metrics is not None:
+        from tools.serve import metrics as metrics_http  # prometheus_client loads only when metrics are on
+
+        metrics_http.check_metrics_settings(settings)
     sock = listen(host, port, key="server.port")
     bound_port = sock.getsockname()[1]
     url = f"http://{url_host(sock, host)}:{bound_port}{MCP_PATH}"
@@ -76,12 +102,16 @@ async def serve_http(
     stores: Stores
     if shared:
         lock = await claim_when_free(settings, data_dir)
-        deferred = DeferredCore(partial(open_stores_warming, settings, lock.data_dir), lock, on_open=_warm_up)
+        deferred = DeferredCore(partial(open_stores_warming, settings, lock.data_dir), lock)
         stores, root, begin = deferred, lock.data_dir, deferred.begin
     else:
         core = await open_core(settings, data_dir)
         stores, root = OpenedCore(core), core.data_dir
-        begin = partial(_warm_up, core)
+    readiness = Readiness(stores)
+    if isinstance(stores, DeferredCore):
+        stores.on_open = readiness.warm_up
+    else:
+        begin = partial(readiness.warm_up, core)
     secret = server_record.new_secret()
     bridge = BridgeTokenVerifier(secret)
     local_url = url.replace(f"//{host}:", "//127.0.0.1:") if host in ("0.0.0.0", "") else url
@@ -95,9 +125,10 @@ async def serve_http(
 
     # configured tokens: the SDK's bearer middleware checks them, a bridged client's token first
     verifier = ChainedTokenVerifier([bridge, TokenTenantVerifier(tokens)]) if tokens else None
-    server = build_server(settings, stores, token_verifier=verifier, on_ready=ready)
+    server = build_server(settings, stores, token_verifier=verifier, on_ready=ready, observer=observer)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
+        stateless_http=True,  # sessions survive a restart (the module docstring)
         host=host,
         max_request_body_size=settings.server.max_request_bytes,
         # Host/Origin are checked by HttpGuard for every loopback spelling, not by the SDK's
@@ -106,7 +137,7 @@ async def serve_http(
     )
     app.mount("/ui", DeferredUI(stores, _inspector))
     guarded: ASGIApp = HttpGuard(
-        UnencodableRequests(app, MCP_PATH),
+        Stateless(UnencodableRequests(app, MCP_PATH)),
         policy=HostPolicy.for_bind(host, bound_port),
         max_request_bytes=settings.server.max_request_bytes,
         max_inflight_bytes=settings.server.max_inflight_bytes,
@@ -116,9 +147,17 @@ async def serve_http(
     # without configured tokens, the bridge token is checked on the headers, before any body is read
     inner = guarded if tokens else BridgeAuth(guarded, bridge, require=shared)
     tracker = ActivityTracker(inner, bridge)
+    outer: ASGIApp = ServerProof(tracker, secret)
+    metrics_listener = None
+    if observer.metrics is not None:
+        metrics_http.watch_store(observer.metrics, stores, readiness, tracker, settings.metrics.store_counts_s)
+        if settings.metrics.port is None:
+            outer = metrics_http.MetricsRoute(outer, observer.metrics, metrics_http.access_hashes(settings))
+        else:
+            metrics_listener = metrics_http.metrics_listener(settings, observer.metrics)
+    outer = RequestIds(ProbeRoutes(outer, readiness), observer.metrics)
     # open streams (GET, bridge attachments) must not hold a stopping server forever
-    config = uvicorn.Config(ServerProof(tracker, secret), log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=3)
+    config = uvicorn.Config(outer, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
     userver = _WithdrawingServer(config, partial(server_record.withdraw, root))
     try:
         async with anyio.create_task_group() as tasks:
@@ -126,10 +165,13 @@ async def serve_http(
                 stores.bind(tasks)
             if shared:
                 tasks.start_soon(_stop_when_idle, userver, tracker, settings.server.shared_idle_s, root)
+            if metrics_listener is not None:
+                tasks.start_soon(metrics_listener[1].serve, [metrics_listener[0]])
             await userver.serve(sockets=[sock])
             tasks.cancel_scope.cancel()
     finally:
         server_record.withdraw(root)
+        observer.close()
 
 
 class _WithdrawingServer(uvicorn.Server):
@@ -148,10 +190,6 @@ class _WithdrawingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def _warm_up(core: MemoryCore) -> None:
-    core.warm_up_in_background()
-
-
 def _inspector(core: MemoryCore) -> ASGIApp:
     from tools.ui import build_ui_app  # the operator's read-only inspector; jinja2 loads on its first page
 
@@ -164,6 +202,25 @@ async def _stop_when_idle(userver: uvicorn.Server, tracker: ActivityTracker, idl
         await anyio.sleep(min(1.0, idle_s / 4))
     server_record.withdraw(data_dir)  # new launches start a fresh server instead of joining this one
     userver.should_exit = True
+
+
+class Stateless:
+    """In front of the SDK's stateless app: a GET (the standalone stream) is refused with 405.
+
+    A stateless server sends nothing outside a request's own response, so the stream would stay
+    empty while holding a connection and a task; after a restart, clients would retry it in vain.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET" and scope.get("path", "").startswith(MCP_PATH):
+            await reply(send, 405, {"error": "method_not_allowed",
+                                    "error_description": "This server keeps no sessions: POST each request."},
+                        allow="POST")
+            return
+        await self.app(scope, receive, send)
 
 
 class DeferredUI:

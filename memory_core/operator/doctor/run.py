@@ -146,7 +146,7 @@ def check(core: MemoryCore) -> DoctorReport:
     wedged = _wedged(core)
     if wedged is not None:  # a scan would only be refused: say why instead
         return DoctorReport([], [wedged], recovered_at_open=list(core.recovered))
-    with graph_errors("checking the stores"), core.writer.lock:
+    with graph_errors("checking the stores"), core.writer.lock.holding("doctor check"):
         counts, findings = scan(core)
     return DoctorReport(counts, findings, recovered_at_open=list(core.recovered))
 
@@ -156,7 +156,7 @@ def repair(core: MemoryCore) -> DoctorReport:
     wedged = _wedged(core)
     if wedged is not None:
         return DoctorReport([], [wedged], [], [wedged], recovered_at_open=list(core.recovered))
-    with graph_errors("repairing the stores"), core.writer.lock:
+    with graph_errors("repairing the stores"), core.writer.lock.holding("repair"):
         core.graph.invalidate()  # rows may have changed underneath (damage, a restored backup)
         _, before = scan(core)
         done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in core.writer.recover()]
