@@ -2,7 +2,8 @@
 
 ``make serve`` asks this before installing, so a server gets what its configuration uses and
 nothing else: ``postgres`` when the graph is on PostgreSQL (``storage.graph``), ``rerank`` when
-the default recall preset reads the cross-encoder (``recall.preset``). The same layering as
+the default recall preset reads the cross-encoder (``recall.preset``), ``otel`` when traces are on
+(``tracing.enabled``). The same layering as
 :func:`memory_core.settings.schema.load_settings` decides: the TOML file (``CONFIG``, else
 ``$MEMORY_CORE_CONFIG``), then ``MEMORY_CORE_<SECTION>_<KEY>`` variables.
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank_top > 0 (memory_core/recall/presets.py)
+TRUE = frozenset({"true", "1", "yes", "on", "t", "y"})  # what pydantic reads as true
 
 
 def _setting(config: Mapping[str, Any], environ: Mapping[str, str], section: str, key: str, default: str) -> str:
@@ -42,6 +44,8 @@ def serve_extras(config_path: str | None, environ: Mapping[str, str]) -> list[st
         extras.append("postgres")
     if _setting(config, environ, "recall", "preset", "balanced") in RERANK_PRESETS:
         extras.append("rerank")
+    if _setting(config, environ, "tracing", "enabled", "false").strip().lower() in TRUE:
+        extras.append("otel")
     return extras
 
 

@@ -73,7 +73,8 @@ class Observer:
         log_call(record, self.tenant_mode)
 
     def close(self) -> None:
-        """Flush what is buffered (spans) before the process ends."""
-        if self.tracing is not None:
-            self.tracing.close()
+        """Flush what is buffered (spans) before the process ends; a second call does nothing."""
+        tracing, self.tracing = self.tracing, None
+        if tracing is not None:
+            tracing.close()
 

@@ -34,6 +34,8 @@ else:
 if TYPE_CHECKING:
     from memory_core.settings.schema import TracingSettings
 
+EXPORT_TIMEOUT_S = 5
+FLUSH_MS = 3000  # what a stopping server gives the spans still buffered
 BESIDE = frozenset({"lexical", "entities"})  # recall's branch workers (memory_core.recall.stages.BESIDE)
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,9 @@ class Tracing:
                 "tracing off.", key="tracing.enabled")
         resource = Resource.create({SERVICE_NAME: settings.service_name, SERVICE_VERSION: version})
         provider = TracerProvider(resource=resource, sampler=ParentBased(TraceIdRatioBased(settings.sample_ratio)))
-        exporter = OTLPSpanExporter(endpoint=settings.endpoint) if settings.endpoint else OTLPSpanExporter()
+        # a collector that is down costs a stopping server EXPORT_TIMEOUT_S at most, never a hang
+        exporter = OTLPSpanExporter(endpoint=settings.endpoint, timeout=EXPORT_TIMEOUT_S) if settings.endpoint \
+            else OTLPSpanExporter(timeout=EXPORT_TIMEOUT_S)
         provider.add_span_processor(BatchSpanProcessor(exporter))
         trace.set_tracer_provider(provider)  # the MCP SDK's per-request spans go through it too
         if trace.get_tracer_provider() is not provider:  # set once per process: a second server keeps the first
@@ -104,5 +108,6 @@ class Tracing:
         span.end(end_time=start_ns + int(ms * 1e6))
 
     def close(self) -> None:
-        """Export what is buffered, then stop."""
+        """Export what is buffered (for at most ``FLUSH_MS``), then stop exporting."""
+        self.provider.force_flush(timeout_millis=FLUSH_MS)
         self.provider.shutdown()

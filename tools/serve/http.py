@@ -158,7 +158,7 @@ async def serve_http(
     outer = RequestIds(ProbeRoutes(outer, readiness), observer.metrics)
     # open streams (GET, bridge attachments) must not hold a stopping server forever
     config = uvicorn.Config(outer, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    userver = _WithdrawingServer(config, partial(server_record.withdraw, root))
+    userver = _WithdrawingServer(config, partial(server_record.withdraw, root), observer.close)
     try:
         async with anyio.create_task_group() as tasks:
             if isinstance(stores, DeferredCore):
@@ -178,16 +178,19 @@ class _WithdrawingServer(uvicorn.Server):
     """uvicorn's server, withdrawing the announcement as soon as it starts shutting down.
 
     On SIGTERM uvicorn shuts down gracefully and then raises the signal again, which ends the
-    process before any ``finally`` of ``serve_http`` runs: a plain ``kill`` left a stale record.
+    process before any ``finally`` of ``serve_http`` runs: a plain ``kill`` left a stale record
+    (and would lose the spans still buffered: ``flush`` exports them once the last request is done).
     """
 
-    def __init__(self, config: uvicorn.Config, withdraw: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, withdraw: Callable[[], None], flush: Callable[[], None]) -> None:
         super().__init__(config)
         self._withdraw = withdraw
+        self._flush = flush
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self._withdraw()  # new launches start a fresh server instead of joining this one
         await super().shutdown(sockets)
+        await anyio.to_thread.run_sync(self._flush)
 
 
 def _inspector(core: MemoryCore) -> ASGIApp:
