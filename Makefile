@@ -95,5 +95,14 @@ bench-locomo: $(STAMP)
 reliability: $(STAMP)
 	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 
+# the published soak (docs/reliability.md): 32 writers and 8 recallers over HTTP, the server SIGKILLed every few
+# minutes, SOAK_MINUTES on each graph backend; reports in bench/results/soak, the figure in docs/figures/soak.png
+SOAK_MINUTES ?= 30
+soak: $(STAMP) postgres
+	$(BIN)/python -m bench.soak.run --backend sqlite --minutes $(SOAK_MINUTES) --out bench/results/soak
+	$(BIN)/python -m bench.soak.run --backend postgres --minutes $(SOAK_MINUTES) --out bench/results/soak
+	$(BIN)/python -m bench.soak.figure bench/results/soak/soak-sqlite.json bench/results/soak/soak-postgres.json \
+		--out docs/figures/soak.png
+
 clean:
 	rm -rf $(VENV) .memory-core
