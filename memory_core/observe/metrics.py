@@ -26,6 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -134,22 +135,30 @@ class Metrics:
         ProcessCollector(registry=reg)  # process_resident_memory_bytes, process_open_fds, CPU seconds
         self._pulled = _PulledCollector()
         reg.register(self._pulled)
+        self._children: dict[tuple[object, ...], Any] = {}  # labelled children, looked up once (bounded labels)
+
+    def _child(self, metric: Counter | Histogram, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # ---- pushed: one call at a time -----------------------------------------------------------
     def record_call(self, record: CallRecord) -> None:
         """Count one finished tool call, its latency and its stages."""
         tool = record.tool if record.tool in self._tools else UNKNOWN_TOOL
         labels = (tool, record.outcome) if self.tenants is None else (tool, record.outcome, self.tenants(record.tenant))
-        self._calls.labels(*labels).inc()
+        self._child(self._calls, *labels).inc()
         if record.outcome != "ok":
-            self._errors.labels(record.outcome).inc()
-        self._latency.labels(tool).observe(record.elapsed_s)
+            self._child(self._errors, record.outcome).inc()
+        self._child(self._latency, tool).observe(record.elapsed_s)
         if record.stage_op is not None:
             for stage, ms in record.stages_ms.items():
-                self._stages.labels(record.stage_op, stage).observe(ms / 1000)
+                self._child(self._stages, record.stage_op, stage).observe(ms / 1000)
 
     def record_http(self, route: str, status: int) -> None:
-        self._http.labels(route, str(status)).inc()
+        self._child(self._http, route, str(status)).inc()
 
     def set_ready(self, ready: bool) -> None:
         self._ready.set(1 if ready else 0)
