@@ -42,6 +42,7 @@ def draw(reports: dict[str, Any] | list[dict[str, Any]], path: Path) -> None:
         top.plot(xs, [m["adds_per_s"] for m in minutes], marker="o", markersize=3, label="adds acknowledged / s")
         top.plot(xs, [m["recalls_per_s"] for m in minutes], marker="s", markersize=3, label="recalls / s")
         top.set_ylabel("calls per second")
+        top.set_ylim(bottom=0)
         top.set_title(_title(report), fontsize=10)
         for name, style in (("add", "-"), ("recall", ":")):
             for pct, color in (("p50", "#1f77b4"), ("p95", "#ff7f0e")):
@@ -69,7 +70,7 @@ def draw(reports: dict[str, Any] | list[dict[str, Any]], path: Path) -> None:
         low.legend(lines, [str(line.get_label()) for line in lines], loc="lower right", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

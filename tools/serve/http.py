@@ -35,6 +35,7 @@ and withdraws the record as soon as it starts stopping.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable
 from functools import partial
@@ -68,6 +69,8 @@ from tools.server_record import MCP_PATH
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore  # loads with the stores, not with the server
 
+log = logging.getLogger(__name__)
+
 
 async def serve_http(
     settings: Settings,
@@ -97,6 +100,9 @@ async def serve_http(
         metrics_http.check_metrics_settings(settings)
     sock = listen(host, port, key="server.port")
     bound_port = sock.getsockname()[1]
+    metrics_listener = None  # bound now too: a busy metrics port fails the start before the stores open
+    if observer.metrics is not None and settings.metrics.port is not None:
+        metrics_listener = metrics_http.metrics_listener(settings, observer.metrics)
     url = f"http://{url_host(sock, host)}:{bound_port}{MCP_PATH}"
     # before uvicorn: errors keep their own message
     stores: Stores
@@ -119,6 +125,10 @@ async def serve_http(
     def ready() -> None:
         server_record.announce(root, local_url, secret, shared=shared,
                                max_request_bytes=settings.server.max_request_bytes)
+        log.info("serving streamable HTTP at %s (stateless: clients survive a restart)", url)
+        if metrics_listener is not None:
+            log.info("metrics at http://%s:%d/metrics", settings.metrics.host,
+                     metrics_listener[0].getsockname()[1])
         begin()  # the shared server's stores open now; then the embedder and Chroma load, not on the first call
         if announce is not None:
             announce(url)
@@ -148,13 +158,10 @@ async def serve_http(
     inner = guarded if tokens else BridgeAuth(guarded, bridge, require=shared)
     tracker = ActivityTracker(inner, bridge)
     outer: ASGIApp = ServerProof(tracker, secret)
-    metrics_listener = None
     if observer.metrics is not None:
         metrics_http.watch_store(observer.metrics, stores, readiness, tracker, settings.metrics.store_counts_s)
-        if settings.metrics.port is None:
+        if metrics_listener is None:
             outer = metrics_http.MetricsRoute(outer, observer.metrics, metrics_http.access_hashes(settings))
-        else:
-            metrics_listener = metrics_http.metrics_listener(settings, observer.metrics)
     outer = RequestIds(ProbeRoutes(outer, readiness), observer.metrics)
     # open streams (GET, bridge attachments) must not hold a stopping server forever
     config = uvicorn.Config(outer, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
