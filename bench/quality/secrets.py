@@ -20,7 +20,6 @@ under ``redact`` against the same adds under ``allow`` (no scan): the difference
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -161,7 +160,8 @@ def _adds() -> list[tuple[str, dict[str, Any]]]:
     prose = ("The deploy of ledger-svc 2.14.3 finished at 10:14; Carol Diaz confirmed the invoice totals match "
              "and the on-call rotation moves to Bob on Monday. Payments Gateway latency p95 is back to 182 ms. ")
     other_scripts = "Сервер api-01 перезапущен; パスワード変更済み。 "
-    tool = "\n".join(x.text for x in LOOKALIKES)[:2000]
+    tool = "\n".join(x.text for x in SAMPLES if not x.secrets)[:2000]
+    encoded = "\n".join(x.text for x in LOOKALIKES)[:2000]
     secrets = "\n".join(x.text for x in REALISTIC if x.secrets)[:2000]
     base = {"tenant": "bench", "session": "s-2f9a", "agent": "coder", "channel": "cli", "role": "assistant",
             "idempotency_key": "turn-000123", "source": {"id": "tool:bash", "cwd": "/home/alice/src/ledger"},
@@ -171,6 +171,7 @@ def _adds() -> list[tuple[str, dict[str, Any]]]:
     return [
         ("500-char turn", {**base, "content": (prose * 3)[:500]}),
         ("2 KB tool output, no secret", {**base, "content": tool}),
+        ("2 KB of base64, hex and flags, no secret", {**base, "content": encoded}),
         ("2 KB tool output with secrets", {**base, "content": secrets}),
         ("non-ASCII turn (500 chars)", {**base, "content": (other_scripts * 20)[:500]}),
         ("100,000-char memory", {**base, "content": (prose * 500)[:100_000]}),
@@ -180,19 +181,19 @@ def _adds() -> list[tuple[str, dict[str, Any]]]:
 def _per_add_us(item: dict[str, Any], guard: SecretGuard, limits: LimitSettings) -> float:
     runs = 3 if len(item["content"]) > 10_000 else 60
     times = []
-    for _ in range(5):
-        start = time.perf_counter()
+    for _ in range(7):  # CPU time, the fastest of 7: what other processes on the machine add is left out
+        start = time.process_time()
         for _ in range(runs):
             prepare_add(item, limits, guard=guard)
-        times.append((time.perf_counter() - start) / runs)
-    return statistics.median(times) * 1e6
+        times.append((time.process_time() - start) / runs)
+    return min(times) * 1e6
 
 
 def guard_cost() -> None:
     limits = LimitSettings()
     redact_guard, allow = SecretGuard("redact"), SecretGuard("allow")
-    detect("warm up: imports detect-secrets")
-    print("\nprepare_add per add (median of 5), µs: under allow (no scan), under redact, the guard's share")
+    detect("warm up: imports detect-secrets, reads the Unicode tables: é")
+    print("\nprepare_add per add (CPU µs, fastest of 7): under allow (no scan), under redact, the guard's share")
     print("| add | allow | redact | guard |")
     print("| --- | --- | --- | --- |")
     for name, item in _adds():
@@ -210,11 +211,11 @@ def main() -> None:
     print_scores(table(detector), details=args.details)
     text = "\n".join(x.text for x in SAMPLES)
     runs = 20
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(runs):
         detector(text)
-    per_kb = (time.perf_counter() - start) / runs / (len(text) / 1024) * 1000
-    print(f"\nscan time: {per_kb:.3f} ms per KB ({len(text) / 1024:.1f} KB tuning corpus, mean of {runs} runs)")
+    per_kb = (time.process_time() - start) / runs / (len(text) / 1024) * 1000
+    print(f"\nscan time: {per_kb:.3f} ms (CPU) per KB ({len(text) / 1024:.1f} KB tuning corpus, mean of {runs} runs)")
     if not args.entropy:
         guard_cost()
 

@@ -562,7 +562,7 @@ ci-deployer,{pw},{ak},{sk},https://123456789012.signin.aws.amazon.com/console"""
 		}}
 	}},
 	"credsStore": "desktop"
-}}""", ("basic-auth", ghcr), ("basic-auth", hub))
+}}""", ("github-token", ghcr), ("basic-auth", hub))  # base64 of user:token is named by the token it holds
 
     pw = f.password()
     add("maven settings.xml", f"""<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
