@@ -201,6 +201,42 @@ def guard_cost() -> None:
         print(f"| {name} | {a:,.0f} | {r:,.0f} | {r - a:,.0f} |")
 
 
+def _worst_shapes() -> dict[str, str]:
+    """100,000 characters shaped to make patterns work hard: long runs, one long line, repeats."""
+    import base64
+    import random
+
+    rng = random.Random(46)
+    blob = base64.b64encode(bytes(rng.randrange(256) for _ in range(75_000))).decode()
+    return {
+        "one base64 line, a % and a flag": "50% done curl -u a:b " + blob,
+        "base64 wrapped at 76": "\n".join(blob[i:i + 76] for i in range(0, len(blob), 76)),
+        "hex": bytes(rng.randrange(256) for _ in range(50_000)).hex(),
+        "command lines on one line": "curl -u x -p y " * 6_700,
+        "armour lines without an end": "-----BEGIN RSA PRIVATE KEY-----\n" * 3_200,
+        "keywords on one line": "password token secret, " * 4_400,
+        "base64 of short texts": "aGVsbG8gd29ybGQgaGVsbG8= " * 4_000,
+        "%-encoded tokens": "a%41b " * 16_700,
+        "Cyrillic look-alikes in mixed tokens": "аbс " * 25_000,
+        "zero-width characters": "a\u200b" * 50_000,
+        "full-width letters": "Ａ" * 100_000,
+    }
+
+
+def worst_shapes() -> None:
+    print("\ndetect on the worst shapes found, 100,000 characters each (CPU ms, fastest of 3)")
+    print("| text | ms |")
+    print("| --- | --- |")
+    for name, text in _worst_shapes().items():
+        text = text[:100_000]
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            detect(text)
+            times.append(time.process_time() - start)
+        print(f"| {name} | {min(times) * 1000:,.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entropy", action="store_true", help="add detect-secrets' entropy plugins")
@@ -218,6 +254,7 @@ def main() -> None:
     print(f"\nscan time: {per_kb:.3f} ms (CPU) per KB ({len(text) / 1024:.1f} KB tuning corpus, mean of {runs} runs)")
     if not args.entropy:
         guard_cost()
+        worst_shapes()
 
 
 if __name__ == "__main__":

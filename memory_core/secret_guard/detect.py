@@ -145,14 +145,18 @@ _MAX_KEY_CHARS = 20_000
 
 
 def _private_keys(text: str, low: str) -> Iterator[Finding]:
+    covered = 0  # a block's span: armour lines inside it begin no other block
     for begin in _PEM_BEGIN.finditer(low):
+        if begin.start() < covered:
+            continue
         end_marker = f"-----end {begin.group(1)}-----"
         end = low.find(end_marker, begin.end(), begin.end() + _MAX_KEY_CHARS)
         if end >= 0:
-            yield Finding(begin.start(), end + len(end_marker), "private-key")
+            covered = end + len(end_marker)
         else:  # a truncated block: the header and the key material that follows it
             body = _KEY_BODY.match(text, begin.end())
-            yield Finding(begin.start(), body.end() if body else begin.end(), "private-key")
+            covered = body.end() if body else begin.end()
+        yield Finding(begin.start(), covered, "private-key")
     if "PuTTY" in text:
         for m in _PUTTY.finditer(text):
             yield Finding(m.start(), m.end(), "private-key")
@@ -291,7 +295,7 @@ def _percent_encoded(text: str) -> Iterator[Finding]:
     """Secrets in URL-encoded tokens (``%67%68%70%5F…``), as spans of ``text``."""
     for start, end in encoded_tokens(text):
         view = percent_decoded(text[start:end])
-        if view is None:
+        if view is None or len(view.text) < _MIN_SECRET:
             continue
         for f in _literal(view.text):
             back = view.back(f)

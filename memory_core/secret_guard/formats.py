@@ -73,13 +73,13 @@ def _user_and_password(value: str) -> bool:
 def _csv_columns(text: str, low: str) -> Iterator[Finding]:
     """Values under a header naming a secret (AWS's ``credentials.csv``: ``Password``, ``Secret access key``):
     the rows that follow the header with as many commas."""
-    seen: set[int] = set()
+    line_end = -1  # the end of the last line read: one read per line, however many keywords it holds
     for kw in KEYWORD.finditer(low):
-        start = low.rfind("\n", 0, kw.start()) + 1
-        if start in seen:
+        if kw.start() < line_end:
             continue
-        seen.add(start)
+        start = low.rfind("\n", 0, kw.start()) + 1
         end = low.find("\n", start)
+        line_end = len(low) if end < 0 else end
         header_line = text[start:] if end < 0 else text[start:end]
         if "," not in header_line or not _CSV_HEADER.fullmatch(header_line):
             continue
@@ -125,8 +125,8 @@ _COMMANDS: tuple[tuple[str, tuple[str, ...], str, str | None], ...] = (
     ("mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlsh|mariadb|mariadb-dump", ("-p",), "attached", None),
     ("7z|7za|7zz", ("-p",), "attached", None),
 )
-_COMMAND = re.compile(r"(?:^|(?<=[\s;|&(`$]))(?:\S*/)?(?P<cmd>" + "|".join(c for c, *_ in _COMMANDS) +
-                      r")(?=[ \t])", re.MULTILINE)
+_COMMAND = re.compile(r"(?:^|(?<=[\s;|&(`$/]))(?P<cmd>" + "|".join(c for c, *_ in _COMMANDS) + r")(?=[ \t])",
+                      re.MULTILINE)
 _BY_COMMAND = {name: spec for spec in _COMMANDS for name in spec[0].split("|")}
 _WORD_TOKEN = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'|\\\r?\n|[;|&]+|\n|[^\s\"';|&]+")
 
@@ -136,25 +136,27 @@ _FLAG_HINT = re.compile(r"[ \t](?:-[upawPU]|--user|--pass|-pass|-store|-key|-src
 
 
 def _command_lines(text: str) -> Iterator[Finding]:
-    done: set[int] = set()
+    line_end = -1  # the end of the last (logical) line read: one read per line, however many hints it holds
     for hint in _FLAG_HINT.finditer(text):
+        if hint.start() < line_end:
+            continue
         start = text.rfind("\n", 0, hint.start()) + 1
         while start > 1 and text[start - 2] == "\\":  # a line continued from the one before
             start = text.rfind("\n", 0, start - 2) + 1
-        if start in done:
-            continue
-        done.add(start)
         end = hint.start()
         while (end := text.find("\n", end)) > 0 and text[end - 1] == "\\":
             end += 1
-        yield from _commands(text, start, len(text) if end < 0 else end)
+        line_end = len(text) if end < 0 else end
+        yield from _commands(text, start, line_end)
 
 
 def _commands(text: str, start: int, end: int) -> Iterator[Finding]:
-    for m in _COMMAND.finditer(text, start, end):
+    commands = list(_COMMAND.finditer(text, start, end))
+    for i, m in enumerate(commands):
         _alts, flags, form, needs = _BY_COMMAND[m.group("cmd")]
         words: list[tuple[int, str]] = []
-        for w in _WORD_TOKEN.finditer(text, m.end(), end):
+        stop = commands[i + 1].start() if i + 1 < len(commands) else end  # its words end where the next begins
+        for w in _WORD_TOKEN.finditer(text, m.end(), stop):
             word = w.group()
             if word.startswith("\\"):
                 continue  # a line continued

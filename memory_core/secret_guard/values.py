@@ -30,9 +30,10 @@ _NOT_VALUES = frozenset({
     "env", "environ", "os.environ", "getenv", "self", "bearer", "basic", "true,", "false,", "auto", "default",
     "disabled", "enabled", "missing", "invalid", "expired", "revoked", "valid", "rotated", "set", "sha256",
     "ok", "n/a", "na", "tbd", "todo",
+    # well-known defaults: everybody knows them, so they protect nothing, and a memory saying a default is
+    # in use is worth keeping as written (also changeme and Java's keystore "changeit", in PLACEHOLDER)
+    "pass", "admin", "root", "guest", "test", "user",
 })
-# Well-known defaults (changeme, Java's keystore "changeit") count as placeholders: everybody knows them, so
-# they protect nothing, and a memory saying a default is in use is worth keeping as written.
 PLACEHOLDER = re.compile(
     r"^(?:<[^>]*>|\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*|\{\{[^}]*\}\}|%\(?\w*\)?s|%s|\*+|x{3,}|X{3,}|\.{3,}|…|"
     r"your[-_ ]?\w*|my[-_ ]?\w*|example\w*|dummy\w*|placeholder\w*|change[-_]?me(?:_?here)?|changeit|"

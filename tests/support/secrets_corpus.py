@@ -769,6 +769,7 @@ $ docker run -u 1000:1000 -v $PWD:/src ghcr.io/acme/ci:latest""")
 curl -u "$NEXUS_USER:$NEXUS_PASS" -T build.zip https://nexus.acme.dev/repository/raw/
 curl --user "${CI_USER}:${CI_TOKEN}" https://ci.acme.dev/api/json""")
     add("placeholders and defaults", """docker login -u <user> -p <your-token> registry.acme.dev
+curl -u admin:admin http://localhost:8080/api/health
 sshpass -p "$SSH_PASS" ssh deploy@host
 redis-cli -a "$REDIS_PASSWORD" ping
 POSTGRES_PASSWORD=changeme
