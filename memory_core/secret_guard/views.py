@@ -28,7 +28,9 @@ from memory_core.secret_guard.findings import Finding
 _LOOK_ALIKES = dict(zip(
     "аеорсухѕіјԁһԛԝӏАВЕКМНОРСТХУЅІЈԚԜαοριυνκχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
     "aeopcyxsijdhqwlABEKMHOPCTXYSIJQWaopiuvkxABEZHIKMNOPTYX", strict=True))
-_PLANES = 0x30000  # the characters checked: the BMP and the next two planes (symbols, math alphanumerics, CJK)
+# the characters checked: the BMP, the next two planes (symbols, math alphanumerics, CJK) and the tags
+# (U+E0000-E007F: invisible copies of ASCII, a known way to hide text from a reader)
+_RANGES = (range(0x80, 0x30000), range(0xE0000, 0xE1000))
 _LOOKS = re.compile("[" + "".join(_LOOK_ALIKES) + "]")
 _TOKEN = re.compile(r"\S+")
 _MIXED = re.compile(f"{_LOOKS.pattern}[A-Za-z0-9]|[A-Za-z0-9]{_LOOKS.pattern}")
@@ -78,7 +80,7 @@ def _classes() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """Invisible characters (category Cf), and those NFKC makes ASCII: built on the first non-ASCII text
     (~70 ms) from this Python's Unicode tables."""
     invisible, compatible = [], []
-    for c in map(chr, range(0x80, _PLANES)):
+    for c in (chr(i) for r in _RANGES for i in r):
         if unicodedata.category(c) == "Cf":
             invisible.append(c)
         elif (n := unicodedata.normalize("NFKC", c)) != c and n.isascii():

@@ -88,7 +88,7 @@ def _reads_as(text: str) -> str:
 @settings(max_examples=120, deadline=None)
 @given(prefix=st.text(max_size=60), suffix=st.text(max_size=60), seed=st.integers(0, 10_000),
        which=st.sampled_from(VENDORS), cuts=st.lists(st.integers(1, 30), max_size=3),
-       invisible=st.sampled_from(["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"]))
+       invisible=st.sampled_from(["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\U000e0041"]))
 def test_a_vendor_token_with_invisible_characters_inside_is_never_left(
         prefix: str, suffix: str, seed: int, which: str, cuts: list[int], invisible: str) -> None:
     token = getattr(Fake(seed), which)()
