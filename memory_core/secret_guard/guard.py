@@ -21,6 +21,7 @@ field) under ``redact`` as under ``reject`` (:meth:`SecretGuard.names`).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ Policy = Literal["redact", "reject", "allow"]
 POLICIES: tuple[Policy, ...] = ("redact", "reject", "allow")
 MAX_REPORTED = 50  # spans a SECRET_REJECTED error lists (the kinds count them all)
 HASHES = ("md5", "sha1", "sha256", "sha512")  # hex digests looked for in metadata and source
+_HEX_RUN = re.compile(r"[0-9a-fA-F]{32}")  # the shortest of them: a string without such a run holds none
 
 
 @dataclass(frozen=True)
@@ -127,17 +129,17 @@ class SecretGuard:
                 field=scan.found[0].field, kinds=counts, secrets=[x.to_dict() for x in scan.found[:MAX_REPORTED]],
             )
 
-    def hashes(self, value: Any, clear: Iterable[str], path: str, scan: Scan) -> Any:
-        """A JSON value with every hex digest (md5, sha1, sha256, sha512) of one of ``clear`` (the text as
-        given and the secrets found in it) replaced: a hash of a short secret is the secret."""
-        if not self.active:
+    def hashes(self, value: Any, digests: frozenset[str], path: str, scan: Scan) -> Any:
+        """A JSON value with each of ``digests`` (:func:`digests_of` the text as given and the secrets found
+        in it) replaced wherever a string holds it: a hash of a short secret is the secret."""
+        if not self.active or not digests:
             return value
-        digests = {getattr(hashlib, name)(text.encode("utf-8")).hexdigest() for text in clear if text
-                   for name in HASHES}
-        return self._hashes(value, digests, path, scan) if digests else value
+        return self._hashes(value, digests, path, scan)
 
-    def _hashes(self, value: Any, digests: set[str], path: str, scan: Scan) -> Any:
+    def _hashes(self, value: Any, digests: frozenset[str], path: str, scan: Scan) -> Any:
         if isinstance(value, str):
+            if not _HEX_RUN.search(value):
+                return value
             low = value.lower()
             found = [Finding(i, i + len(d), "secret-hash") for d in digests for i in _occurrences(low, d)]
             if not found:
@@ -174,6 +176,11 @@ class SecretGuard:
         return redact(value, found) if found else value
 
 
+def digests_of(texts: Iterable[str]) -> frozenset[str]:
+    """The hex digests (md5, sha1, sha256, sha512) of ``texts``, as :meth:`SecretGuard.hashes` looks for them."""
+    return frozenset(hashlib.new(name, text.encode("utf-8")).hexdigest() for text in texts if text for name in HASHES)
+
+
 def _occurrences(text: str, needle: str) -> list[int]:
     out, pos = [], text.find(needle)
     while pos >= 0:
@@ -182,4 +189,4 @@ def _occurrences(text: str, needle: str) -> list[int]:
     return out
 
 
-__all__ = ["POLICIES", "Located", "Policy", "Scan", "SecretGuard"]
+__all__ = ["POLICIES", "Located", "Policy", "Scan", "SecretGuard", "digests_of"]

@@ -21,6 +21,7 @@ from memory_core.errors import InvalidInputError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, to_us
 from memory_core.secret_guard import Scan, SecretGuard
 from memory_core.secret_guard.findings import MARKER_PATTERN
+from memory_core.secret_guard.guard import digests_of
 from memory_core.settings.schema import LimitSettings
 from memory_core.write.rows import content_hash, scoped_idempotency_key
 
@@ -78,7 +79,7 @@ def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = 
     clear = v.content(item.get("content"), lim.max_content_chars)
     text = guard.text(clear, "content", scan)
     # a hash of the clear text, or of a secret in it, is the secret for whoever can hash a guess
-    hashed = [clear, *(clear[x.start:x.end] for x in scan.found)] if text != clear else []
+    hashed = digests_of([clear, *(clear[x.start:x.end] for x in scan.found)]) if text != clear else frozenset()
     mtype = str(names["type"])
     source = v.source(item.get("source"), lim.max_metadata_bytes, lim.max_metadata_depth)
     source = guard.hashes(guard.json(source, "source", scan), hashed, "source", scan)

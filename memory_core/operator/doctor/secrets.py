@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_core.secret_guard.detect import detect, redact
-from memory_core.secret_guard.guard import Scan, SecretGuard
+from memory_core.secret_guard.guard import Scan, SecretGuard, digests_of
 from memory_core.write.rows import content_hash
 
 REDACT = SecretGuard("redact")
@@ -43,7 +43,8 @@ def memory_secrets(row: dict[str, Any], labels: Sequence[str] = ()) -> tuple[Sca
     relation)."""
     scan = Scan()
     content = REDACT.text(row["content"], "content", scan)
-    hashed = [row["content"], *(row["content"][x.start:x.end] for x in scan.found)] if scan.found else []
+    hashed = digests_of([row["content"], *(row["content"][x.start:x.end] for x in scan.found)]) if scan.found \
+        else frozenset()
     metadata = REDACT.hashes(REDACT.json(row["metadata"], "metadata", scan), hashed, "metadata", scan)
     source = REDACT.hashes(REDACT.json(row["source"], "source", scan), hashed, "source", scan)
     for i, label in enumerate(labels):
