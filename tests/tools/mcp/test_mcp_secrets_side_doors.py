@@ -17,8 +17,8 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings.schema import Settings, load_settings
 from tests.support.mcp_harness import Caller, error_code
+from tests.support.mcp_in_process import served
 from tests.support.secrets_corpus import EVASIONS, REALISTIC, Fake
-from tools.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 F = Fake(4649)
@@ -37,7 +37,7 @@ def settings(policy: str) -> Settings:
 
 @asynccontextmanager
 async def caller(data: Path, policy: str = "redact") -> AsyncIterator[Caller]:
-    async with Client(build_server(settings(policy), data_dir=str(data))) as client:
+    async with Client(served(settings(policy), data)) as client:
         yield Caller(client, "acme")
 
 
