@@ -20,13 +20,12 @@ comes in as a new memory, an unchanged one is never written twice.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from memory_core.entities.declared import MAX_NAME_CHARS
+from memory_core.importers.json_records import decode_source, records
 from memory_core.importers.source import (
     Problem,
     Read,
@@ -34,7 +33,6 @@ from memory_core.importers.source import (
     Where,
     file_time,
     parse_time,
-    read_text,
     relation_words,
     slug,
     source_key,
@@ -45,90 +43,24 @@ NAME = "mem0"
 MEMORY_TYPE = "fact"
 _OWN_FIELDS = ("id", "hash", "user_id", "agent_id", "run_id", "actor_id", "role", "categories", "created_at",
                "updated_at", "expiration_date", "immutable", "app_id")
-_decoder = json.JSONDecoder()
+RECORD_KEYS = frozenset({"results", "memories", "relations"})
+DOCUMENT_KEYS = RECORD_KEYS | {"count", "next", "previous"}  # the platform client's pages start with "count"
 
 
 def read(path: Path, shown: str | None = None) -> Read:
     """The memories a mem0 export (JSON or JSONL) becomes, in file order."""
     shown = shown or path.name
-    text = read_text(path, shown)
-    if isinstance(text, Problem):
-        yield text
-        return
     when = file_time(path)
-    for where, field, value in _records(text, shown):
-        if isinstance(value, Problem):
-            yield value
-        elif field == "relations":
-            yield _relation(value, where, when)
+    text = decode_source(path.read_bytes())
+    for record in records(text, shown, document_keys=DOCUMENT_KEYS, record_keys=RECORD_KEYS):
+        if record.top:
+            continue
+        if isinstance(record.value, Problem):
+            yield record.value
+        elif record.key == "relations":
+            yield _relation(record.value, record.where, when)
         else:
-            yield _memory(value, where, when)
-
-
-def _records(text: str, shown: str) -> Iterator[tuple[Where, str, Any]]:
-    """(where, "memories"|"relations", the value or a Problem) for every record of the file."""
-    start = _skip(text, 0)
-    if start < len(text) and text[start] in "[{":
-        try:
-            whole, end = _decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            whole, end = None, -1
-        if end != -1 and _skip(text, end) == len(text):  # one JSON document
-            if isinstance(whole, list):
-                yield from _array(text, start, shown, "memories")
-                return
-            if isinstance(whole, dict) and any(k in whole for k in ("results", "memories", "relations")):
-                yield from _object(text, start, shown)
-                return
-    for number, line in enumerate(text.splitlines(), 1):  # JSON Lines: one memory a line
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield Where(shown, number), "memories", Problem(Where(shown, number), f"Not JSON: {exc.msg} (column "
-                                                                                  f"{exc.colno}).")
-            continue
-        yield Where(shown, number), "memories", value
-
-
-def _skip(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
-
-
-def _line(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
-
-
-def _array(text: str, pos: int, shown: str, field: str) -> Iterator[tuple[Where, str, Any]]:
-    """The elements of the JSON array at ``pos``, each with the line it starts on."""
-    pos = _skip(text, pos + 1)
-    index = 0
-    while pos < len(text) and text[pos] != "]":
-        value, end = _decoder.raw_decode(text, pos)
-        yield Where(shown, _line(text, pos), f"{field}[{index}]" if field != "memories" else f"[{index}]"), field, value
-        index += 1
-        pos = _skip(text, end)
-        if pos < len(text) and text[pos] == ",":
-            pos = _skip(text, pos + 1)
-
-
-def _object(text: str, pos: int, shown: str) -> Iterator[tuple[Where, str, Any]]:
-    """The memory and relation arrays of ``{"results": [...], "relations": [...]}``."""
-    pos = _skip(text, pos + 1)
-    while pos < len(text) and text[pos] != "}":
-        key, end = _decoder.raw_decode(text, pos)
-        pos = _skip(text, _skip(text, end) + 1)  # past the ':'
-        if key in ("results", "memories", "relations") and text[pos] == "[":
-            field = "relations" if key == "relations" else "memories"
-            for where, _kind, value in _array(text, pos, shown, key):
-                yield where, field, value
-        _value, end = _decoder.raw_decode(text, pos)
-        pos = _skip(text, end)
-        if pos < len(text) and text[pos] == ",":
-            pos = _skip(text, pos + 1)
+            yield _memory(record.value, record.where, when)
 
 
 def _session(record: dict[str, Any]) -> str:
