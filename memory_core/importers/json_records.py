@@ -140,28 +140,62 @@ def _value_end(text: str, pos: int) -> int:
     return -1
 
 
-class _Decoded(NamedTuple):
-    """A value read at a position: ``why`` says why it could not be (then ``value`` is None); ``end`` is
-    where it ends, -1 when the text past its start cannot be followed (a syntax error at ``error_at``)."""
+class Decoded(NamedTuple):
+    """A value read at a position: ``why`` says why it could not be (then ``value`` is None), and
+    ``field`` which field of it when one is at fault; ``end`` is where it ends, -1 when the text past
+    its start cannot be followed (a syntax error at ``error_at``)."""
 
     value: Any
     end: int
     why: str | None = None
     error_at: int = -1
+    field: str | None = None
+
+    def problem(self, where: Where) -> Problem:
+        """The Problem of a value that could not be read, at ``where`` (its field named)."""
+        return Problem(where.at(self.field) if self.field else where, f"{self.why}.")
 
 
-def _decode(text: str, pos: int) -> _Decoded:
-    """The JSON value at ``pos`` (see :class:`_Decoded`)."""
+def decode_at(text: str, pos: int = 0) -> Decoded:
+    """The JSON value at ``pos`` (see :class:`Decoded`): never raises, never recurses past the
+    interpreter's limit, and names the field (up to three levels of objects down) that is too deep."""
     try:
         value, end = _decoder.raw_decode(text, pos)
     except json.JSONDecodeError as exc:
         column = exc.pos - (text.rfind("\n", 0, exc.pos) + 1) + 1
-        return _Decoded(None, -1, f"Not JSON: {exc.msg} (column {column})", exc.pos)
-    except RecursionError:
-        return _Decoded(None, _value_end(text, pos), "It is nested deeper than the JSON reader goes")
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        return _Decoded(None, _value_end(text, pos), f"It cannot be read ({exc})")
-    return _Decoded(value, end)
+        return Decoded(None, -1, f"Not JSON: {exc.msg} (column {column})", exc.pos)
+    except (RecursionError, ValueError) as exc:  # ValueError: an integer of more digits than Python converts
+        field = _culprit(text, pos)
+        what = f"'{field}'" if field else "It"
+        why = (f"{what} is nested deeper than the JSON reader goes" if isinstance(exc, RecursionError)
+               else f"{what} cannot be read ({exc})")
+        return Decoded(None, _value_end(text, pos), why, field=field)
+    return Decoded(value, end)
+
+
+def _culprit(text: str, pos: int, depth: int = 0) -> str | None:
+    """The path of the field of the object at ``pos`` whose value the decoder cannot read (None if it is
+    not an object, or the fault is not in one field); only taken when a record already failed."""
+    if depth >= 3 or pos >= len(text) or text[pos] != "{":
+        return None
+    at = _skip(text, pos + 1)
+    while at < len(text) and text[at] == '"':
+        try:
+            key, end = _decoder.raw_decode(text, at)
+            at = _skip(text, end)
+            if text[at:at + 1] != ":":
+                return None
+            at = _skip(text, at + 1)
+            _value, end = _decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return None
+        except (RecursionError, ValueError):
+            inner = _culprit(text, at, depth + 1)
+            return f"{key}.{inner}" if inner else str(key)
+        at = _skip(text, end)
+        if text[at:at + 1] == ",":
+            at = _skip(text, at + 1)
+    return None
 
 
 class _Document:
@@ -193,15 +227,15 @@ class _Document:
         index = 0
         while pos < len(text) and text[pos] != "]":
             where = Where(self.shown, self.line(pos), f"{key}[{index}]" if key else f"[{index}]")
-            got = _decode(text, pos)
-            value, end, why = got.value, got.end, got.why
+            got = decode_at(text, pos)
+            end = got.end
             if end == -1:
-                yield self.broken(max(got.error_at, pos), why or "Not JSON")
+                yield self.broken(max(got.error_at, pos), got.why or "Not JSON")
                 return
-            if why is not None:
-                yield Record(where, key, Problem(where, f"{why}."))
+            if got.why is not None:
+                yield Record(where, key, got.problem(where))
             else:
-                yield Record(where, key, unencodable(text, value, where, span=(pos, end)) or value)
+                yield Record(where, key, unencodable(text, got.value, where, span=(pos, end)) or got.value)
             index += 1
             pos = _skip(text, end)
             if pos < len(text) and text[pos] == ",":
@@ -219,7 +253,7 @@ class _Document:
         text = self.text
         pos = _skip(text, pos + 1)
         while pos < len(text) and text[pos] != "}":
-            key, end = _decode(text, pos)[:2]
+            key, end = decode_at(text, pos)[:2]
             if not isinstance(key, str):
                 yield self.broken(pos, "Not JSON: expected a key")
                 return
@@ -235,11 +269,12 @@ class _Document:
                     return
             else:
                 where = Where(self.shown, self.line(pos), key)
-                value, end, why, error_at = _decode(text, pos)
+                got = decode_at(text, pos)
+                end = got.end
                 if end == -1:
-                    yield self.broken(max(error_at, pos), why or "Not JSON")
+                    yield self.broken(max(got.error_at, pos), got.why or "Not JSON")
                     return
-                yield Record(where, key, Problem(where, f"{why}.") if why is not None else value, top=True)
+                yield Record(where, key, got.problem(where) if got.why is not None else got.value, top=True)
             pos = _skip(text, end)
             if pos < len(text) and text[pos] == ",":
                 pos = _skip(text, pos + 1)
@@ -259,10 +294,17 @@ def _lines(text: str, shown: str) -> Iterator[Record]:
         if start >= len(line):
             continue
         where = Where(shown, number)
-        value, end, why = _decode(line, start)[:3]
-        if why is None and _skip(line, end) < len(line):
-            why = f"Not JSON: extra data after the record (column {_skip(line, end) + 1})"
-        if why is not None:
-            yield Record(where, None, Problem(where, f"{why}."))
+        got = line_value(line)
+        if isinstance(got, Decoded):
+            yield Record(where, None, got.problem(where))
             continue
-        yield Record(where, None, unencodable(line, value, where) or value)
+        yield Record(where, None, unencodable(line, got, where) or got)
+
+
+def line_value(line: str) -> Any:
+    """The one JSON value a line holds, or the :class:`Decoded` saying why it cannot be read."""
+    start = _skip(line, 0)
+    got = decode_at(line, start)
+    if got.why is None and _skip(line, got.end) < len(line):
+        return Decoded(None, -1, f"Not JSON: extra data after the value (column {_skip(line, got.end) + 1})")
+    return got if got.why is not None else got.value

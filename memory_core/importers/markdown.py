@@ -44,7 +44,7 @@ def _file(file: Path, shown: str) -> Read:
         return
     front = split_front_matter(text)
     if front.error is not None:
-        yield Note(Where(shown, 1), f"{front.error}; it is skipped")
+        yield Note(Where(shown, front.error_line), f"{front.error}; it is skipped")
     stem = slug(Path(shown).with_suffix("").as_posix().replace("/", " "), 40)
     base = file_time(file)
     headings: list[tuple[int, str]] = []

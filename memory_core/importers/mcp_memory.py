@@ -24,7 +24,6 @@ the relation's three parts), so re-importing the file, or a newer copy of it, ad
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +32,7 @@ from typing import Any
 
 from graph.api import entity_norm
 from memory_core.entities.declared import MAX_NAME_CHARS
+from memory_core.importers.json_records import decode_source, records
 from memory_core.importers.source import (
     Note,
     Problem,
@@ -50,6 +50,7 @@ NAME = "mcp-memory"
 DEFAULT_AGENT = "mcp-memory"
 MEMORY_TYPE = "fact"
 MAX_LABEL_CHARS = 64
+DOCUMENT_KEYS = frozenset({"entities", "relations"})  # read_graph's whole graph (JSON Lines otherwise)
 
 
 @dataclass
@@ -70,16 +71,10 @@ def read(path: Path, shown: str | None = None) -> Read:
     entities: dict[str, _Entity] = {}  # by exact name, as the MCP server keys them
     by_norm: dict[str, _Entity] = {}  # as memory-core matches them
     undefined: dict[str, Where] = {}  # relation ends no entity line defined (yet)
-    for number, raw in enumerate(path.read_bytes().split(b"\n"), 1):
-        where = Where(shown, number)
-        try:
-            line = raw.decode("utf-8").removeprefix("\ufeff")
-        except UnicodeDecodeError as exc:
-            yield Problem(where, f"The line is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1}).")
-            continue
-        if not line.strip():
-            continue
-        record = _record(line, where)
+    text = decode_source(path.read_bytes())
+    for got in records(text, shown, document_keys=DOCUMENT_KEYS, record_keys=DOCUMENT_KEYS):
+        where = got.where
+        record = got.value if isinstance(got.value, Problem) else _record(got.value, where)
         if isinstance(record, Problem):
             yield record
         elif record["type"] == "entity":
@@ -99,11 +94,7 @@ def _declare(ent: _Entity, name: str | None = None) -> dict[str, Any]:
     return out
 
 
-def _record(line: str, where: Where) -> dict[str, Any] | Problem:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return Problem(where, f"Not JSON: {exc.msg} (column {exc.colno}).")
+def _record(record: Any, where: Where) -> dict[str, Any] | Problem:
     if not isinstance(record, dict):
         return Problem(where, "A line must be a JSON object (an entity or a relation).")
     if record.get("type") not in ("entity", "relation"):

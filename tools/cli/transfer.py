@@ -120,7 +120,7 @@ def import_(
     memories keep their refs when the id is free. Example: memory-core import acme.jsonl -t acme
 
     JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "entities", "mentions",
-    "relations", "errors", "error_lines": [{line, code, message}], "notes", "stopped_at", "dry_run"}
+    "relations", "errors", "error_lines": [{line, field, code, message}], "notes", "stopped_at", "dry_run"}
     (+ "sample" with --dry-run; states: rows written with a version or lock state)
 
     --from FORMAT: FILE is that tool's file or folder; the mapping of each format (entities,
@@ -157,8 +157,8 @@ def import_(
         if counts.error_lines:
             render.table(
                 "refused lines",
-                ["line", "code", "message"],
-                ([e["line"], e["code"], e["message"]] for e in counts.error_lines),
+                ["line", "field", "code", "message"],
+                ([e["line"], e["field"] or "", e["code"], e["message"]] for e in counts.error_lines),
             )
         for note in counts.notes:
             typer.echo(f"note: line {note['line']}: {note['message']}")
