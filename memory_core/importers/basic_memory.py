@@ -108,10 +108,10 @@ def _note(file: Path, shown: str) -> Read:
             item["relations"] = item["relations"][:MAX_RELATIONS]
             item["entities"] = item["entities"][:MAX_RELATIONS + 1]
         seen[item["content"]] += 1
-        key = source_key(NAME, session, item["kind"], item["content"], seen[item["content"]])
+        legacy = source_key(NAME, session, item["kind"], item["content"], seen[item["content"]])
         yield SourceItem(item["kind"], where, item["content"], session, modified + timedelta(microseconds=index),
-                         key, item["type"], metadata={NAME: item["meta"]}, entities=item["entities"],
-                         relations=item["relations"])
+                         (session, item["kind"], seen[item["content"]]), item["type"], metadata={NAME: item["meta"]},
+                         entities=item["entities"], relations=item["relations"], legacy_keys=(legacy,))
 
 
 def _tags(value: object) -> list[str]:

@@ -58,7 +58,9 @@ def _file(file: Path, shown: str) -> Read:
         session = f"{stem}/{slug(path[-1])}" if path else stem
         index += 1
         seen[(session, block.text)] += 1
-        key = source_key(NAME, shown, " / ".join(path), block.text, seen[(session, block.text)])
+        occurrence = seen[(session, block.text)]
+        legacy = source_key(NAME, shown, " / ".join(path), block.text, occurrence)
         meta = {NAME: {"file": shown, "headings": path}}
         yield SourceItem(block.kind, Where(shown, block.line), block.text, session,
-                         base + timedelta(microseconds=index), key, "note", metadata=meta)
+                         base + timedelta(microseconds=index), (shown, " / ".join(path), occurrence), "note",
+                         metadata=meta, legacy_keys=(legacy,))

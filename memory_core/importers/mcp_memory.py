@@ -151,14 +151,14 @@ def _entity(record: dict[str, Any], where: Where, entities: dict[str, _Entity], 
         elif obs not in ent.observations:
             ent.observations.add(obs)
             written += 1
-            key = source_key(NAME, "observation", name, obs)
-            yield SourceItem("observation", at, f"{name}: {obs}", session, when, key, MEMORY_TYPE,
-                             metadata={NAME: meta}, entities=declared)
+            yield SourceItem("observation", at, f"{name}: {obs}", session, when, ("observation", name), MEMORY_TYPE,
+                             metadata={NAME: meta}, entities=declared,
+                             legacy_keys=(source_key(NAME, "observation", name, obs),))
     if not written and not ent.declared:
         ent.declared = True
         shown_type = f" ({entity_type})" if entity_type.strip() else ""
-        yield SourceItem("entity", where, f"{name}{shown_type}", session, when, source_key(NAME, "entity", name),
-                         MEMORY_TYPE, metadata={NAME: meta}, entities=declared)
+        yield SourceItem("entity", where, f"{name}{shown_type}", session, when, ("entity", name), MEMORY_TYPE,
+                         metadata={NAME: meta}, entities=declared, legacy_keys=(source_key(NAME, "entity", name),))
     ent.declared = ent.declared or written > 0
 
 
@@ -179,7 +179,8 @@ def _relation(record: dict[str, Any], where: Where, entities: dict[str, _Entity]
         if not any(entity_norm(e["name"]) == entity_norm(rel[end]) for e in ends):
             ends.append({"name": rel[end]} if ent is None else _declare(ent, rel[end]))
     content = f"{rel['from']} {relation_words(rel['relationType'])} {rel['to']}"
-    yield SourceItem("relation", where, content, session, when,
-                     source_key(NAME, "relation", rel["from"], rel["relationType"], rel["to"]), MEMORY_TYPE,
+    identity = ("relation", rel["from"], rel["relationType"], rel["to"])
+    yield SourceItem("relation", where, content, session, when, identity, MEMORY_TYPE,
                      metadata={NAME: {"relation": rel}}, entities=ends,
-                     relations=[{"from": rel["from"], "to": rel["to"], "label": rel["relationType"]}])
+                     relations=[{"from": rel["from"], "to": rel["to"], "label": rel["relationType"]}],
+                     legacy_keys=(source_key(NAME, *identity),))

@@ -12,9 +12,11 @@ import's agent); ``run_id`` -> the session (else ``user:<user_id>``, else ``mem0
 ``metadata`` kept as the memory's metadata, with mem0's own fields (id, hash, user/agent/run/actor
 ids, role, categories, created_at, updated_at) under ``mem0``. Graph relations
 (``{"source", "relationship", "destination"|"target"}``) -> a memory ``"<source> <relationship>
-<destination>"`` declaring both entities and the relation. The key is mem0's ``hash`` (the md5 of
-the text, computed when absent) scoped by user, agent and run: a memory whose text changed in mem0
-comes in as a new memory, an unchanged one is never written twice.
+<destination>"`` declaring both entities and the relation. The key is mem0's ``id`` and the text
+(scoped by user, agent and run for a memory without an id), never the export's ``hash``, which
+different memories may share: a memory whose text changed in mem0 comes in as a new memory, an
+unchanged one is never written twice, and one the file holds twice (same id and text) is imported
+once and counted in the report's ``duplicates``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 from memory_core.entities.declared import MAX_NAME_CHARS
 from memory_core.importers.json_records import decode_source, records
 from memory_core.importers.source import (
+    Duplicate,
+    Note,
     Problem,
     Read,
     SourceItem,
@@ -52,6 +56,7 @@ def read(path: Path, shown: str | None = None) -> Read:
     shown = shown or path.name
     when = file_time(path)
     text = decode_source(path.read_bytes())
+    seen: dict[str, dict[str, int]] = {}  # mem0 id -> {text: the line it was first on}
     for record in records(text, shown, document_keys=DOCUMENT_KEYS, record_keys=RECORD_KEYS):
         if record.top:
             continue
@@ -60,7 +65,18 @@ def read(path: Path, shown: str | None = None) -> Read:
         elif record.key == "relations":
             yield _relation(record.value, record.where, when)
         else:
-            yield _memory(record.value, record.where, when)
+            got = _memory(record.value, record.where, when)
+            if isinstance(got, SourceItem) and isinstance(mem_id := record.value.get("id"), str) and mem_id:
+                texts = seen.setdefault(mem_id, {})
+                if got.content in texts:
+                    yield Duplicate(got.where, f"the same memory as line {texts[got.content]} (id {mem_id}, the same "
+                                               "text): imported once")
+                    continue
+                if texts:
+                    yield Note(got.where, f"id {mem_id} is also on line {min(texts.values())} with other text: both "
+                                          "are imported")
+                texts[got.content] = got.where.line or 0
+            yield got
 
 
 def _session(record: dict[str, Any]) -> str:
@@ -90,13 +106,21 @@ def _memory(record: Any, where: Where, when: datetime) -> SourceItem | Problem:
         return Problem(where.at("agent_id"), "'agent_id' must be 1-128 printable characters without whitespace "
                                              "(memory-core's agent names).")
     stamp = parse_time(record.get("created_at")) or parse_time(record.get("updated_at")) or when
-    digest = record.get("hash") if isinstance(record.get("hash"), str) and record.get("hash") else hashlib.md5(
-        text.encode("utf-8"), usedforsecurity=False).hexdigest()
     own = {k: record[k] for k in _OWN_FIELDS if record.get(k) is not None}
-    own.setdefault("hash", digest)
-    key = source_key(NAME, record.get("user_id"), record.get("agent_id"), record.get("run_id"), digest)
-    return SourceItem("memory", where, text, _session(record), stamp, key, MEMORY_TYPE, agent=agent,
-                      metadata={**(metadata or {}), NAME: own})
+    mem_id = record.get("id")
+    scope = (record.get("user_id"), record.get("agent_id"), record.get("run_id"))
+    identity = ("id", mem_id) if isinstance(mem_id, str) and mem_id else ("scope", *(str(p) for p in scope))
+    return SourceItem("memory", where, text, _session(record), stamp, identity, MEMORY_TYPE, agent=agent,
+                      metadata={**(metadata or {}), NAME: own}, legacy_keys=(_legacy_key(record, text),))
+
+
+def _legacy_key(record: dict[str, Any], text: str) -> str:
+    """The key releases before issue 46 gave a memory: its hash scoped by user, agent and run (which
+    five different memories of one dump could share: it is only trusted when the text matches)."""
+    given = record.get("hash")
+    digest = given if isinstance(given, str) and given else hashlib.md5(text.encode("utf-8"),
+                                                                        usedforsecurity=False).hexdigest()
+    return source_key(NAME, record.get("user_id"), record.get("agent_id"), record.get("run_id"), digest)
 
 
 def _relation(record: Any, where: Where, when: datetime) -> SourceItem | Problem:
@@ -114,6 +138,6 @@ def _relation(record: Any, where: Where, when: datetime) -> SourceItem | Problem
     src, label, dst = ends["source"], ends["relationship"], ends["destination"]
     entities = [{"name": src}] if src.casefold() == dst.casefold() else [{"name": src}, {"name": dst}]
     return SourceItem("relation", where, f"{src} {relation_words(label)} {dst}", "mem0-graph", when,
-                      source_key(NAME, "relation", src, label, dst), MEMORY_TYPE,
-                      metadata={NAME: {"relation": ends}}, entities=entities,
-                      relations=[{"from": src, "to": dst, "label": label}])
+                      ("relation", src, label, dst), MEMORY_TYPE, metadata={NAME: {"relation": ends}},
+                      entities=entities, relations=[{"from": src, "to": dst, "label": label}],
+                      legacy_keys=(source_key(NAME, "relation", src, label, dst),))

@@ -1,14 +1,18 @@
 """What a source becomes, and how it is written: the part every ``--from`` format shares.
 
 A reader (one module per format) turns a file or folder into :class:`SourceItem` values — one
-memory each, with the entities and relations it declares and an idempotency key derived from the
-source — and :class:`Problem` values for what it cannot read, both in source order.
-:func:`write_source` validates every item as an add would, then writes them in batches through
-the journaled write path (each batch all-or-nothing, entities and relations in the same graph
-transaction as their memory):
+memory each, with the entities and relations it declares and what identifies it in its source —
+and :class:`Problem` values for what it cannot read, both in source order.
+:func:`write_source` validates every item as an add would (the secrets guard included), then writes
+them in batches through the journaled write path (each batch all-or-nothing, entities and relations
+in the same graph transaction as their memory):
 
-- **Idempotent**: an item whose key is already in the tenant is answered by the memory it
-  wrote before, so a rerun (or the run after a kill) adds nothing and finishes what is missing.
+- **Idempotent**: each item's idempotency key hashes what identifies it in its source (a mem0 id,
+  a note's permalink, a file and heading) and its text *as stored* — after the secrets guard, so no
+  key is a hash of a secret. An item whose key is already in the tenant is answered by the memory
+  it wrote before, so a rerun (or the run after a kill) adds nothing and finishes what is missing.
+  Keys an earlier release derived for the same item (``legacy_keys``) are recognised when the
+  memory they name holds the same text in the same session, so upgrading never doubles a store.
 - **Bad input** (a :class:`Problem`, or an item an add would refuse) is named by file, line and
   field. By default the import stops there (the items before it are written); ``skip_bad``
   writes every good item and lists the rest. ``dry_run`` writes nothing and reports what would
@@ -30,7 +34,9 @@ from graph.api import entity_norm
 from memory_core import validation as v
 from memory_core.entities.declared import KIND_PATTERN
 from memory_core.errors import MemoryCoreError
+from memory_core.secret_guard import detect, redact
 from memory_core.store_errors import graph_errors
+from memory_core.write.add_rows import PreparedAdd
 from memory_core.write.rows import scoped_idempotency_key
 
 if TYPE_CHECKING:
@@ -65,25 +71,27 @@ class Where:
 @dataclass
 class SourceItem:
     """One memory a source becomes. ``kind`` says what it was in the source (observation, relation,
-    paragraph, …: the report counts by it); ``key`` is its idempotency key, derived from the source
-    so the same item always gets the same one; ``agent`` None means the import's agent."""
+    paragraph, …: the report counts by it); ``identity`` is what identifies it in its source besides
+    its text (its idempotency key hashes both, see :func:`item_key`); ``legacy_keys`` are the keys
+    earlier releases gave the same item; ``agent`` None means the import's agent."""
 
     kind: str
     where: Where
     content: str
     session: str
     timestamp: datetime
-    key: str
+    identity: tuple[str | int, ...]
     type: str = "note"
     agent: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     entities: list[dict[str, Any]] = field(default_factory=list)
     relations: list[dict[str, Any]] = field(default_factory=list)
+    legacy_keys: tuple[str, ...] = ()
 
-    def add_item(self, tenant: str, agent: str) -> dict[str, Any]:
-        """The add_memory arguments of this item."""
+    def add_item(self, tenant: str, agent: str, key: str) -> dict[str, Any]:
+        """The add_memory arguments of this item, under the idempotency ``key``."""
         return {"tenant": tenant, "session": self.session, "agent": self.agent or agent, "content": self.content,
-                "type": self.type, "timestamp": self.timestamp, "idempotency_key": self.key,
+                "type": self.type, "timestamp": self.timestamp, "idempotency_key": key,
                 "metadata": self.metadata, "entities": self.entities or None, "relations": self.relations or None}
 
 
@@ -110,6 +118,10 @@ class Note:
         return {**self.where.to_dict(), "message": self.message}
 
 
+class Duplicate(Note):
+    """An item the source holds twice (the same identity and text): imported once, counted in the report."""
+
+
 Read = Iterable[SourceItem | Problem | Note]
 
 
@@ -125,6 +137,7 @@ class SourceReport:
     items: int = 0  # memories the source holds (good and bad)
     written: int = 0
     skipped: int = 0  # already present (their key was in the tenant): nothing written
+    duplicates: int = 0  # items the source holds twice (the same identity and text): imported once
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {read, written, skipped}
     entities: int = 0  # distinct entities the source declares (names compared as memory-core does)
     relations: int = 0
@@ -145,7 +158,8 @@ class SourceReport:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in (
-            "source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "by_kind", "entities",
+            "source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates", "by_kind",
+            "entities",
             "relations", "sessions", "errors", "error_items", "notes", "stopped_at")}
         if self.dry_run:
             out["sample"] = self.sample
@@ -161,10 +175,12 @@ def write_source(
     tenant = v.tenant(tenant)
     agent = str(v.name(agent, "agent"))
     report = SourceReport(source, path, tenant, agent, dry_run=dry_run)
-    ordered: list[tuple[SourceItem, dict[str, Any]] | Problem] = []
+    ordered: list[_Prepared | Problem] = []
     entities: set[str] = set()
     sessions: set[str] = set()
     for got in read:
+        if isinstance(got, Duplicate):
+            report.duplicates += 1
         if isinstance(got, Note):
             if len(report.notes) < MAX_REPORTED:
                 report.notes.append(got.to_dict())
@@ -175,20 +191,19 @@ def write_source(
             continue
         report.items += 1
         report.count(got.kind, "read")
-        item = got.add_item(tenant, agent)
         try:
-            core.writer.prepare(item, extract=False)
+            prepared = _prepare(core, source, got, tenant, agent, extract=extract)
         except MemoryCoreError as exc:
             name = exc.fields.get("field")  # the source's own field when the reader named one, else the add's
             where = got.where if got.where.field or not name else got.where.at(str(name))
             ordered.append(Problem(where, exc.message, exc.code))
             continue
-        ordered.append((got, item))
+        ordered.append(_Prepared(got, prepared))
         entities |= {entity_norm(e["name"]) for e in got.entities}
         report.relations += len(got.relations)
         sessions.add(got.session)
     report.entities, report.sessions = len(entities), len(sessions)
-    todo: list[tuple[SourceItem, dict[str, Any]]] = []
+    todo: list[_Prepared] = []
     for entry in ordered:
         if isinstance(entry, Problem):
             report.error(entry)
@@ -202,45 +217,83 @@ def write_source(
     if dry_run:
         _dry(core, tenant, todo, report)
         return report
-    for start in range(0, len(todo), WRITE_BATCH):
-        chunk = todo[start : start + WRITE_BATCH]
-        present = [_present(core, tenant, item) for _got, item in chunk]  # written before: not embedded again
-        for (got, _item), there in zip(chunk, present, strict=True):
+    batch = min(WRITE_BATCH, core.writer.limits.max_batch)
+    for start in range(0, len(todo), batch):
+        chunk = todo[start : start + batch]
+        present = [_present(core, tenant, entry) for entry in chunk]  # written before: not embedded again
+        for entry, there in zip(chunk, present, strict=True):
             if there:
                 report.skipped += 1
-                report.count(got.kind, "skipped")
+                report.count(entry.got.kind, "skipped")
         fresh = [entry for entry, there in zip(chunk, present, strict=True) if not there]
-        results = core.writer.add_many([item for _got, item in fresh], extract=extract) if fresh else []
-        for (got, _item), result in zip(fresh, results, strict=True):
-            what = "written" if result.created else "skipped"  # another writer may have taken the key meanwhile
+        results = core.writer.write_prepared([e.prepared for e in fresh], extract=extract) if fresh else []
+        for entry, result in zip(fresh, results, strict=True):
+            what = "written" if result.created else "skipped"  # the same key earlier in the source, or another writer
             setattr(report, what, getattr(report, what) + 1)
-            report.count(got.kind, what)
+            report.count(entry.got.kind, what)
         if progress is not None:
             progress(len(chunk))
     return report
 
 
-def _present(core: MemoryCore, tenant: str, item: dict[str, Any]) -> bool:
-    """Whether the tenant holds the item's key already (an earlier run wrote it)."""
-    scoped = scoped_idempotency_key(item["idempotency_key"], "tenant", str(item["agent"]))
-    assert scoped is not None
+@dataclass
+class _Prepared:
+    """A source item validated into the row it becomes (guarded text, its final idempotency key)."""
+
+    got: SourceItem
+    prepared: PreparedAdd
+
+
+def _prepare(core: MemoryCore, source: str, got: SourceItem, tenant: str, agent: str, *,
+             extract: bool) -> PreparedAdd:
+    """The item validated as an add would be, under its key (:func:`item_key` of the guarded text)."""
+    prepared = core.writer.prepare(got.add_item(tenant, agent, f"{source}:pending"), extract=extract)
+    row = prepared.row
+    key = item_key(source, got.identity, row["content"], guarded=core.writer.guard.active)
+    scoped = scoped_idempotency_key(v.idempotency_key(key), str(row["visibility"]), str(row["agent"]))
+    prepared.idempotency_key = row["idempotency_key"] = scoped
+    return prepared
+
+
+def item_key(source: str, identity: tuple[str | int, ...], stored: str, *, guarded: bool = True) -> str:
+    """An item's idempotency key: a hash of what identifies it in the source and of its text as
+    stored (``stored``: after the secrets guard). Strings of the identity pass the guard's detector
+    first (``guarded``), so a secret in a heading or a name never reaches a key, even as a hash."""
+    parts = [redact(p, detect(p)) if guarded and isinstance(p, str) else p for p in identity]
+    return source_key(source, *parts, stored)
+
+
+def _present(core: MemoryCore, tenant: str, entry: _Prepared) -> bool:
+    """Whether the tenant holds the item already: under its key (an earlier run wrote it), or under a key
+    an earlier release gave it, holding the same text in the same session."""
+    row = entry.prepared.row
     with graph_errors("reading the tenant"):
-        return core.graph.by_idempotency_key(tenant, scoped) is not None
+        if core.graph.by_idempotency_key(tenant, str(entry.prepared.idempotency_key)) is not None:
+            return True
+        for old in entry.got.legacy_keys:
+            scoped = scoped_idempotency_key(old, str(row["visibility"]), str(row["agent"]))
+            found = core.graph.by_idempotency_key(tenant, str(scoped))
+            if found is not None and (found.session, found.content_hash) == (row["session"], row["content_hash"]):
+                return True
+    return False
 
 
-def _dry(core: MemoryCore, tenant: str, todo: list[tuple[SourceItem, dict[str, Any]]], report: SourceReport) -> None:
+def _dry(core: MemoryCore, tenant: str, todo: list[_Prepared], report: SourceReport) -> None:
     """Count what would be written (an item whose key the tenant holds, or an earlier item of the
     source holds, would be answered, not written) and keep the first rows."""
-    keys: set[str] = set()  # a source item's key is a shared (tenant-wide) one
-    for got, item in todo:
-        present = got.key in keys or _present(core, tenant, item)
-        keys.add(got.key)
+    keys: set[str] = set()
+    for entry in todo:
+        key = str(entry.prepared.idempotency_key)
+        present = key in keys or _present(core, tenant, entry)
+        keys.add(key)
         what = "skipped" if present else "written"
+        got = entry.got
         setattr(report, what, getattr(report, what) + 1)
         report.count(got.kind, what)
         if not present and len(report.sample) < SAMPLE_ROWS:
             report.sample.append({"file": got.where.file, "line": got.where.line, "kind": got.kind,
-                                  "session": got.session, "type": got.type, "content": got.content[:200],
+                                  "session": got.session, "type": got.type,
+                                  "content": entry.prepared.row["content"][:200],
                                   "entities": [e["name"] for e in got.entities]})
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.importers import mem0
+from memory_core.importers import import_source, mem0
 from memory_core.importers.source import Problem, SourceItem
 from memory_core.operator.transfer import export_tenant
 from tests.support.backends import open_core
@@ -64,3 +64,43 @@ def test_a_broken_document_is_refused_at_its_line_and_what_came_before_is_read(t
     assert isinstance(got[0], SourceItem) and isinstance(got[-1], Problem) and len(got) == 2
     assert got[-1].message.startswith("Not JSON") and "read no further" in got[-1].message
     assert got[-1].where.line == text.count("\n", 0, cut) + 1
+
+
+# ---- ids, not hashes, say which memory is which (issue 46.8) -------------------------------------------
+
+def write_dump(path: Path, memories: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"results": memories}, indent=2), encoding="utf-8")
+    return path
+
+
+def test_five_memories_sharing_a_hash_but_differing_are_all_imported(store: MemoryCore, tmp_path: Path) -> None:
+    shared = "5d41402abc4b2a76b9719d911017c592"  # five texts, one hash: the export's hash is not the identity
+    dump = write_dump(tmp_path / "get_all.json", [memory(i, f"Distinct fact {i}", hash=shared) for i in range(5)])
+    report = import_source(store, "mem0", dump, "acme")
+    assert (report.written, report.skipped, report.duplicates) == (5, 0, 0)
+    assert sorted(r["content"] for r in rows(store)) == [f"Distinct fact {i}" for i in range(5)]
+    assert import_source(store, "mem0", dump, "acme").written == 0
+
+
+def test_the_same_memory_twice_is_imported_once_and_reported(store: MemoryCore, tmp_path: Path) -> None:
+    twice = memory(1, "Works remotely on Fridays")
+    changed = memory(2, "Prefers tea") | {"updated_at": "2026-03-01T00:00:00Z"}
+    dump = write_dump(tmp_path / "merged.json", [twice, memory(2, "Prefers coffee"), twice, changed])
+    report = import_source(store, "mem0", dump, "acme")
+    assert (report.written, report.duplicates) == (3, 1)
+    assert [n["message"] for n in report.notes] == [
+        f"the same memory as line 3 (id {twice['id']}, the same text): imported once",
+        f"id {changed['id']} is also on line 12 with other text: both are imported"]
+    assert sorted(r["content"] for r in rows(store)) == ["Prefers coffee", "Prefers tea", "Works remotely on Fridays"]
+
+
+def test_a_store_imported_when_five_memories_collapsed_gets_the_four_it_missed(
+        store: MemoryCore, tmp_path: Path) -> None:
+    shared = "5d41402abc4b2a76b9719d911017c592"
+    dump = write_dump(tmp_path / "get_all.json", [memory(i, f"Distinct fact {i}", hash=shared) for i in range(5)])
+    from tests.memory_core.operator.test_import_keys import import_as_before
+
+    assert import_as_before(store, "mem0", dump) == 1  # what the release before issue 46 wrote
+    report = import_source(store, "mem0", dump, "acme")
+    assert (report.written, report.skipped) == (4, 1)
+    assert len(rows(store)) == 5
