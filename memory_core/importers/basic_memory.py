@@ -57,6 +57,7 @@ from memory_core.importers.source import (
     parse_time,
     read_text,
     relation_words,
+    safe_name,
     slug,
     source_key,
 )
@@ -88,7 +89,7 @@ def _note(file: Path, shown: str) -> Read:
     heading = next((b.text for b in parts if b.kind == "heading" and b.level == 1), None)
     title = " ".join(str(fm.get("title") or heading or Path(shown).stem).split())[:MAX_NAME_CHARS]
     permalink = str(fm.get("permalink") or "").strip()
-    session = permalink if permalink and NAME_PATTERN.match(permalink) else "/".join(
+    session = safe_name(permalink) if permalink and NAME_PATTERN.match(permalink) else "/".join(
         slug(part, 40) for part in Path(shown).with_suffix("").parts)
     note_type = str(fm.get("type") or "note")
     note_entity: dict[str, Any] = {"name": title, "kind": entity_kind(note_type) or "note"}

@@ -9,8 +9,10 @@ one memory a line (JSONL). A memory::
 Mapping: each memory -> a memory of type ``fact`` with its text; ``agent_id`` -> the author (else the
 import's agent); ``run_id`` -> the session (else ``user:<user_id>``, else ``mem0``); ``created_at``
 -> its time (``updated_at``, then the file's time, when absent; a time without a zone is UTC); its
-``metadata`` kept as the memory's metadata, with mem0's own fields (id, hash, user/agent/run/actor
-ids, role, categories, created_at, updated_at) under ``mem0``. Graph relations
+``metadata`` kept as the memory's metadata, with mem0's own fields (id, user/agent/run/actor ids,
+role, categories, created_at, updated_at, expiration_date) under ``mem0`` — not its ``hash``, the md5
+of the clear text: a hash of a short password is the password, and the guard redacts text, not
+hashes of it. Graph relations
 (``{"source", "relationship", "destination"|"target"}``) -> a memory ``"<source> <relationship>
 <destination>"`` declaring both entities and the relation. The key is mem0's ``id`` and the text
 (scoped by user, agent and run for a memory without an id), never the export's ``hash``, which
@@ -38,6 +40,7 @@ from memory_core.importers.source import (
     file_time,
     parse_time,
     relation_words,
+    safe_name,
     slug,
     source_key,
 )
@@ -45,7 +48,7 @@ from memory_core.validation import NAME_PATTERN
 
 NAME = "mem0"
 MEMORY_TYPE = "fact"
-_OWN_FIELDS = ("id", "hash", "user_id", "agent_id", "run_id", "actor_id", "role", "categories", "created_at",
+_OWN_FIELDS = ("id", "user_id", "agent_id", "run_id", "actor_id", "role", "categories", "created_at",
                "updated_at", "expiration_date", "immutable", "app_id")
 RECORD_KEYS = frozenset({"results", "memories", "relations"})
 DOCUMENT_KEYS = RECORD_KEYS | {"count", "next", "previous"}  # the platform client's pages start with "count"
@@ -82,10 +85,10 @@ def read(path: Path, shown: str | None = None) -> Read:
 def _session(record: dict[str, Any]) -> str:
     if record.get("run_id"):
         run = str(record["run_id"])
-        return run if NAME_PATTERN.match(run) else slug(run, 120)
+        return safe_name(run) if NAME_PATTERN.match(run) else slug(run, 120)
     if record.get("user_id"):
         user = str(record["user_id"])
-        return f"user:{user}" if NAME_PATTERN.match(f"user:{user}") else f"user:{slug(user, 120)}"
+        return f"user:{safe_name(user)}" if NAME_PATTERN.match(f"user:{user}") else f"user:{slug(user, 120)}"
     return NAME
 
 

@@ -294,7 +294,7 @@ def _dry(core: MemoryCore, tenant: str, todo: list[_Prepared], report: SourceRep
             report.sample.append({"file": got.where.file, "line": got.where.line, "kind": got.kind,
                                   "session": got.session, "type": got.type,
                                   "content": entry.prepared.row["content"][:200],
-                                  "entities": [e["name"] for e in got.entities]})
+                                  "entities": [e.name for e in entry.prepared.entities]})
 
 
 # ---- helpers the readers share ----------------------------------------------------------------------
@@ -307,10 +307,20 @@ def source_key(source: str, *parts: object) -> str:
 
 def slug(text: str, limit: int = 60) -> str:
     """A session-name part: lowercase words joined by '-', accents and punctuation dropped, non-Latin
-    letters kept (NAME_PATTERN allows them), at most ``limit`` characters."""
+    letters kept (NAME_PATTERN allows them), at most ``limit`` characters. A secret in ``text`` (a
+    heading ``DD_API_KEY=…``) is replaced by its marker first: a session name is no place for one."""
+    found = detect(text)
+    if found:
+        text = redact(text, found)
     folded = unicodedata.normalize("NFKC", text).casefold()
     words = re.findall(r"\w+", folded)
     return "-".join(words)[:limit].strip("-") or "untitled"
+
+
+def safe_name(name: str, limit: int = 120) -> str:
+    """A name taken from the source as it is (a permalink, a mem0 run id), unless it holds a secret:
+    then its :func:`slug`, the secret replaced by its marker."""
+    return slug(name, limit) if detect(name) else name
 
 
 def entity_kind(value: object) -> str | None:
