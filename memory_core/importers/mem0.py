@@ -24,14 +24,16 @@ once and counted in the report's ``duplicates``.
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from memory_core.entities.declared import MAX_NAME_CHARS
 from memory_core.importers.json_records import decode_source, records
 from memory_core.importers.source import (
+    Caution,
     Duplicate,
+    Expired,
     Note,
     Problem,
     Read,
@@ -50,25 +52,42 @@ NAME = "mem0"
 MEMORY_TYPE = "fact"
 _OWN_FIELDS = ("id", "user_id", "agent_id", "run_id", "actor_id", "role", "categories", "created_at",
                "updated_at", "expiration_date", "immutable", "app_id")
+DEFAULT_TOP_K = 20  # what mem0 2.x's Memory.get_all returns when not given top_k
 RECORD_KEYS = frozenset({"results", "memories", "relations"})
 DOCUMENT_KEYS = RECORD_KEYS | {"count", "next", "previous"}  # the platform client's pages start with "count"
 
 
-def read(path: Path, shown: str | None = None) -> Read:
-    """The memories a mem0 export (JSON or JSONL) becomes, in file order."""
+def read(path: Path, shown: str | None = None, *, include_expired: bool = False) -> Read:
+    """The memories a mem0 export (JSON or JSONL) becomes, in file order. An expired memory (its
+    ``expiration_date`` is past) is skipped and counted, or with ``include_expired`` written ended
+    at its expiration (never as a live fact)."""
     shown = shown or path.name
     when = file_time(path)
+    now = datetime.now(UTC)
     text = decode_source(path.read_bytes())
     seen: dict[str, dict[str, int]] = {}  # mem0 id -> {text: the line it was first on}
+    memories = 0
+    page: dict[str, Any] = {}  # the platform client's count / next, when the file is one of its pages
     for record in records(text, shown, document_keys=DOCUMENT_KEYS, record_keys=RECORD_KEYS):
         if record.top:
+            page[str(record.key)] = record.value
             continue
+        if record.key != "relations":
+            memories += 1
         if isinstance(record.value, Problem):
             yield record.value
         elif record.key == "relations":
             yield _relation(record.value, record.where, when)
         else:
             got = _memory(record.value, record.where, when)
+            if isinstance(got, SourceItem) and got.valid_to is not None and got.valid_to <= now:
+                day = got.metadata[NAME]["expiration_date"]
+                if not include_expired:
+                    yield Expired(got.where, f"expired on {day}: skipped (--include-expired imports it, ended then)")
+                    continue
+                yield Expired(got.where, f"expired on {day}: imported ended then (recall shows only current rows)")
+            elif isinstance(got, SourceItem):
+                got.valid_to = None  # expires later: memory-core does not end it by itself yet (kept in metadata)
             if isinstance(got, SourceItem) and isinstance(mem_id := record.value.get("id"), str) and mem_id:
                 texts = seen.setdefault(mem_id, {})
                 if got.content in texts:
@@ -80,6 +99,35 @@ def read(path: Path, shown: str | None = None) -> Read:
                                           "are imported")
                 texts[got.content] = got.where.line or 0
             yield got
+    yield from _cut(shown, memories, page)
+
+
+def _cut(shown: str, memories: int, page: dict[str, Any]) -> Read:
+    """A warning when the dump may not hold every memory: one page of the platform client's get_all
+    (``next`` set, or fewer results than its ``count``), or exactly as many as ``Memory.get_all``
+    returns by default (it stops at ``top_k``, 20, without a word)."""
+    count, following = page.get("count"), page.get("next")
+    if following or (isinstance(count, int) and count > memories):
+        total = f" of {count}" if isinstance(count, int) else ""
+        yield Caution(Where(shown, 1), f"the file is one page of mem0's get_all: it holds {memories}{total} memories"
+                                       + (" and 'next' names the following page" if following else "")
+                                       + "; dump every page (see docs/import.md) and import each")
+    elif memories == DEFAULT_TOP_K:
+        yield Caution(Where(shown, 1), f"the dump holds exactly {DEFAULT_TOP_K} memories, what mem0's get_all "
+                                       f"returns when not given a limit (top_k={DEFAULT_TOP_K}): it may be cut. "
+                                       "Dump with get_all(filters=..., top_k=<more than you have>, show_expired=True)")
+
+
+def _expiry(value: object) -> datetime | None:
+    """When a memory stops being valid: mem0 keeps a date (YYYY-MM-DD) and hides the memory from the
+    day after; a timestamp is taken as the instant."""
+    if isinstance(value, str) and len(value.strip()) == 10:
+        try:
+            day = date.fromisoformat(value.strip())
+        except ValueError:
+            return None
+        return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+    return parse_time(value)
 
 
 def _session(record: dict[str, Any]) -> str:
@@ -104,6 +152,9 @@ def _memory(record: Any, where: Where, when: datetime) -> SourceItem | Problem:
     for name in ("created_at", "updated_at"):
         if record.get(name) is not None and parse_time(record[name]) is None:
             return Problem(where.at(name), f"'{name}' must be an ISO-8601 timestamp.")
+    expires = _expiry(record.get("expiration_date"))
+    if record.get("expiration_date") is not None and expires is None:
+        return Problem(where.at("expiration_date"), "'expiration_date' must be a date (YYYY-MM-DD), as mem0 keeps it.")
     agent = record.get("agent_id")
     if agent is not None and (not isinstance(agent, str) or not NAME_PATTERN.match(agent)):
         return Problem(where.at("agent_id"), "'agent_id' must be 1-128 printable characters without whitespace "
@@ -114,7 +165,8 @@ def _memory(record: Any, where: Where, when: datetime) -> SourceItem | Problem:
     scope = (record.get("user_id"), record.get("agent_id"), record.get("run_id"))
     identity = ("id", mem_id) if isinstance(mem_id, str) and mem_id else ("scope", *(str(p) for p in scope))
     return SourceItem("memory", where, text, _session(record), stamp, identity, MEMORY_TYPE, agent=agent,
-                      metadata={**(metadata or {}), NAME: own}, legacy_keys=(_legacy_key(record, text),))
+                      metadata={**(metadata or {}), NAME: own}, legacy_keys=(_legacy_key(record, text),),
+                      valid_to=expires)
 
 
 def _legacy_key(record: dict[str, Any], text: str) -> str:

@@ -34,6 +34,7 @@ from graph.api import entity_norm
 from memory_core import validation as v
 from memory_core.entities.declared import KIND_PATTERN
 from memory_core.errors import MemoryCoreError
+from memory_core.models import to_us
 from memory_core.secret_guard import detect, redact
 from memory_core.store_errors import graph_errors
 from memory_core.write.add_rows import PreparedAdd
@@ -87,6 +88,7 @@ class SourceItem:
     entities: list[dict[str, Any]] = field(default_factory=list)
     relations: list[dict[str, Any]] = field(default_factory=list)
     legacy_keys: tuple[str, ...] = ()
+    valid_to: datetime | None = None  # the source says it stopped being valid then: written ended (valid_to)
 
     def add_item(self, tenant: str, agent: str, key: str) -> dict[str, Any]:
         """The add_memory arguments of this item, under the idempotency ``key``."""
@@ -122,6 +124,14 @@ class Duplicate(Note):
     """An item the source holds twice (the same identity and text): imported once, counted in the report."""
 
 
+class Expired(Note):
+    """An item whose source says it is no longer valid (mem0's ``expiration_date``), counted in the report."""
+
+
+class Caution(Note):
+    """Something about the whole source the user must see (a dump that may be cut): the report's warnings."""
+
+
 Read = Iterable[SourceItem | Problem | Note]
 
 
@@ -138,12 +148,14 @@ class SourceReport:
     written: int = 0
     skipped: int = 0  # already present (their key was in the tenant): nothing written
     duplicates: int = 0  # items the source holds twice (the same identity and text): imported once
+    expired: int = 0  # items past their expiration in the source (skipped, or written ended when asked)
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {read, written, skipped}
     entities: int = 0  # distinct entities the source declares (names compared as memory-core does)
     relations: int = 0
     sessions: int = 0
     errors: int = 0
     error_items: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
     notes: list[dict[str, Any]] = field(default_factory=list)
     stopped_at: dict[str, Any] | None = None  # where the import stopped (without skip_bad)
     sample: list[dict[str, Any]] = field(default_factory=list)
@@ -158,9 +170,9 @@ class SourceReport:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in (
-            "source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates", "by_kind",
-            "entities",
-            "relations", "sessions", "errors", "error_items", "notes", "stopped_at")}
+            "source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates", "expired",
+            "by_kind", "entities", "relations", "sessions", "errors", "error_items", "warnings", "notes",
+            "stopped_at")}
         if self.dry_run:
             out["sample"] = self.sample
         return out
@@ -181,6 +193,11 @@ def write_source(
     for got in read:
         if isinstance(got, Duplicate):
             report.duplicates += 1
+        elif isinstance(got, Expired):
+            report.expired += 1
+        elif isinstance(got, Caution):
+            report.warnings.append(got.to_dict())
+            continue
         if isinstance(got, Note):
             if len(report.notes) < MAX_REPORTED:
                 report.notes.append(got.to_dict())
@@ -249,6 +266,8 @@ def _prepare(core: MemoryCore, source: str, got: SourceItem, tenant: str, agent:
     """The item validated as an add would be, under its key (:func:`item_key` of the guarded text)."""
     prepared = core.writer.prepare(got.add_item(tenant, agent, f"{source}:pending"), extract=extract)
     row = prepared.row
+    if got.valid_to is not None:  # written as an ended version is (recall shows only current rows)
+        row["valid_to_us"] = to_us(got.valid_to)
     key = item_key(source, got.identity, row["content"], guarded=core.writer.guard.active)
     scoped = scoped_idempotency_key(v.idempotency_key(key), str(row["visibility"]), str(row["agent"]))
     prepared.idempotency_key = row["idempotency_key"] = scoped

@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_core.errors import NotFoundError
+from memory_core.errors import InvalidInputError, NotFoundError
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
@@ -104,6 +104,9 @@ def import_(
                         "name).")] = None,
     skip_bad: SkipBadOpt = False,
     dry_run: DryRunOpt = False,
+    include_expired: Annotated[bool, typer.Option(
+        "--include-expired", help="With --from mem0: also import memories past their expiration_date, ended then "
+                                  "(default: skipped and counted).")] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -127,16 +130,19 @@ def import_(
     relations, sessions, timestamps) is in docs/import.md.
     Example: memory-core import ~/.mcp/memory.json --from mcp-memory -t acme --dry-run
 
-    JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped",
-    "by_kind": {kind: {read, written, skipped}}, "entities", "relations", "sessions", "errors",
-    "error_items": [{file, line, field, code, message}], "notes", "stopped_at"} (+ "sample")
+    JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates",
+    "expired", "by_kind": {kind: {read, written, skipped}}, "entities", "relations", "sessions", "errors",
+    "error_items": [{file, line, field, code, message}], "warnings", "notes", "stopped_at"} (+ "sample")
     """
     from memory_core.operator.jsonl_import import import_lines  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     if source is not None:
-        _import_source(opts, source, file, tenant_of(tenant), agent, skip_bad=skip_bad, dry_run=dry_run)
+        _import_source(opts, source, file, tenant_of(tenant), agent, skip_bad=skip_bad, dry_run=dry_run,
+                       include_expired=include_expired)
         return
+    if include_expired:
+        raise InvalidInputError("--include-expired applies to --from mem0.", field="include_expired")
     total = None if file == "-" else _count_lines(Path(file))
     with _source(file) as lines, opts.core() as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
@@ -170,7 +176,7 @@ def import_(
 
 
 def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str | None, *, skip_bad: bool,
-                   dry_run: bool) -> None:
+                   dry_run: bool, include_expired: bool) -> None:
     """import --from FORMAT PATH: another tool's memory, with a progress bar on a terminal."""
     from memory_core.importers import import_source  # loads with the command, not with --help
 
@@ -178,7 +184,7 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
         task = bar.add_task(f"import {source} into {tenant}", total=None)
         report = import_source(core, source, path, tenant, agent=agent, dry_run=dry_run, skip_bad=skip_bad,
                                progress=lambda n: bar.advance(task, n),
-                               total=lambda n: bar.update(task, total=n))
+                               total=lambda n: bar.update(task, total=n), include_expired=include_expired)
     if opts.json:
         render.emit_json(report.to_dict())
     else:
@@ -198,6 +204,14 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
                           for e in report.error_items))
         for note in report.notes:
             typer.echo(f"note: {note['file']}:{note['line']}: {note['message']}")
+        if report.duplicates:
+            typer.echo(f"{report.duplicates} memories the source holds twice were imported once.")
+        if report.expired:
+            typer.echo(f"{report.expired} memories had expired: " + (
+                "imported, ended at their expiration." if include_expired
+                else "skipped (--include-expired imports them, ended at their expiration)."))
+        for warning in report.warnings:
+            typer.echo(f"warning: {warning['file']}: {warning['message']}")
         if report.stopped_at is not None:
             typer.echo(f"Stopped at {report.stopped_at['file']}:{report.stopped_at['line']}; what comes before it "
                        "is imported. Fix it and run the import again (nothing is written twice), or pass --skip-bad "

@@ -104,3 +104,74 @@ def test_a_store_imported_when_five_memories_collapsed_gets_the_four_it_missed(
     report = import_source(store, "mem0", dump, "acme")
     assert (report.written, report.skipped) == (4, 1)
     assert len(rows(store)) == 5
+
+
+# ---- cut dumps and expired memories (issue 47.5) -------------------------------------------------------
+
+def test_a_dump_of_exactly_mem0s_default_page_warns_that_it_may_be_cut(store: MemoryCore, tmp_path: Path) -> None:
+    cut = import_source(store, "mem0", write_dump(tmp_path / "cut.json", [memory(i) for i in range(20)]), "acme",
+                        dry_run=True)
+    assert len(cut.warnings) == 1 and "exactly 20 memories" in cut.warnings[0]["message"]
+    assert "top_k" in cut.warnings[0]["message"]
+    for n in (19, 21):
+        whole = import_source(store, "mem0", write_dump(tmp_path / f"{n}.json", [memory(i) for i in range(n)]),
+                              "acme", dry_run=True)
+        assert whole.warnings == []
+
+
+def test_one_page_of_the_platform_clients_get_all_warns_that_more_pages_exist(store: MemoryCore,
+                                                                               tmp_path: Path) -> None:
+    page = {"count": 57, "next": "https://api.example/v3/memories/?page=2&page_size=25", "previous": None,
+            "results": [memory(i) for i in range(25)]}
+    path = tmp_path / "page1.json"
+    path.write_text(json.dumps(page, indent=2), encoding="utf-8")
+    report = import_source(store, "mem0", path, "acme", dry_run=True)
+    assert report.written == 25 and len(report.warnings) == 1
+    assert "25 of 57" in report.warnings[0]["message"] and "next" in report.warnings[0]["message"]
+
+
+def test_expired_memories_are_skipped_and_counted_unless_asked_for(store: MemoryCore, tmp_path: Path) -> None:
+    dump = write_dump(tmp_path / "get_all.json", [
+        memory(1, "Is on holiday until March", expiration_date="2020-03-01"),
+        memory(2, "Is based in the Lisbon office", expiration_date="2999-12-31"),
+        memory(3, "Prefers short meetings")])
+    report = import_source(store, "mem0", dump, "acme")
+    assert (report.written, report.expired) == (2, 1)
+    assert "Is on holiday until March" not in [r["content"] for r in rows(store)]
+    lisbon = next(r for r in rows(store) if r["content"].startswith("Is based"))
+    assert lisbon["valid_to"] is None and lisbon["metadata"]["mem0"]["expiration_date"] == "2999-12-31"
+    assert any("expired on 2020-03-01" in n["message"] for n in report.notes)
+    again = import_source(store, "mem0", dump, "acme", include_expired=True)
+    assert (again.written, again.skipped, again.expired) == (1, 2, 1)
+    holiday = next(r for r in rows(store) if r["content"] == "Is on holiday until March")
+    assert holiday["valid_to"] == "2020-03-02T00:00:00.000000+00:00"  # valid through its expiration day
+    assert "Is on holiday until March" not in [m.content for m in store.recall("acme", "holiday").messages]
+
+
+def test_a_malformed_expiration_date_is_refused_naming_the_field(store: MemoryCore, tmp_path: Path) -> None:
+    dump = write_dump(tmp_path / "get_all.json", [memory(1, expiration_date="next week"), memory(2)])
+    report = import_source(store, "mem0", dump, "acme", skip_bad=True)
+    assert [(e["line"], e["field"]) for e in report.error_items] == [(3, "expiration_date")]
+
+
+def test_the_cli_says_a_dump_may_be_cut_and_how_many_expired(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from tools.cli.app import app
+
+    for name in [k for k in __import__("os").environ if k.startswith("MEMORY_CORE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMORY_CORE_EMBEDDING_PROVIDER", "hash")
+    dump = write_dump(tmp_path / "get_all.json", [memory(i) for i in range(19)]
+                      + [memory(19, "Was on call last week", expiration_date="2020-01-01")])
+    args = ["import", str(dump), "--from", "mem0", "-t", "acme", "--data-dir", str(tmp_path / "data")]
+    human = CliRunner().invoke(app, args)
+    text = " ".join(human.stdout.split())
+    assert human.exit_code == 0, human.stdout
+    assert "19 memories written" in text and "1 memories had expired: skipped (--include-expired" in text
+    assert "warning: get_all.json: the dump holds exactly 20 memories" in text
+    out = json.loads(CliRunner().invoke(app, [*args, "--include-expired", "--json"]).stdout)
+    assert (out["written"], out["skipped"], out["expired"]) == (1, 19, 1) and len(out["warnings"]) == 1
+    wrong = CliRunner().invoke(app, ["import", str(dump), "-t", "acme", "--include-expired", "--json",
+                                     "--data-dir", str(tmp_path / "data")])
+    assert wrong.exit_code == 2 and json.loads(wrong.stdout)["error"]["code"] == "INVALID_INPUT"
