@@ -70,9 +70,13 @@ _TIME = re.compile(r"^\d{1,3}:\d{2}(?::\d{2})?(?:[.,]\d{1,3})?(?:\s+-\s+\d{1,3}:
 
 
 def read(path: Path) -> Read:
-    """The memories the basic-memory project folder (or single note) ``path`` becomes."""
-    for file, shown in files(path):
-        yield from _note(file, shown)
+    """The memories the basic-memory project folder (or single note) ``path`` becomes (links in it are
+    not followed: see :func:`memory_core.importers.markdown.files`)."""
+    for found in files(path):
+        if isinstance(found, Note):
+            yield found
+        else:
+            yield from _note(*found)
 
 
 def _note(file: Path, shown: str) -> Read:

@@ -10,31 +10,75 @@ file, the heading path and the text, so re-importing an edited file adds only th
 
 from __future__ import annotations
 
+import os
+import stat
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 from memory_core.importers.markdown_blocks import blocks, split_front_matter
-from memory_core.importers.source import Note, Problem, Read, SourceItem, Where, file_time, read_text, slug, source_key
+from memory_core.importers.source import (
+    LinkSkipped,
+    Note,
+    Problem,
+    Read,
+    SourceItem,
+    Where,
+    file_time,
+    read_text,
+    slug,
+    source_key,
+)
 
 NAME = "markdown"
 SUFFIXES = (".md", ".markdown")
 
 
-def files(path: Path) -> list[tuple[Path, str]]:
-    """The Markdown files of ``path`` (itself, or every one under it outside hidden folders), with the
-    name each is reported under (relative to the folder)."""
-    if path.is_file():
-        return [(path, path.name)]
-    found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
-                   and not any(part.startswith(".") for part in p.relative_to(path).parts))
-    return [(p, str(p.relative_to(path))) for p in found]
+def files(path: Path) -> Iterator[tuple[Path, str] | Note]:
+    """The Markdown files of ``path`` (itself, or every one under it outside hidden folders, in name
+    order), each with the name it is reported under (relative to the folder), and a :class:`Note` for
+    each entry skipped: a symbolic link (never followed: one out of the folder would import a file from
+    elsewhere on the machine, one inside it a file imported anyway under its own name) or a file that is
+    not a regular one (a named pipe would block the import). ``path`` itself is followed when it is a
+    link: the user named it."""
+    if not path.is_dir():
+        yield path.resolve(), path.name
+        return
+    root = path.resolve()
+    for folder, dirs, names in os.walk(root, followlinks=False):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names) + [d for d in dirs if (here / d).is_symlink()]:
+            entry = here / name
+            shown = entry.relative_to(root).as_posix()
+            if name.startswith(".") or (not entry.is_symlink() and entry.suffix.lower() not in SUFFIXES):
+                continue
+            if entry.is_symlink():
+                yield _link_note(entry, root, shown)
+            elif not stat.S_ISREG(entry.lstat().st_mode):
+                yield Note(Where(shown), "not a regular file (a named pipe, a device…): skipped")
+            else:
+                yield entry, shown
+
+
+def _link_note(entry: Path, root: Path, shown: str) -> Note:
+    target = entry.resolve()
+    if target.is_relative_to(root) and target != root:
+        inside = target.relative_to(root).as_posix()
+        return LinkSkipped(Where(shown), f"a symbolic link to {inside}, inside the imported folder: not followed "
+                                         f"({inside} is imported under its own name)")
+    return LinkSkipped(Where(shown), "a symbolic link that points outside the imported folder: not followed (an "
+                                     "import never reads a file from elsewhere on the machine)")
 
 
 def read(path: Path) -> Read:
     """The memories the Markdown file (or folder of files) ``path`` becomes."""
-    for file, shown in files(path):
-        yield from _file(file, shown)
+    for found in files(path):
+        if isinstance(found, Note):
+            yield found
+        else:
+            yield from _file(*found)
 
 
 def _file(file: Path, shown: str) -> Read:

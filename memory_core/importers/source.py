@@ -21,8 +21,11 @@ in the same graph transaction as their memory):
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
+import stat
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -128,6 +131,10 @@ class Expired(Note):
     """An item whose source says it is no longer valid (mem0's ``expiration_date``), counted in the report."""
 
 
+class LinkSkipped(Note):
+    """A symbolic link in an imported folder, not followed (counted in the report's ``links_skipped``)."""
+
+
 class Caution(Note):
     """Something about the whole source the user must see (a dump that may be cut): the report's warnings."""
 
@@ -149,6 +156,7 @@ class SourceReport:
     skipped: int = 0  # already present (their key was in the tenant): nothing written
     duplicates: int = 0  # items the source holds twice (the same identity and text): imported once
     expired: int = 0  # items past their expiration in the source (skipped, or written ended when asked)
+    links_skipped: int = 0  # symbolic links in an imported folder, never followed (each named in notes)
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {read, written, skipped}
     entities: int = 0  # distinct entities the source declares (names compared as memory-core does)
     relations: int = 0
@@ -171,8 +179,8 @@ class SourceReport:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in (
             "source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates", "expired",
-            "by_kind", "entities", "relations", "sessions", "errors", "error_items", "warnings", "notes",
-            "stopped_at")}
+            "links_skipped", "by_kind", "entities", "relations", "sessions", "errors", "error_items", "warnings",
+            "notes", "stopped_at")}
         if self.dry_run:
             out["sample"] = self.sample
         return out
@@ -195,6 +203,8 @@ def write_source(
             report.duplicates += 1
         elif isinstance(got, Expired):
             report.expired += 1
+        elif isinstance(got, LinkSkipped):
+            report.links_skipped += 1
         elif isinstance(got, Caution):
             report.warnings.append(got.to_dict())
             continue
@@ -397,9 +407,23 @@ def parse_time(value: object) -> datetime | None:
     return stamp if 1970 <= stamp.year <= 9998 else None
 
 
+def read_bytes(path: Path) -> bytes:
+    """A regular file's bytes, never through a symbolic link (a folder's file swapped for one after it
+    was listed is refused, ELOOP) and never blocking on a named pipe (OSError otherwise)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(errno.EINVAL, "not a regular file", str(path))
+        return fh.read()
+
+
 def read_text(path: Path, shown: str) -> str | Problem:
-    """A file's text as UTF-8 (a byte order mark dropped), or the Problem naming the line of the first bad byte."""
-    data = path.read_bytes()
+    """A file's text as UTF-8 (a byte order mark dropped), or the Problem naming the line of the first bad
+    byte, or saying why it cannot be read (see :func:`read_bytes`)."""
+    try:
+        data = read_bytes(path)
+    except OSError as exc:
+        return Problem(Where(shown), f"The file cannot be read: {exc.strerror or exc}.")
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

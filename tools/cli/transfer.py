@@ -131,8 +131,9 @@ def import_(
     Example: memory-core import ~/.mcp/memory.json --from mcp-memory -t acme --dry-run
 
     JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates",
-    "expired", "by_kind": {kind: {read, written, skipped}}, "entities", "relations", "sessions", "errors",
-    "error_items": [{file, line, field, code, message}], "warnings", "notes", "stopped_at"} (+ "sample")
+    "expired", "links_skipped", "by_kind": {kind: {read, written, skipped}}, "entities", "relations",
+    "sessions", "errors", "error_items": [{file, line, field, code, message}], "warnings", "notes",
+    "stopped_at"} (+ "sample")
     """
     from memory_core.operator.jsonl_import import import_lines  # loads with the command, not with --help
 
@@ -204,6 +205,8 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
                           for e in report.error_items))
         for note in report.notes:
             typer.echo(f"note: {note['file']}:{note['line']}: {note['message']}")
+        if report.links_skipped:
+            typer.echo(f"{report.links_skipped} symbolic links were not followed (named in the notes).")
         if report.duplicates:
             typer.echo(f"{report.duplicates} memories the source holds twice were imported once.")
         if report.expired:
