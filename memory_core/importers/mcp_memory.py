@@ -5,6 +5,10 @@ Its file (``memory.json``, newer versions ``memory.jsonl``) holds one JSON objec
     {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["Works at Acme"]}
     {"type": "relation", "from": "Alice", "to": "Acme", "relationType": "works_at"}
 
+The whole graph its ``read_graph`` tool and ``memory://knowledge-graph`` resource return (one JSON
+document, ``{"entities": [{name, entityType, observations}], "relations": [{from, to,
+relationType}]}``) is read the same way, each element typed by its array.
+
 Mapping (one session named after the file, ``mcp-memory:<file stem>``; type ``fact``; the file's
 modification time as every memory's time):
 
@@ -74,7 +78,12 @@ def read(path: Path, shown: str | None = None) -> Read:
     text = decode_source(path.read_bytes())
     for got in records(text, shown, document_keys=DOCUMENT_KEYS, record_keys=DOCUMENT_KEYS):
         where = got.where
-        record = got.value if isinstance(got.value, Problem) else _record(got.value, where)
+        if got.top:
+            continue
+        value = got.value
+        if got.key is not None and isinstance(value, dict) and "type" not in value:  # read_graph: typed by its array
+            value = {"type": "entity" if got.key == "entities" else "relation", **value}
+        record = value if isinstance(value, Problem) else _record(value, where)
         if isinstance(record, Problem):
             yield record
         elif record["type"] == "entity":
