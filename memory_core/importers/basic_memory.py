@@ -45,6 +45,7 @@ from graph.api import entity_norm
 from memory_core.entities.declared import MAX_NAME_CHARS, MAX_RELATIONS
 from memory_core.importers.markdown import files
 from memory_core.importers.markdown_blocks import Block, blocks, split_front_matter
+from memory_core.importers.notes import link_target, wikilinks
 from memory_core.importers.source import (
     Note,
     Problem,
@@ -149,7 +150,7 @@ def _item(block: Block, title: str, note: dict[str, Any], meta: dict[str, Any]) 
         else:
             out["kind"] = "item"
     if block.kind in ("paragraph", "item") and out["kind"] != "relation":
-        targets += [(LINKS_TO, t) for t in _inline_links(block.text) if (LINKS_TO, t) not in targets]
+        targets += [(LINKS_TO, t) for t in wikilinks(block.text) if (LINKS_TO, t) not in targets]
     entities = [note]
     relations = []
     for rel_type, target in targets:
@@ -207,40 +208,10 @@ def _explicit_relation(text: str) -> tuple[str, str, str | None] | None:
         rel_type = rel_type[1:-1].strip()
     elif any(c.isspace() for c in rel_type):
         return None
-    target = _target(text[start + 2:end])
+    target = link_target(text[start + 2:end])
     after = text[end + 2:].strip()
     if not rel_type or not target or (after and not (after.startswith("(") and after.endswith(")")
                                                       and after.count("(") == 1)):
         return None
     context = (after[1:-1].strip() or None) if after else None
     return rel_type, target, context
-
-
-def _inline_links(text: str) -> list[str]:
-    """The targets of the ``[[links]]`` in ``text`` (outermost, in order: a ``[[`` to the first ``]]`` after
-    it on the same line), in one forward pass: 50,000 ``[[`` and no ``]]`` cost one scan, not one each."""
-    out: list[str] = []
-    end = newline = -1  # the first "]]" / newline at or after the current link's text (kept while valid)
-    start = text.find("[[")
-    while start != -1:
-        if end < start + 3:  # a link holds at least one character
-            end = text.find("]]", start + 3)
-            if end == -1:
-                break
-        if newline < start:
-            newline = text.find("\n", start)
-            newline = len(text) if newline == -1 else newline
-        if end > newline:  # no "]]" closes it on its line: the next "[[" may open one
-            start = text.find("[[", start + 1)
-            continue
-        target = _target(text[start + 2:end])
-        if target and target not in out:
-            out.append(target)
-        start = text.find("[[", end + 2)
-    return out
-
-
-def _target(raw: str) -> str:
-    """A link target without its display text (``[[Note|shown]]``) or heading (``[[Note#Part]]``)."""
-    return " ".join(raw.split("|", 1)[0].split("#", 1)[0].split())[:MAX_NAME_CHARS]
-

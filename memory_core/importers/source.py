@@ -12,7 +12,7 @@ in the same graph transaction as their memory):
   key is a hash of a secret. An item whose key is already in the tenant is answered by the memory
   it wrote before, so a rerun (or the run after a kill) adds nothing and finishes what is missing.
   Keys an earlier release derived for the same item (``legacy_keys``) are recognised when the
-  memory they name holds the same text in the same session, so upgrading never doubles a store.
+  memory they name holds the same text, so upgrading never doubles a store.
 - **Bad input** (a :class:`Problem`, or an item an add would refuse) is named by file, line and
   field. By default the import stops there (the items before it are written); ``skip_bad``
   writes every good item and lists the rest. ``dry_run`` writes nothing and reports what would
@@ -92,6 +92,7 @@ class SourceItem:
     relations: list[dict[str, Any]] = field(default_factory=list)
     legacy_keys: tuple[str, ...] = ()
     valid_to: datetime | None = None  # the source says it stopped being valid then: written ended (valid_to)
+    extract: bool = True  # run the entity extractor on it when the format does (not on code: SELECT, FROM…)
 
     def add_item(self, tenant: str, agent: str, key: str) -> dict[str, Any]:
         """The add_memory arguments of this item, under the idempotency ``key``."""
@@ -219,7 +220,7 @@ def write_source(
         report.items += 1
         report.count(got.kind, "read")
         try:
-            prepared = _prepare(core, source, got, tenant, agent, extract=extract)
+            prepared = _prepare(core, source, got, tenant, agent, extract=extract and got.extract)
         except MemoryCoreError as exc:
             name = exc.fields.get("field")  # the source's own field when the reader named one, else the add's
             where = got.where if got.where.field or not name else got.where.at(str(name))
@@ -294,7 +295,8 @@ def item_key(source: str, identity: tuple[str | int, ...], stored: str, *, guard
 
 def _present(core: MemoryCore, tenant: str, entry: _Prepared) -> bool:
     """Whether the tenant holds the item already: under its key (an earlier run wrote it), or under a key
-    an earlier release gave it, holding the same text in the same session."""
+    an earlier release gave it, holding the same text (its session may differ: Markdown sessions are
+    named from the vault's root since issue 47, and the row keeps the one it was written with)."""
     row = entry.prepared.row
     with graph_errors("reading the tenant"):
         if core.graph.by_idempotency_key(tenant, str(entry.prepared.idempotency_key)) is not None:
@@ -302,7 +304,7 @@ def _present(core: MemoryCore, tenant: str, entry: _Prepared) -> bool:
         for old in entry.got.legacy_keys:
             scoped = scoped_idempotency_key(old, str(row["visibility"]), str(row["agent"]))
             found = core.graph.by_idempotency_key(tenant, str(scoped))
-            if found is not None and (found.session, found.content_hash) == (row["session"], row["content_hash"]):
+            if found is not None and found.content_hash == row["content_hash"]:
                 return True
     return False
 
