@@ -43,9 +43,9 @@ from typing import Any
 
 from graph.api import entity_norm
 from memory_core.entities.declared import MAX_NAME_CHARS, MAX_RELATIONS
-from memory_core.importers.markdown import files
+from memory_core.importers.markdown import files, head
 from memory_core.importers.markdown_blocks import Block, blocks, split_front_matter
-from memory_core.importers.notes import link_target, wikilinks
+from memory_core.importers.notes import NoteHead, NoteIndex, link_target, vault_root, wikilinks
 from memory_core.importers.source import (
     Note,
     Problem,
@@ -73,17 +73,24 @@ _TIME = re.compile(r"^\d{1,3}:\d{2}(?::\d{2})?(?:[.,]\d{1,3})?(?:\s+-\s+\d{1,3}:
 def read(path: Path) -> Read:
     """The memories the basic-memory project folder (or single note) ``path`` becomes (links in it are
     not followed: see :func:`memory_core.importers.markdown.files`)."""
-    for found in files(path):
-        if isinstance(found, Note):
-            yield found
+    root = vault_root(path)
+    found: list[tuple[Path, str]] = []
+    for entry in files(path):
+        if isinstance(entry, Note):
+            yield entry
         else:
-            yield from _note(*found)
+            found.append(entry)
+    index = NoteIndex(head(file, shown, root) for file, shown in found)  # titles first: links resolve by them
+    yield from index.notes()
+    for file, shown in found:
+        yield from _note(file, shown, index)
 
 
-def _note(file: Path, shown: str) -> Read:
+def _note(file: Path, shown: str, index: NoteIndex) -> Read:
     text = read_text(file, shown)
-    if isinstance(text, Problem):
-        yield text
+    this = index.head(shown)
+    if isinstance(text, Problem) or this is None:
+        yield text if isinstance(text, Problem) else Problem(Where(shown), "The file changed while it was read.")
         return
     front = split_front_matter(text)
     if front.error is not None:
@@ -97,7 +104,7 @@ def _note(file: Path, shown: str) -> Read:
     session = safe_name(permalink) if permalink and NAME_PATTERN.match(permalink) else "/".join(
         slug(part, 40) for part in Path(shown).with_suffix("").parts)
     note_type = str(fm.get("type") or "note")
-    note_entity: dict[str, Any] = {"name": title, "kind": entity_kind(note_type) or "note"}
+    note_entity: dict[str, Any] = {"name": this.entity, "kind": entity_kind(note_type) or "note"}
     modified = parse_time(fm.get("modified") or fm.get("updated")) or file_time(file)
     created = parse_time(fm.get("created") or fm.get("date"))
     meta: dict[str, Any] = {"title": title, "permalink": permalink or session, "type": note_type,
@@ -106,16 +113,18 @@ def _note(file: Path, shown: str) -> Read:
         meta["created"] = created.isoformat()
     meta["modified"] = modified.isoformat()
     seen: Counter[str] = Counter()
-    for index, block in enumerate(b for b in parts if b.kind != "heading"):
-        item = _item(block, title, note_entity, meta)
+    for number, block in enumerate(b for b in parts if b.kind != "heading"):
         where = Where(shown, block.line)
+        item = _item(block, title, note_entity, meta, index, this)
+        for remark in item["remarks"]:
+            yield Note(where, remark)
         if len(item["relations"]) > MAX_RELATIONS:
             yield Note(where, f"the block links {len(item['relations'])} notes; the first {MAX_RELATIONS} are kept")
             item["relations"] = item["relations"][:MAX_RELATIONS]
             item["entities"] = item["entities"][:MAX_RELATIONS + 1]
         seen[item["content"]] += 1
         legacy = source_key(NAME, session, item["kind"], item["content"], seen[item["content"]])
-        yield SourceItem(item["kind"], where, item["content"], session, modified + timedelta(microseconds=index),
+        yield SourceItem(item["kind"], where, item["content"], session, modified + timedelta(microseconds=number),
                          (session, item["kind"], seen[item["content"]]), item["type"], metadata={NAME: item["meta"]},
                          entities=item["entities"], relations=item["relations"], legacy_keys=(legacy,))
 
@@ -128,8 +137,10 @@ def _tags(value: object) -> list[str]:
     return []
 
 
-def _item(block: Block, title: str, note: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-    """One block as a memory: kind, content, type, metadata, entities and relations."""
+def _item(block: Block, title: str, note: dict[str, Any], meta: dict[str, Any], index: NoteIndex,
+          this: NoteHead) -> dict[str, Any]:
+    """One block as a memory: kind, content, type, metadata, entities, relations, and remarks about the
+    links it holds (a ``[[link]]`` names the entity of the note it resolves to in ``index``)."""
     out: dict[str, Any] = {"kind": block.kind if block.kind in ("code", "table", "html") else "paragraph",
                            "content": block.text, "type": "note", "meta": dict(meta)}
     targets: list[tuple[str, str]] = []  # (relation type, target)
@@ -153,12 +164,16 @@ def _item(block: Block, title: str, note: dict[str, Any], meta: dict[str, Any]) 
         targets += [(LINKS_TO, t) for t in wikilinks(block.text) if (LINKS_TO, t) not in targets]
     entities = [note]
     relations = []
+    out["remarks"] = []
     for rel_type, target in targets:
-        if entity_norm(target) == entity_norm(title):
+        name, remark = index.resolve(target, this)
+        if remark is not None:
+            out["remarks"].append(remark)
+        if entity_norm(name) == entity_norm(note["name"]) or entity_norm(target) == entity_norm(title):
             continue
-        if not any(entity_norm(e["name"]) == entity_norm(target) for e in entities):
-            entities.append({"name": target})
-        relations.append({"from": title, "to": target, "label": rel_type})
+        if not any(entity_norm(e["name"]) == entity_norm(name) for e in entities):
+            entities.append({"name": name})
+        relations.append({"from": note["name"], "to": name, "label": rel_type})
     out["entities"], out["relations"] = entities, relations
     return out
 
