@@ -61,6 +61,7 @@ from memory_core.importers.source import (
     safe_name,
     slug,
     source_key,
+    undecodable,
 )
 from memory_core.validation import NAME_PATTERN
 
@@ -115,6 +116,10 @@ def _note(file: Path, shown: str, index: NoteIndex) -> Read:
     seen: Counter[str] = Counter()
     for number, block in enumerate(b for b in parts if b.kind != "heading"):
         where = Where(shown, block.line)
+        bad = undecodable(block.text, where)
+        if bad is not None:  # this block is refused; the rest of the note is read
+            yield bad
+            continue
         item = _item(block, title, note_entity, meta, index, this)
         for remark in item["remarks"]:
             yield Note(where, remark)

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from memory_core.importers.source import Problem, Where
+from memory_core.importers.source import Problem, Where, undecodable
 
 _decoder = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\r\n]*")
@@ -69,11 +69,9 @@ def unencodable(text: str, value: Any, where: Where, *, span: tuple[int, int] | 
     """The Problem of a record whose text holds a byte that is not UTF-8 (in ``text[span]``) or whose
     decoded ``value`` holds a lone surrogate (naming the field), else None."""
     start, end = span or (0, len(text))
-    raw = _SURROGATE.search(text, start, end)
-    if raw is not None and 0xDC80 <= ord(raw.group()) <= 0xDCFF:  # how surrogateescape keeps a bad byte
-        line = (where.line or 1) + text.count("\n", start, raw.start())
-        return Problem(Where(where.file, line, where.field),
-                       f"The text is not valid UTF-8 (byte 0x{ord(raw.group()) - 0xDC00:02x} on line {line}).")
+    bad = undecodable(text, where, start, end)
+    if bad is not None:
+        return bad
     path = lone_surrogate(value) if _SURROGATE_ESCAPE.search(text, start, end) else None
     if path is not None:
         return Problem(where.at(path) if path else where,

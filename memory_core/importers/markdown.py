@@ -43,6 +43,7 @@ from memory_core.importers.source import (
     read_text,
     slug,
     source_key,
+    undecodable,
 )
 
 NAME = "markdown"
@@ -133,6 +134,10 @@ def _file(file: Path, shown: str, index: NoteIndex) -> Read:
         path = [h for _level, h in headings]
         session = f"{stem}/{slug(path[-1])}" if path else stem
         index_no += 1
+        bad = undecodable(block.text, Where(shown, block.line))
+        if bad is not None:  # this block is refused; the rest of the note is read
+            yield bad
+            continue
         seen[(session, block.text)] += 1
         occurrence = seen[(session, block.text)]
         legacy = source_key(NAME, shown, " / ".join(path), block.text, occurrence)

@@ -140,6 +140,9 @@ def _entity(record: dict[str, Any], where: Where, entities: dict[str, _Entity], 
         if entity_type.strip() and kind is None:
             yield Note(where.at("entityType"), f"entityType {entity_type!r} cannot be a memory-core kind (letters, "
                                                "digits, '_', '-'): the entity has none; the type is kept in metadata")
+        elif kind is not None and kind != "_".join(entity_type.casefold().split()):
+            yield Note(where.at("entityType"), f"entityType {entity_type!r} is the kind {kind!r} here (kinds hold "
+                                               "letters, digits, '_' and '-'); the type is kept in metadata")
         ent = entities[name] = _Entity(name, entity_type, kind, where)
         first = by_norm.setdefault(entity_norm(name), ent)
         if first is not ent:

@@ -16,6 +16,7 @@ vault's root is, which entity each note becomes, and which note a ``[[link]]`` n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,7 @@ from memory_core.entities.declared import MAX_NAME_CHARS
 from memory_core.importers.markdown_blocks import blocks, split_front_matter
 from memory_core.importers.source import Note, Where
 
+_NOT_TEXT = re.compile("[\ud800-\udfff]")
 VAULT_MARKERS = (".obsidian", ".git", ".basic-memory", ".foam", ".logseq")
 
 
@@ -70,6 +72,7 @@ def read_head(text: str, shown: str, vault_path: str) -> NoteHead:
     heading = next((b.text for b in blocks(front.body, front.first_line) if b.kind == "heading" and b.level == 1),
                    None)
     title = " ".join(str(data.get("title") or heading or PurePosixPath(shown).stem).split())[:MAX_NAME_CHARS]
+    title = _NOT_TEXT.sub("\ufffd", title)  # a byte that is not UTF-8 (its block is refused) names no entity
     link = data.get("permalink") or data.get("id")
     permalink = " ".join(str(link).split()) if isinstance(link, str | int) and str(link).strip() else None
     return NoteHead(shown, vault_path, title or PurePosixPath(shown).stem, permalink, _aliases(data.get("aliases")))

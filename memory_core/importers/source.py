@@ -158,8 +158,9 @@ class SourceReport:
     duplicates: int = 0  # items the source holds twice (the same identity and text): imported once
     expired: int = 0  # items past their expiration in the source (skipped, or written ended when asked)
     links_skipped: int = 0  # symbolic links in an imported folder, never followed (each named in notes)
+    redacted: dict[str, int] = field(default_factory=dict)  # secrets the guard replaced in what was written
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {read, written, skipped}
-    entities: int = 0  # distinct entities the source declares (names compared as memory-core does)
+    entities: int = 0  # distinct entities its memories mention: declared, and found by the extractor
     relations: int = 0
     sessions: int = 0
     errors: int = 0
@@ -172,6 +173,12 @@ class SourceReport:
     def count(self, kind: str, what: str) -> None:
         self.by_kind.setdefault(kind, {"read": 0, "written": 0, "skipped": 0})[what] += 1
 
+    def redactions(self, found: dict[str, int]) -> None:
+        """Count the secrets the guard replaced in one memory written (kind -> count, as an add reports them)."""
+        for kind, n in found.items():
+            self.redacted[kind] = self.redacted.get(kind, 0) + n
+        self.redacted = dict(sorted(self.redacted.items()))
+
     def error(self, problem: Problem) -> None:
         self.errors += 1
         if len(self.error_items) < MAX_REPORTED:
@@ -180,8 +187,8 @@ class SourceReport:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in (
             "source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates", "expired",
-            "links_skipped", "by_kind", "entities", "relations", "sessions", "errors", "error_items", "warnings",
-            "notes", "stopped_at")}
+            "links_skipped", "redacted", "by_kind", "entities", "relations", "sessions", "errors", "error_items",
+            "warnings", "notes", "stopped_at")}
         if self.dry_run:
             out["sample"] = self.sample
         return out
@@ -227,7 +234,7 @@ def write_source(
             ordered.append(Problem(where, exc.message, exc.code))
             continue
         ordered.append(_Prepared(got, prepared))
-        entities |= {entity_norm(e["name"]) for e in got.entities}
+        entities |= {entity_norm(e.name) for e in prepared.entities}  # declared and extracted, as stored
         report.relations += len(got.relations)
         sessions.add(got.session)
     report.entities, report.sessions = len(entities), len(sessions)
@@ -259,6 +266,8 @@ def write_source(
             what = "written" if result.created else "skipped"  # the same key earlier in the source, or another writer
             setattr(report, what, getattr(report, what) + 1)
             report.count(entry.got.kind, what)
+            if result.created:
+                report.redactions(result.redacted)
         if progress is not None:
             progress(len(chunk))
     return report
@@ -321,6 +330,8 @@ def _dry(core: MemoryCore, tenant: str, todo: list[_Prepared], report: SourceRep
         got = entry.got
         setattr(report, what, getattr(report, what) + 1)
         report.count(got.kind, what)
+        if not present:
+            report.redactions(entry.prepared.redacted)
         if not present and len(report.sample) < SAMPLE_ROWS:
             report.sample.append({"file": got.where.file, "line": got.where.line, "kind": got.kind,
                                   "session": got.session, "type": got.type,
@@ -355,12 +366,14 @@ def safe_name(name: str, limit: int = 120) -> str:
 
 
 def entity_kind(value: object) -> str | None:
-    """A source's entity type as a memory-core kind (lowercase, spaces as '_'), or None when it cannot be one."""
+    """A source's entity type as a memory-core kind, or None when it cannot be one: lowercase, each run of
+    spaces or punctuation as one ``_`` (``Software Project`` -> ``software_project``, ``team/group`` ->
+    ``team_group``: the words stay apart); a type holding letters outside a-z (``人物``) has none."""
     if not isinstance(value, str):
         return None
-    kind = re.sub(r"[\s]+", "_", value.strip().casefold())
-    kind = re.sub(r"[^a-z0-9_-]", "", kind)[:32]
-    return kind if KIND_PATTERN.match(kind) else None
+    kind = re.sub(r"(?:[^\w-]|_)+", "_", value.strip().casefold()).strip("_")
+    kind = kind[:32].rstrip("_")
+    return kind if kind and KIND_PATTERN.match(kind) else None
 
 
 def memory_type(category: str | None, default: str = "note") -> str:
@@ -420,15 +433,25 @@ def read_bytes(path: Path) -> bytes:
 
 
 def read_text(path: Path, shown: str) -> str | Problem:
-    """A file's text as UTF-8 (a byte order mark dropped), or the Problem naming the line of the first bad
-    byte, or saying why it cannot be read (see :func:`read_bytes`)."""
+    """A file's text (a byte order mark dropped), or the Problem saying why it cannot be read (see
+    :func:`read_bytes`). A byte that is not UTF-8 is kept in place as a lone surrogate
+    (``surrogateescape``): the block holding it is refused (:func:`undecodable`), not the whole file."""
     try:
         data = read_bytes(path)
     except OSError as exc:
         return Problem(Where(shown), f"The file cannot be read: {exc.strerror or exc}.")
-    try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        return Problem(Where(shown, line), f"The file is not valid UTF-8 (byte 0x{data[exc.start]:02x} on line "
-                                           f"{line}).")
+    return data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
+
+
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")  # how surrogateescape keeps a byte that is not UTF-8
+
+
+def undecodable(text: str, where: Where, start: int = 0, end: int | None = None) -> Problem | None:
+    """The Problem of ``text[start:end]`` (read with :func:`read_text`, starting on ``where``'s line) when it
+    holds a byte that is not UTF-8, naming that byte and its line; else None."""
+    bad = _ESCAPED_BYTE.search(text, start, len(text) if end is None else end)
+    if bad is None:
+        return None
+    line = (where.line or 1) + text.count("\n", start, bad.start())
+    return Problem(Where(where.file, line, where.field),
+                   f"The text is not valid UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02x} on line {line}).")

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
@@ -21,6 +22,8 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; repor
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+
+    from memory_core.service import MemoryCore
 
 
 def _progress(quiet: bool) -> Progress:
@@ -131,7 +134,8 @@ def import_(
     Example: memory-core import ~/.mcp/memory.json --from mcp-memory -t acme --dry-run
 
     JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates",
-    "expired", "links_skipped", "by_kind": {kind: {read, written, skipped}}, "entities", "relations",
+    "expired", "links_skipped", "redacted": {kind: count}, "by_kind": {kind: {read, written, skipped}},
+    "entities" (declared and extracted), "relations",
     "sessions", "errors", "error_items": [{file, line, field, code, message}], "warnings", "notes",
     "stopped_at"} (+ "sample")
     """
@@ -145,7 +149,7 @@ def import_(
     if include_expired:
         raise InvalidInputError("--include-expired applies to --from mem0.", field="include_expired")
     total = None if file == "-" else _count_lines(Path(file))
-    with _source(file) as lines, opts.core() as core, _progress(opts.json) as bar:
+    with _source(file) as lines, _store(opts, dry_run) as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
         counts = import_lines(core, lines, tenant_of(tenant), lambda n: bar.advance(task, n), skip_bad=skip_bad,
                               dry_run=dry_run)
@@ -181,7 +185,7 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
     """import --from FORMAT PATH: another tool's memory, with a progress bar on a terminal."""
     from memory_core.importers import import_source  # loads with the command, not with --help
 
-    with opts.core() as core, _progress(opts.json) as bar:
+    with _store(opts, dry_run) as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {source} into {tenant}", total=None)
         report = import_source(core, source, path, tenant, agent=agent, dry_run=dry_run, skip_bad=skip_bad,
                                progress=lambda n: bar.advance(task, n),
@@ -205,6 +209,8 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
                           for e in report.error_items))
         for note in report.notes:
             typer.echo(f"note: {note['file']}:{note['line']}: {note['message']}")
+        if report.redacted:
+            typer.echo("Secrets redacted: " + ", ".join(f"{n} {kind}" for kind, n in report.redacted.items()) + ".")
         if report.links_skipped:
             typer.echo(f"{report.links_skipped} symbolic links were not followed (named in the notes).")
         if report.duplicates:
@@ -221,6 +227,27 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
                        "to import the rest.")
     if report.errors:
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+@contextlib.contextmanager
+def _store(opts: Common, dry_run: bool) -> Iterator[MemoryCore]:
+    """The store an import writes into. A dry run where there is no store yet (the data directory does
+    not exist, and the graph would live in it) reads a throwaway one instead: a dry run creates nothing."""
+    if dry_run:
+        from memory_core.settings.schema import load_settings
+
+        settings = load_settings(opts.config)
+        root = Path(opts.data_dir or settings.storage.data_dir).expanduser()
+        if not root.exists() and settings.storage.graph == "sqlite":
+            from memory_core.embedding.local import HashEmbedder
+            from memory_core.service import MemoryCore
+
+            with tempfile.TemporaryDirectory(prefix="memory-core-dry-run-") as tmp, MemoryCore.open(
+                    tmp, settings=settings, in_memory_vectors=True, embedder=HashEmbedder()) as core:
+                yield core
+            return
+    with opts.core() as core:
+        yield core
 
 
 def _count_lines(path: Path) -> int | None:
