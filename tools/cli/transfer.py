@@ -13,10 +13,14 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_core.errors import InvalidInputError, NotFoundError
+from memory_core.errors import InvalidInputError, NotFoundError, StoreLockedError
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
+LOCKED_ADVICE = ("An import needs the data directory to itself: stop the agents that use it (their MCP server: "
+                 "the shared one stdio clients start, or `memory-core serve`), run the import again (a rerun "
+                 "finishes an interrupted one), then start them again; nothing they stored is lost. See "
+                 "docs/import.md, 'While agents run'.")
 SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="Import the rest past refused lines (listed).")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; report what would be written.")]
 
@@ -246,8 +250,11 @@ def _store(opts: Common, dry_run: bool) -> Iterator[MemoryCore]:
                     tmp, settings=settings, in_memory_vectors=True, embedder=HashEmbedder()) as core:
                 yield core
             return
-    with opts.core() as core:
-        yield core
+    try:
+        with opts.core() as core:
+            yield core
+    except StoreLockedError as exc:  # the agents' server holds the directory: say what to do about it
+        raise StoreLockedError(f"{exc.message} {LOCKED_ADVICE}", **exc.fields) from exc
 
 
 def _count_lines(path: Path) -> int | None:

@@ -101,3 +101,19 @@ def test_a_dry_run_creates_no_store(tmp_path: Path, cli_env: None) -> None:
         assert result.exit_code == 0, result.stdout
         assert json.loads(result.stdout)["dry_run"] is True
         assert not data_dir.exists()
+
+
+def test_an_import_while_agents_hold_the_store_says_what_to_do(tmp_path: Path, cli_env: None) -> None:
+    from memory_core.dir_lock import claim
+
+    data_dir = tmp_path / "data"
+    held = claim(data_dir)  # what a running server (the agents' shared one, or serve --http) holds
+    try:
+        result = CliRunner().invoke(app, ["import", str(SERVER / "memory.jsonl"), "--from", "mcp-memory",
+                                          "-t", "acme", "--json", "--data-dir", str(data_dir)])
+    finally:
+        held.release()
+    error = json.loads(result.stdout)["error"]
+    assert result.exit_code == 4 and error["code"] == "STORE_LOCKED"
+    assert "stop the agents" in error["message"] and "run the import again" in error["message"]
+    assert "docs/import.md" in error["message"]
