@@ -2,14 +2,14 @@
 of it (which must write nothing), per memory written; and how fast mem0 dumps are read.
 
     python -m bench.latency.import_sources [--entities 500] [--observations 8] [--minilm] [--json PATH]
-                                           [--mem0 5000,20000,100000]
+                                           [--dumps 5000,20000,100000]
 
 The graph has ``entities`` entities of five kinds, ``observations`` observations each and one relation
 per entity (to the next one). Embedded stores (SQLite + Chroma persistent); the hash embedder by
 default, so the numbers are the import's and the stores' work; ``--minilm`` embeds with the local
 model as a real move-in would.
 
-``--mem0 N,N,…`` reads generated mem0 dumps of N memories (a ``get_all`` JSON, pretty-printed as
+``--dumps N,N,…`` reads generated mem0 dumps of N memories (a ``get_all`` JSON, pretty-printed as
 ``json.dump(..., indent=2)`` writes it, and the same memories as JSON Lines) with the mem0 reader
 alone: the time to turn the file into items, which must grow linearly with N.
 """
@@ -106,10 +106,10 @@ def main() -> None:
     parser.add_argument("--observations", type=int, default=8)
     parser.add_argument("--minilm", action="store_true", help="embed with the local model (default: hash embedder)")
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--mem0", help="read mem0 dumps of these sizes instead (comma-separated, e.g. 5000,20000)")
+    parser.add_argument("--dumps", help="read mem0 dumps of these sizes instead (comma-separated, e.g. 5000,20000)")
     args = parser.parse_args()
-    if args.mem0:
-        table = read_mem0([int(n) for n in args.mem0.split(",")])
+    if args.dumps:
+        table = read_mem0([int(n) for n in args.dumps.split(",")])
         print_table("mem0 reader (seconds)", ["memories", "JSON", "JSON Lines"], table)
         if args.json:
             args.json.write_text(json.dumps(table) + "\n", encoding="utf-8")
