@@ -30,6 +30,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -298,8 +299,15 @@ def item_key(source: str, identity: tuple[str | int, ...], stored: str, *, guard
     """An item's idempotency key: a hash of what identifies it in the source and of its text as
     stored (``stored``: after the secrets guard). Strings of the identity pass the guard's detector
     first (``guarded``), so a secret in a heading or a name never reaches a key, even as a hash."""
-    parts = [redact(p, detect(p)) if guarded and isinstance(p, str) else p for p in identity]
+    parts = [_redacted(p) if guarded and isinstance(p, str) else p for p in identity]
     return source_key(source, *parts, stored)
+
+
+@lru_cache(maxsize=4096)
+def _redacted(part: str) -> str:
+    """``part`` with its secrets replaced (identities repeat: an entity's name for each observation, a
+    file for each block; the detector runs once for each)."""
+    return redact(part, detect(part))
 
 
 def _present(core: MemoryCore, tenant: str, entry: _Prepared) -> bool:
