@@ -11,7 +11,7 @@ What no source may do is crash the reader or make it slow, so each record is dec
   holding a number of more digits than Python converts, becomes a :class:`Problem` naming its file
   and line, and the reader goes on with the next one (in a document, past the record's closing
   bracket, found by a scan that does not recurse);
-- text that is not UTF-8 (the file is decoded with ``surrogateescape``, so a bad byte stays in place)
+- text that is not UTF-8 (:func:`memory_core.importers.source.read_text` keeps a bad byte in place)
   or a ``\\ud800`` escape with no partner (a lone surrogate, which no UTF-8 store can hold) refuses
   the record, naming the field;
 - line numbers are counted once, forward, never from the file's start for every record.
@@ -45,12 +45,6 @@ class Record:
     key: str | None
     value: Any
     top: bool = False
-
-
-def decode_source(data: bytes) -> str:
-    """A source file's bytes as text: UTF-8, a byte order mark dropped, a byte that is not UTF-8 kept
-    in place as a lone surrogate (``surrogateescape``), so only the record holding it is refused."""
-    return data.decode("utf-8", "surrogateescape").removeprefix("\ufeff")
 
 
 def records(text: str, shown: str, *, document_keys: frozenset[str], record_keys: frozenset[str]) -> Iterator[Record]:

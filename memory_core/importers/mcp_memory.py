@@ -36,7 +36,7 @@ from typing import Any
 
 from graph.api import entity_norm
 from memory_core.entities.declared import MAX_NAME_CHARS
-from memory_core.importers.json_records import decode_source, records
+from memory_core.importers.json_records import records
 from memory_core.importers.source import (
     Note,
     Problem,
@@ -45,6 +45,7 @@ from memory_core.importers.source import (
     Where,
     entity_kind,
     file_time,
+    read_text,
     relation_words,
     slug,
     source_key,
@@ -75,7 +76,10 @@ def read(path: Path, shown: str | None = None) -> Read:
     entities: dict[str, _Entity] = {}  # by exact name, as the MCP server keys them
     by_norm: dict[str, _Entity] = {}  # as memory-core matches them
     undefined: dict[str, Where] = {}  # relation ends no entity line defined (yet)
-    text = decode_source(path.read_bytes())
+    text = read_text(path.resolve(), shown)  # the file named on the command line: a link to it is followed
+    if isinstance(text, Problem):
+        yield text
+        return
     for got in records(text, shown, document_keys=DOCUMENT_KEYS, record_keys=DOCUMENT_KEYS):
         where = got.where
         if got.top:

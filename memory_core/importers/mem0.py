@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core.entities.declared import MAX_NAME_CHARS
-from memory_core.importers.json_records import decode_source, records
+from memory_core.importers.json_records import records
 from memory_core.importers.source import (
     Caution,
     Duplicate,
@@ -41,6 +41,7 @@ from memory_core.importers.source import (
     Where,
     file_time,
     parse_time,
+    read_text,
     relation_words,
     safe_name,
     slug,
@@ -64,7 +65,10 @@ def read(path: Path, shown: str | None = None, *, include_expired: bool = False)
     shown = shown or path.name
     when = file_time(path)
     now = datetime.now(UTC)
-    text = decode_source(path.read_bytes())
+    text = read_text(path.resolve(), shown)  # the file named on the command line: a link to it is followed
+    if isinstance(text, Problem):
+        yield text
+        return
     seen: dict[str, dict[str, int]] = {}  # mem0 id -> {text: the line it was first on}
     memories = 0
     page: dict[str, Any] = {}  # the platform client's count / next, when the file is one of its pages
