@@ -355,6 +355,7 @@ def source_key(source: str, *parts: object) -> str:
     return f"{source}:{digest[:40]}"
 
 
+@lru_cache(maxsize=4096)  # a heading names every block under it, a user every memory of theirs
 def slug(text: str, limit: int = 60) -> str:
     """A session-name part: lowercase words joined by '-', accents and punctuation dropped, non-Latin
     letters kept (NAME_PATTERN allows them), at most ``limit`` characters. A secret in ``text`` (a
@@ -367,6 +368,7 @@ def slug(text: str, limit: int = 60) -> str:
     return "-".join(words)[:limit].strip("-") or "untitled"
 
 
+@lru_cache(maxsize=4096)
 def safe_name(name: str, limit: int = 120) -> str:
     """A name taken from the source as it is (a permalink, a mem0 run id), unless it holds a secret:
     then its :func:`slug`, the secret replaced by its marker."""
