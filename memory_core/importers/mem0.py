@@ -153,8 +153,9 @@ def _memory(record: Any, where: Where, when: datetime) -> SourceItem | Problem:
     metadata = record.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         return Problem(where.at("metadata"), "'metadata' must be an object or null.")
-    for name in ("created_at", "updated_at"):
-        if record.get(name) is not None and parse_time(record[name]) is None:
+    times = {name: parse_time(record.get(name)) for name in ("created_at", "updated_at")}
+    for name, parsed in times.items():
+        if record.get(name) is not None and parsed is None:
             return Problem(where.at(name), f"'{name}' must be an ISO-8601 timestamp.")
     expires = _expiry(record.get("expiration_date"))
     if record.get("expiration_date") is not None and expires is None:
@@ -163,7 +164,7 @@ def _memory(record: Any, where: Where, when: datetime) -> SourceItem | Problem:
     if agent is not None and (not isinstance(agent, str) or not NAME_PATTERN.match(agent)):
         return Problem(where.at("agent_id"), "'agent_id' must be 1-128 printable characters without whitespace "
                                              "(memory-core's agent names).")
-    stamp = parse_time(record.get("created_at")) or parse_time(record.get("updated_at")) or when
+    stamp = times["created_at"] or times["updated_at"] or when
     own = {k: record[k] for k in _OWN_FIELDS if record.get(k) is not None}
     mem_id = record.get("id")
     scope = (record.get("user_id"), record.get("agent_id"), record.get("run_id"))
