@@ -36,7 +36,7 @@ class SourceFormat:
 
 FORMATS = {f.name: f for f in (
     SourceFormat("mcp-memory", "memory_core.importers.mcp_memory", "mcp-memory",
-                 "the MCP memory server's memory.json (or memory.jsonl)", extract=False),
+                 "the MCP memory server's memory.jsonl (or memory.json, or its read_graph JSON)", extract=False),
     SourceFormat("basic-memory", "memory_core.importers.basic_memory", "basic-memory",
                  "a basic-memory project folder (or one note)", extract=False),
     SourceFormat("mem0", "memory_core.importers.mem0", "mem0", "a mem0 export or get_all dump (JSON or JSONL)",

@@ -104,8 +104,9 @@ def import_(
                                              "other tool's file or folder.")],
     tenant: TenantOpt = None,
     source: Annotated[str | None, typer.Option(
-        "--from", help="Move in from another tool: mcp-memory (memory.json), basic-memory (a notes folder), mem0 "
-                       "(an export or get_all JSON), markdown (CLAUDE.md or a folder of .md files).")] = None,
+        "--from", help="Move in from another tool: mcp-memory (memory.jsonl, or its read_graph JSON), basic-memory (a "
+                       "notes folder), mem0 (a whole get_all dump, JSON or JSONL), markdown (CLAUDE.md or a folder "
+                       "of .md files, a vault).")] = None,
     agent: Annotated[str | None, typer.Option(
         "--agent", help="With --from: the author of memories whose source names none (default: the format's "
                         "name).")] = None,
