@@ -28,7 +28,6 @@ What an import promises:
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from graph.api import SUPERSEDES, GraphTxn, mem_node
 from memory_core import validation as v
 from memory_core.entities.transfer import EntityImportCounts, EntityRestore, ImportedMemory, guard_line_entities
 from memory_core.errors import MemoryCoreError
+from memory_core.importers.json_records import Decoded, line_value, lone_surrogate
 from memory_core.models import to_us
 from memory_core.operator.export_format import ExportLine
 from memory_core.refs import memory_ref, parse_ref
@@ -80,10 +80,10 @@ class ImportCounts:
     sample: list[dict[str, Any]] = field(default_factory=list)  # dry run: the first rows it would write
     refs: dict[str, str] = field(default_factory=dict)  # ref in the file -> ref in the store
 
-    def error(self, line: int, code: str, message: str) -> None:
+    def error(self, line: int, code: str, message: str, field: str | None = None) -> None:
         self.errors += 1
         if len(self.error_lines) < MAX_REPORTED_ERRORS:
-            self.error_lines.append({"line": line, "code": code, "message": message})
+            self.error_lines.append({"line": line, "field": field, "code": code, "message": message})
 
     def note(self, line: int, message: str) -> None:
         if len(self.notes) < MAX_REPORTED_ERRORS:
@@ -184,9 +184,11 @@ class _JsonlImport:
                 return None
         return text.removeprefix("\ufeff") if number == 1 else text
 
-    def _refuse(self, number: int, code: str, message: str, ref: str | None = None) -> None:
-        """Report a refused line; without skip_bad (and outside a dry run) the import stops here."""
-        self.counts.error(number, code, message)
+    def _refuse(self, number: int, code: str, message: str, ref: str | None = None, *,
+                field: str | None = None) -> None:
+        """Report a refused line (``field``: the field at fault, when one is); without skip_bad (and
+        outside a dry run) the import stops here."""
+        self.counts.error(number, code, message, field)
         if ref is not None:
             self.refused.add(ref)
             self._release(ref)
@@ -195,15 +197,22 @@ class _JsonlImport:
             self.stopped = True
 
     def _parse(self, text: str, number: int) -> ExportLine | None:
-        try:
-            line = ExportLine.model_validate(json.loads(text))
-        except json.JSONDecodeError as exc:
-            self._refuse(number, "INVALID_INPUT", f"Not JSON: {exc.msg}.")
+        value = line_value(text)  # never raises: too deep, too many digits, not JSON are each a refusal
+        if isinstance(value, Decoded):
+            self._refuse(number, "INVALID_INPUT", f"{value.why}.", field=value.field)
             return None
+        bad = lone_surrogate(value)
+        if bad is not None:
+            self._refuse(number, "INVALID_INPUT", f"'{bad or 'line'}' holds a lone surrogate (a \\ud800-\\udfff "
+                                                  "escape without its pair): it is not valid Unicode.",
+                         field=bad or None)
+            return None
+        try:
+            line = ExportLine.model_validate(value)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "line"
-            self._refuse(number, "INVALID_INPUT", f"'{where}': {first['msg']}.")
+            self._refuse(number, "INVALID_INPUT", f"'{where}': {first['msg']}.", field=where)
             return None
         if line.tenant != self.tenant:
             self._refuse(number, "TENANT_MISMATCH", f"The line belongs to tenant '{line.tenant}', not "
@@ -211,7 +220,8 @@ class _JsonlImport:
             return None
         problem = _line_problem(self.core, line)
         if problem is not None:
-            self._refuse(number, *problem)
+            code, message, field = problem
+            self._refuse(number, code, message, field=field)
             return None
         return line
 
@@ -470,22 +480,23 @@ class _JsonlImport:
         return settled
 
 
-def _line_problem(core: MemoryCore, line: ExportLine) -> tuple[str, str] | None:
-    """(code, message) when the line cannot be written as a memory, else None."""
+def _line_problem(core: MemoryCore, line: ExportLine) -> tuple[str, str, str | None] | None:
+    """(code, message, field) when the line cannot be written as a memory, else None."""
     if line.valid_to is not None:
         try:
             v.timestamp(line.valid_to)
         except MemoryCoreError:
-            return "INVALID_INPUT", "'valid_to' must be an ISO-8601 timestamp with a timezone."
+            return "INVALID_INPUT", "'valid_to' must be an ISO-8601 timestamp with a timezone.", "valid_to"
     if content_hash(line.content) != line.content_hash:
-        return "INVALID_INPUT", "The content does not match its content_hash."
+        return "INVALID_INPUT", "The content does not match its content_hash.", "content_hash"
     try:
         core.writer.prepare(line.add_item(), extract=False)
         line.entities, line.relations = guard_line_entities(line.entities, line.relations, core.writer.guard)
         for entity in line.entities:
             entity.check()
     except MemoryCoreError as exc:
-        return exc.code, exc.message
+        name = exc.fields.get("field")
+        return exc.code, exc.message, str(name) if name else None
     return None
 
 
