@@ -26,7 +26,6 @@ from psycopg import Connection
 from graph.keys import DAY_US, SEP, day_key
 
 _DAY = f"lpad((ts_us / {DAY_US})::text, greatest(8, length((ts_us / {DAY_US})::text)), '0')"
-SCOPES = ("type", "agent", "channel", "schan", "day")  # the scopes of the ``counts`` table
 
 CREATE_SQL = """
 CREATE TABLE counts (

@@ -145,10 +145,9 @@ class InvalidDSNError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class LeasedJournalEntry(JournalEntry):
-    """A journal entry with the replica that wrote it and when its lease ends (µs since the epoch)."""
+    """A journal entry with the replica that owns it (wrote it, or took it over)."""
 
     owner: str = ""
-    lease_until_us: int = 0
 
 
 def parse_dsn(dsn: str) -> dict[str, Any]:
@@ -283,11 +282,10 @@ class PostgresGraphStore:
 
         def read(conn: psycopg.Connection[Any]) -> list[JournalEntry]:
             rows = conn.execute(
-                "SELECT seq, op, tenant, item_id, created_us, owner, "
-                "(extract(epoch FROM lease_until) * 1000000)::bigint FROM journal "
-                f"WHERE {condition} ORDER BY seq LIMIT %s",
+                f"SELECT seq, op, tenant, item_id, created_us, owner FROM journal WHERE {condition} "
+                "ORDER BY seq LIMIT %s",
                 [*params, limit]).fetchall()
-            return [LeasedJournalEntry(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5], int(r[6])) for r in rows]
+            return [LeasedJournalEntry(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5]) for r in rows]
         return self._with_conn(read, "journal read")
 
     def claim_journal(self, seqs: Iterable[int]) -> list[int]:
@@ -575,13 +573,6 @@ class PostgresGraphStore:
                        f"ORDER BY ts_us{order}, id{order} LIMIT 1", [tenant, session, *key])
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
-    def page_edge(self, tenant: str, session: str | None, *, oldest: bool) -> Key | None:
-        where = ORDER_INDEX[(session is not None, False)]
-        order = "" if oldest else " DESC"
-        args = [tenant] if session is None else [tenant, session]
-        rows = self._q(f"SELECT ts_us, id FROM memories WHERE {where} ORDER BY ts_us{order}, id{order} LIMIT 1", args)
-        return (int(rows[0][0]), int(rows[0][1])) if rows else None
-
     def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int:
         if session is None:
             rows = self._q("SELECT memories, memories - non_turn FROM tenant_state WHERE tenant = %s", [tenant])
@@ -599,10 +590,6 @@ class PostgresGraphStore:
                        [tenant, f"{first_day:08d}", f"{first_day + days:08d}"])
         found = {int(k): int(n) for k, n in rows}
         return [found.get(first_day + i, 0) for i in range(days)]
-
-    def count_before(self, tenant: str, key: Key) -> int:
-        rows = self._q("SELECT count(*) FROM memories WHERE tenant = %s AND (ts_us, id) < (%s, %s)", [tenant, *key])
-        return int(rows[0][0])
 
     def sessions(self, tenant: str) -> list[SessionStats]:
         rows = self._q(

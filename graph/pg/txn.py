@@ -276,13 +276,7 @@ class PgTxn:
                 self._repoint(tenant, int(nxt[0]), str(new))
         return True
 
-    # ---- nodes, edges, episodes, meta -----------------------------------------------------------
-    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
-        self._x("INSERT INTO nodes (node_id, kind, tenant, attrs) VALUES (%s, %s, %s, %s) ON CONFLICT (node_id) "
-                "DO UPDATE SET kind = excluded.kind, attrs = excluded.attrs WHERE nodes.tenant = excluded.tenant",
-                [node_id, kind, tenant, json.dumps(dict(attrs), ensure_ascii=False)])
-        self._tenants[tenant] += 1
-
+    # ---- edges, episodes, meta -----------------------------------------------------------
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None:
         self._x("INSERT INTO edges (src, dst, kind, tenant) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 [src, dst, kind, tenant])

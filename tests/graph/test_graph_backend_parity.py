@@ -185,7 +185,7 @@ def _scans(m: GraphMaintenance) -> dict[str, Any]:
         "in_use": [m.id_in_use(i) for i in (1, 7, 50, 99)], "episode_ids": m.episode_ids("acme"),
         "episodes": m.episodes("acme"), "stale": m.stale_counts(), "nodes": m.nodes(), "edges": m.edges(),
         "missing": m.missing_structure(), "dangling": m.dangling_edges(),
-        "totals": [m.tenant_totals(t) for t in (*tenants, "nobody")], "chars": m.content_chars(),
+        "chars": m.content_chars(),
         "windows": [(w.present, w.extra, w.missing, w.differing, w.damaged) for w in map(m.window_state, tenants)],
         "lexical": [(s.index, s.indexed, s.differing) for s in map(m.lexical_state, tenants)],
     }

@@ -77,7 +77,7 @@ def test_a_failed_transaction_leaves_nothing_and_no_counter_moved(store: Postgre
 
 # ---- order and counts ------------------------------------------------------------------------
 
-def test_pages_adjacent_bounds_and_count_before_order_equal_timestamps_by_id(store: PostgresGraphStore) -> None:
+def test_pages_adjacent_and_bounds_order_equal_timestamps_by_id(store: PostgresGraphStore) -> None:
     a, b, c, d = ids(store, 4)
     add(store, row(c, "c", ts=100), row(a, "a", ts=100), row(b, "b", ts=100, type_="note"), row(d, "d", ts=50))
     keys = [(100, c), (100, b), (100, a), (50, d)]
@@ -92,7 +92,6 @@ def test_pages_adjacent_bounds_and_count_before_order_equal_timestamps_by_id(sto
     nodes = store.memories(T, [a, c])
     assert store.adjacent_many(T, nodes.values()) == {a: ((50, d), (100, b)), c: ((100, b), None)}
     assert store.bounds(T, "s1") == ((50, d), (100, c)) and store.bounds(T, "nope") is None
-    assert store.count_before(T, (100, b)) == 2 and store.count_before(T, (100, 0)) == 1
     assert store.count(T) == 4 and store.count(T, "s1", turns_only=True) == 3 and store.non_turn_count(T) == 1
 
 
