@@ -16,7 +16,7 @@ from typing import TypedDict, Unpack
 
 from graph.api import GraphStore
 from graph.errors import GraphConfigError, GraphStoreError, SchemaVersionError
-from graph.open import GraphConfig, OpenedGraph, open_graph
+from graph.open import GraphConfig, OpenedGraph, graph_backend, open_graph
 from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding.local import Embedder, HashEmbedder, shared_fastembed, shared_minilm
 from memory_core.errors import ConfigError, EmbedderMismatchError
@@ -118,8 +118,9 @@ def build_summary_provider(settings: Settings) -> SummaryProvider | None:
 
 
 def is_replicated(settings: Settings) -> bool:
-    """True when nothing of the store lives in the data directory: PostgreSQL and a Chroma server."""
-    return settings.storage.graph == "postgres" and settings.storage.chroma == "http"
+    """True when nothing of the store lives in the data directory: a shared graph backend (PostgreSQL)
+    and a Chroma server."""
+    return graph_backend(settings.storage.graph).shared and settings.storage.chroma == "http"
 
 
 def graph_config(settings: Settings, root: Path, lock: DirLock | None) -> GraphConfig:

@@ -8,6 +8,9 @@
   outside its vector package; the graph backends never import each other.
 - No import cycle between the project's units (a package below the top level, or a top-level
   module), deferred imports inside functions included; ``if TYPE_CHECKING:`` imports are types only.
+- ``memory_core`` never names a graph backend (no ``"postgres"`` or ``"sqlite"`` string outside its
+  settings, which list the choices): what a backend is and needs comes from the registry
+  (``graph.open.BACKENDS``).
 
 Each rule is a function over a source tree, so the last tests show each one failing on a tree with
 a deliberate violation.
@@ -23,11 +26,13 @@ from pathlib import Path
 
 import pytest
 
+from graph.open import BACKENDS
 from tests.support.paths import ROOT
 
 PACKAGES = ("memory_core", "graph", "tools")
 GRAPH_SEAMS = frozenset({"graph.api", "graph.maintenance_api", "graph.errors", "graph.open"})
 CLIENTS = frozenset({"sqlite3", "psycopg", "psycopg_pool", "chromadb"})
+SETTINGS = "memory_core.settings"  # the one place of memory_core that lists the backends (the setting's choices)
 Import = tuple[str, int, str]  # (importing module, line, imported module)
 
 
@@ -101,6 +106,20 @@ def backend_offences(root: Path) -> list[str]:
             for a, b in pairs if within(m, a) and within(target, b)]
 
 
+def backend_name_offences(root: Path) -> list[str]:
+    """Strings of ``memory_core`` (outside its settings) that are a registered backend's name: a
+    comparison with ``"postgres"`` is a fact the registry holds (``shared``, ``extra``)."""
+    out = []
+    for path in sorted((root / "memory_core").rglob("*.py")):
+        module = module_name(root, path)
+        if within(module, SETTINGS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in BACKENDS:
+                out.append(f"{module}:{node.lineno} names the graph backend {node.value!r}")
+    return out
+
+
 def unit(root: Path, module: str) -> str | None:
     """The unit a module belongs to: its package below the top level, or itself at the top level."""
     parts = module.split(".")
@@ -170,6 +189,10 @@ def test_no_import_cycle_between_units() -> None:
     assert cycles(ROOT) == []
 
 
+def test_memory_core_names_no_graph_backend_outside_its_settings() -> None:
+    assert backend_name_offences(ROOT) == []
+
+
 def test_the_launcher_imports_tools_only_inside_main() -> None:
     top_level = ast.parse((ROOT / "memory_core" / "launcher.py").read_text()).body
     names = [n.module for n in top_level if isinstance(n, ast.ImportFrom)]
@@ -200,7 +223,8 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
 CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n",
          "memory_core/service.py": "from graph.api import x\nfrom memory_core.recall import engine\n",
          "memory_core/recall/engine.py": "from memory_core import errors\n", "memory_core/errors.py": "",
-         "memory_core/vectors/chroma.py": "import chromadb\n"}
+         "memory_core/vectors/chroma.py": "import chromadb\n",
+         "memory_core/settings/schema.py": "GRAPH_CHOICES = ('sqlite', 'postgres')\n"}
 
 
 @pytest.mark.parametrize(("rule", "violation"), [
@@ -213,8 +237,10 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (backend_offences, {"graph/pg/counts.py": "from graph.sqlite.txn import SEP\n"}),
     (backend_offences, {"graph/sqlite/store.py": "from graph.pg import rows\n"}),
     (cycles, {"memory_core/errors.py": "def f():\n    from memory_core.service import MemoryCore\n"}),
+    (backend_name_offences, {"memory_core/open.py": "def shared(s):\n    return s.storage.graph == 'postgres'\n"}),
+    (backend_name_offences, {"memory_core/extras.py": "DEFAULT = {'graph': 'sqlite'}\n"}),
 ], ids=["core->tools", "graph->core", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
-        "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle"])
+        "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "core names postgres", "core names sqlite"])
 def test_each_rule_fails_on_a_tree_that_breaks_it(tmp_path: Path, rule: object, violation: dict[str, str]) -> None:
     assert callable(rule)
     assert rule(_tree(tmp_path / "clean", CLEAN)) == []
