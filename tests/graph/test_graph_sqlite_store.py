@@ -80,8 +80,8 @@ def test_the_node_cache_never_holds_more_than_its_configured_size(tmp_path: Path
         for mem_id in ids:
             assert core.graph.memory("t0", mem_id) is not None
         assert isinstance(core.graph, SqliteGraphStore)
-        assert len(core.graph.nodes) <= 50
-        assert len(core.graph.memories("t0", ids)) == 400 and len(core.graph.nodes) <= 50
+        assert len(core.graph.memory_rows.nodes) <= 50
+        assert len(core.graph.memories("t0", ids)) == 400 and len(core.graph.memory_rows.nodes) <= 50
     finally:
         core.close()
 
