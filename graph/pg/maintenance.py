@@ -42,8 +42,9 @@ from graph.maintenance_api import (
 )
 from graph.pg import counts
 from graph.pg import maintenance_lexical as lexical
+from graph.pg.journal import LeasedJournalEntry
 from graph.pg.rows import EPISODE_SELECT, NODE_COLUMNS, NODE_SELECT, episode_node, memory_node
-from graph.pg.store import LeasedJournalEntry, PostgresGraphStore
+from graph.pg.store import PostgresGraphStore
 from graph.pg.txn import PgTxn
 
 T = TypeVar("T")

@@ -88,24 +88,6 @@ class SqliteGraphStore:
         self.journal, self.claim_journal, self.journal_size = (journal.journal, journal.claim_journal,
                                                                journal.journal_size)
 
-    @property
-    def prune_min_rows(self) -> int:
-        """Query terms in fewer rows than this are rare in a big tenant (see graph.sqlite.lexical)."""
-        return self.lexical.min_rows
-
-    @prune_min_rows.setter
-    def prune_min_rows(self, rows: int) -> None:
-        self.lexical.min_rows = rows
-
-    @property
-    def lexical_sample_rows(self) -> int:
-        """A tenant of 4x as many rows estimates a common query word's count from this many newest rows."""
-        return self.lexical.sample_rows
-
-    @lexical_sample_rows.setter
-    def lexical_sample_rows(self, rows: int) -> None:
-        self.lexical.sample_rows = rows
-
     # ---- lifecycle (graph.api.StoreLifecycle) --------------------------------------------------
     def version(self, tenant: str) -> int:
         return self._versions.get(tenant, 0)
