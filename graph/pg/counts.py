@@ -4,7 +4,8 @@ their reads (:class:`PgCounts`, the store's :class:`graph.api.Counts`).
 Four tables hold them: ``tenant_state`` (memories, non-turn rows and the lexical length sum
 per tenant, beside its change counter), ``session_counts`` (memories and turns per session),
 ``private_counts`` (private rows per session and author) and ``counts`` (tenant, scope, key,
-n) for the rest, with the scopes and keys of ``graph.keys.count_keys``: ``type``,
+n) for the rest: the scopes and keys of ``graph.keys.count_keys`` (the one scheme both backends keep,
+mapped onto the tables by :data:`TENANT_STATE`, :data:`SESSION_COUNTS` and :data:`PRIVATE_COUNTS`): ``type``,
 ``agent``, ``channel``, ``schan`` (channel \\x1f session, shared rows only) and ``day`` (the
 UTC day number zero-padded to 8 digits), so field counts, channel sessions and the growth
 chart are O(values), never a scan of the rows. Since schema step 9 ``counts`` also keeps, in scope
@@ -19,13 +20,13 @@ the second.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from typing import Any
 
 from psycopg import Connection
 
 from graph.api import Counts, SessionStats
-from graph.keys import DAY_US, SEP, day_key
+from graph.keys import DAY_US
 from graph.pg.queries import PgQueries
 from graph.pg.versioned_cache import VersionedCache
 
@@ -76,20 +77,12 @@ UNION ALL {MENTION_SQL}
 """
 
 
-def mention_key(entity_id: int, shared: bool, agent: str) -> str:
-    """The ``mention`` scope's key of one mention row (as :data:`MENTION_SQL`)."""
-    return f"{entity_id}{SEP}{'' if shared else agent}"
-
-
-def scoped_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (scope, key) counts of the ``counts`` table one memory adds to (as :data:`SCOPED_SQL`)."""
-    keys = [("type", str(row["type"])), ("agent", str(row["agent"])), ("day", day_key(int(row["ts_us"])))]
-    channel = row.get("channel")
-    if channel:
-        keys.append(("channel", str(channel)))
-        if row["visibility"] == "tenant":
-            keys.append(("schan", f"{channel}{SEP}{row['session']}"))
-    return keys
+# Where the scopes of graph.keys.count_keys live outside the ``counts`` table (every other scope is a row
+# of it): a column of ``tenant_state`` or of ``session_counts`` (keyed by the session), or
+# ``private_counts`` (keyed by the session and the author, the key's two parts).
+TENANT_STATE = {"all": "memories", "nonturn": "non_turn"}
+SESSION_COUNTS = {"session": "memories", "turns": "turns"}
+PRIVATE_COUNTS = "private"
 
 
 def rebuild(conn: Connection[Any]) -> None:
