@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from graph.api import GraphStore
+from graph.api import StoreLifecycle
 from graph.errors import GraphConfigError, GraphStoreError, SchemaVersionError
 from graph.open import GraphConfig, OpenedGraph, graph_backend, open_graph
 from memory_core.dir_lock import DirLock, claim
@@ -64,7 +64,7 @@ MOVE_TO_NEW_MODEL = (
 )
 
 
-def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
+def check_embedder(graph: StoreLifecycle, embedder: Embedder) -> None:
     """A data directory keeps the embedder it was built with: vectors of two models don't mix."""
     identity = f"{embedder.name}/{embedder.dimension}"
     stored = graph.meta("embedder")

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from graph.api import GraphStore, GraphStoreError
+from graph.api import GraphStoreError, StoreLifecycle
 from memory_core.entities.model import EntityModel, LiteLLMEntityModel
 from memory_core.errors import MemoryCoreError
 from memory_core.provider.errors import ProviderError, provider_error_reason
@@ -49,7 +49,7 @@ class _Job:
 
 
 class EntityWorker:
-    def __init__(self, graph: GraphStore, model: EntityModel, write_lock: AbstractContextManager[object],
+    def __init__(self, graph: StoreLifecycle, model: EntityModel, write_lock: AbstractContextManager[object],
                  *, queue_size: int = QUEUE_SIZE) -> None:
         self.graph = graph
         self.model = model
@@ -123,7 +123,7 @@ class EntityWorker:
             log.warning("model entities not written for mem:%d: %s", job.mem_id, type(exc).__name__)
 
 
-def build_entity_worker(settings: ModelProviderSettings, graph: GraphStore, writer: WritePath,
+def build_entity_worker(settings: ModelProviderSettings, graph: StoreLifecycle, writer: WritePath,
                         model: EntityModel | None = None) -> EntityWorker | None:
     """The worker, fed by every add, when ``model_provider.enabled`` and ``extract_entities`` ask for it."""
     if not (settings.enabled and settings.extract_entities):
