@@ -41,9 +41,14 @@ as_pg() {  # initdb and the server refuse root: run them as an unprivileged user
     if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi
 }
 free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...: until COMMAND succeeds
-    local deadline=$((SECONDS + $1)) what="$2"; shift 2
+wait_for() {  # wait_for SECONDS DESCRIPTION PID LOG COMMAND...: until COMMAND succeeds, while process PID lives
+    local deadline=$((SECONDS + $1)) what="$2" pid="$3" log="$4"; shift 4
     until "$@" >/dev/null 2>&1; do
+        if ! kill -0 "$pid" 2>/dev/null; then  # it died: say why at once rather than wait out the deadline
+            echo "replicas.sh: $what exited before it started; the end of $log:" >&2
+            tail -n 20 "$log" >&2
+            KEEP=1; exit 1
+        fi
         if [ $SECONDS -ge $deadline ]; then echo "replicas.sh: $what did not start; logs in $work" >&2; KEEP=1; exit 1; fi
         sleep 0.5
     done
@@ -67,7 +72,7 @@ echo "PostgreSQL on 127.0.0.1:$pg_port, database memcore owned by role memcore"
 chroma_port="$(free_port)"
 "$chroma" run --path "$work/chroma" --host 127.0.0.1 --port "$chroma_port" >"$work/chroma.log" 2>&1 &
 pids+=($!)
-wait_for 120 "chroma run" "$py" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$chroma_port/api/v2/heartbeat', timeout=2)"
+wait_for 120 "chroma run" "$!" "$work/chroma.log" "$py" -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$chroma_port/api/v2/heartbeat', timeout=2)"
 echo "Chroma on 127.0.0.1:$chroma_port"
 
 # --- 3. the tokens file: the sha256 of each token and what it binds; the token itself goes to the agent -
@@ -91,7 +96,7 @@ for n in 1 2; do
     urls+=("http://127.0.0.1:$port/mcp")
 done
 for n in 1 2; do
-    wait_for 300 "replica $n" grep -q "listening on" "$work/replica-$n.log"
+    wait_for 300 "replica $n" "${pids[$n]}" "$work/replica-$n.log" grep -q "listening on" "$work/replica-$n.log"
     echo "replica $n: ${urls[$((n - 1))]}"
 done
 

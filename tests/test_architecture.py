@@ -11,6 +11,10 @@
 - ``memory_core`` never names a graph backend (no ``"postgres"`` or ``"sqlite"`` string outside its
   settings, which list the choices): what a backend is and needs comes from the registry
   (``graph.open.BACKENDS``).
+- One serving root: ``tools.mcp`` only builds the MCP server, so nothing it loads (its imports and
+  theirs) is the stdio bridge, the inspector, a serving process or uvicorn; the stdio bridge
+  (``tools.bridge``) never loads the MCP SDK; and nothing imports the serving processes
+  (``tools.serve``) but the CLI.
 
 Each rule is a function over a source tree, so the last tests show each one failing on a tree with
 a deliberate violation.
@@ -120,6 +124,51 @@ def backend_name_offences(root: Path) -> list[str]:
     return out
 
 
+SDK = ("mcp", "mcp_types")  # the MCP Python SDK's packages
+NOT_IN_THE_MCP_SERVER = ("tools.bridge", "tools.ui", "tools.serve", "uvicorn")
+SERVE_IMPORTERS = ("tools.serve", "tools.cli")
+
+
+def _with_parents(name: str) -> list[str]:
+    """``a.b.c`` -> ``a``, ``a.b``, ``a.b.c``: importing a module runs every package above it."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def loads(root: Path) -> dict[str, set[str]]:
+    """Every module each module of the tree may load: its imports, theirs (the tree's own modules are
+    followed, deferred imports included), and the packages above each."""
+    edges: dict[str, set[str]] = {}
+    for m, _line, target in imports(root):
+        edges.setdefault(m, set()).update(_with_parents(target))
+    closure: dict[str, set[str]] = {}
+    for start in edges:
+        seen: set[str] = set()
+        stack = [start]
+        while stack:
+            for target in edges.get(stack.pop(), ()):
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        closure[start] = seen
+    return closure
+
+
+def mcp_server_offences(root: Path) -> list[str]:
+    return [f"{m} loads {target}" for m, loaded in sorted(loads(root).items()) if within(m, "tools.mcp")
+            for target in sorted(loaded) if any(within(target, banned) for banned in NOT_IN_THE_MCP_SERVER)]
+
+
+def bridge_sdk_offences(root: Path) -> list[str]:
+    return [f"{m} loads {target}" for m, loaded in sorted(loads(root).items()) if within(m, "tools.bridge")
+            for target in sorted(loaded) if target in SDK]
+
+
+def serve_importer_offences(root: Path) -> list[str]:
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
+            if within(target, "tools.serve") and not any(within(m, allowed) for allowed in SERVE_IMPORTERS)]
+
+
 def unit(root: Path, module: str) -> str | None:
     """The unit a module belongs to: its package below the top level, or itself at the top level."""
     parts = module.split(".")
@@ -193,6 +242,21 @@ def test_memory_core_names_no_graph_backend_outside_its_settings() -> None:
     assert backend_name_offences(ROOT) == []
 
 
+@pytest.mark.slow
+def test_the_mcp_server_loads_neither_the_bridge_the_inspector_a_serving_process_nor_uvicorn() -> None:
+    assert mcp_server_offences(ROOT) == []
+
+
+@pytest.mark.slow
+def test_the_stdio_bridge_never_loads_the_mcp_sdk() -> None:
+    assert bridge_sdk_offences(ROOT) == []
+
+
+@pytest.mark.slow
+def test_only_the_cli_imports_the_serving_processes() -> None:
+    assert serve_importer_offences(ROOT) == []
+
+
 def test_the_launcher_imports_tools_only_inside_main() -> None:
     top_level = ast.parse((ROOT / "memory_core" / "launcher.py").read_text()).body
     names = [n.module for n in top_level if isinstance(n, ast.ImportFrom)]
@@ -224,6 +288,16 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
          "memory_core/service.py": "from graph.api import x\nfrom memory_core.recall import engine\n",
          "memory_core/recall/engine.py": "from memory_core import errors\n", "memory_core/errors.py": "",
          "memory_core/vectors/chroma.py": "import chromadb\n",
+         "tools/auth.py": "from mcp.server.auth.provider import AccessToken\n", "tools/registry.py": "",
+         "tools/server_record.py": "from memory_core import errors\n", "tools/http/guard.py": "import starlette\n",
+         "tools/mcp/server.py": "from mcp.server.mcpserver import MCPServer\nfrom tools.auth import AccessToken\n"
+                                "from tools.registry import TOOL_SPECS\n",
+         "tools/bridge/client.py": "from tools.registry import TOOL_SPECS\nfrom tools.server_record import x\n",
+         "tools/serve/http.py": "import uvicorn\nfrom tools.http import guard\nfrom tools.mcp.server import MCPServer\n"
+                                "def inspector():\n    from tools.ui import app\n",
+         "tools/ui/app.py": "from tools.auth import AccessToken\n",
+         "tools/cli/serve.py": "def serve():\n    from tools.serve.http import x\n"
+                               "    from tools.bridge.client import y\n",
          "memory_core/settings/schema.py": "GRAPH_CHOICES = ('sqlite', 'postgres')\n"}
 
 
@@ -237,10 +311,22 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (backend_offences, {"graph/pg/counts.py": "from graph.sqlite.txn import SEP\n"}),
     (backend_offences, {"graph/sqlite/store.py": "from graph.pg import rows\n"}),
     (cycles, {"memory_core/errors.py": "def f():\n    from memory_core.service import MemoryCore\n"}),
+    (mcp_server_offences, {"tools/mcp/server.py": "from tools.bridge.client import Bridge\n"}),
+    (mcp_server_offences, {"tools/mcp/context.py": "from tools.ui import app\n"}),
+    (mcp_server_offences, {"tools/mcp/server.py": "def run():\n    import uvicorn\n"}),
+    (mcp_server_offences, {"tools/mcp/context.py": "from tools.http import guard\n",
+                           "tools/http/guard.py": "import uvicorn\n"}),
+    (bridge_sdk_offences, {"tools/bridge/client.py": "from mcp import Client\n"}),
+    (bridge_sdk_offences, {"tools/bridge/lines.py": "from tools.auth import hash_token\n"}),
+    (serve_importer_offences, {"tools/mcp/server.py": "from tools.serve.deferred_core import open_core\n"}),
+    (serve_importer_offences, {"tools/bridge/client.py": "def f():\n    from tools.serve import bridged\n"}),
     (backend_name_offences, {"memory_core/open.py": "def shared(s):\n    return s.storage.graph == 'postgres'\n"}),
     (backend_name_offences, {"memory_core/extras.py": "DEFAULT = {'graph': 'sqlite'}\n"}),
 ], ids=["core->tools", "graph->core", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
-        "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "core names postgres", "core names sqlite"])
+        "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "mcp->bridge", "mcp->ui",
+        "deferred mcp->uvicorn", "mcp->uvicorn through http", "bridge->sdk", "bridge->sdk through auth",
+        "mcp->serve", "deferred bridge->serve",
+        "core names postgres", "core names sqlite"])
 def test_each_rule_fails_on_a_tree_that_breaks_it(tmp_path: Path, rule: object, violation: dict[str, str]) -> None:
     assert callable(rule)
     assert rule(_tree(tmp_path / "clean", CLEAN)) == []

@@ -127,6 +127,23 @@ def test_readme_is_short_and_starts_with_the_two_commands() -> None:
     assert "make serve" in head and "make test" in head
 
 
+def test_the_readme_says_where_the_command_is_before_its_first_memory_core_command() -> None:
+    """`make serve` installs into the checkout's venv: nothing puts `memory-core` on PATH, so a newcomer
+    running the README's next command needs to be told (issue 47.16)."""
+    text = README.read_text(encoding="utf-8")
+    after_two = text.index("make test") + len("make test")
+    first_use = text.index("memory-core serve", after_two)
+    assert ".venv/bin/memory-core" in text[after_two:first_use]
+
+
+def test_git_ignores_the_config_file_init_writes_in_the_checkout() -> None:
+    """`memory-core init` writes memory-core.toml where it runs; it holds token hashes once tokens are added."""
+    import subprocess
+
+    out = subprocess.run(["git", "check-ignore", "-q", "memory-core.toml"], cwd=ROOT, capture_output=True)
+    assert out.returncode == 0
+
+
 def test_readme_links_every_doc() -> None:
     linked = {t.attrGet("href") for t in inlines(README) if t.type == "link_open"}
     linked_files = {str(h).split("#")[0] for h in linked if h}

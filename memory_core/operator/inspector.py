@@ -29,9 +29,10 @@ from memory_core.models import CheckResult, MemoryRow, from_us, iso
 from memory_core.operator.stats import Operator, SessionSummary
 from memory_core.reads import row_from_attrs
 from memory_core.refs import EPISODE as EPISODE_KIND
-from memory_core.refs import CursorPosition, parse_ref
+from memory_core.refs import CursorPosition, memory_ref, parse_ref
 from memory_core.sessions.episodes import SUMMARY_WINDOW, handoff_content
 from memory_core.sessions.summary import SummaryTurn, extractive_summary
+from memory_core.versions.chain import MAX_CHAIN, newer_version
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore
@@ -99,9 +100,19 @@ class MemoryDetail:
 
 
 @dataclass(frozen=True)
+class EntityFact:
+    """A memory that mentions an entity: the newest of its versions that does, and the older
+    versions that did (corrected by ``update_memory``: history, not current facts)."""
+
+    row: MemoryRow
+    older: list[MemoryRow] = field(default_factory=list)  # superseded versions, newest first
+    current: str | None = None  # ``row`` superseded: the ref of the memory's current version (no longer mentioning it)
+
+
+@dataclass(frozen=True)
 class EntityDetail:
     entity: EntityView
-    mentions: list[MemoryRow]  # newest first
+    facts: list[EntityFact]  # newest first
 
 
 @dataclass
@@ -255,7 +266,8 @@ class Inspector:
         return MemoryDetail(check, chain if len(chain) > 1 else [], entities)
 
     def entity(self, tenant: str, ref: str) -> EntityDetail:
-        """An entity with every name and alias and the memories that mention it (newest first)."""
+        """An entity with every name and alias and the memories that mention it, newest first: one
+        fact per memory, its superseded versions folded under the newest version that mentions it."""
         tenant = v.tenant(tenant)
         found = ENTITY_REF.match(ref.strip()) if isinstance(ref, str) else None
         if found is None:
@@ -263,7 +275,36 @@ class Inspector:
         view = operator_entity(self.graph, tenant, int(found.group(1)))
         if view is None:
             raise NotFoundError(f"No entity {ref} in this tenant.", ref=ref[:200])
-        return EntityDetail(view, self.rows(tenant, view.mentions))
+        return EntityDetail(view, self._facts(tenant, self.rows(tenant, view.mentions)))
+
+    def _facts(self, tenant: str, rows: list[MemoryRow]) -> list[EntityFact]:
+        """``rows`` (newest first) grouped by version chain: each group under its newest row, which
+        names the chain's current version when it is itself superseded (see :mod:`memory_core.versions`)."""
+        groups: dict[int, list[MemoryRow]] = {}
+        heads: dict[int, int] = {}  # id of a superseded row -> id of its chain's current version
+        for row in rows:
+            head = row.id if row.valid_to is None else self._current_version(tenant, row.id, heads)
+            groups.setdefault(head, []).append(row)
+        return [EntityFact(group[0], group[1:], None if group[0].id == head else memory_ref(head))
+                for head, group in groups.items()]
+
+    def _current_version(self, tenant: str, mem_id: int, known: dict[int, int]) -> int:
+        """The current version of ``mem_id``'s chain (the operator reads private versions too); the
+        last one found when the chain ends early (a deleted version). Memoised in ``known``."""
+        walked: list[int] = []
+        head = mem_id
+        node = self.graph.memory(tenant, mem_id)
+        while node is not None and node.id not in walked and len(walked) < MAX_CHAIN:
+            if node.id in known:
+                head = known[node.id]
+                break
+            head = node.id
+            if node.valid_to_us is None:
+                break
+            walked.append(node.id)
+            node = newer_version(self.graph, tenant, node, None, private_too=True)
+        known.update(dict.fromkeys(walked, head))
+        return head
 
     def _chain(self, tenant: str, mem_id: int) -> list[int]:
         """Newer handoffs (in-edges) then this one then older ones (out-edges), newest first."""
@@ -350,6 +391,6 @@ class Inspector:
                                             "at": _iso(e.created_us)} for e in entries]
 
 
-__all__ = ["EntityDetail", "Inspector", "MemoryDetail", "Neighbourhood", "SessionsPage", "SummaryPeek",
+__all__ = ["EntityDetail", "EntityFact", "Inspector", "MemoryDetail", "Neighbourhood", "SessionsPage", "SummaryPeek",
            "TenantOverview",
            "TenantsView", "TimelinePage"]

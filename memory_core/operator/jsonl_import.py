@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from graph.api import SUPERSEDES, GraphTxn, mem_node
 from memory_core import validation as v
-from memory_core.entities.transfer import EntityImportCounts, EntityRestore, ImportedMemory
+from memory_core.entities.transfer import EntityImportCounts, EntityRestore, ImportedMemory, guard_line_entities
 from memory_core.errors import MemoryCoreError
 from memory_core.models import to_us
 from memory_core.operator.export_format import ExportLine
@@ -481,6 +481,7 @@ def _line_problem(core: MemoryCore, line: ExportLine) -> tuple[str, str] | None:
         return "INVALID_INPUT", "The content does not match its content_hash."
     try:
         core.writer.prepare(line.add_item(), extract=False)
+        line.entities, line.relations = guard_line_entities(line.entities, line.relations, core.writer.guard)
         for entity in line.entities:
             entity.check()
     except MemoryCoreError as exc:

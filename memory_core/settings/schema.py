@@ -163,10 +163,19 @@ class ServerSettings(_Section):
     @field_validator("tokens", mode="before")
     @classmethod
     def _tenant_only_tokens(cls, value: object) -> object:
-        """The original form ``"<sha256>" = "tenant"`` stays valid: it binds no agent."""
-        if isinstance(value, Mapping):
-            return {k: {"tenant": b} if isinstance(b, str) else b for k, b in value.items()}
-        return value
+        """Hashes in lower case, each token bound once; the original form ``"<sha256>" = "tenant"`` stays
+        valid (it binds no agent). One token listed twice (its hash in two cases, or in the file and the
+        environment) would bind whichever entry came last: refused, whatever the two entries say."""
+        if not isinstance(value, Mapping):
+            return value
+        tokens: dict[object, object] = {}
+        for key, entry in value.items():
+            digest = key.lower() if isinstance(key, str) else key
+            if digest in tokens:
+                raise ValueError(f"the token whose sha256 is {str(digest)[:12]}… is listed twice; bind each "
+                                 "token once (hashes are compared in lower case)")
+            tokens[digest] = {"tenant": entry} if isinstance(entry, str) else entry
+        return tokens
 
 
 class OperatingContextSettings(_Section):

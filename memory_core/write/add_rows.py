@@ -4,7 +4,9 @@ entities it declares and the ones the deterministic extractor finds in its text.
 Every write path that stores a memory (add, add_memories, handoffs, corrections, imports, doctor's
 restores) prepares its rows here, so the secrets guard (:mod:`memory_core.secret_guard`) runs here,
 once, on the validated fields and before anything else reads them: the content hash, the
-extractor and every store see only the guarded text."""
+extractor and every store see only the guarded text. Every string the row stores passes it: names
+that address rows (refused when one holds a secret), the content, metadata and source (and any hash
+in them of a secret or of the clear text), declared entity names, aliases, kinds and relation labels."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from memory_core.entities.extract import extract_entities
 from memory_core.errors import InvalidInputError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, to_us
 from memory_core.secret_guard import Scan, SecretGuard
+from memory_core.secret_guard.findings import MARKER_PATTERN
+from memory_core.secret_guard.guard import digests_of
 from memory_core.settings.schema import LimitSettings
 from memory_core.write.rows import content_hash, scoped_idempotency_key
 
@@ -64,37 +68,40 @@ def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = 
     if unknown:
         raise InvalidInputError(f"Unknown add_memory fields: {', '.join(sorted(unknown))}.")
     lim = limits
-    tenant = v.tenant(item.get("tenant"))
+    names = {"tenant": v.tenant(item.get("tenant")), "session": v.name(item.get("session"), "session"),
+             "agent": v.name(item.get("agent"), "agent"), "type": v.stored_type(item.get("type") or "turn"),
+             "role": v.name(item.get("role"), "role", required=False),
+             "channel": v.name(item.get("channel"), "channel", required=False),
+             "project_id": v.project_id(item.get("project_id")),
+             "idempotency_key": v.idempotency_key(item.get("idempotency_key"))}
+    guard.names(names, "memory")  # SECRET_REJECTED before anything else reads them
     scan = Scan()
-    text = guard.text(v.content(item.get("content"), lim.max_content_chars), "content", scan)
-    mtype = v.stored_type(item.get("type") or "turn")
-    source = guard.json(v.source(item.get("source"), lim.max_metadata_bytes, lim.max_metadata_depth), "source",
-                        scan)
+    clear = v.content(item.get("content"), lim.max_content_chars)
+    text = guard.text(clear, "content", scan)
+    # a hash of the clear text, or of a secret in it, is the secret for whoever can hash a guess
+    hashed = digests_of([clear, *(clear[x.start:x.end] for x in scan.found)]) if text != clear else frozenset()
+    mtype = str(names["type"])
+    source = v.source(item.get("source"), lim.max_metadata_bytes, lim.max_metadata_depth)
+    source = guard.hashes(guard.json(source, "source", scan), hashed, "source", scan)
+    metadata = v.json_object(item.get("metadata"), "metadata", lim.max_metadata_bytes, lim.max_metadata_depth)
+    metadata = guard.hashes(guard.json(metadata, "metadata", scan), hashed, "metadata", scan)
     default_salience = HANDOFF_SALIENCE if mtype == "handoff" else DEFAULT_SALIENCE
     ts = v.timestamp(item.get("timestamp"))
     row: dict[str, Any] = {
-        "tenant": tenant,
-        "session": v.name(item.get("session"), "session"),
-        "agent": v.name(item.get("agent"), "agent"),
-        "type": mtype,
-        "role": v.name(item.get("role"), "role", required=False),
-        "channel": v.name(item.get("channel"), "channel", required=False),
+        **{k: names[k] for k in ("tenant", "session", "agent", "type", "role", "channel", "project_id")},
         "source": source,
         "source_id": source.get("id"),
-        "project_id": v.project_id(item.get("project_id")),
         "salience": v.salience(item.get("salience"), default_salience),
         "visibility": v.visibility(item.get("visibility") or "tenant"),
         "ts_us": to_us(ts),
-        "metadata": guard.json(v.json_object(item.get("metadata"), "metadata", lim.max_metadata_bytes,
-                                             lim.max_metadata_depth), "metadata", scan),
+        "metadata": metadata,
         "content": text,
         "content_len": len(text),
         "content_hash": content_hash(text),
     }
-    key = scoped_idempotency_key(
-        v.idempotency_key(item.get("idempotency_key")), str(row["visibility"]), str(row["agent"]))
+    key = scoped_idempotency_key(names["idempotency_key"], str(row["visibility"]), str(row["agent"]))
     row["idempotency_key"] = key
-    declared_entities = guard.json(item.get("entities"), "entities", scan)
+    declared_entities = _without_redacted_kinds(guard.json(item.get("entities"), "entities", scan))
     declared_relations = guard.json(item.get("relations"), "relations", scan)
     # SECRET_REJECTED here, under "reject": before anything is written, and before a later error could quote a value
     redacted = guard.finish(scan, "memory")
@@ -103,3 +110,12 @@ def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = 
     if extract:
         entities = declared.with_extracted(entities, extract_entities(text))
     return PreparedAdd(row, key, entities=entities, relations=relations, redacted=redacted)
+
+
+def _without_redacted_kinds(entities: Any) -> Any:
+    """Declared entities with a kind the guard redacted dropped: a kind is a label, and a redaction marker
+    is none (the entity is stored without a kind, and the result reports the secret)."""
+    if not isinstance(entities, list):
+        return entities
+    return [{**e, "kind": None} if isinstance(e, dict) and isinstance(e.get("kind"), str)
+            and MARKER_PATTERN.search(e["kind"]) else e for e in entities]

@@ -47,6 +47,7 @@ from memory_core.write.add_rows import PreparedAdd
 BatchWriter = Callable[[list[PreparedAdd]], list[AddResult]]
 
 # failures of the stores or the model themselves: writing the rows one by one would only fail each again
+INTERRUPT_CHECK_S = 0.1  # how soon a caller waiting in the queue sees a Ctrl-C handled on another thread
 _SHARED_FAILURES = (StoreUnavailableError, StoreFullError, StoreReadOnlyError, StoreLockedError)
 _REQUEST_ERRORS = frozenset({400, 413, 422})  # a provider refusing the input (one text may be the cause)
 
@@ -153,8 +154,11 @@ class GroupCommit:
                 # the first of a batch's callers back leads; it expects the others (and only them)
                 ticket.returning, self._returning = max(0, self._returning - 1), 0
         try:
+            # until written by a leader, or made the next leader; in slices, because a Ctrl-C whose handler
+            # the kernel ran on another thread reaches this thread only when it runs Python code again
             if not ticket.lead:
-                ticket.wake.wait()  # until written by a leader, or made the next leader
+                while not ticket.wake.wait(INTERRUPT_CHECK_S):
+                    pass
             batch = self._gather(ticket.returning) if ticket.lead else None
         except BaseException:  # interrupted (KeyboardInterrupt) before its add was taken into a batch
             self._withdraw(ticket)

@@ -29,7 +29,7 @@ failures = []
 threading.excepthook = lambda args: failures.append(f"{type(args.exc_value).__name__}: {args.exc_value}")
 from memory_core.settings.schema import load_settings
 from memory_core.embedding.local import shared_minilm
-from tools.bridge.deferred_core import open_stores, open_stores_warming
+from tools.serve.deferred_core import open_stores, open_stores_warming
 
 opener = open_stores_warming if sys.argv[2] == "shared" else open_stores
 core = opener(load_settings(environ={}), sys.argv[1])

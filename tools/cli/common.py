@@ -116,7 +116,7 @@ class Common:
         ``graph_only``: the command never embeds nor queries vectors (export, tenants), so a directory
         written with another embedding model opens too (the way to move it to a new model)."""
         from memory_core.service import MemoryCore  # the store's modules load only for commands that open it
-        from tools.bridge.shared_server import ANNOUNCEMENT
+        from tools.server_record import ANNOUNCEMENT
 
         # STORE_LOCKED names the running server (pid, URL) that holds the directory, and how to stop it
         core = MemoryCore.open(self.data_dir, config_path=self.config, announcement=ANNOUNCEMENT,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from memory_core.models import MemoryRow, iso
+from memory_core.models import MemoryRow, RecallResult, iso
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -73,6 +73,21 @@ def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool =
             cells += ["" if row.confidence is None else f"{row.confidence:.3f}", reason.get("signal", "")]
         body.append([*cells, preview(row.content)])
     table(title, [*columns, "preview"], body)
+
+
+NEWEST_FIRST_NOTE = ("Newest first: under --type handoff, time orders the rows that pass the quality gate; "
+                     "confidence is why a row passed, not a ranking (--deep ranks by relevance).")
+
+
+def recall_title(result: RecallResult, query: str) -> str:
+    """The recall table's title: how many rows and in what order, so confidences are not misread as
+    a ranking when time orders the rows (``order: "newest_first"``, and the empty query's most recent)."""
+    n = len(result.messages)
+    if result.order == "newest_first":
+        return f"recall: {n} rows, newest first"
+    if not query.strip():
+        return f"recall: {n} most recent, newest first"
+    return f"recall: {n} rows by confidence"
 
 
 def recall_diagnostics(diagnostics: dict[str, Any]) -> None:

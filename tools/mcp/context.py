@@ -21,8 +21,8 @@ from mcp_types import CallToolResult, TextContent
 
 from memory_core.errors import MemoryCoreError
 from tools.auth import TenantScope
-from tools.bridge.deferred_core import Stores
 from tools.mcp.preview import PreviewShaper
+from tools.mcp.stores import Stores
 
 if TYPE_CHECKING:
     from memory_core.service import MemoryCore
@@ -36,7 +36,7 @@ class ServerState:
     """Made once in the server lifespan; shared by every request of every session.
 
     ``stores`` hands out the open ``MemoryCore``: at once, or once the shared server's
-    background open is done (:mod:`tools.bridge.deferred_core`).
+    background open is done (:mod:`tools.mcp.stores`).
     """
 
     stores: Stores

@@ -18,12 +18,7 @@ from memory_core.errors import InvalidInputError
 from memory_core.scopes import Scope
 from tools.mcp.context import ServerState
 
-Author = Annotated[
-    str | None,
-    Field(
-        description="Your agent id (the author)."
-    ),
-]
+Author = Annotated[str | None, Field()]  # the server instructions say it is the author, your agent id
 Viewer = Annotated[str | None, Field()]  # the server instructions say what it shows
 
 

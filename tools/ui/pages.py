@@ -118,7 +118,8 @@ def search(request: Request) -> HTMLResponse:
     st = state(request)
     name = str(_text(request, "t", required=True))
     form = {k: request.query_params.get(k, "") for k in
-            ("q", "type", "session", "agent", "channel", "source_id", "project", "project_id", "viewer", "deep")}
+            ("q", "type", "session", "agent", "channel", "source_id", "project", "project_id", "viewer", "deep",
+             "collapse")}
     limit = _int(request, "limit", 20)
     result, elapsed_ms = None, None
     if "q" in request.query_params:
@@ -129,7 +130,8 @@ def search(request: Request) -> HTMLResponse:
         elif form["project"] == "project":
             options["project_id"] = form["project_id"]
         started = time.perf_counter()
-        result = st.core.recall(name, form["q"], limit=limit, deep=form["deep"] == "on", **options)
+        result = st.core.recall(name, form["q"], limit=limit, deep=form["deep"] == "on",
+                                collapse=form["collapse"] != "off", **options)
         elapsed_ms = (time.perf_counter() - started) * 1000
     agents = sorted(st.core.graph.agents(name))[:AGENT_LIST]
     return page("search.html", context(

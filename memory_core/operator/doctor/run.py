@@ -26,13 +26,17 @@ Finding kinds, and what :func:`repair` does about each::
                                                               -> both: end the old version at the newer
                       one's time and relink it (after orphans are restored: a lost old version comes
                       back from its vector record current and unlinked)
-    secret_stored     a memory's content, metadata or source, or a session summary, holds a secret in
-                      clear (stored before the secrets guard existed, or under security.secrets = "allow";
-                      not reported under "allow")       -> redact it in the graph (its lexical index and
+    secret_stored     a memory's content, metadata or source (or a hash there of a secret in it), or a
+                      session summary, holds a secret in clear (stored before the secrets guard existed, or
+                      under security.secrets = "allow"; not reported under "allow")
+                                                        -> redact it in the graph (its lexical index and
                       window follow in the same transaction), then rewrite its vector record (document
                       and embedding) from the redacted text; then purge the old text from the SQLite
-                      file (index segments, freed pages, WAL). An entity the extractor named after a
-                      secret (``ent:<id>``) is removed with its mentions and relations.
+                      file (index segments, freed pages, WAL). A relation labelled with a secret is
+                      removed; an entity whose name, alias or kind is a secret, or that the extractor
+                      named after one (``ent:<id>``), is removed with its mentions and relations. A name
+                      that addresses the memory (session, agent, channel, …) holding a secret is
+                      reported and left as it is (renaming it would make it address other rows).
     version_self      a memory names itself as the version it corrects
     version_cycle     versions correct each other in a cycle (none of them is current)
     version_fork      two versions correct the same one      -> all three: the linked rows become one
@@ -77,9 +81,10 @@ from memory_core.operator.doctor.scan import (
     memory_rows,
     scan,
     secret_findings,
+    secret_relations,
     version_findings,
 )
-from memory_core.operator.doctor.secrets import memory_secrets, redacted_text
+from memory_core.operator.doctor.secrets import memory_secrets, name_secrets, redacted_text
 from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref, parse_ref
 from memory_core.sessions.episodes import episode_vector_metadata
 from memory_core.store_errors import graph_errors
@@ -229,22 +234,24 @@ def _redact_secrets(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
         refs = [r for r in all_refs if not r.startswith("ent:")]
         mem_ids = [parse_ref(r).id for r in refs if parse_ref(r).kind == MEMORY]
         rows = memory_rows(core, tenant, mem_ids)
+        labels = secret_relations(core, tenant)
         for start in range(0, len(rows), EMBED_BATCH):
             chunk = rows[start : start + EMBED_BATCH]
-            changed = [(row, memory_secrets(row)[1]) for row in chunk]
+            changed = [(row, memory_secrets(row)[1], labels.get(row["id"], [])) for row in chunk]
             with core.graph.transaction() as tx:
-                for row, changes in changed:
+                for row, changes, relations in changed:
                     if changes:
                         tx.rewrite_memory(tenant, row["id"], changes)
-            clean = [{**row, **changes} for row, changes in changed]
+                    if relations:  # a label is no text to redact in place: the relation goes
+                        tx.erase_entity_links(tenant, [], relations)
+            clean = [{**row, **changes} for row, changes, _r in changed]
             ids = [memory_ref(r["id"]) for r in clean]
             vectors = core.embedder.embed([embedding_text(r) for r in clean])
             core.vectors.delete(tenant, ids)  # upsert merges metadata: no stale key (an old source_id) survives
             core.vectors.upsert(tenant, ids, vectors, [r["content"] for r in clean],
                                 [vector_metadata(r) for r in clean])
-            done += [Repair("secret_stored", tenant, ref, "redacted the secrets in the graph, the lexical index "
-                                                          "and the vector record (document and embedding)")
-                     for ref in ids]
+            done += [Repair("secret_stored", tenant, memory_ref(row["id"]), _redacted(changes, relations, row))
+                     for row, changes, relations in changed]
         for ep_id in [parse_ref(r).id for r in refs if parse_ref(r).kind == EPISODE]:
             episode = core.graph.episode(tenant, ep_id)
             if episode is None:
@@ -260,6 +267,20 @@ def _redact_secrets(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
             done.append(Repair("secret_stored", tenant, ref, "redacted the secrets in the summary and its vector "
                                                              "record"))
     return done
+
+
+def _redacted(changes: dict[str, Any], relations: list[Any], row: dict[str, Any]) -> str:
+    """What a repair did to one memory holding secrets."""
+    done = []
+    if changes:
+        done.append("redacted the secrets in the graph, the lexical index and the vector record (document and "
+                    "embedding)")
+    if relations:
+        done.append(f"removed {len(relations)} relation(s) labelled with a secret")
+    if name_secrets(row).found:
+        done.append("left the names that address it as they are (a renamed session is another session): export "
+                    "the tenant, rename them in the file, import it into a fresh store")
+    return "; ".join(done) or "rewrote the vector record from the graph"
 
 
 def _secret_findings(core: MemoryCore) -> list[Finding]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from graph.api import EntityRecord, EntityRelation
 from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.entities import doctor as entity_doctor
 from memory_core.operator.doctor import versions
-from memory_core.operator.doctor.secrets import describe, memory_secrets
+from memory_core.operator.doctor.secrets import describe, memory_secrets, name_secrets
 from memory_core.operator.doctor.versions import VersionFix
 from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref
 from memory_core.secret_guard import detect
@@ -122,18 +123,35 @@ def id_findings(core: MemoryCore) -> list[Finding]:
     return out
 
 
+def secret_relations(core: MemoryCore, tenant: str) -> dict[int, list[EntityRelation]]:
+    """The tenant's relations whose label holds a secret, by the memory that declared them."""
+    out: dict[int, list[EntityRelation]] = {}
+    for rel in core.graph.all_relations(tenant):
+        if detect(rel.label):
+            out.setdefault(rel.mem_id, []).append(rel)
+    return out
+
+
 def secret_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, Any]]) -> list[Finding]:
     """Memories and session summaries holding secrets in clear (stored before the guard existed, or
-    under ``allow``), episodes whose vector record still does (a repair interrupted after the
-    graph), and entities the extractor named after a secret: one ``secret_stored`` finding each,
-    naming fields and kinds, never a value."""
+    under ``allow``) — in the content, metadata, source, the labels of the relations a memory
+    declared, or the names that address it —, episodes whose vector record still does (a repair
+    interrupted after the graph), and entities whose name, an alias or kind is a secret or that the
+    extractor named after one: one ``secret_stored`` finding each, naming fields and kinds, never a
+    value."""
     out = []
     values: dict[int, list[str]] = {}  # memory id -> the secrets in its content
+    labels = secret_relations(core, tenant)
     for mem_id, row in sorted(rows.items()):
-        scan, _changes = memory_secrets(row)
-        if scan.found:
-            out.append(Finding("secret_stored", tenant, memory_ref(mem_id),
-                               f"secrets stored in clear ({describe(scan)})"))
+        scan, _changes = memory_secrets(row, [r.label for r in labels.get(mem_id, [])])
+        names = name_secrets(row)
+        parts = [f"secrets stored in clear ({describe(scan)})"] if scan.found else []
+        if names.found:
+            parts.append(f"names that address it hold secrets ({describe(names)}); they are not rewritten by a "
+                         "repair (a renamed session is another session): export the tenant, rename them in the "
+                         "file, import it into a fresh store")
+        if parts:
+            out.append(Finding("secret_stored", tenant, memory_ref(mem_id), "; ".join(parts)))
             values[mem_id] = [row["content"][x.start:x.end] for x in scan.found if x.field == "content"]
     episodes = core.graph.episodes(tenant)
     records = core.vectors.documents(tenant, [episode_ref(e.id) for e in episodes]) if episodes else {}
@@ -143,23 +161,28 @@ def secret_findings(core: MemoryCore, tenant: str, rows: dict[int, dict[str, Any
             ["its vector record"] if ref in records and detect(records[ref][0]) else [])
         if where:
             out.append(Finding("secret_stored", tenant, ref, f"secrets stored in clear in {' and '.join(where)}"))
-    # entities the extractor named after a secret of the text it read (a bare key has no context to be
-    # recognised by: it is matched against the secrets of the memories that mention it)
+    # entities: every name, alias and kind is scanned; and a bare key the extractor took from a text has
+    # no context to be recognised by, so it is matched against the secrets of the memories that mention
+    # it, and an entity nothing mentions any more (its memory was lost) is judged by its shape
     mentioned: dict[int, set[str]] = {}
     for mem_id, entity_ids in core.graph.memory_entities(tenant, list(values)).items():
         for entity_id in entity_ids:
             mentioned.setdefault(entity_id, set()).update(values.get(mem_id, []))
-    # and entities nothing mentions any more (their memory was lost) named like a token
-    unmentioned = {r.id for r in core.graph.entity_records(tenant)} - {e for _m, e in core.graph.all_mentions(tenant)}
-    suspects = core.graph.entity_records(tenant, sorted(set(mentioned) | unmentioned)) if mentioned or unmentioned \
-        else []
-    for record in suspects:
-        names = (record.name, *record.aliases)
-        if any(detect(n) for n in names) or any(
-                len(n) >= 8 and (n in v or v in n) for n in names for v in mentioned.get(record.id, ())) or (
-                record.id in unmentioned and any(looks_like_token(n) for n in names)):
-            out.append(Finding("secret_stored", tenant, f"ent:{record.id}", "an entity named after a secret"))
+    entities = core.graph.entity_records(tenant)
+    unmentioned = {r.id for r in entities} - {e for _m, e in core.graph.all_mentions(tenant)}
+    out += [Finding("secret_stored", tenant, f"ent:{record.id}", "an entity named after a secret")
+            for record in entities if entity_holds_secret(record, mentioned.get(record.id, set()),
+                                                         unmentioned=record.id in unmentioned)]
     return out
+
+
+def entity_holds_secret(record: EntityRecord, secrets: set[str], *, unmentioned: bool) -> bool:
+    """Whether an entity's name, an alias or its kind is a secret (or holds one of ``secrets``, those of
+    the memories that mention it; or, when nothing mentions it, is shaped like a token)."""
+    names = (record.name, *record.aliases)
+    return (any(detect(n) for n in names) or bool(record.kind and detect(record.kind))
+            or any(len(n) >= 8 and (n in v or v in n) for n in names for v in secrets)
+            or (unmentioned and any(looks_like_token(n) for n in names)))
 
 
 def missing_detail(item: MissingStructure) -> str:

@@ -77,3 +77,32 @@ def test_summary_peek_writes_nothing_and_marks_a_stored_summary_stale(core: Memo
     core.add_memory("acme", "s", "a0", "one more")
     assert ins.summary("acme", "s").stale  # type: ignore[union-attr]
     assert ins.summary("acme", "empty") is None
+
+
+def test_an_entitys_mentions_are_its_current_facts_with_superseded_versions_folded_under_them(
+        core: MemoryCore) -> None:
+    """A corrected memory keeps its old version (valid_to): the entity lists the current version,
+    the old ones under it; a version whose correction no longer names the entity is marked
+    superseded, with the ref of the version that is current now."""
+    orion = [{"name": "Orion", "kind": "incident"}]
+    forty = core.add_memory("acme", "ops", "ann", "The Orion outage lasted 40 minutes.", entities=orion,
+                            timestamp=START.isoformat()).ref
+    fifty_five = core.update_memory("acme", forty, content="The Orion outage lasted 55 minutes.").added.ref
+    fifty_seven = core.update_memory("acme", fifty_five, content="The Orion outage lasted 57 minutes.").added.ref
+    runbook = core.add_memory("acme", "ops", "bob", "Orion's runbook is in the old wiki.", entities=orion,
+                              timestamp=(START + timedelta(minutes=1)).isoformat()).ref
+    moved = core.update_memory("acme", runbook, content="The runbook is in the handbook now.").added.ref
+    plain = core.add_memory("acme", "ops", "ann", "Orion postmortem is on Friday.", entities=orion,
+                            timestamp=(START + timedelta(minutes=2)).isoformat()).ref
+    core.add_memory("globex", "ops", "zed", "The Orion outage lasted 3 minutes.", entities=orion)
+    entity = core.graph.entity_by_name("acme", "orion", None)
+    assert entity is not None
+    detail = Inspector(core).entity("acme", entity.ref)
+    facts = {f.row.ref: f for f in detail.facts}
+    assert list(facts) == [fifty_seven, plain, runbook]  # newest first; the old versions are not facts of their own
+    assert facts[fifty_seven].row.valid_to is None and facts[fifty_seven].current is None
+    assert [o.ref for o in facts[fifty_seven].older] == [fifty_five, forty]
+    assert all(o.valid_to is not None for o in facts[fifty_seven].older)
+    assert facts[plain].older == [] and facts[plain].current is None
+    assert facts[runbook].row.valid_to is not None and facts[runbook].current == moved
+    assert "3 minutes" not in {o.content for f in detail.facts for o in (f.row, *f.older)}  # acme's rows only

@@ -190,7 +190,7 @@ def test_importing_the_guard_loads_no_detect_secrets_until_the_first_scan() -> N
     import subprocess
     import sys
 
-    code = ("import sys, memory_core.secret_guard as g; a = 'detect_secrets' in sys.modules; g.detect('x'); "
-            "print(a, 'detect_secrets' in sys.modules)")
+    code = ("import sys, memory_core.secret_guard as g; a = 'detect_secrets' in sys.modules; "
+            "g.detect('a note on the deploy'); print(a, 'detect_secrets' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["False", "True"]

@@ -123,6 +123,27 @@ def test_recall_applies_every_filter_and_shows_scores(data_dir: Path) -> None:
     assert table.exit_code == 0 and "confidence" in table.stdout and "mem:" in table.stdout
 
 
+def test_recall_says_when_its_rows_are_newest_first_rather_than_ranked(data_dir: Path) -> None:
+    newer = run_json(data_dir, "add", "-t", "acme", "-s", "s1", "-a", "bob", "--type", "handoff",
+                     "handoff: cider pressed, bottling next")["ref"]
+    query = ["recall", "apples picked, cider next", "-t", "acme"]
+    handoffs = run_json(data_dir, *query, "--type", "handoff")
+    assert handoffs["order"] == "newest_first" and handoffs["messages"][0]["ref"] == newer  # the library's word
+    table = run(data_dir, *query, "--type", "handoff")
+    assert table.exit_code == 0, table.stdout
+    assert "recall: 2 rows, newest first" in table.stdout
+    assert ("Newest first: under --type handoff, time orders the rows that pass the quality gate; "
+            "confidence is why a row passed, not a ranking (--deep ranks by relevance).") in table.stdout
+    ranked = run(data_dir, *query)
+    assert "rows by confidence" in ranked.stdout and "newest first" not in ranked.stdout.lower()
+    assert "order" not in run_json(data_dir, *query)
+    deep = run(data_dir, *query, "--type", "handoff", "--deep")
+    assert "rows by confidence" in deep.stdout and "order" not in run_json(data_dir, *query, "--type", "handoff",
+                                                                           "--deep")
+    recent = run(data_dir, "recall", "", "-t", "acme", "-n", "3")
+    assert "recall: 3 most recent, newest first" in recent.stdout
+
+
 def test_recall_explain_prints_the_time_per_stage_and_the_pool(data_dir: Path) -> None:
     plain = run_json(data_dir, "recall", "apple harvest", "-t", "acme")
     assert "diagnostics" not in plain

@@ -30,8 +30,8 @@ async def related(
     limit: RelatedLimit = RELATED_LIMIT_DEFAULT,
     viewer: Viewer = None,
 ) -> dict[str, Any]:
-    """Memories and entities linked (mentions, relations) to an entity (name, alias, ent:N) or a
-    memory (mem:N), best first, with their paths."""
+    """Memories and entities an entity (name, alias, ent:N) or a memory (mem:N) links to by mentions and
+    relations, best first, with their paths."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
