@@ -60,9 +60,6 @@ AUTHORED_BY = "AUTHORED_BY"
 IN_SESSION = "IN_SESSION"
 SUMMARIZES = "SUMMARIZES"
 SUPERSEDES = "SUPERSEDES"
-ENTITY = "ENTITY"
-MENTIONS = "MENTIONS"
-RELATED = "RELATED"
 
 Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenant, a page
 
@@ -236,7 +233,6 @@ class GraphTxn(Protocol):
         the next row of its session when this one lends it its words. False when the tenant has no
         such memory."""
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None: ...
-    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None: ...
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None: ...
     def write_episode(self, row: Mapping[str, Any]) -> None: ...
     def set_meta(self, key: str, value: str, *, overwrite: bool) -> None: ...

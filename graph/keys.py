@@ -2,7 +2,8 @@
 
 Each memory adds one to a (scope, key) count per field it is filed under (:func:`count_keys`), so
 field counts, channel sessions and the growth chart are O(values), never a scan of the rows.
-SQLite (:mod:`graph.sqlite.txn`) and PostgreSQL (:mod:`graph.pg.counts`) keep the same keys.
+SQLite (:mod:`graph.sqlite.txn`) and PostgreSQL (:mod:`graph.pg.txn`, onto the tables of
+:mod:`graph.pg.counts`) both write the keys these functions give.
 """
 
 from __future__ import annotations
@@ -32,5 +33,11 @@ def count_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
         if row["visibility"] == "tenant":
             keys.append(("schan", f"{channel}{SEP}{session}"))
     return keys
+
+
+def mention_key(entity_id: int, shared: bool, agent: str) -> str:
+    """The 'mention' count's key of one mention row: the entity id, then '' (a shared memory's mention)
+    or the private memory's author (SQLite keeps it by trigger, graph.sqlite.entities.MENTION_COUNT_KEY)."""
+    return f"{entity_id}{SEP}{'' if shared else agent}"
 
 

@@ -120,19 +120,6 @@ class IdSpace:
 
 
 @dataclass(frozen=True, slots=True)
-class TenantTotals:
-    """One tenant's memories by type and visibility, its sessions, agents and episodes."""
-
-    tenant: str
-    memories: int
-    by_type: Mapping[str, int]
-    private: int
-    sessions: int
-    agents: tuple[str, ...]
-    episodes: int
-
-
-@dataclass(frozen=True, slots=True)
 class DiskUse:
     """Bytes the graph store takes (None: not a local file, or absent)."""
 
@@ -197,7 +184,6 @@ class GraphMaintenance(Protocol):
         """Delete these edges in one transaction; how many existed."""
 
     # ---- operator views -----------------------------------------------------------------------
-    def tenant_totals(self, tenant: str) -> TenantTotals: ...
     def disk_use(self) -> DiskUse: ...
     def content_chars(self) -> dict[str, int]:
         """Characters of content stored per tenant (operator-wide; for the inspector's sizes). Read
@@ -206,5 +192,5 @@ class GraphMaintenance(Protocol):
 
 __all__ = [
     "DanglingEdge", "DiskUse", "EdgeRow", "GraphMaintenance", "IdSpace", "LexicalState", "MissingStructure", "NodeRow",
-    "StoredMemory", "TenantTotals", "WindowState",
+    "StoredMemory", "WindowState",
 ]

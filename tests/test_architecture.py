@@ -8,6 +8,9 @@
   outside its vector package; the graph backends never import each other.
 - No import cycle between the project's units (a package below the top level, or a top-level
   module), deferred imports inside functions included; ``if TYPE_CHECKING:`` imports are types only.
+- ``memory_core`` never names a graph backend (no ``"postgres"`` or ``"sqlite"`` string outside its
+  settings, which list the choices): what a backend is and needs comes from the registry
+  (``graph.open.BACKENDS``).
 - One serving root: ``tools.mcp`` only builds the MCP server, so nothing it loads (its imports and
   theirs) is the stdio bridge, the inspector, a serving process or uvicorn; the stdio bridge
   (``tools.bridge``) never loads the MCP SDK; and nothing imports the serving processes
@@ -27,11 +30,13 @@ from pathlib import Path
 
 import pytest
 
+from graph.open import BACKENDS
 from tests.support.paths import ROOT
 
 PACKAGES = ("memory_core", "graph", "tools")
 GRAPH_SEAMS = frozenset({"graph.api", "graph.maintenance_api", "graph.errors", "graph.open"})
 CLIENTS = frozenset({"sqlite3", "psycopg", "psycopg_pool", "chromadb"})
+SETTINGS = "memory_core.settings"  # the one place of memory_core that lists the backends (the setting's choices)
 Import = tuple[str, int, str]  # (importing module, line, imported module)
 
 
@@ -103,6 +108,20 @@ def backend_offences(root: Path) -> list[str]:
     pairs = (("graph.pg", "graph.sqlite"), ("graph.sqlite", "graph.pg"))
     return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
             for a, b in pairs if within(m, a) and within(target, b)]
+
+
+def backend_name_offences(root: Path) -> list[str]:
+    """Strings of ``memory_core`` (outside its settings) that are a registered backend's name: a
+    comparison with ``"postgres"`` is a fact the registry holds (``shared``, ``extra``)."""
+    out = []
+    for path in sorted((root / "memory_core").rglob("*.py")):
+        module = module_name(root, path)
+        if within(module, SETTINGS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in BACKENDS:
+                out.append(f"{module}:{node.lineno} names the graph backend {node.value!r}")
+    return out
 
 
 SDK = ("mcp", "mcp_types")  # the MCP Python SDK's packages
@@ -219,6 +238,10 @@ def test_no_import_cycle_between_units() -> None:
     assert cycles(ROOT) == []
 
 
+def test_memory_core_names_no_graph_backend_outside_its_settings() -> None:
+    assert backend_name_offences(ROOT) == []
+
+
 @pytest.mark.slow
 def test_the_mcp_server_loads_neither_the_bridge_the_inspector_a_serving_process_nor_uvicorn() -> None:
     assert mcp_server_offences(ROOT) == []
@@ -274,7 +297,8 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
                                 "def inspector():\n    from tools.ui import app\n",
          "tools/ui/app.py": "from tools.auth import AccessToken\n",
          "tools/cli/serve.py": "def serve():\n    from tools.serve.http import x\n"
-                               "    from tools.bridge.client import y\n"}
+                               "    from tools.bridge.client import y\n",
+         "memory_core/settings/schema.py": "GRAPH_CHOICES = ('sqlite', 'postgres')\n"}
 
 
 @pytest.mark.parametrize(("rule", "violation"), [
@@ -296,10 +320,13 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (bridge_sdk_offences, {"tools/bridge/lines.py": "from tools.auth import hash_token\n"}),
     (serve_importer_offences, {"tools/mcp/server.py": "from tools.serve.deferred_core import open_core\n"}),
     (serve_importer_offences, {"tools/bridge/client.py": "def f():\n    from tools.serve import bridged\n"}),
+    (backend_name_offences, {"memory_core/open.py": "def shared(s):\n    return s.storage.graph == 'postgres'\n"}),
+    (backend_name_offences, {"memory_core/extras.py": "DEFAULT = {'graph': 'sqlite'}\n"}),
 ], ids=["core->tools", "graph->core", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
         "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "mcp->bridge", "mcp->ui",
         "deferred mcp->uvicorn", "mcp->uvicorn through http", "bridge->sdk", "bridge->sdk through auth",
-        "mcp->serve", "deferred bridge->serve"])
+        "mcp->serve", "deferred bridge->serve",
+        "core names postgres", "core names sqlite"])
 def test_each_rule_fails_on_a_tree_that_breaks_it(tmp_path: Path, rule: object, violation: dict[str, str]) -> None:
     assert callable(rule)
     assert rule(_tree(tmp_path / "clean", CLEAN)) == []

@@ -71,7 +71,7 @@ def main() -> None:
         mentions = len(store.all_mentions("acme"))
 
         def old(limit: int) -> Callable[[], object]:
-            return lambda: store._all(OLD_SQL, ("bob", "acme", limit))
+            return lambda: store.entity_index.q.all(OLD_SQL, ("bob", "acme", limit))
 
         cases = {
             "old statement, every entity": old(-1),

@@ -39,8 +39,8 @@ from graph.api import (
 )
 from graph.entity_link import Writer, link, seen_by
 from graph.entity_values import private_key
+from graph.keys import SEP, count_keys, mention_key
 from graph.pg import counts
-from graph.pg.counts import mention_key
 from graph.pg.entities import COUNTED, KEYS_SQL, held_keys, id_list
 from graph.pg.migrations import LATEST, newer_store
 from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
@@ -181,14 +181,8 @@ class PgTxn:
         self._x(_GRAPH, [a_node, AGENT, tenant, json.dumps({"agent": row["agent"]}, ensure_ascii=False),
                          s_node, SESSION, tenant, json.dumps({"session": session}, ensure_ascii=False),
                          m_node, a_node, AUTHORED_BY, tenant, m_node, s_node, IN_SESSION, tenant])
-        self._tenants[tenant] += 1
-        turn = row["type"] == "turn"
-        self._count(tenant, memories=1, non_turn=0 if turn else 1, lex_len_sum=int(lex_len), changes=1)
-        self._session[(tenant, session, "memories")] += 1
-        self._session[(tenant, session, "turns")] += 1 if turn else 0
-        if row["visibility"] == "agent":
-            self._private[(tenant, session, row["agent"])] += 1
-        self._scoped.update({(tenant, scope, key): 1 for scope, key in counts.scoped_keys(row)})
+        self._count(tenant, lex_len_sum=int(lex_len), changes=1)
+        self._count_memory(tenant, row, 1)
 
     def erase_memory(self, tenant: str, mem_id: int) -> bool:
         """Delete the memory, its edges and its window (the next row is re-pointed); AGENT/SESSION
@@ -210,15 +204,9 @@ class PgTxn:
         node = mem_node(mem_id)
         self._x("DELETE FROM edges WHERE src = %s OR dst = %s", [node, node])
         self.erase_entity_rows(mem_id)
-        turn = type_ == "turn"
-        self._count(tenant, memories=-1, non_turn=0 if turn else -1, lex_len_sum=-int(lex_len), changes=1)
-        self._session[(tenant, session, "memories")] -= 1
-        self._session[(tenant, session, "turns")] -= 1 if turn else 0
-        if visibility == "agent":
-            self._private[(tenant, session, str(agent))] -= 1
-        gone_row = {"type": type_, "agent": agent, "ts_us": ts_us, "channel": channel, "visibility": visibility,
-                    "session": session}
-        self._scoped.subtract({(tenant, scope, key): 1 for scope, key in counts.scoped_keys(gone_row)})
+        self._count(tenant, lex_len_sum=-int(lex_len), changes=1)
+        self._count_memory(tenant, {"type": type_, "agent": agent, "ts_us": int(ts_us), "channel": channel,
+                                    "visibility": visibility, "session": session}, -1)
         return True
 
     def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
@@ -276,13 +264,7 @@ class PgTxn:
                 self._repoint(tenant, int(nxt[0]), str(new))
         return True
 
-    # ---- nodes, edges, episodes, meta -----------------------------------------------------------
-    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
-        self._x("INSERT INTO nodes (node_id, kind, tenant, attrs) VALUES (%s, %s, %s, %s) ON CONFLICT (node_id) "
-                "DO UPDATE SET kind = excluded.kind, attrs = excluded.attrs WHERE nodes.tenant = excluded.tenant",
-                [node_id, kind, tenant, json.dumps(dict(attrs), ensure_ascii=False)])
-        self._tenants[tenant] += 1
-
+    # ---- edges, episodes, meta -----------------------------------------------------------
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None:
         self._x("INSERT INTO edges (src, dst, kind, tenant) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 [src, dst, kind, tenant])
@@ -330,6 +312,20 @@ class PgTxn:
     def _count(self, tenant: str, **deltas: int) -> None:
         self._tenants[tenant] += 1
         self._tenant.setdefault(tenant, Counter()).update(deltas)
+
+    def _count_memory(self, tenant: str, row: Mapping[str, Any], sign: int) -> None:
+        """One memory written (+1) or erased (-1): each of its graph.keys.count_keys moves, in the table
+        that keeps its scope (graph.pg.counts)."""
+        for scope, key in count_keys(row):
+            if scope in counts.TENANT_STATE:
+                self._count(tenant, **{counts.TENANT_STATE[scope]: sign})
+            elif scope in counts.SESSION_COUNTS:
+                self._session[(tenant, key, counts.SESSION_COUNTS[scope])] += sign
+            elif scope == counts.PRIVATE_COUNTS:
+                session, agent = key.split(SEP, 1)
+                self._private[(tenant, session, agent)] += sign
+            else:
+                self._scoped[(tenant, scope, key)] += sign
 
     def finish(self) -> None:
         """Apply the counter deltas and bump each touched tenant's version (sorted: no lock-order

@@ -216,12 +216,6 @@ class GraphDB:
         cur.execute(f"INSERT INTO {name} (rowid, content, prev) {WINDOW_ROWS_SQL}", (tenant,))
         return name
 
-    def window_counts(self) -> dict[str, int]:
-        """Documents per tenant's window table."""
-        with self.lock:
-            return {t: int(self._conn.execute(f"SELECT count(*) FROM {window_table_name(t)}_docsize").fetchone()[0])
-                    for t in sorted(self._windows_known)}
-
     def _migrate_windows(self) -> None:
         """Stores written before window tables existed get them built once, at open."""
         present = {str(r[0]) for r in self._conn.execute(

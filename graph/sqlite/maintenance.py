@@ -14,7 +14,6 @@ from typing import Any
 
 from graph import maintenance_checks as checks
 from graph.api import (
-    AGENT,
     EpisodeNode,
     JournalEntry,
     MemoryNode,
@@ -28,7 +27,6 @@ from graph.maintenance_api import (
     MissingStructure,
     NodeRow,
     StoredMemory,
-    TenantTotals,
     WindowState,
 )
 from graph.sqlite import maintenance_lexical as lexical
@@ -236,20 +234,6 @@ class SqliteMaintenance:
         return removed
 
     # ---- operator views -----------------------------------------------------------------------
-    def tenant_totals(self, tenant: str) -> TenantTotals:
-        with store_errors("counting a tenant's rows"), self.db.lock:
-            conn = self.db.conn
-            by_type = {str(t): int(n) for t, n in conn.execute(
-                "SELECT type, count(*) FROM memories WHERE tenant = ? GROUP BY type ORDER BY type", (tenant,))}
-            private, sessions = conn.execute(
-                "SELECT count(*) FILTER (WHERE visibility = 'agent'), count(DISTINCT session) FROM memories "
-                "WHERE tenant = ?", (tenant,)).fetchone()
-            agents = sorted({str(json.loads(a)["agent"]) for (a,) in conn.execute(
-                "SELECT attrs FROM nodes WHERE tenant = ? AND kind = ?", (tenant, AGENT))})
-            episodes = conn.execute("SELECT count(*) FROM episodes WHERE tenant = ?", (tenant,)).fetchone()[0]
-        return TenantTotals(tenant, sum(by_type.values()), by_type, int(private), int(sessions), tuple(agents),
-                            int(episodes))
-
     def disk_use(self) -> DiskUse:
         path = self.db.path
         wal = path.with_name(path.name + "-wal")

@@ -50,7 +50,6 @@ class Effects:
     sessions: set[tuple[str, str]] = field(default_factory=set)  # (tenant, session) of the erased memories
     agents: list[tuple[str, str]] = field(default_factory=list)
     tenants: set[str] = field(default_factory=set)
-    fts_changed: bool = False
 
 
 class SqliteTxn:
@@ -139,7 +138,6 @@ class SqliteTxn:
         self._count(tenant, count_keys(row), 1)
         self.effects.written.append(node_from_row({c: row.get(c) for c in MEMORY_COLUMNS}))
         self.effects.tenants.add(tenant)
-        self.effects.fts_changed = True
 
     def erase_memory(self, tenant: str, mem_id: int) -> bool:
         """Delete the memory row, its edges (MENTIONS and the RELATED it declared too), FTS and window
@@ -213,7 +211,6 @@ class SqliteTxn:
                 nxt = self._adjacent(tenant, session, (ts_us, mem_id), after=True)
                 if nxt is not None and visibility == "tenant":  # the next row's window holds this text
                     cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (new, nxt[0]))
-            self.effects.fts_changed = True
         row = cur.execute(f"SELECT {NODE_SELECT} FROM memories WHERE id = ?", (mem_id,)).fetchone()
         self.effects.written.append(node_from_row(tuple(row)))
         self.effects.tenants.add(tenant)
@@ -273,17 +270,10 @@ class SqliteTxn:
             prev = self._adjacent(tenant, session, key, after=False)
             self.cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (_shared_text(prev), nxt[0]))
 
-    # ---- edges, nodes, episodes --------------------------------------------------------------
+    # ---- edges, episodes -------------------------------------------------------------------
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None:
         self.cur.execute("INSERT OR IGNORE INTO edges (src, dst, kind, tenant) VALUES (?, ?, ?, ?)",
                          (src, dst, kind, tenant))
-        self.effects.tenants.add(tenant)
-
-    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
-        self.cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
-                         (node_id, kind, tenant, json.dumps(dict(attrs))))
-        if kind == AGENT and self.cur.rowcount and "agent" in attrs:
-            self.effects.agents.append((tenant, str(attrs["agent"])))
         self.effects.tenants.add(tenant)
 
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None:

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from graph.api import (
     SHARED_VIEW,
+    EntityIndex,
     EntityRecord,
     EntityRelation,
-    GraphStore,
     GraphTxn,
     MemoryNode,
     entity_norm,
@@ -88,7 +88,7 @@ class EntityExporter:
     views: dict[tuple[int, str], frozenset[str]]
 
     @classmethod
-    def of(cls, graph: GraphStore, tenant: str) -> EntityExporter:
+    def of(cls, graph: EntityIndex, tenant: str) -> EntityExporter:
         by_mem: dict[int, list[EntityRelation]] = {}
         for rel in graph.all_relations(tenant):
             by_mem.setdefault(rel.mem_id, []).append(rel)
@@ -103,7 +103,7 @@ class EntityExporter:
         return ExportEntity(ref=f"ent:{record.id}", name=names[0], kind=record.kind, aliases=names,
                             created_us=record.created_us)
 
-    def fields(self, graph: GraphStore, tenant: str, ids: Sequence[int],
+    def fields(self, graph: EntityIndex, tenant: str, ids: Sequence[int],
                memories: Mapping[int, MemoryNode]) -> dict[int, dict[str, Any]]:
         """The ``entities`` and ``relations`` fields of each memory line."""
         out: dict[int, dict[str, Any]] = {}

@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from graph.api import EntitySpec, GraphStore, GraphStoreError, entity_norm
+from graph.api import EntitySpec, GraphStoreError, StoreLifecycle, entity_norm
 from memory_core.entities.model import EntityModel, LiteLLMEntityModel, ModelEntities
 from memory_core.errors import MemoryCoreError
 from memory_core.provider.errors import ProviderError, provider_error_reason
@@ -51,7 +51,7 @@ class _Job:
 
 
 class EntityWorker:
-    def __init__(self, graph: GraphStore, model: EntityModel, write_lock: AbstractContextManager[object],
+    def __init__(self, graph: StoreLifecycle, model: EntityModel, write_lock: AbstractContextManager[object],
                  *, queue_size: int = QUEUE_SIZE, guard: SecretGuard | None = None) -> None:
         self.graph = graph
         self.model = model
@@ -142,7 +142,7 @@ def without_secrets(found: ModelEntities, guard: SecretGuard) -> ModelEntities:
     return ModelEntities(entities, relations)
 
 
-def build_entity_worker(settings: ModelProviderSettings, graph: GraphStore, writer: WritePath,
+def build_entity_worker(settings: ModelProviderSettings, graph: StoreLifecycle, writer: WritePath,
                         model: EntityModel | None = None) -> EntityWorker | None:
     """The worker, fed by every add, when ``model_provider.enabled`` and ``extract_entities`` ask for it."""
     if not (settings.enabled and settings.extract_entities):

@@ -16,7 +16,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graph.api import SUPERSEDES, EpisodeNode, GraphStore, GraphTxn, Key, MemoryNode, mem_node
+from graph.api import SUPERSEDES, EpisodeNode, GraphStore, GraphTxn, Key, MemoryNode, MemoryRows, mem_node
 from memory_core import validation as v
 from memory_core.embedding.local import Embedder
 from memory_core.errors import NotFoundError
@@ -315,7 +315,7 @@ class EpisodeService:
         return self._extractive(tenant, session, self._shared_keys(tenant, session, SUMMARY_WINDOW), SUMMARY_PENDING)
 
 
-def handoff_content(graph: GraphStore, tenant: str, handoff: MemoryNode | None) -> str | None:
+def handoff_content(graph: MemoryRows, tenant: str, handoff: MemoryNode | None) -> str | None:
     if handoff is None:
         return None
     return graph.contents(tenant, [handoff.id]).get(handoff.id)

@@ -80,8 +80,8 @@ def test_the_node_cache_never_holds_more_than_its_configured_size(tmp_path: Path
         for mem_id in ids:
             assert core.graph.memory("t0", mem_id) is not None
         assert isinstance(core.graph, SqliteGraphStore)
-        assert len(core.graph.nodes) <= 50
-        assert len(core.graph.memories("t0", ids)) == 400 and len(core.graph.nodes) <= 50
+        assert len(core.graph.memory_rows.nodes) <= 50
+        assert len(core.graph.memories("t0", ids)) == 400 and len(core.graph.memory_rows.nodes) <= 50
     finally:
         core.close()
 
@@ -266,7 +266,7 @@ def test_word_counts_kept_for_lexical_search_are_forgotten_at_the_tenants_next_w
     """The store remembers each query word's probed count; a write that makes a rare word common
     must change the answer exactly as a store that never saw the first query answers."""
     store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
-    store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
+    store.lexical.min_rows = 10  # 400 rows: a big tenant, cap 20 rows
     with store.transaction() as tx:
         tx.reserve_ids_through(1000)
         for i in range(1, 401):  # zircon in 4 rows (rare), granite+basalt in the same 16 (common, under the cap)
@@ -278,7 +278,7 @@ def test_word_counts_kept_for_lexical_search_are_forgotten_at_the_tenants_next_w
         for i in range(401, 409):
             tx.write_memory(row(i, f"kiln {i} zircon", tenant="big", session=f"s{i}", ts=1_000_000 + i))
     fresh = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
-    fresh.prune_min_rows = 10
+    fresh.lexical.min_rows = 10
     expected = fresh.lexical_window(RowFilter("big"), terms, 4)
     assert store.lexical_window(RowFilter("big"), terms, 4) == expected
     assert {h.id for h in expected} <= {i for i in range(1, 401) if i % 25 == 1}  # two mid words outrank zircon
@@ -298,7 +298,7 @@ def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recoun
 
     monkeypatch.setattr("graph.sqlite.readers.sqlite3.connect", connect)
     store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
-    store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
+    store.lexical.min_rows = 10  # 400 rows: a big tenant, cap 20 rows
     with store.transaction() as tx:
         tx.reserve_ids_through(1000)
         for i in range(1, 401):  # zircon in 2 rows (rare); filler in the rest (over the cap)

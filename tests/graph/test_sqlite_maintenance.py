@@ -48,8 +48,6 @@ def test_memory_reads_of_one_tenant_never_return_another_tenants_rows(mcore: Mem
     foreign = m.memory_rows("globex", ids["globex"][:1])[0].node
     assert m.existing_memory("globex", foreign.session, foreign.content_hash, foreign.ts_us) == foreign.id
     assert m.existing_memory("acme", foreign.session, foreign.content_hash, foreign.ts_us) is None
-    assert m.tenant_totals("nobody") == dataclasses.replace(m.tenant_totals("nobody"), memories=0, private=0,
-                                                             sessions=0, agents=(), episodes=0, by_type={})
 
 
 def test_stored_rows_carry_content_and_key_and_are_frozen(mcore: MemoryCore) -> None:
@@ -59,13 +57,6 @@ def test_stored_rows_carry_content_and_key_and_are_frozen(mcore: MemoryCore) -> 
     assert row.as_row()["content"] == row.content and row.as_row()["id"] == row.node.id
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.content = "changed"  # type: ignore[misc]
-
-
-def test_tenant_totals_count_types_private_rows_sessions_and_agents(mcore: MemoryCore) -> None:
-    populate(mcore)
-    totals = mcore.maintenance.tenant_totals("acme")
-    assert (totals.memories, dict(totals.by_type), totals.private, totals.sessions, totals.agents) == (
-        4, {"note": 1, "turn": 3}, 1, 2, ("alice", "bob"))
 
 
 def test_a_tenant_named_only_by_a_stray_edge_is_listed_and_doctor_removes_the_edge(mcore: MemoryCore) -> None:

@@ -59,10 +59,10 @@ def test_the_extras_it_names_exist_and_none_pulls_torch() -> None:
 
 
 def test_it_runs_with_the_standard_library_alone_and_reports_an_unreadable_file(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "memory_core" / "extras.py"), str(tmp_path / "none")],
-                         capture_output=True, text=True, timeout=60)
+    # as `make serve` runs it, from the checkout; -S -s -E: no site-packages, no user site, no PYTHON* variables
+    extras = [sys.executable, "-S", "-s", "-E", "-m", "memory_core.extras"]
+    out = subprocess.run([*extras, str(tmp_path / "none")], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 2 and "cannot read the configuration" in out.stderr
     config = write(tmp_path / "c.toml", '[storage]\ngraph = "postgres"\n')
-    out = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "memory_core" / "extras.py"), config],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([*extras, config], capture_output=True, text=True, timeout=60, check=True, cwd=ROOT)
     assert out.stdout.strip() == "postgres"
