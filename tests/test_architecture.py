@@ -23,6 +23,7 @@ a deliberate violation.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -54,27 +55,47 @@ def _type_checking_lines(tree: ast.Module) -> set[int]:
     return lines
 
 
-def imports(root: Path, packages: tuple[str, ...] = PACKAGES) -> Iterator[Import]:
-    """Every import of the tree's modules, relative imports resolved, ``TYPE_CHECKING`` blocks left out."""
+def parsed(path: Path) -> ast.Module:
+    """The file's syntax tree, parsed once per run (every rule reads the same trees)."""
+    return _parse(path, path.stat().st_mtime_ns)
+
+
+@functools.cache
+def _parse(path: Path, mtime_ns: int) -> ast.Module:  # mtime_ns: a file rewritten since is read again
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+@functools.cache
+def _file_imports(root: Path, path: Path, tree: ast.Module) -> tuple[tuple[int, str, bool], ...]:
+    """(line, imported module, type-only) for every import of one file."""
+    typing_only = _type_checking_lines(tree)
+    found: list[tuple[int, str, bool]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        types = node.lineno in typing_only
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, types) for alias in node.names]
+            continue
+        assert node.level == 0, f"{path}:{node.lineno}: the project uses absolute imports only"
+        base = node.module or ""
+        found.append((node.lineno, base, types))
+        for alias in node.names:  # ``from pkg import module`` imports pkg.module
+            if (root / (base.replace(".", "/") + f"/{alias.name}.py")).exists() or (
+                    root / base.replace(".", "/") / alias.name / "__init__.py").exists():
+                found.append((node.lineno, f"{base}.{alias.name}", types))
+    return tuple(found)
+
+
+def imports(root: Path, packages: tuple[str, ...] = PACKAGES, *, types: bool = False) -> Iterator[Import]:
+    """Every import of the tree's modules, relative imports resolved; ``if TYPE_CHECKING:`` blocks
+    only with ``types``."""
     for package in packages:
         for path in sorted((root / package).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
             module = module_name(root, path)
-            typing_only = _type_checking_lines(tree)
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.Import | ast.ImportFrom) or node.lineno in typing_only:
-                    continue
-                if isinstance(node, ast.Import):
-                    for alias in node.names:
-                        yield module, node.lineno, alias.name
-                else:
-                    assert node.level == 0, f"{path}:{node.lineno}: the project uses absolute imports only"
-                    base = node.module or ""
-                    yield module, node.lineno, base
-                    for alias in node.names:  # ``from pkg import module`` imports pkg.module
-                        if (root / (base.replace(".", "/") + f"/{alias.name}.py")).exists() or (
-                                root / base.replace(".", "/") / alias.name / "__init__.py").exists():
-                            yield module, node.lineno, f"{base}.{alias.name}"
+            for line, target, type_only in _file_imports(root, path, parsed(path)):
+                if types or not type_only:
+                    yield module, line, target
 
 
 def within(name: str, package: str) -> bool:
@@ -118,7 +139,7 @@ def backend_name_offences(root: Path) -> list[str]:
         module = module_name(root, path)
         if within(module, SETTINGS):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in BACKENDS:
                 out.append(f"{module}:{node.lineno} names the graph backend {node.value!r}")
     return out
@@ -213,27 +234,22 @@ def cycles(root: Path) -> list[list[str]]:
     return found
 
 
-@pytest.mark.slow
 def test_memory_core_and_graph_never_import_tools_and_graph_never_imports_memory_core() -> None:
     assert layer_offences(ROOT) == []
 
 
-@pytest.mark.slow
 def test_memory_core_reaches_the_graph_only_through_its_seams() -> None:
     assert graph_seam_offences(ROOT) == []
 
 
-@pytest.mark.slow
 def test_memory_core_imports_no_database_or_vector_client_outside_its_vector_package() -> None:
     assert client_offences(ROOT) == []
 
 
-@pytest.mark.slow
 def test_the_graph_backends_never_import_each_other() -> None:
     assert backend_offences(ROOT) == []
 
 
-@pytest.mark.slow
 def test_no_import_cycle_between_units() -> None:
     assert cycles(ROOT) == []
 
@@ -242,23 +258,20 @@ def test_memory_core_names_no_graph_backend_outside_its_settings() -> None:
     assert backend_name_offences(ROOT) == []
 
 
-@pytest.mark.slow
 def test_the_mcp_server_loads_neither_the_bridge_the_inspector_a_serving_process_nor_uvicorn() -> None:
     assert mcp_server_offences(ROOT) == []
 
 
-@pytest.mark.slow
 def test_the_stdio_bridge_never_loads_the_mcp_sdk() -> None:
     assert bridge_sdk_offences(ROOT) == []
 
 
-@pytest.mark.slow
 def test_only_the_cli_imports_the_serving_processes() -> None:
     assert serve_importer_offences(ROOT) == []
 
 
 def test_the_launcher_imports_tools_only_inside_main() -> None:
-    top_level = ast.parse((ROOT / "memory_core" / "launcher.py").read_text()).body
+    top_level = parsed(ROOT / "memory_core" / "launcher.py").body
     names = [n.module for n in top_level if isinstance(n, ast.ImportFrom)]
     names += [a.name for n in top_level if isinstance(n, ast.Import) for a in n.names]
     assert not [m for m in names if m and m.split(".")[0] in ("tools", "graph")]
