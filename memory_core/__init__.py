@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from memory_core.errors import MemoryCoreError
     from memory_core.service import MemoryCore
-    from memory_core.settings.schema import Settings, load_settings
+    from memory_core.settings import load_settings
+    from memory_core.settings.schema import Settings
 
 __all__ = ["MemoryCore", "MemoryCoreError", "Settings", "load_settings"]
 __version__ = "0.1.0"
@@ -22,7 +23,7 @@ _LAZY = {
     "MemoryCore": "memory_core.service",
     "MemoryCoreError": "memory_core.errors",
     "Settings": "memory_core.settings.schema",
-    "load_settings": "memory_core.settings.schema",
+    "load_settings": "memory_core.settings",
 }
 
 

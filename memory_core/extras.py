@@ -4,7 +4,7 @@
 nothing else: the extra of the graph backend (``storage.graph``; the backend registry
 :data:`graph.open.BACKENDS` says which, e.g. ``postgres``), ``rerank`` when the default recall preset
 reads the cross-encoder (``recall.preset``). The same layering as
-:func:`memory_core.settings.schema.load_settings` decides: the TOML file (``CONFIG``, else
+:func:`memory_core.settings.load_settings` decides: the TOML file (``CONFIG``, else
 ``$MEMORY_CORE_CONFIG``), then ``MEMORY_CORE_<SECTION>_<KEY>`` variables.
 
 Standard library only (the registry too): ``make serve`` runs ``python -m memory_core.extras`` from

@@ -21,7 +21,8 @@ from memory_core.dir_lock import DirLock, claim
 from memory_core.embedding.local import Embedder, HashEmbedder, shared_fastembed, shared_minilm
 from memory_core.errors import ConfigError, EmbedderMismatchError
 from memory_core.sessions.summary import LiteLLMSummaryProvider, SummaryProvider
-from memory_core.settings.schema import Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
 from memory_core.store_errors import graph_error, os_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.cache import VectorCacheBudget

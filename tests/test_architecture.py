@@ -7,7 +7,8 @@
 - ``memory_core`` imports no database or vector client (``sqlite3``, ``psycopg``, ``chromadb``)
   outside its vector package; the graph backends never import each other.
 - No import cycle between the project's units (a package below the top level, or a top-level
-  module), deferred imports inside functions included; ``if TYPE_CHECKING:`` imports are types only.
+  module), nor between the modules of one unit, deferred imports inside functions included;
+  ``if TYPE_CHECKING:`` imports are types only.
 - ``memory_core`` never names a graph backend (no ``"postgres"`` or ``"sqlite"`` string outside its
   settings, which list the choices): what a backend is and needs comes from the registry
   (``graph.open.BACKENDS``).
@@ -209,6 +210,27 @@ def cycles(root: Path) -> list[list[str]]:
         a, b = unit(root, m), unit(root, target)
         if a and b and a != b and b not in PACKAGES:
             edges.setdefault(a, set()).add(b)
+    return _cycles(edges)
+
+
+def modules(root: Path) -> set[str]:
+    return {module_name(root, path) for package in PACKAGES for path in (root / package).rglob("*.py")}
+
+
+def module_cycles(root: Path) -> list[list[str]]:
+    """The cycles among modules inside a unit too (``schema`` loads ``sources`` which loads ``schema``). A
+    module's import of a package above it does not count: Python runs that package first anyway."""
+    known = modules(root)
+    edges: dict[str, set[str]] = {}
+    for m, _line, target in imports(root):
+        while target and target not in known:  # ``from pkg.mod import name``: the module
+            target = target.rpartition(".")[0]
+        if target and target != m and not within(m, target):
+            edges.setdefault(m, set()).add(target)
+    return _cycles(edges)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     found: list[list[str]] = []
     seen_cycles: set[frozenset[str]] = set()
     state: dict[str, int] = {}
@@ -252,6 +274,10 @@ def test_the_graph_backends_never_import_each_other() -> None:
 
 def test_no_import_cycle_between_units() -> None:
     assert cycles(ROOT) == []
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert module_cycles(ROOT) == []
 
 
 def test_memory_core_names_no_graph_backend_outside_its_settings() -> None:
@@ -324,6 +350,8 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (backend_offences, {"graph/pg/counts.py": "from graph.sqlite.txn import SEP\n"}),
     (backend_offences, {"graph/sqlite/store.py": "from graph.pg import rows\n"}),
     (cycles, {"memory_core/errors.py": "def f():\n    from memory_core.service import MemoryCore\n"}),
+    (module_cycles, {"memory_core/settings/schema.py": "def load():\n    from memory_core.settings import sources\n",
+                     "memory_core/settings/sources.py": "from memory_core.settings.schema import Settings\n"}),
     (mcp_server_offences, {"tools/mcp/server.py": "from tools.bridge.client import Bridge\n"}),
     (mcp_server_offences, {"tools/mcp/context.py": "from tools.ui import app\n"}),
     (mcp_server_offences, {"tools/mcp/server.py": "def run():\n    import uvicorn\n"}),
@@ -336,7 +364,7 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (backend_name_offences, {"memory_core/open.py": "def shared(s):\n    return s.storage.graph == 'postgres'\n"}),
     (backend_name_offences, {"memory_core/extras.py": "DEFAULT = {'graph': 'sqlite'}\n"}),
 ], ids=["core->tools", "graph->core", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
-        "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "mcp->bridge", "mcp->ui",
+        "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "module cycle", "mcp->bridge", "mcp->ui",
         "deferred mcp->uvicorn", "mcp->uvicorn through http", "bridge->sdk", "bridge->sdk through auth",
         "mcp->serve", "deferred bridge->serve",
         "core names postgres", "core names sqlite"])

@@ -28,7 +28,7 @@ from starlette.testclient import TestClient
 from bench.common import SyntheticEmbedder, print_table, sentence, stage
 from memory_core import MemoryCore
 from memory_core.operator.inspector import Inspector
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tools.auth import hash_token
 from tools.ui import standalone_app
 

@@ -23,7 +23,7 @@ from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.pg_graph import row
 from tests.support.sqlite import sqlite_db
 

@@ -13,7 +13,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError, StoreError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.api import Metadata
 from memory_core.vectors.memory import InMemoryVectorStore
 

@@ -21,7 +21,7 @@ import pytest
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.service import LOCK_FILE
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 
 BIN = Path(sys.executable).with_name("memory-core")
@@ -31,7 +31,7 @@ ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_"
 OPENER = """
 import json, sys
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.embedding.local import HashEmbedder
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
 try:

@@ -11,7 +11,7 @@ import pytest
 
 from memory_core.extras import serve_extras
 from memory_core.recall.presets import PRESETS
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import EmbeddingError
-from memory_core.settings.schema import Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.warm_up import warm_up_in_background
 

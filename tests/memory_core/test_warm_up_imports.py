@@ -27,7 +27,7 @@ PROBE = """
 import json, sys, threading
 failures = []
 threading.excepthook = lambda args: failures.append(f"{type(args.exc_value).__name__}: {args.exc_value}")
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.embedding.local import shared_minilm
 from tools.serve.deferred_core import open_stores, open_stores_warming
 

@@ -27,7 +27,7 @@ from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreReadOnlyError, StoreUnavailableError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.memory import InMemoryVectorStore
@@ -284,7 +284,7 @@ UNWRITABLE_GRAPH_CHILD = """
 import json, subprocess, sys
 from pathlib import Path
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.embedding.local import HashEmbedder
 data_dir = Path(sys.argv[1])
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})

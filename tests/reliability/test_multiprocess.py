@@ -19,14 +19,14 @@ import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 
 # A second process: opens the directory, reports, then keeps it open until told to close.
 HOLDER = """
 import json, sys
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.embedding.local import HashEmbedder
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
 try:

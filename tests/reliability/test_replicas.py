@@ -30,7 +30,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.operator.doctor.run import check
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.reliability.harness import HarnessResult, contract_problem, response_text
 from tests.reliability.test_load import EMBEDDER, TENANTS, LoadStats, drive, read_back_over_http
 from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, http_client, server_env, write_token_config

@@ -27,7 +27,7 @@ from _pytest.mark.structures import ParameterSet
 from graph.open import BACKENDS
 from memory_core import MemoryCore
 from memory_core.embedding.local import Embedder, HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.models import to_us
 from memory_core.refs import memory_ref
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.store_checks import assert_stores_agree
 
 TENANTS = ("acme", "globex", "initech")

@@ -24,7 +24,7 @@ from graph.sqlite.db import GraphDB
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.operator.doctor.run import repair
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.api import Metadata
 from memory_core.vectors.chroma import ChromaVectorStore
 

@@ -61,7 +61,7 @@ def serve(
     locate = _head_start(data_dir, config) if head_start and data_dir is not None else None
     import anyio
 
-    from memory_core.settings.schema import load_settings  # loads with the command, not with --help
+    from memory_core.settings import load_settings
 
     opts = Common.of(ctx, config, data_dir, json_out)
     overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}

@@ -239,7 +239,7 @@ def _store(opts: Common, dry_run: bool) -> Iterator[MemoryCore]:
     """The store an import writes into. A dry run where there is no store yet (the data directory does
     not exist, and the graph would live in it) reads a throwaway one instead: a dry run creates nothing."""
     if dry_run:
-        from memory_core.settings.schema import load_settings
+        from memory_core.settings import load_settings
 
         settings = load_settings(opts.config)
         root = Path(opts.data_dir or settings.storage.data_dir).expanduser()

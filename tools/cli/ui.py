@@ -34,7 +34,7 @@ def ui(
     JSON (--announce --json): one line {"url"}
     """
     from memory_core.service import MemoryCore
-    from memory_core.settings.schema import load_settings  # loads with the command, not with --help
+    from memory_core.settings import load_settings
     from tools.auth import is_loopback
 
     opts = Common.of(ctx, config, data_dir, json_out)

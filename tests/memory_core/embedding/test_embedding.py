@@ -80,7 +80,7 @@ def test_texts_of_mixed_lengths_get_their_own_vectors_at_every_batch_size(minilm
 
 def test_the_threads_setting_reaches_the_model_runs() -> None:
     from memory_core.open import build_embedder
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
 
     one = build_embedder(load_settings(environ={"MEMORY_CORE_EMBEDDING_THREADS": "1"}))
     default = build_embedder(load_settings(environ={}))

@@ -19,7 +19,7 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import Embedder, FastEmbedEmbedder, HashEmbedder, MiniLMEmbedder
 from memory_core.errors import ConfigError, EmbeddingError, MemoryCoreError
 from memory_core.open import build_embedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tools.cli.app import app
 
 BGE = "BAAI/bge-small-en-v1.5"

@@ -11,7 +11,7 @@ import pytest
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.fake_llm import EMBEDDING_DIM, FakeLLM, fake_llm, status
 
 

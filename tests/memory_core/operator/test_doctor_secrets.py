@@ -16,7 +16,7 @@ from memory_core.embedding.local import HashEmbedder
 from memory_core.operator.doctor.run import check, repair
 from memory_core.operator.transfer import export_tenant
 from memory_core.secret_guard import detect
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.secrets_corpus import ALL_SECRETS, SAMPLES, file_leaks, leaks
 from tools.cli.app import app
 

@@ -25,7 +25,7 @@ from memory_core.errors import StoreError
 from memory_core.operator.doctor.run import check, repair
 from memory_core.operator.transfer import export_tenant, import_lines
 from memory_core.refs import MAX_ID
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import open_core, store_backends

@@ -23,7 +23,7 @@ from memory_core.errors import NotFoundError
 from memory_core.importers import import_source
 from memory_core.operator.doctor.run import check
 from memory_core.operator.transfer import export_tenant
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import open_core, store_backends
 from tests.support.paths import ROOT

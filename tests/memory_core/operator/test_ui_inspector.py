@@ -13,7 +13,7 @@ from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import InvalidInputError
 from memory_core.operator import inspector as inspector_module
 from memory_core.operator.inspector import Inspector
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.ui_store import OPERATOR_TOKEN, ui_settings
 from tools.cli.app import app
 from tools.ui import standalone_app

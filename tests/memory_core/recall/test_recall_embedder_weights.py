@@ -15,7 +15,7 @@ from memory_core.recall import scoring
 from memory_core.recall.presets import EMBEDDER_DEFAULTS, PRESETS, resolve_preset
 from memory_core.recall.scoring import Candidate
 from memory_core.service import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 
 SETTINGS = load_settings(environ={}).recall
 STRONGER = "a-stronger-model"  # an embedder measured with bench.quality.tune to want a lighter own-text weight

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import ModelProviderSettings, Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import ModelProviderSettings, Settings
 from tests.support.paths import ROOT
 
 

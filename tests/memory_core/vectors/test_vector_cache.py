@@ -20,7 +20,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors import chroma as vector_store
 from memory_core.vectors.cache import ROW_OVERHEAD, VectorCacheBudget
 from memory_core.vectors.chroma import ChromaVectorStore

@@ -22,7 +22,7 @@ from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
 from memory_core.operator.doctor.run import check, repair
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.deadline import vector_store_wedged
 from memory_core.vectors.memory import InMemoryVectorStore

@@ -29,7 +29,7 @@ def vcore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryCore
 def _pg_core(request: pytest.FixtureRequest, data_dir: Path) -> MemoryCore:
     """PostgreSQL graph with in-memory vectors (the graph side is what versions change)."""
     from memory_core.embedding.local import HashEmbedder
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
     from tests.support.backends import postgres_database as _postgres_database
 
     settings = load_settings(environ={}, overrides={
@@ -216,7 +216,7 @@ def test_an_update_whose_vector_write_fails_leaves_the_old_version_current_and_n
         request: pytest.FixtureRequest, tmp_path: Path) -> None:
     from memory_core.embedding.local import HashEmbedder
     from memory_core.errors import StoreUnavailableError
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
     from memory_core.vectors.memory import InMemoryVectorStore
 
     faulty = FaultyVectorStore(InMemoryVectorStore())

@@ -333,7 +333,7 @@ def test_replicas_writing_batches_over_the_same_sessions_in_opposite_orders_neve
     """Two replicas on one PostgreSQL database, each writing batches that span the same sessions (as
     group commit forms them from their own callers), in opposite orders: no batch may fail for a lock
     cycle between the two (a deadlock PostgreSQL breaks by failing one of them)."""
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
 
     def replica(name: str) -> MemoryCore:
         settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"},

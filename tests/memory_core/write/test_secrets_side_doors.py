@@ -16,7 +16,8 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import SecretRejectedError
 from memory_core.secret_guard import SecretGuard
-from memory_core.settings.schema import LimitSettings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import LimitSettings
 from memory_core.write.add_rows import prepare_add
 from tests.support.secrets_corpus import REALISTIC, Fake
 

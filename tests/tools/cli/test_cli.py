@@ -13,8 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.settings import template_text
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings, template_text
 from tests.support.agreement import assert_stores_agree
 from tests.support.paths import ROOT
 from tests.support.sqlite import sqlite_db

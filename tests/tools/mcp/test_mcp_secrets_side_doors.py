@@ -15,7 +15,8 @@ from mcp import Client
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
 from tests.support.mcp_harness import Caller, error_code
 from tests.support.mcp_in_process import served
 from tests.support.secrets_corpus import EVASIONS, REALISTIC, Fake

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.ui_store import OPERATOR_TOKEN, ui_settings
 from tools.ui import standalone_app
 
