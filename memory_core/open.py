@@ -18,7 +18,8 @@ from graph.api import StoreLifecycle
 from graph.errors import GraphConfigError, GraphStoreError, SchemaVersionError
 from graph.open import GraphConfig, OpenedGraph, graph_backend, open_graph
 from memory_core.dir_lock import DirLock, claim
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_fastembed, shared_minilm
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder, shared_fastembed, shared_minilm
 from memory_core.errors import ConfigError, EmbedderMismatchError
 from memory_core.sessions.summary import LiteLLMSummaryProvider, SummaryProvider
 from memory_core.settings import load_settings

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, print_table, sentence, stage
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder, shared_minilm
 from memory_core.importers import import_source
 
 KINDS = ("person", "service", "team", "project", "location")

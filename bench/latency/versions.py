@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, percentiles, print_table, sentence, stage, timed
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder, shared_minilm
 
 
 def load(core: Any, tenant: str, rows: int) -> list[str]:

@@ -44,7 +44,7 @@ from typing import Any
 
 from graph.api import GraphStore, Key, LexicalHit, MemoryNode
 from memory_core import validation as v
-from memory_core.embedding.local import Embedder, embed_query
+from memory_core.embedding.api import Embedder, embed_query
 from memory_core.errors import InvalidInputError, StoreError
 from memory_core.models import MemoryRow, RecallResult, from_us
 from memory_core.reads import Reader, episode_attrs

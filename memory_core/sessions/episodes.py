@@ -18,7 +18,7 @@ from typing import Any
 
 from graph.api import SUPERSEDES, EpisodeNode, GraphStore, GraphTxn, Key, MemoryNode, MemoryRows, mem_node
 from memory_core import validation as v
-from memory_core.embedding.local import Embedder
+from memory_core.embedding.api import Embedder
 from memory_core.errors import NotFoundError
 from memory_core.models import AddResult, MemoryRow, RecentTurnsPage, from_us, iso
 from memory_core.reads import EPISODE_AGENT, EPISODE_SALIENCE, Reader, visible

@@ -31,7 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from graph.api import MEMORY_STATE_FIELDS, GraphStore, GraphStoreError, GraphTxn, mem_node
-from memory_core.embedding.local import Embedder
+from memory_core.embedding.api import Embedder
 from memory_core.errors import (
     InvalidInputError,
     MemoryCoreError,

@@ -26,7 +26,8 @@ from _pytest.mark.structures import ParameterSet
 
 from graph.open import BACKENDS
 from memory_core import MemoryCore
-from memory_core.embedding.local import Embedder, HashEmbedder
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder
 from memory_core.settings import load_settings
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from memory_core.embedding import local as embedding
-from memory_core.embedding.local import Embedder, HashEmbedder, MiniLMEmbedder
+from memory_core.embedding.api import Embedder, embed_query
+from memory_core.embedding.local import HashEmbedder, MiniLMEmbedder
 from memory_core.embedding.runtime import session_of
 from memory_core.errors import EmbeddingError
 from tests.support.paths import ROOT
@@ -180,7 +181,7 @@ def test_the_query_session_checks_the_model_file_it_loads(monkeypatch: pytest.Mo
 
 def test_embed_query_falls_back_to_embed_for_embedders_without_it() -> None:
     fake = HashEmbedder()
-    assert embedding.embed_query(fake, ["the kiln"]) == fake.embed(["the kiln"])
+    assert embed_query(fake, ["the kiln"]) == fake.embed(["the kiln"])
 
 
 def test_trimming_the_heap_is_a_no_op_where_the_c_library_has_no_malloc_trim(monkeypatch: pytest.MonkeyPatch) -> None:

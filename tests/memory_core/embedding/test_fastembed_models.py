@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.embedding.local import Embedder, FastEmbedEmbedder, HashEmbedder, MiniLMEmbedder
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import FastEmbedEmbedder, HashEmbedder, MiniLMEmbedder
 from memory_core.errors import ConfigError, EmbeddingError, MemoryCoreError
 from memory_core.open import build_embedder
 from memory_core.settings import load_settings
