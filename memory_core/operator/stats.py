@@ -161,7 +161,7 @@ class Operator:
             graph = self.core.maintenance.disk_use()
         return {
             "chroma_dir": _tree_size(self.core.data_dir / "chroma") if embedded else None,
-            "graph_sqlite": graph.database,
+            "graph_database": graph.database,  # the SQLite file, or the PostgreSQL database
             "graph_wal": graph.wal,
         }
 

@@ -56,8 +56,8 @@ def doctor(
 def _print_report(report: doctor_lib.DoctorReport) -> None:
     render.table(
         "stores (all tenants)",
-        ["tenant", "sqlite", "graph", "vectors", "lexical"],
-        ([c.tenant, c.sqlite, c.graph, c.vectors, c.lexical] for c in report.counts),
+        ["tenant", "rows", "counted", "vectors", "lexical"],
+        ([c.tenant, c.rows, c.counted, c.vectors, c.lexical] for c in report.counts),
     )
     if report.recovered_at_open:
         render.table(

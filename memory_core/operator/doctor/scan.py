@@ -43,13 +43,13 @@ class Finding:
 
 @dataclass(frozen=True)
 class StoreCounts:
-    """How many memories of one tenant each store holds."""
+    """How many memories of one tenant each store holds: they agree when the stores do."""
 
     tenant: str
-    sqlite: int
-    graph: int
-    vectors: int
-    lexical: int
+    rows: int  # the graph's memory rows (whatever its backend)
+    counted: int  # the count the graph keeps beside them
+    vectors: int  # Chroma's memory records
+    lexical: int  # rows the lexical index holds
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -46,7 +46,7 @@ def test_stats_count_types_private_rows_agents_and_disk_use(core: MemoryCore) ->
     stats = Operator(core).stats("acme")
     assert stats.by_type == {"handoff": 2, "note": 1, "turn": 15}
     assert (stats.memories, stats.private, stats.sessions, stats.agents) == (18, 1, 2, ["alice", "bob"])
-    assert stats.disk_bytes["graph_sqlite"] and stats.disk_bytes["graph_sqlite"] > 0
+    assert stats.disk_bytes["graph_database"] and stats.disk_bytes["graph_database"] > 0
     assert Operator(core).stats("nobody").memories == 0
 
 

@@ -52,7 +52,7 @@ def test_a_healthy_store_has_no_findings(core: MemoryCore) -> None:
     populate(core)
     report = check(core)
     assert report.ok and report.findings == []
-    assert {(c.tenant, c.sqlite, c.graph, c.vectors, c.lexical) for c in report.counts} == {
+    assert {(c.tenant, c.rows, c.counted, c.vectors, c.lexical) for c in report.counts} == {
         ("acme", 4, 4, 4, 4), ("globex", 3, 3, 3, 3)}
 
 

@@ -185,7 +185,7 @@ def test_tenants_is_operator_wide_while_sessions_stats_and_graph_stay_in_one_ten
     stats = run_json(data_dir, "stats", "-t", "acme")
     assert stats["by_type"] == {"decision": 1, "handoff": 1, "note": 1, "turn": 7}
     assert stats["private"] == 1 and stats["agents"] == ["alice", "bob", "carol"]
-    assert stats["disk_bytes"]["graph_sqlite"] > 0 and stats["disk_bytes"]["chroma_dir"] > 0
+    assert stats["disk_bytes"]["graph_database"] > 0 and stats["disk_bytes"]["chroma_dir"] > 0
     handoff = sessions["s1"]["latest_handoff"]
     tree = run_json(data_dir, "graph", handoff, "-t", "acme", "--depth", "2")
     assert tree["node"] == handoff and {e["kind"] for e in tree["edges"]} >= {"AUTHORED_BY", "IN_SESSION"}

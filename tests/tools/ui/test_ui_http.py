@@ -189,7 +189,7 @@ def test_health_page_shows_the_doctor_report_journal_store_sizes_and_embedder(
     assert "All stores agree." in html
     assert "empty: no interrupted writes" in html
     assert "hash-" in html or "hash" in html  # the embedder in use
-    assert "Chroma (embedded)" in html and "graph (SQLite)" in html
+    assert "Chroma (embedded)" in html and "graph database" in html
 
 
 def test_graph_endpoint_returns_a_bounded_neighbourhood_for_depths_one_to_three(client: TestClient,
