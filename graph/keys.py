@@ -21,7 +21,7 @@ def day_key(ts_us: int) -> str:
 
 
 def count_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (scope, key) counts one memory adds to (graph.sqlite.db.COUNT_SCOPES_SQL rebuilds the same)."""
+    """The (scope, key) counts one memory adds to (graph.sqlite.migrations.COUNT_SCOPES_SQL rebuilds the same)."""
     session, channel = row["session"], row["channel"]
     keys = [("all", ""), ("session", session), ("type", row["type"]), ("agent", row["agent"]),
             ("day", day_key(row["ts_us"]))]

@@ -17,7 +17,6 @@ from typing import Any, Unpack
 
 from graph.api import EntityNode
 from memory_core import validation as v
-from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
 from memory_core.entities.related import RelatedResult
 from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityService, MergedEntity

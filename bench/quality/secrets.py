@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_core.secret_guard import SecretGuard
-from memory_core.secret_guard.detect import Finding, detect, merge, redact
+from memory_core.secret_guard.detect import detect, redact
+from memory_core.secret_guard.findings import Finding, merge
 from memory_core.settings.schema import LimitSettings
 from memory_core.write.add_rows import prepare_add
 from tests.support.secrets_corpus import (

@@ -20,9 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from graph.errors import SchemaVersionError
-from graph.keys import DAY_US
 from graph.sqlite.migrations import (
-    COUNT_SCOPES_SQL,
     MIGRATIONS,
     SCHEMA_V1,
     SCHEMA_VERSION,
@@ -30,9 +28,7 @@ from graph.sqlite.migrations import (
 )
 from graph.sqlite.readers import ReaderPool
 
-# re-exported: the graph's SQLite modules and the tests read them from here
-__all__ = ["COUNT_SCOPES_SQL", "DAY_US", "FTS_TOKENIZE", "SCHEMA_VERSION", "WINDOW_ROWS_SQL", "GraphDB",
-           "SchemaVersionError", "fts_table_name", "window_table_name"]
+__all__ = ["FTS_TOKENIZE", "WINDOW_ROWS_SQL", "GraphDB", "fts_table_name", "window_table_name"]
 
 
 def fts_table_name(tenant: str) -> str:

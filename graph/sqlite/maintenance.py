@@ -30,8 +30,9 @@ from graph.maintenance_api import (
     WindowState,
 )
 from graph.sqlite import maintenance_lexical as lexical
-from graph.sqlite.db import COUNT_SCOPES_SQL, GraphDB
+from graph.sqlite.db import GraphDB
 from graph.sqlite.errors import store_errors
+from graph.sqlite.migrations import COUNT_SCOPES_SQL
 
 CHUNK = 500  # ids per IN (...) list, below SQLite's variable limit
 

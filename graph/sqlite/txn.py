@@ -36,8 +36,9 @@ from graph.api import (
 from graph.entity_link import Writer, link, seen_by
 from graph.entity_values import private_key
 from graph.keys import count_keys
-from graph.sqlite.db import COUNT_SCOPES_SQL, GraphDB
+from graph.sqlite.db import GraphDB
 from graph.sqlite.entities import lookup_keys_with, qmarks
+from graph.sqlite.migrations import COUNT_SCOPES_SQL
 from graph.sqlite.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, NODE_SELECT, node_from_row
 
 

@@ -18,7 +18,6 @@ from memory_core import validation as v
 from memory_core.entities.transfer import EntityExporter
 from memory_core.errors import StoreError
 from memory_core.operator.export_format import ExportEdge, ExportLine
-from memory_core.operator.jsonl_import import ImportCounts, import_lines
 from memory_core.reads import row_from_attrs
 from memory_core.refs import MAX_ID, memory_ref
 from memory_core.store_errors import graph_errors
@@ -73,4 +72,4 @@ def _export_chunk(core: MemoryCore, tenant: str, ids: list[int], entities: Entit
     return out
 
 
-__all__ = ["ExportEdge", "ExportLine", "ImportCounts", "export_count", "export_tenant", "import_lines"]
+__all__ = ["export_count", "export_tenant"]

@@ -3,7 +3,8 @@ print them, :mod:`.encoded` for base64 and hex, :mod:`.views` for the text as a 
 :mod:`.values` for which values are secrets), the write-time policy (:mod:`.guard`) (doctor finds and
 redacts secrets stored before the guard existed: :mod:`memory_core.operator.doctor.secrets`)."""
 
-from memory_core.secret_guard.detect import Finding, detect, marker, redact
+from memory_core.secret_guard.detect import detect, redact
+from memory_core.secret_guard.findings import Finding, marker
 from memory_core.secret_guard.guard import POLICIES, Policy, Scan, SecretGuard
 
 __all__ = ["POLICIES", "Finding", "Policy", "Scan", "SecretGuard", "detect", "marker", "redact"]

@@ -45,7 +45,6 @@ from memory_core.secret_guard.formats import tool_formats
 from memory_core.secret_guard.values import (
     ASCII_LOWER,
     KEYWORD,
-    KEYWORD_DENYLIST,
     META_KEY,
     PLACEHOLDER,
     SCHEME,
@@ -357,5 +356,4 @@ def looks_like_token(name: str) -> bool:
             and bool(re.search(r"[A-Za-z]", name)) and looks_random(name, minimum=20) and entropy(name) >= 4.0)
 
 
-__all__ = ["KEYWORD_DENYLIST", "MARKER_PATTERN", "Finding", "detect", "keyed", "looks_like_token", "marker", "merge",
-           "redact"]
+__all__ = ["detect", "keyed", "looks_like_token", "redact"]

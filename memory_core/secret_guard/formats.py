@@ -16,8 +16,8 @@ import csv
 import re
 from collections.abc import Iterator
 
-from memory_core.secret_guard.findings import Finding
-from memory_core.secret_guard.values import KEYWORD, MARKER_PATTERN, is_secret_value, key_kind, names_a_secret
+from memory_core.secret_guard.findings import MARKER_PATTERN, Finding
+from memory_core.secret_guard.values import KEYWORD, is_secret_value, key_kind, names_a_secret
 
 # ---- configuration files ---------------------------------------------------------------------------
 _NETRC = re.compile(r"machine[ \t]+\S+(?:\s+(?:login|account|port)\s+\S+)*\s+password\s+(?P<value>\S+)")

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memory_core.errors import SecretRejectedError
-from memory_core.secret_guard.detect import Finding, detect, keyed, redact
+from memory_core.secret_guard.detect import detect, keyed, redact
+from memory_core.secret_guard.findings import Finding
 
 Policy = Literal["redact", "reject", "allow"]
 POLICIES: tuple[Policy, ...] = ("redact", "reject", "allow")

@@ -18,7 +18,8 @@ import pytest
 
 from graph.api import RowFilter
 from graph.node_cache import LRU
-from graph.sqlite.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.sqlite.db import GraphDB
+from graph.sqlite.migrations import COUNT_SCOPES_SQL, SCHEMA_VERSION
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
+from memory_core.dir_lock import LOCK_FILE
 from memory_core.embedding.local import HashEmbedder
-from memory_core.service import LOCK_FILE
 from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 

@@ -29,7 +29,8 @@ from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.operator.transfer import export_tenant, import_lines
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
 from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
 from tests.support import secrets_corpus as corpus

@@ -21,8 +21,9 @@ from memory_core.provider.errors import (
     provider_error_reason,
 )
 from memory_core.sessions.summary.extractive import extractive_summary
-from memory_core.sessions.summary.provider import ModelProviderSettings, SummaryProvider, SummaryTurn
+from memory_core.sessions.summary.provider import SummaryProvider, SummaryTurn
 from memory_core.sessions.summary.text import trim_to_chars
+from memory_core.settings.schema import ModelProviderSettings
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
-from memory_core.operator.transfer import export_tenant, import_lines
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
 from tests.support.backends import open_core, store_backends
 
 

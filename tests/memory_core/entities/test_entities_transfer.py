@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.transfer import export_tenant, import_lines
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
 from tests.support.backends import open_core, store_backends
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)

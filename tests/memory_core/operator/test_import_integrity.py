@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 from memory_core import MemoryCore
 from memory_core.errors import StoreError
 from memory_core.operator.doctor.run import check, repair
-from memory_core.operator.transfer import export_tenant, import_lines
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
 from memory_core.refs import MAX_ID
 from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash

@@ -11,7 +11,7 @@ from pathlib import Path
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.operator.doctor.run import check, repair
-from memory_core.operator.transfer import import_lines
+from memory_core.operator.jsonl_import import import_lines
 from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
 from tests.support.secrets_corpus import Fake

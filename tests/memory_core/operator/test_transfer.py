@@ -9,7 +9,9 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import InvalidTenantError, LockedError, SupersededError, TenantRequiredError
-from memory_core.operator.transfer import ExportLine, export_tenant, import_lines
+from memory_core.operator.export_format import ExportLine
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import open_core
 

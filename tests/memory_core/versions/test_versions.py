@@ -279,7 +279,7 @@ def test_two_replicas_correcting_one_version_at_once_make_exactly_one_new_versio
 
 def test_a_store_from_before_versions_opens_with_every_memory_current_and_unlocked(
         request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    from graph.sqlite.db import SCHEMA_VERSION
+    from graph.sqlite.migrations import SCHEMA_VERSION
 
     c = open_core("memory", tmp_path / "data", request)
     m = c.add_memory("acme", "s1", "ann", "an old fact", type="fact")

@@ -181,7 +181,7 @@ def test_scan_reports_nothing_for_clean_text() -> None:
 def test_the_keyword_list_is_detect_secrets_own() -> None:
     from detect_secrets.plugins.keyword import DENYLIST
 
-    from memory_core.secret_guard.detect import KEYWORD_DENYLIST
+    from memory_core.secret_guard.values import KEYWORD_DENYLIST
 
     assert tuple(KEYWORD_DENYLIST) == tuple(DENYLIST)
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import SecretRejectedError
-from memory_core.operator.transfer import import_lines
+from memory_core.operator.jsonl_import import import_lines
 from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
 from tests.support.mcp_harness import Caller, error_code, stdio_params
