@@ -3,7 +3,7 @@
 The library always returns full content; only this module shapes it, so direct library
 callers (bench, CLI) are never held to a diet that exists to protect a context window.
 
-Contract (SPEC "Preview tier"):
+Contract (docs/tools.md, "The preview tier"):
 - ``content`` is a pure prefix of at most ``preview_chars`` characters (0 disables
   trimming), ending at a sentence or word end when one lies in its last fifth. No
   ellipsis: a preview fed back in ``exclude_contents`` still matches.
