@@ -3,7 +3,7 @@
 Every write also keeps, in the same transaction:
 - the lexical window: a memory's ``prev`` is the text of the previous *shared* memory of its
   session by (ts_us, id); an insert or delete in the middle re-points the next row, exactly as
-  ``graph/store.py`` keeps ``ftw_*``. Writes of one session are serialized by an advisory lock
+  ``graph/sqlite/txn.py`` keeps ``ftw_*``. Writes of one session are serialized by an advisory lock
   so two replicas never compute a window from each other's uncommitted rows;
 - the counts (per tenant, per session, private rows per author, and the scoped counts of
   :mod:`graph.pg.counts`: type, agent, channel, channel sessions, UTC days), applied at commit as

@@ -46,7 +46,7 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # (visibility 'tenant'; a private predecessor contributes nothing). Questions are often
 # answered in the reply to the turn that carries the topic, so BM25 over the pair finds it.
 # This is the exact expected content of every window table: writes keep it (see
-# graph.store), rebuilds and checks use this query.
+# graph.sqlite.txn), rebuilds and checks use this query.
 WINDOW_ROWS_SQL = """
 SELECT id, content, coalesce(lag(CASE WHEN visibility = 'tenant' THEN content ELSE '' END)
        OVER (PARTITION BY session ORDER BY ts_us, id), '') AS prev

@@ -11,7 +11,7 @@ Any other model of fastembed's catalogue is a configuration choice (``embedding.
 fastembed tokenizes (padding each batch to its longest text), runs and pools; what is ours is
 how the runs are spread over the cores (a second session on half of them for recall's queries;
 a batch split into runs side by side when ``threads`` is set), the spinning stopped and the heap
-trimmed after a load. ``bench/embedders.py`` compares it with the hand-written runner it replaced.
+trimmed after a load. ``bench/latency/embedders.py`` compares it with the hand-written runner it replaced.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``memory-core import`` killed at a chosen step, for tests/test_import_crash.py.
+"""``memory-core import`` killed at a chosen step, for tests/reliability/test_import_crash.py.
 
 ``python -m tests.support.import_crash <data_dir> <crash_at> <storage JSON> <source> <path>`` opens
 the store as tests/support/repair_crash.py does (embedded Chroma, the deterministic embedder;
