@@ -2,6 +2,9 @@
 
 - ``memory_core`` and ``graph`` never import the boundary layers (``tools``), but for the process's
   entry point (``memory_core.launcher``); ``graph`` never imports ``memory_core``.
+- The boundaries (``tools``) import the core only through its public names: ``memory_core`` and
+  ``memory_core.operator`` (their ``__all__``, pinned by ``tests/test_public_api.py``), type-only
+  imports included; never ``graph``.
 - ``memory_core`` reaches the graph only through its seams: ``graph.api`` (the store's Protocols and
   values), ``graph.maintenance_api`` (doctor's and export's), ``graph.errors`` and ``graph.open``.
 - ``memory_core`` imports no database or vector client (``sqlite3``, ``psycopg``, ``chromadb``)
@@ -112,6 +115,18 @@ def layer_offences(root: Path) -> list[str]:
     return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
             if ((within(m, "memory_core") or within(m, "graph")) and within(target, "tools") and m != LAUNCHER)
             or (within(m, "graph") and within(target, "memory_core"))]
+
+
+# what the boundaries may import of the core: its public names, pinned by tests/test_public_api.py
+PUBLIC_CORE = frozenset({"memory_core", "memory_core.operator"})
+
+
+def boundary_offences(root: Path) -> list[str]:
+    """``tools`` imports the core through ``memory_core`` and ``memory_core.operator`` only (type-only
+    imports too: a boundary names no internal module), and the graph never."""
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root, types=True)
+            if within(m, "tools") and (within(target, "memory_core") or within(target, "graph"))
+            and target not in PUBLIC_CORE]
 
 
 def graph_seam_offences(root: Path) -> list[str]:
@@ -260,6 +275,10 @@ def test_memory_core_and_graph_never_import_tools_and_graph_never_imports_memory
     assert layer_offences(ROOT) == []
 
 
+def test_the_boundaries_import_the_core_only_through_its_public_names() -> None:
+    assert boundary_offences(ROOT) == []
+
+
 def test_memory_core_reaches_the_graph_only_through_its_seams() -> None:
     assert graph_seam_offences(ROOT) == []
 
@@ -328,7 +347,8 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
          "memory_core/recall/engine.py": "from memory_core import errors\n", "memory_core/errors.py": "",
          "memory_core/vectors/chroma.py": "import chromadb\n",
          "tools/auth.py": "from mcp.server.auth.provider import AccessToken\n", "tools/registry.py": "",
-         "tools/server_record.py": "from memory_core import errors\n", "tools/http/guard.py": "import starlette\n",
+         "tools/server_record.py": "from memory_core import MemoryCoreError\n",
+         "tools/http/guard.py": "import starlette\n",
          "tools/mcp/server.py": "from mcp.server.mcpserver import MCPServer\nfrom tools.auth import AccessToken\n"
                                 "from tools.registry import TOOL_SPECS\n",
          "tools/bridge/client.py": "from tools.registry import TOOL_SPECS\nfrom tools.server_record import x\n",
@@ -343,6 +363,11 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
 @pytest.mark.parametrize(("rule", "violation"), [
     (layer_offences, {"memory_core/reads.py": "from tools.mcp import server\n"}),
     (layer_offences, {"graph/api.py": "import memory_core.errors\n"}),
+    (boundary_offences, {"tools/cli/inspect.py": "def stats():\n    from memory_core.operator.stats import x\n"}),
+    (boundary_offences, {"tools/mcp/context.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                                 "    from memory_core.service import MemoryCore\n"}),
+    (boundary_offences, {"tools/ui/pages.py": "from memory_core import errors\n"}),
+    (boundary_offences, {"tools/ui/pages.py": "from graph.api import GraphStore\n"}),
     (graph_seam_offences, {"memory_core/reads.py": "from graph.sqlite.store import SqliteGraphStore\n"}),
     (graph_seam_offences, {"memory_core/reads.py": "def f():\n    from graph.pg import store\n"}),
     (client_offences, {"memory_core/service.py": "import sqlite3\n"}),
@@ -363,7 +388,8 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (serve_importer_offences, {"tools/bridge/client.py": "def f():\n    from tools.serve import bridged\n"}),
     (backend_name_offences, {"memory_core/open.py": "def shared(s):\n    return s.storage.graph == 'postgres'\n"}),
     (backend_name_offences, {"memory_core/extras.py": "DEFAULT = {'graph': 'sqlite'}\n"}),
-], ids=["core->tools", "graph->core", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
+], ids=["core->tools", "graph->core", "tools->operator internals", "tools->service for types",
+        "tools->core module", "tools->graph", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
         "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "module cycle", "mcp->bridge", "mcp->ui",
         "deferred mcp->uvicorn", "mcp->uvicorn through http", "bridge->sdk", "bridge->sdk through auth",
         "mcp->serve", "deferred bridge->serve",

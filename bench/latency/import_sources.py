@@ -82,15 +82,15 @@ def run(entities: int, observations: int, embedder: Embedder) -> dict[str, Any]:
         try:
             with stage("dry run"):
                 t0 = time.perf_counter()
-                dry = import_source(core, "mcp-memory", source, "bench", dry_run=True)
+                dry = import_source(core.operator_parts(), "mcp-memory", source, "bench", dry_run=True)
                 dry_s = time.perf_counter() - t0
             with stage(f"import {dry.written} memories"):
                 t0 = time.perf_counter()
-                first = import_source(core, "mcp-memory", source, "bench")
+                first = import_source(core.operator_parts(), "mcp-memory", source, "bench")
                 first_s = time.perf_counter() - t0
             with stage("rerun"):
                 t0 = time.perf_counter()
-                again = import_source(core, "mcp-memory", source, "bench")
+                again = import_source(core.operator_parts(), "mcp-memory", source, "bench")
                 again_s = time.perf_counter() - t0
             assert first.written == dry.written and again.written == 0 and again.skipped == first.written
         finally:

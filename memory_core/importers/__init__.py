@@ -1,6 +1,6 @@
 """Moving memory in from other tools (memory-core's own JSONL is :mod:`memory_core.operator.jsonl_import`).
 
-``import_source(core, "mcp-memory", "memory.json", "acme")`` reads a source with its format's
+``import_source(parts, "mcp-memory", "memory.json", "acme")`` reads a source with its format's
 reader (one module each: :mod:`.mcp_memory`, :mod:`.basic_memory`, :mod:`.mem0`, :mod:`.markdown`)
 and writes it with :func:`.source.write_source`: idempotent, crash-safe, ``dry_run`` and
 ``skip_bad`` as the CLI's ``memory-core import --from FORMAT PATH`` offers them. The mapping of
@@ -19,7 +19,7 @@ from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.importers.source import SourceReport, write_source
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,9 @@ FORMATS = {f.name: f for f in (
 
 
 def import_source(
-    core: MemoryCore, source: str, path: str | Path, tenant: str, *, agent: str | None = None, dry_run: bool = False,
-    skip_bad: bool = False, progress: Callable[[int], None] | None = None, total: Callable[[int], None] | None = None,
-    include_expired: bool = False,
+    parts: OperatorParts, source: str, path: str | Path, tenant: str, *, agent: str | None = None,
+    dry_run: bool = False, skip_bad: bool = False, progress: Callable[[int], None] | None = None,
+    total: Callable[[int], None] | None = None, include_expired: bool = False,
 ) -> SourceReport:
     """Import ``path``, in the format of the tool ``source`` (one of :data:`FORMATS`), into ``tenant``.
 
@@ -70,7 +70,7 @@ def import_source(
                                 field="include_expired")
     reader = importlib.import_module(fmt.module)
     read = reader.read(target, include_expired=True) if include_expired else reader.read(target)
-    return write_source(core, read, source=fmt.name, path=str(target), tenant=tenant,
+    return write_source(parts, read, source=fmt.name, path=str(target), tenant=tenant,
                         agent=agent or fmt.default_agent, extract=fmt.extract, dry_run=dry_run, skip_bad=skip_bad,
                         progress=progress, total=total)
 

@@ -45,7 +45,7 @@ from memory_core.write.add_rows import PreparedAdd
 from memory_core.write.rows import scoped_idempotency_key
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 WRITE_BATCH = 200
 MAX_REPORTED = 50
@@ -196,7 +196,7 @@ class SourceReport:
 
 
 def write_source(
-    core: MemoryCore, read: Read, *, source: str, path: str, tenant: str, agent: str, extract: bool = True,
+    parts: OperatorParts, read: Read, *, source: str, path: str, tenant: str, agent: str, extract: bool = True,
     dry_run: bool = False,
     skip_bad: bool = False, progress: Callable[[int], None] | None = None, total: Callable[[int], None] | None = None,
 ) -> SourceReport:
@@ -228,7 +228,7 @@ def write_source(
         report.items += 1
         report.count(got.kind, "read")
         try:
-            prepared = _prepare(core, source, got, tenant, agent, extract=extract and got.extract)
+            prepared = _prepare(parts, source, got, tenant, agent, extract=extract and got.extract)
         except MemoryCoreError as exc:
             name = exc.fields.get("field")  # the source's own field when the reader named one, else the add's
             where = got.where if got.where.field or not name else got.where.at(str(name))
@@ -251,18 +251,18 @@ def write_source(
     if total is not None:
         total(len(todo))
     if dry_run:
-        _dry(core, tenant, todo, report)
+        _dry(parts, tenant, todo, report)
         return report
-    batch = min(WRITE_BATCH, core.writer.limits.max_batch)
+    batch = min(WRITE_BATCH, parts.writer.limits.max_batch)
     for start in range(0, len(todo), batch):
         chunk = todo[start : start + batch]
-        present = [_present(core, tenant, entry) for entry in chunk]  # written before: not embedded again
+        present = [_present(parts, tenant, entry) for entry in chunk]  # written before: not embedded again
         for entry, there in zip(chunk, present, strict=True):
             if there:
                 report.skipped += 1
                 report.count(entry.got.kind, "skipped")
         fresh = [entry for entry, there in zip(chunk, present, strict=True) if not there]
-        results = core.writer.write_prepared([e.prepared for e in fresh], extract=extract) if fresh else []
+        results = parts.writer.write_prepared([e.prepared for e in fresh], extract=extract) if fresh else []
         for entry, result in zip(fresh, results, strict=True):
             what = "written" if result.created else "skipped"  # the same key earlier in the source, or another writer
             setattr(report, what, getattr(report, what) + 1)
@@ -282,14 +282,14 @@ class _Prepared:
     prepared: PreparedAdd
 
 
-def _prepare(core: MemoryCore, source: str, got: SourceItem, tenant: str, agent: str, *,
+def _prepare(parts: OperatorParts, source: str, got: SourceItem, tenant: str, agent: str, *,
              extract: bool) -> PreparedAdd:
     """The item validated as an add would be, under its key (:func:`item_key` of the guarded text)."""
-    prepared = core.writer.prepare(got.add_item(tenant, agent, f"{source}:pending"), extract=extract)
+    prepared = parts.writer.prepare(got.add_item(tenant, agent, f"{source}:pending"), extract=extract)
     row = prepared.row
     if got.valid_to is not None:  # written as an ended version is (recall shows only current rows)
         row["valid_to_us"] = to_us(got.valid_to)
-    key = item_key(source, got.identity, row["content"], guarded=core.writer.guard.active)
+    key = item_key(source, got.identity, row["content"], guarded=parts.writer.guard.active)
     scoped = scoped_idempotency_key(v.idempotency_key(key), str(row["visibility"]), str(row["agent"]))
     prepared.idempotency_key = row["idempotency_key"] = scoped
     return prepared
@@ -310,29 +310,29 @@ def _redacted(part: str) -> str:
     return redact(part, detect(part))
 
 
-def _present(core: MemoryCore, tenant: str, entry: _Prepared) -> bool:
+def _present(parts: OperatorParts, tenant: str, entry: _Prepared) -> bool:
     """Whether the tenant holds the item already: under its key (an earlier run wrote it), or under a key
     an earlier release gave it, holding the same text (its session may differ: Markdown sessions are
     named from the vault's root since issue 47, and the row keeps the one it was written with)."""
     row = entry.prepared.row
     with graph_errors("reading the tenant"):
-        if core.graph.by_idempotency_key(tenant, str(entry.prepared.idempotency_key)) is not None:
+        if parts.graph.by_idempotency_key(tenant, str(entry.prepared.idempotency_key)) is not None:
             return True
         for old in entry.got.legacy_keys:
             scoped = scoped_idempotency_key(old, str(row["visibility"]), str(row["agent"]))
-            found = core.graph.by_idempotency_key(tenant, str(scoped))
+            found = parts.graph.by_idempotency_key(tenant, str(scoped))
             if found is not None and found.content_hash == row["content_hash"]:
                 return True
     return False
 
 
-def _dry(core: MemoryCore, tenant: str, todo: list[_Prepared], report: SourceReport) -> None:
+def _dry(parts: OperatorParts, tenant: str, todo: list[_Prepared], report: SourceReport) -> None:
     """Count what would be written (an item whose key the tenant holds, or an earlier item of the
     source holds, would be answered, not written) and keep the first rows."""
     keys: set[str] = set()
     for entry in todo:
         key = str(entry.prepared.idempotency_key)
-        present = key in keys or _present(core, tenant, entry)
+        present = key in keys or _present(parts, tenant, entry)
         keys.add(key)
         what = "skipped" if present else "written"
         got = entry.got

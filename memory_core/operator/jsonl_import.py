@@ -49,7 +49,7 @@ from memory_core.write.add_rows import ItemRef
 from memory_core.write.rows import content_hash, scoped_idempotency_key
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 IMPORT_BATCH = 200
 MAX_REPORTED_ERRORS = 50
@@ -99,7 +99,7 @@ class ImportCounts:
 
 
 def import_lines(
-    core: MemoryCore,
+    parts: OperatorParts,
     lines: Iterable[str | bytes],
     tenant: str,
     progress: Callable[[int], None] | None = None,
@@ -112,7 +112,7 @@ def import_lines(
     See the module's promises. A store failure aborts the import (nothing of the failing batch is
     written); running it again resumes where it stopped.
     """
-    job = _JsonlImport(core, v.tenant(tenant), skip_bad=skip_bad, dry_run=dry_run)
+    job = _JsonlImport(parts, v.tenant(tenant), skip_bad=skip_bad, dry_run=dry_run)
     return job.run(lines, progress)
 
 
@@ -126,8 +126,8 @@ class _Held:
 
 
 class _JsonlImport:
-    def __init__(self, core: MemoryCore, tenant: str, *, skip_bad: bool, dry_run: bool) -> None:
-        self.core, self.tenant, self.skip_bad, self.dry_run = core, tenant, skip_bad, dry_run
+    def __init__(self, parts: OperatorParts, tenant: str, *, skip_bad: bool, dry_run: bool) -> None:
+        self.parts, self.tenant, self.skip_bad, self.dry_run = parts, tenant, skip_bad, dry_run
         self.counts = ImportCounts(dry_run=dry_run)
         self.stopped = False
         self.batch: list[tuple[int, ExportLine]] = []
@@ -218,7 +218,7 @@ class _JsonlImport:
             self._refuse(number, "TENANT_MISMATCH", f"The line belongs to tenant '{line.tenant}', not "
                                                     f"'{self.tenant}'.")
             return None
-        problem = _line_problem(self.core, line)
+        problem = _line_problem(self.parts, line)
         if problem is not None:
             code, message, field = problem
             self._refuse(number, code, message, field=field)
@@ -281,7 +281,7 @@ class _JsonlImport:
                          line.ref)
             return True
         with graph_errors("importing into a tenant"):
-            found = self.core.graph.by_idempotency_key(self.tenant, scoped)
+            found = self.parts.graph.by_idempotency_key(self.tenant, scoped)
         if found is not None and (found.session, found.ts_us, found.content_hash) != identity:
             self._refuse(number, "IDEMPOTENCY_CONFLICT", f"Its idempotency_key {key!r} already names "
                                                          f"{memory_ref(found.id)}, a different memory (another "
@@ -293,11 +293,11 @@ class _JsonlImport:
         """The id of the same memory already in the tenant (same session, timestamp and content: as the
         file has it, or as the secrets guard stored it, so a file holding secrets re-imports as a no-op)."""
         ts_us = to_us(v.timestamp(line.timestamp))
-        found = self.core.maintenance.existing_memory(self.tenant, line.session, line.content_hash, ts_us)
+        found = self.parts.maintenance.existing_memory(self.tenant, line.session, line.content_hash, ts_us)
         if found is None:
-            stored = content_hash(self.core.writer.guard.text(line.content, "content", Scan()))
+            stored = content_hash(self.parts.writer.guard.text(line.content, "content", Scan()))
             if stored != line.content_hash:
-                found = self.core.maintenance.existing_memory(self.tenant, line.session, stored, ts_us)
+                found = self.parts.maintenance.existing_memory(self.tenant, line.session, stored, ts_us)
         return found
 
     def _release(self, ref: str) -> None:
@@ -378,9 +378,9 @@ class _JsonlImport:
             return True
         stored = parse_ref(self.mapped[target]).id
         with graph_errors("importing into a tenant"):
-            sources = self.core.graph.superseders(self.tenant, [stored]).get(stored, [])
-            newer = [m for m in self.core.graph.memories(self.tenant, sources).values() if m.supersedes_id == stored]
-            row = self.core.graph.memory(self.tenant, stored)
+            sources = self.parts.graph.superseders(self.tenant, [stored]).get(stored, [])
+            newer = [m for m in self.parts.graph.memories(self.tenant, sources).values() if m.supersedes_id == stored]
+            row = self.parts.graph.memory(self.tenant, stored)
         if newer:
             self._refuse(number, "SUPERSEDED", f"It corrects {target}, which is already corrected in the store; a "
                                                "version has one successor.", line.ref)
@@ -454,7 +454,7 @@ class _JsonlImport:
                 for pos, mem_id in written if (line := todo[pos][1]).entities or line.relations])
             outcome["entities"] = attempt
 
-        results = self.core.writer.add_many(
+        results = self.parts.writer.add_many(
             [line.add_item() for _n, line in todo], preferred_ids=[parse_ref(line.ref).id for _n, line in todo],
             edges=[e for e, _s in links], states=[s for _e, s in links], linked=linked, extract=False)
         if "entities" in outcome:
@@ -480,7 +480,7 @@ class _JsonlImport:
         return settled
 
 
-def _line_problem(core: MemoryCore, line: ExportLine) -> tuple[str, str, str | None] | None:
+def _line_problem(parts: OperatorParts, line: ExportLine) -> tuple[str, str, str | None] | None:
     """(code, message, field) when the line cannot be written as a memory, else None."""
     if line.valid_to is not None:
         try:
@@ -490,8 +490,8 @@ def _line_problem(core: MemoryCore, line: ExportLine) -> tuple[str, str, str | N
     if content_hash(line.content) != line.content_hash:
         return "INVALID_INPUT", "The content does not match its content_hash.", "content_hash"
     try:
-        core.writer.prepare(line.add_item(), extract=False)
-        line.entities, line.relations = guard_line_entities(line.entities, line.relations, core.writer.guard)
+        parts.writer.prepare(line.add_item(), extract=False)
+        line.entities, line.relations = guard_line_entities(line.entities, line.relations, parts.writer.guard)
         for entity in line.entities:
             entity.check()
     except MemoryCoreError as exc:

@@ -24,37 +24,37 @@ from memory_core.store_errors import graph_errors
 from memory_core.write.rows import public_idempotency_key
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 EXPORT_CHUNK = 200
 
 
-def export_count(core: MemoryCore, tenant: str) -> int:
+def export_count(parts: OperatorParts, tenant: str) -> int:
     """How many memories an export of ``tenant`` will hold (for progress bars)."""
-    return core.graph.count(v.tenant(tenant))
+    return parts.graph.count(v.tenant(tenant))
 
 
-def export_tenant(core: MemoryCore, tenant: str) -> Iterator[dict[str, Any]]:
+def export_tenant(parts: OperatorParts, tenant: str) -> Iterator[dict[str, Any]]:
     """Yield the tenant's memories as JSON-able :class:`ExportLine` dicts, oldest first."""
     tenant = v.tenant(tenant)
-    keys = list(core.graph.iter_newest(tenant, None))
+    keys = list(parts.graph.iter_newest(tenant, None))
     keys.reverse()
     with graph_errors("exporting a tenant"):
-        entities = EntityExporter.of(core.graph, tenant)
+        entities = EntityExporter.of(parts.graph, tenant)
     for start in range(0, len(keys), EXPORT_CHUNK):
         chunk = [mem_id for _ts, mem_id in keys[start : start + EXPORT_CHUNK]]
         with graph_errors("exporting a tenant"):
-            lines = _export_chunk(core, tenant, chunk, entities)
+            lines = _export_chunk(parts, tenant, chunk, entities)
         yield from lines
 
 
-def _export_chunk(core: MemoryCore, tenant: str, ids: list[int], entities: EntityExporter) -> list[dict[str, Any]]:
-    graph = core.graph
+def _export_chunk(parts: OperatorParts, tenant: str, ids: list[int], entities: EntityExporter) -> list[dict[str, Any]]:
+    graph = parts.graph
     found = graph.memories(tenant, ids)
     about = entities.fields(graph, tenant, ids, found)
     attrs = {i: found[i] for i in ids if i in found}
     contents = graph.contents(tenant, attrs)
-    keys = core.maintenance.idempotency_keys(tenant, attrs)
+    keys = parts.maintenance.idempotency_keys(tenant, attrs)
     out = []
     for mem_id, a in attrs.items():
         if mem_id not in contents:

@@ -32,7 +32,7 @@ from typing import Any
 from graph.api import SUPERSEDES, GraphStore, MemoryNode, mem_node
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, LockedError, NotFoundError, SupersededError
-from memory_core.models import AddResult, MemoryRow, from_us, iso
+from memory_core.models import AddResult, CheckResult, MemoryRow, from_us, iso
 from memory_core.reads import Reader, check_own, row_from_attrs, visible
 from memory_core.refs import MEMORY, memory_ref, parse_ref
 from memory_core.versions.chain import chain_of, head_of
@@ -131,6 +131,15 @@ class VersionService:
             with self.graph.transaction() as tx:  # store failures: coded by the service's decorator
                 tx.set_memory_state(tenant, attrs.id, {"locked": locked})
             return True
+
+    def check(self, tenant: str, ref: str, viewer: str | None) -> CheckResult:
+        """One memory (:meth:`memory_core.reads.Reader.check`), with its version chain in
+        ``neighbours["versions"]`` (oldest first) when it has one."""
+        result = self.reader.check(tenant, ref, viewer)
+        versions = self.chain_summary(tenant, result.memory.id, viewer) if result.memory.type != "episode" else []
+        if len(versions) > 1:
+            result.neighbours["versions"] = versions
+        return result
 
     def chain_summary(self, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, Any]]:
         """The readable versions of a memory's chain, oldest first, as {ref, timestamp, valid_to?}."""

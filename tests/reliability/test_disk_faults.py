@@ -164,7 +164,7 @@ def test_failing_vector_delete_hides_the_memory_and_recovery_finishes_it(harness
     assert victim not in tenant_view(core, "acme").graph
     harness.faulty.clear()
     core = harness.reopen()
-    assert [r["action"] for r in core.recovered] == ["finished delete"]
+    assert [r["action"] for r in core.operator_parts().recovered] == ["finished delete"]
     before["acme"].discard(victim)
     assert_stores_agree(core, before)
 
@@ -345,7 +345,7 @@ def test_killed_chroma_server_gives_store_unavailable_and_adds_resume_after_rest
             items = [{"tenant": "newco", "session": "s1", "agent": "a", "content": f"row {i}"} for i in range(3)]
             expect_store_error(lambda: core.add_memories(items), "STORE_UNAVAILABLE")
             for tenant, refs in before.items():  # nothing reached the graph (Chroma cannot be asked now)
-                assert {f"mem:{i}" for i in core.graph.memory_ids(tenant)} == refs
+                assert {f"mem:{i}" for i in core._graph.memory_ids(tenant)} == refs
             assert len(core.query_recent_turns("acme", "s1").turns) == 2  # graph reads keep serving
             assert {r.content for r in core.get_contents("acme", sorted(before["acme"])).found} == {"first",
                                                                                                     "second"}
@@ -354,7 +354,7 @@ def test_killed_chroma_server_gives_store_unavailable_and_adds_resume_after_rest
             before["newco"] |= {r.ref for r in core.add_memories(items)}
             core.close()
             core = open_http(tmp_path / "data", server)
-            assert {r["action"] for r in core.recovered} <= {"rolled back unacknowledged add"}
+            assert {r["action"] for r in core.operator_parts().recovered} <= {"rolled back unacknowledged add"}
             assert_stores_agree(core, before)  # what was acknowledged before the kill survived it
         finally:
             core.close()

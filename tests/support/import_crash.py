@@ -32,8 +32,8 @@ def run_import(core: Any, kind: str, path: Path) -> dict[str, Any]:
     source.WRITE_BATCH = SOURCE_BATCH
     if kind == "jsonl":
         with path.open("rb") as fh:
-            return jsonl.import_lines(core, fh, TENANT).to_dict()
-    return import_source(core, kind, path, TENANT).to_dict()
+            return jsonl.import_lines(core.operator_parts(), fh, TENANT).to_dict()
+    return import_source(core.operator_parts(), kind, path, TENANT).to_dict()
 
 
 def main() -> None:

@@ -6,8 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memory_core.errors import NotFoundError
-from memory_core.models import MemoryRow
+from memory_core import MemoryRow, NotFoundError
 from tools.cli import render
 from tools.cli.common import (
     Common,

@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_core.errors import InvalidInputError, NotFoundError, StoreLockedError
+from memory_core import InvalidInputError, NotFoundError, StoreLockedError
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
@@ -27,7 +27,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; repor
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from memory_core.service import MemoryCore
+    from memory_core import MemoryCore
 
 
 def _progress(quiet: bool) -> Progress:
@@ -65,15 +65,15 @@ def export(
 
     JSON (with --out): {"tenant", "exported", "out"}; without --out the JSONL goes to stdout.
     """
-    from memory_core.operator.transfer import export_count, export_tenant  # loads with the command, not with --help
+    from memory_core.operator import export_count, export_tenant  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
-    with opts.core(graph_only=True) as core:
-        total = export_count(core, tenant_of(tenant))
+    with opts.parts(graph_only=True) as parts:
+        total = export_count(parts, tenant_of(tenant))
         with _progress(opts.json or out is None) as bar, _sink(out) as fh:
             task = bar.add_task(f"export {tenant}", total=total)
             exported = 0
-            for line in export_tenant(core, tenant_of(tenant)):
+            for line in export_tenant(parts, tenant_of(tenant)):
                 fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
                 exported += 1
                 bar.advance(task)
@@ -144,7 +144,7 @@ def import_(
     "sessions", "errors", "error_items": [{file, line, field, code, message}], "warnings", "notes",
     "stopped_at"} (+ "sample")
     """
-    from memory_core.operator.jsonl_import import import_lines  # loads with the command, not with --help
+    from memory_core.operator import import_lines  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     if source is not None:
@@ -156,8 +156,8 @@ def import_(
     total = None if file == "-" else _count_lines(Path(file))
     with _source(file) as lines, _store(opts, dry_run) as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
-        counts = import_lines(core, lines, tenant_of(tenant), lambda n: bar.advance(task, n), skip_bad=skip_bad,
-                              dry_run=dry_run)
+        counts = import_lines(core.operator_parts(), lines, tenant_of(tenant), lambda n: bar.advance(task, n),
+                              skip_bad=skip_bad, dry_run=dry_run)
     if opts.json:
         render.emit_json(counts.to_dict())
     else:
@@ -188,12 +188,12 @@ def import_(
 def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str | None, *, skip_bad: bool,
                    dry_run: bool, include_expired: bool) -> None:
     """import --from FORMAT PATH: another tool's memory, with a progress bar on a terminal."""
-    from memory_core.importers import import_source  # loads with the command, not with --help
+    from memory_core.operator import import_source  # loads with the command, not with --help
 
     with _store(opts, dry_run) as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {source} into {tenant}", total=None)
-        report = import_source(core, source, path, tenant, agent=agent, dry_run=dry_run, skip_bad=skip_bad,
-                               progress=lambda n: bar.advance(task, n),
+        report = import_source(core.operator_parts(), source, path, tenant, agent=agent, dry_run=dry_run,
+                               skip_bad=skip_bad, progress=lambda n: bar.advance(task, n),
                                total=lambda n: bar.update(task, total=n), include_expired=include_expired)
     if opts.json:
         render.emit_json(report.to_dict())
@@ -239,13 +239,12 @@ def _store(opts: Common, dry_run: bool) -> Iterator[MemoryCore]:
     """The store an import writes into. A dry run where there is no store yet (the data directory does
     not exist, and the graph would live in it) reads a throwaway one instead: a dry run creates nothing."""
     if dry_run:
-        from memory_core.settings import load_settings
+        from memory_core import load_settings
 
         settings = load_settings(opts.config)
         root = Path(opts.data_dir or settings.storage.data_dir).expanduser()
         if not root.exists() and settings.storage.graph == "sqlite":
-            from memory_core.embedding.local import HashEmbedder
-            from memory_core.service import MemoryCore
+            from memory_core import HashEmbedder, MemoryCore
 
             with tempfile.TemporaryDirectory(prefix="memory-core-dry-run-") as tmp, MemoryCore.open(
                     tmp, settings=settings, in_memory_vectors=True, embedder=HashEmbedder()) as core:

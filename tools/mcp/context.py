@@ -19,13 +19,13 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 
-from memory_core.errors import MemoryCoreError
+from memory_core import MemoryCoreError
 from tools.auth import TenantScope
 from tools.mcp.preview import PreviewShaper
 from tools.mcp.stores import Stores
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core import MemoryCore
 
 T = TypeVar("T")
 P = ParamSpec("P")

@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
+from memory_core import DEFAULT_SALIENCE, AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 
 if TYPE_CHECKING:
-    from memory_core.sessions.episodes import Recovery  # the store's modules (networkx) load with the stores
+    from memory_core import Recovery  # the store's modules (networkx) load with the stores
 
 # Token economy: the response is already scoped to the caller's tenant, and fields at
 # their defaults or empty (``source: {}``) say nothing, so rows leave them out.

@@ -43,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
-from memory_core.settings.schema import Settings
+from memory_core import Settings
 from tools.auth import TenantScope
 from tools.http.unencodable import marked_paths, sentence
 from tools.mcp.arguments import ContainerJsonOnly, first_problem

@@ -32,8 +32,7 @@ import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_core.errors import MemoryCoreError
-from memory_core.settings.schema import Settings
+from memory_core import MemoryCoreError, Settings
 from tools import server_record
 from tools.auth import TokenTenantVerifier, check_bind, check_token_hashes
 from tools.http.guard import FORM_MAX_BYTES, BodyCap, HostPolicy, HttpGuard, check_body_budget
@@ -46,7 +45,7 @@ from tools.serve.deferred_core import DeferredCore, claim_when_free, open_core, 
 from tools.server_record import MCP_PATH
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore  # loads with the stores, not with the server
+    from memory_core import MemoryCore  # loads with the stores, not with the server
 
 
 async def serve_http(

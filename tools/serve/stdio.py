@@ -7,7 +7,7 @@ directory's shared server instead: :mod:`tools.bridge`.)
 
 from __future__ import annotations
 
-from memory_core.settings.schema import Settings
+from memory_core import Settings
 from tools.auth import check_token_hashes
 from tools.mcp.server import build_server
 from tools.mcp.stores import OpenedCore

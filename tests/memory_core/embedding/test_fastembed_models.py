@@ -99,7 +99,7 @@ def test_a_directory_written_with_mpnet_names_the_way_to_move_it_and_export_stil
     data = tmp_path / "old"
     with MemoryCore.open(data, settings=load_settings(environ={}), embedder=HashEmbedder()) as core:
         core.add_memory("acme", "s", "a", "the kiln is fired on thursdays")
-        with core.graph.transaction() as tx:  # as the removed provider recorded it
+        with core._graph.transaction() as tx:  # as the removed provider recorded it
             tx.set_meta("embedder", "all-mpnet-base-v2-onnx/768", overwrite=True)
     runner = CliRunner()
     env = {"MEMORY_CORE_EMBEDDING_PROVIDER": "hash"}

@@ -36,18 +36,18 @@ class EchoingModel:
 def core(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MemoryCore]:
     c = open_core("memory", tmp_path / "d", request, security={"secrets": request.param}, model_provider={
         "enabled": True, "extract_entities": True, "model": "openai/test-model", "api_base": "http://127.0.0.1:9"})
-    assert c.entity_worker is not None
-    c.entity_worker.model = EchoingModel()
+    assert c._entity_worker is not None
+    c._entity_worker.model = EchoingModel()
     yield c
     c.close()
 
 
 def test_entities_a_model_names_after_secrets_are_never_linked(core: MemoryCore) -> None:
     core.add_memory("acme", "s1", "ann", "she joined the company last week")
-    assert core.entity_worker is not None and core.entity_worker.drain(60)
+    assert core._entity_worker is not None and core._entity_worker.drain(60)
     names = {e.name: (e.kind, e.aliases) for e in core.list_entities("acme")}
-    labels = [r.label for r in core.graph.all_relations("acme")]
-    if core.writer.guard.active:
+    labels = [r.label for r in core._graph.all_relations("acme")]
+    if core._writer.guard.active:
         assert names == {"Priya": ("person", ("Priya",)), "CI bot": (None, ("CI bot",)),
                          "Zeta Corp": ("org", ("Zeta Corp",))}
         assert labels == ["works at"]

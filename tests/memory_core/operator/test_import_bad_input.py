@@ -34,7 +34,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryCore
 
 
 def contents(core: MemoryCore, tenant: str = "acme") -> list[str]:
-    return sorted(r["content"] for r in export_tenant(core, tenant))
+    return sorted(r["content"] for r in export_tenant(core.operator_parts(), tenant))
 
 
 def refused(report: Any) -> list[tuple[Any, ...]]:
@@ -46,18 +46,18 @@ def refused(report: Any) -> list[tuple[Any, ...]]:
 def own_line(store: MemoryCore, content: str) -> str:
     """An export line as memory-core writes it (written by a real add, exported, then removed)."""
     ref = store.add_memory("scratch", "s1", "bob", content, type="note").ref
-    line = json.dumps(next(r for r in export_tenant(store, "scratch") if r["ref"] == ref))
+    line = json.dumps(next(r for r in export_tenant(store.operator_parts(), "scratch") if r["ref"] == ref))
     return line.replace('"tenant": "scratch"', '"tenant": "acme"')
 
 
 def test_a_lone_surrogate_in_a_jsonl_line_is_refused_naming_its_line_and_field(store: MemoryCore) -> None:
     first, second, third = (own_line(store, f"fact {n} PLACEHOLDER") for n in (1, 2, 3))
     bad = second.replace("PLACEHOLDER", "\\ud800")  # the JSON escape, as json.dumps writes a lone surrogate
-    counts = import_lines(store, [first, bad, third], "acme")
+    counts = import_lines(store.operator_parts(), [first, bad, third], "acme")
     assert (counts.written, counts.errors, counts.stopped_at) == (1, 1, 2)
     assert counts.error_lines[0]["field"] == "content" and counts.error_lines[0]["line"] == 2
     assert "lone surrogate" in counts.error_lines[0]["message"]
-    again = import_lines(store, [first, bad, third], "acme", skip_bad=True)
+    again = import_lines(store.operator_parts(), [first, bad, third], "acme", skip_bad=True)
     assert (again.written, again.skipped, again.errors) == (1, 1, 1)
 
 
@@ -65,7 +65,7 @@ def test_a_jsonl_line_nested_200000_deep_is_refused_naming_the_field(store: Memo
     good = own_line(store, "a fine fact")
     deep = own_line(store, "a deep one").replace('"metadata": {}', f'"metadata": {{"x": {DEEP}}}')
     digits = own_line(store, "a long number").replace('"salience": 0.5', '"salience": ' + "9" * 5000)
-    counts = import_lines(store, [deep, digits, good], "acme", skip_bad=True)
+    counts = import_lines(store.operator_parts(), [deep, digits, good], "acme", skip_bad=True)
     assert [(e["line"], e["field"], e["code"]) for e in counts.error_lines] == [
         (1, "metadata.x", "INVALID_INPUT"), (2, "salience", "INVALID_INPUT")]
     assert "nested deeper" in counts.error_lines[0]["message"] and counts.written == 1
@@ -90,7 +90,7 @@ def test_a_lone_surrogate_in_a_mem0_memory_is_refused_naming_line_and_field(stor
     dump = tmp_path / "get_all.json"
     dump.write_text(json.dumps({"results": [mem0_memory(1), mem0_memory(2, "Lives in \ud800 town"),
                                             mem0_memory(3, metadata={"note": "x\udfffy"})]}, indent=2))
-    report = import_source(store, "mem0", dump, "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "mem0", dump, "acme", skip_bad=True)
     assert refused(report) == [(starts(dump, 2), "memory", "INVALID_INPUT"),
                                (starts(dump, 3), "metadata.note", "INVALID_INPUT")]
     assert contents(store) == ["Prefers option 1"]
@@ -98,7 +98,7 @@ def test_a_lone_surrogate_in_a_mem0_memory_is_refused_naming_line_and_field(stor
     lines.write_bytes(json.dumps(mem0_memory(4)).encode() + b"\n"
                       + json.dumps(mem0_memory(5)).encode().replace(b"option", b"opti\xffon") + b"\n"
                       + json.dumps(mem0_memory(6, "Drinks \ud83d\ude00 tea")).encode() + b"\n")  # a valid pair
-    report = import_source(store, "mem0", lines, "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "mem0", lines, "acme", skip_bad=True)
     assert refused(report) == [(2, None, "INVALID_INPUT")] and "byte 0xff" in report.error_items[0]["message"]
     assert "Drinks 😀 tea" in contents(store) and report.written == 2
 
@@ -107,12 +107,12 @@ def test_mem0_json_nested_200000_deep_is_refused_and_the_rest_imported(store: Me
     dump = tmp_path / "get_all.json"
     text = json.dumps({"results": [mem0_memory(1), "DEEP", mem0_memory(2)]}, indent=2)
     dump.write_text(text.replace('"DEEP"', f'{{"id": "d", "memory": "deep", "metadata": {DEEP}}}'))
-    report = import_source(store, "mem0", dump, "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "mem0", dump, "acme", skip_bad=True)
     deep_line = starts(dump, 2) - 1  # on its own line, between the first memory and the second
     assert refused(report) == [(deep_line, "metadata", "INVALID_INPUT")] and report.written == 2
     whole = tmp_path / "deep.json"
     whole.write_text(DEEP)
-    report = import_source(store, "mem0", whole, "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "mem0", whole, "acme", skip_bad=True)
     assert refused(report) == [(1, "[0]", "INVALID_INPUT")] and report.written == 0
 
 
@@ -122,7 +122,7 @@ def test_an_mcp_memory_line_nested_200000_deep_is_refused(store: MemoryCore, tmp
         json.dumps({"type": "entity", "name": "Ok", "entityType": "thing", "observations": ["fine"]}),
         '{"type": "entity", "name": "Deep", "entityType": "thing", "observations": ' + DEEP + "}",
         json.dumps({"type": "entity", "name": "Odd", "entityType": "thing", "observations": ["a", "b\udc80"]})]))
-    report = import_source(store, "mcp-memory", path, "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "mcp-memory", path, "acme", skip_bad=True)
     assert refused(report) == [(2, "observations", "INVALID_INPUT"), (3, "observations[1]", "INVALID_INPUT")]
     assert contents(store) == ["Ok: fine"]
 
@@ -177,7 +177,7 @@ def test_a_front_matter_of_nine_levels_of_aliases_is_refused_in_bounded_memory(s
     assert [(g["kind"], g["where"]["line"], g["where"]["field"]) for g in got] == [("Problem", 7, "front matter")]
     assert "expands to more than 10,000 values" in got[0]["message"]
     (tmp_path / "notes" / "fine.md").write_text("---\ntitle: Fine\n---\n# Fine\n- [fact] all good\n")
-    report = import_source(store, "basic-memory", tmp_path / "notes", "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "basic-memory", tmp_path / "notes", "acme", skip_bad=True)
     assert refused(report) == [(7, "front matter", "INVALID_INPUT")] and contents(store) == ["all good"]
     markdown = read_in_512_mib("markdown", note)  # Markdown ignores front matter it cannot read, and says so
     assert [(g["kind"], g["where"]["line"]) for g in markdown] == [("Note", 7)]  # e: the level past 10,000
@@ -188,7 +188,7 @@ def test_front_matter_that_refers_to_itself_or_nests_deep_is_refused(store: Memo
     notes.mkdir()
     (notes / "self.md").write_text("---\ntitle: Loop\nloop: &a [1, *a]\n---\n# Loop\n")
     (notes / "deep.md").write_text("---\ntitle: Deep\nx: " + "[" * 5000 + "]" * 5000 + "\n---\n# Deep\n")
-    report = import_source(store, "basic-memory", notes, "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "basic-memory", notes, "acme", skip_bad=True)
     assert sorted((e["file"], e["line"], e["field"]) for e in report.error_items) == [
         ("deep.md", 2, "front matter"), ("self.md", 3, "front matter")]
 

@@ -50,7 +50,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_two_notes_of_one_title_in_two_folders_stay_two_entities(store: MemoryCore, project: Path) -> None:
-    report = import_source(store, "basic-memory", project, "acme")
+    report = import_source(store.operator_parts(), "basic-memory", project, "acme")
     names = {e.name: e for e in store.list_entities("acme")}
     assert {"Weekly Sync (alpha/weekly-sync)", "Weekly Sync (beta/weekly-sync)"} <= names.keys()
     assert "Weekly Sync" not in names
@@ -61,5 +61,5 @@ def test_two_notes_of_one_title_in_two_folders_stay_two_entities(store: MemoryCo
             if item.entity is not None}
     assert "Alpha Roadmap" not in beta
     assert any("2 notes are titled 'Weekly Sync'" in n["message"] for n in report.notes)
-    rows = {r["content"]: r for r in export_tenant(store, "acme")}
+    rows = {r["content"]: r for r in export_tenant(store.operator_parts(), "acme")}
     assert rows["Weekly Sync relates to Alpha Roadmap"]["session"] == "alpha/weekly-sync"  # the text keeps the title

@@ -35,7 +35,7 @@ def import_as_before(core: MemoryCore, source: str, path: Path, tenant: str = "a
     fmt = FORMATS[source]
     items = [got for got in importlib.import_module(fmt.module).read(path) if isinstance(got, SourceItem)]
     adds: list[dict[str, Any]] = [got.add_item(tenant, fmt.default_agent, got.legacy_keys[0]) for got in items]
-    results = core.writer.add_many(adds, extract=fmt.extract)
+    results = core._writer.add_many(adds, extract=fmt.extract)
     return sum(r.created for r in results)
 
 
@@ -45,7 +45,7 @@ def import_as_before(core: MemoryCore, source: str, path: Path, tenant: str = "a
 def test_a_store_imported_by_an_earlier_release_is_not_doubled_by_this_one(
         store: MemoryCore, source: str, path: Path) -> None:
     before = import_as_before(store, source, path)
-    rows = list(export_tenant(store, "acme"))
-    again = import_source(store, source, path, "acme")
+    rows = list(export_tenant(store.operator_parts(), "acme"))
+    again = import_source(store.operator_parts(), source, path, "acme")
     assert (again.written, again.skipped, again.errors) == (0, before, 0)
-    assert list(export_tenant(store, "acme")) == rows
+    assert list(export_tenant(store.operator_parts(), "acme")) == rows

@@ -47,8 +47,8 @@ def vault(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("source", ["markdown", "basic-memory"])
 def test_links_out_of_the_folder_are_never_followed_and_each_is_named(
         store: MemoryCore, vault: Path, source: str) -> None:
-    report = import_source(store, source, vault, "acme")
-    stored = json.dumps(list(export_tenant(store, "acme")))
+    report = import_source(store.operator_parts(), source, vault, "acme")
+    stored = json.dumps(list(export_tenant(store.operator_parts(), "acme")))
     assert "private text" not in stored and report.written == 1 and report.errors == 0
     skipped = {n["file"]: n["message"] for n in report.notes}
     assert "points outside the imported folder" in skipped["leak.md"]
@@ -61,10 +61,10 @@ def test_links_out_of_the_folder_are_never_followed_and_each_is_named(
 def test_a_link_named_on_the_command_line_is_followed(store: MemoryCore, vault: Path, tmp_path: Path) -> None:
     named = tmp_path / "CLAUDE.md"
     named.symlink_to(vault / "real.md")
-    assert import_source(store, "markdown", named, "acme").written == 1
+    assert import_source(store.operator_parts(), "markdown", named, "acme").written == 1
     linked_folder = tmp_path / "notes-link"
     linked_folder.symlink_to(vault, target_is_directory=True)
-    report = import_source(store, "markdown", linked_folder, "acme", dry_run=True)
+    report = import_source(store.operator_parts(), "markdown", linked_folder, "acme", dry_run=True)
     assert report.items == 1 and "leak.md" in {n["file"] for n in report.notes}
 
 

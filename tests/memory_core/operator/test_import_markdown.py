@@ -27,7 +27,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryCore
 
 
 def rows(core: MemoryCore, tenant: str = "acme") -> list[dict[str, Any]]:
-    return list(export_tenant(core, tenant))
+    return list(export_tenant(core.operator_parts(), tenant))
 
 
 def write(path: Path, text: str) -> None:
@@ -70,13 +70,13 @@ def vault(tmp_path: Path) -> Path:
 
 
 def test_importing_a_subfolder_then_the_whole_vault_writes_nothing_twice(store: MemoryCore, vault: Path) -> None:
-    first = import_source(store, "markdown", vault / "projects", "acme")
-    whole = import_source(store, "markdown", vault, "acme")
+    first = import_source(store.operator_parts(), "markdown", vault / "projects", "acme")
+    whole = import_source(store.operator_parts(), "markdown", vault, "acme")
     assert (whole.skipped, whole.written) == (first.written, 1)  # only Home.md is new
     assert len(rows(store)) == first.written + 1
     sessions = {r["session"] for r in rows(store)}
     assert "projects-decisions/decisions" in sessions and "projects-ops-runbook/runbook" in sessions
-    again = import_source(store, "markdown", vault / "projects" / "ops", "acme")
+    again = import_source(store.operator_parts(), "markdown", vault / "projects" / "ops", "acme")
     assert again.written == 0
 
 
@@ -89,12 +89,12 @@ def test_a_folder_without_markers_keys_notes_by_their_front_matter_id(store: Mem
 
         We moved the standup to ten.
         """)
-    import_source(store, "markdown", tmp_path / "notes" / "team", "acme")
-    assert import_source(store, "markdown", tmp_path / "notes", "acme").written == 0
+    import_source(store.operator_parts(), "markdown", tmp_path / "notes" / "team", "acme")
+    assert import_source(store.operator_parts(), "markdown", tmp_path / "notes", "acme").written == 0
 
 
 def test_note_titles_become_entities_and_wikilinks_relations(store: MemoryCore, vault: Path) -> None:
-    report = import_source(store, "markdown", vault, "acme")
+    report = import_source(store.operator_parts(), "markdown", vault, "acme")
     kinds = {e.name: e.kind for e in store.list_entities("acme")}
     assert kinds["Home"] == kinds["Decisions"] == kinds["Runbook"] == "note"
     home = {item.entity.name: str(item.path[-1].via) for item in store.related("acme", "Home", depth=1).items
@@ -107,7 +107,7 @@ def test_note_titles_become_entities_and_wikilinks_relations(store: MemoryCore, 
 
 
 def test_code_blocks_and_task_markers_make_no_noise_entities(store: MemoryCore, vault: Path) -> None:
-    import_source(store, "markdown", vault, "acme")
+    import_source(store.operator_parts(), "markdown", vault, "acme")
     names = {e.name for e in store.list_entities("acme")}
     assert not names & {"SELECT", "FROM", "WHERE", "Ask", "Send"}
     assert "Dana Ortiz" in names  # prose is still read by the extractor

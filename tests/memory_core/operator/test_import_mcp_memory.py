@@ -28,11 +28,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryCore
 
 
 def rows(core: MemoryCore, tenant: str = "acme") -> list[dict[str, Any]]:
-    return list(export_tenant(core, tenant))
+    return list(export_tenant(core.operator_parts(), tenant))
 
 
 def test_the_servers_whole_graph_json_imports_as_its_file_does(store: MemoryCore) -> None:
-    graph = import_source(store, "mcp-memory", SERVER / "read_graph.json", "acme")
+    graph = import_source(store.operator_parts(), "mcp-memory", SERVER / "read_graph.json", "acme")
     assert (graph.errors, graph.written) == (0, 9)
     assert graph.by_kind == {"observation": {"read": 5, "written": 5, "skipped": 0},
                              "entity": {"read": 1, "written": 1, "skipped": 0},
@@ -41,7 +41,8 @@ def test_the_servers_whole_graph_json_imports_as_its_file_does(store: MemoryCore
     assert {"Dana Ortiz: Based in Montréal", "Ingestion Jobs (service)", "Dana Ortiz visits 北京办公室"} <= contents
     first = next(r for r in rows(store) if r["content"] == "Dana Ortiz: Runs the data platform team")
     assert first["metadata"]["mcp-memory"] == {"entity": "Dana Ortiz", "entityType": "person"}
-    same = import_source(store, "mcp-memory", SERVER / "memory.jsonl", "acme")  # the same graph, as its file
+    # the same graph, as its file
+    same = import_source(store.operator_parts(), "mcp-memory", SERVER / "memory.jsonl", "acme")
     assert (same.written, same.skipped, same.errors) == (0, 9, 0)
 
 
@@ -49,7 +50,7 @@ def test_a_whole_graph_names_the_line_and_field_of_a_bad_entity(store: MemoryCor
     text = (SERVER / "read_graph.json").read_text(encoding="utf-8")
     broken = tmp_path / "graph.json"
     broken.write_text(text.replace('"name": "Ingestion Jobs"', '"name": ""'), encoding="utf-8")
-    report = import_source(store, "mcp-memory", broken, "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "mcp-memory", broken, "acme", skip_bad=True)
     line = text[: text.index('"name": "Ingestion Jobs"')].count("\n")  # the entity's "{" is the line before
     assert [(e["line"], e["field"]) for e in report.error_items] == [(line, "name")]
     assert report.written == 8

@@ -30,7 +30,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryCore
 
 
 def rows(core: MemoryCore, tenant: str = "acme") -> list[dict[str, Any]]:
-    return list(export_tenant(core, tenant))
+    return list(export_tenant(core.operator_parts(), tenant))
 
 
 def memory(i: int, text: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -76,17 +76,17 @@ def write_dump(path: Path, memories: list[dict[str, Any]]) -> Path:
 def test_five_memories_sharing_a_hash_but_differing_are_all_imported(store: MemoryCore, tmp_path: Path) -> None:
     shared = "5d41402abc4b2a76b9719d911017c592"  # five texts, one hash: the export's hash is not the identity
     dump = write_dump(tmp_path / "get_all.json", [memory(i, f"Distinct fact {i}", hash=shared) for i in range(5)])
-    report = import_source(store, "mem0", dump, "acme")
+    report = import_source(store.operator_parts(), "mem0", dump, "acme")
     assert (report.written, report.skipped, report.duplicates) == (5, 0, 0)
     assert sorted(r["content"] for r in rows(store)) == [f"Distinct fact {i}" for i in range(5)]
-    assert import_source(store, "mem0", dump, "acme").written == 0
+    assert import_source(store.operator_parts(), "mem0", dump, "acme").written == 0
 
 
 def test_the_same_memory_twice_is_imported_once_and_reported(store: MemoryCore, tmp_path: Path) -> None:
     twice = memory(1, "Works remotely on Fridays")
     changed = memory(2, "Prefers tea") | {"updated_at": "2026-03-01T00:00:00Z"}
     dump = write_dump(tmp_path / "merged.json", [twice, memory(2, "Prefers coffee"), twice, changed])
-    report = import_source(store, "mem0", dump, "acme")
+    report = import_source(store.operator_parts(), "mem0", dump, "acme")
     assert (report.written, report.duplicates) == (3, 1)
     assert [n["message"] for n in report.notes] == [
         f"the same memory as line 3 (id {twice['id']}, the same text): imported once",
@@ -101,7 +101,7 @@ def test_a_store_imported_when_five_memories_collapsed_gets_the_four_it_missed(
     from tests.memory_core.operator.test_import_keys import import_as_before
 
     assert import_as_before(store, "mem0", dump) == 1  # what the release before issue 46 wrote
-    report = import_source(store, "mem0", dump, "acme")
+    report = import_source(store.operator_parts(), "mem0", dump, "acme")
     assert (report.written, report.skipped) == (4, 1)
     assert len(rows(store)) == 5
 
@@ -109,13 +109,13 @@ def test_a_store_imported_when_five_memories_collapsed_gets_the_four_it_missed(
 # ---- cut dumps and expired memories (issue 47.5) -------------------------------------------------------
 
 def test_a_dump_of_exactly_mem0s_default_page_warns_that_it_may_be_cut(store: MemoryCore, tmp_path: Path) -> None:
-    cut = import_source(store, "mem0", write_dump(tmp_path / "cut.json", [memory(i) for i in range(20)]), "acme",
-                        dry_run=True)
+    dump = write_dump(tmp_path / "cut.json", [memory(i) for i in range(20)])
+    cut = import_source(store.operator_parts(), "mem0", dump, "acme", dry_run=True)
     assert len(cut.warnings) == 1 and "exactly 20 memories" in cut.warnings[0]["message"]
     assert "top_k" in cut.warnings[0]["message"]
     for n in (19, 21):
-        whole = import_source(store, "mem0", write_dump(tmp_path / f"{n}.json", [memory(i) for i in range(n)]),
-                              "acme", dry_run=True)
+        dump = write_dump(tmp_path / f"{n}.json", [memory(i) for i in range(n)])
+        whole = import_source(store.operator_parts(), "mem0", dump, "acme", dry_run=True)
         assert whole.warnings == []
 
 
@@ -125,7 +125,7 @@ def test_one_page_of_the_platform_clients_get_all_warns_that_more_pages_exist(st
             "results": [memory(i) for i in range(25)]}
     path = tmp_path / "page1.json"
     path.write_text(json.dumps(page, indent=2), encoding="utf-8")
-    report = import_source(store, "mem0", path, "acme", dry_run=True)
+    report = import_source(store.operator_parts(), "mem0", path, "acme", dry_run=True)
     assert report.written == 25 and len(report.warnings) == 1
     assert "25 of 57" in report.warnings[0]["message"] and "next" in report.warnings[0]["message"]
 
@@ -135,13 +135,13 @@ def test_expired_memories_are_skipped_and_counted_unless_asked_for(store: Memory
         memory(1, "Is on holiday until March", expiration_date="2020-03-01"),
         memory(2, "Is based in the Lisbon office", expiration_date="2999-12-31"),
         memory(3, "Prefers short meetings")])
-    report = import_source(store, "mem0", dump, "acme")
+    report = import_source(store.operator_parts(), "mem0", dump, "acme")
     assert (report.written, report.expired) == (2, 1)
     assert "Is on holiday until March" not in [r["content"] for r in rows(store)]
     lisbon = next(r for r in rows(store) if r["content"].startswith("Is based"))
     assert lisbon["valid_to"] is None and lisbon["metadata"]["mem0"]["expiration_date"] == "2999-12-31"
     assert any("expired on 2020-03-01" in n["message"] for n in report.notes)
-    again = import_source(store, "mem0", dump, "acme", include_expired=True)
+    again = import_source(store.operator_parts(), "mem0", dump, "acme", include_expired=True)
     assert (again.written, again.skipped, again.expired) == (1, 2, 1)
     holiday = next(r for r in rows(store) if r["content"] == "Is on holiday until March")
     assert holiday["valid_to"] == "2020-03-02T00:00:00.000000+00:00"  # valid through its expiration day
@@ -150,7 +150,7 @@ def test_expired_memories_are_skipped_and_counted_unless_asked_for(store: Memory
 
 def test_a_malformed_expiration_date_is_refused_naming_the_field(store: MemoryCore, tmp_path: Path) -> None:
     dump = write_dump(tmp_path / "get_all.json", [memory(1, expiration_date="next week"), memory(2)])
-    report = import_source(store, "mem0", dump, "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "mem0", dump, "acme", skip_bad=True)
     assert [(e["line"], e["field"]) for e in report.error_items] == [(3, "expiration_date")]
 
 

@@ -40,15 +40,15 @@ def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def rows(core: MemoryCore, tenant: str = "acme") -> list[dict[str, Any]]:
-    return list(export_tenant(core, tenant))
+    return list(export_tenant(core.operator_parts(), tenant))
 
 
 def test_redacted_secrets_are_counted_as_an_add_counts_them(store: MemoryCore, tmp_path: Path) -> None:
     notes = tmp_path / "ops.md"
     notes.write_text("# Ops\n\nThe staging password: hunter2\n\nDB_PASSWORD=s3cr3t-value and token ghp_"
                      + "a" * 36 + "\n\nNothing secret here.\n", encoding="utf-8")
-    dry = import_source(store, "markdown", notes, "acme", dry_run=True)
-    done = import_source(store, "markdown", notes, "acme")
+    dry = import_source(store.operator_parts(), "markdown", notes, "acme", dry_run=True)
+    done = import_source(store.operator_parts(), "markdown", notes, "acme")
     assert done.redacted == dry.redacted and sum(done.redacted.values()) >= 3
     assert done.redacted.get("password") == 2
     added = store.add_memory("acme", "s", "a", "The staging password: hunter2", type="note")
@@ -56,9 +56,9 @@ def test_redacted_secrets_are_counted_as_an_add_counts_them(store: MemoryCore, t
 
 
 def test_entities_the_extractor_finds_are_counted(store: MemoryCore) -> None:
-    report = import_source(store, "mem0", FIXTURES / "mem0" / "get_all.json", "acme", dry_run=True)
+    report = import_source(store.operator_parts(), "mem0", FIXTURES / "mem0" / "get_all.json", "acme", dry_run=True)
     assert report.entities > 2  # Zürich, Tokyo, the graph's ends…: not 0
-    done = import_source(store, "mem0", FIXTURES / "mem0" / "get_all.json", "acme")
+    done = import_source(store.operator_parts(), "mem0", FIXTURES / "mem0" / "get_all.json", "acme")
     assert done.entities == report.entities == len(store.list_entities("acme"))
 
 
@@ -69,10 +69,10 @@ def test_skip_bad_skips_the_block_with_a_bad_byte_and_keeps_the_note(store: Memo
     note.parent.mkdir()
     note.write_bytes(b"---\ntitle: Team\npermalink: team\n---\n# Team\n\n- [fact] Dana leads the team\n"
                      b"- [fact] bad byte \xff here\n- [fact] Ana joined in May\n")
-    report = import_source(store, source, tmp_path / "notes", "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), source, tmp_path / "notes", "acme", skip_bad=True)
     assert [(e["file"], e["line"]) for e in report.error_items] == [("team.md", 8)]
     assert "byte 0xff" in report.error_items[0]["message"] and report.written == 2
-    stopped = import_source(store, source, tmp_path / "notes", "globex")
+    stopped = import_source(store.operator_parts(), source, tmp_path / "notes", "globex")
     assert stopped.written == 1 and stopped.stopped_at == {"file": "team.md", "line": 8, "field": None}
 
 
@@ -80,13 +80,13 @@ def test_a_yaml_error_names_the_line_of_the_unclosed_bracket(store: MemoryCore, 
     note = tmp_path / "notes" / "spec.md"
     note.parent.mkdir()
     note.write_text("---\ntitle: Spec\ntype: spec\ntags: [search, ranking\npermalink: spec\n---\n# Spec\n")
-    report = import_source(store, "basic-memory", tmp_path / "notes", "acme", skip_bad=True)
+    report = import_source(store.operator_parts(), "basic-memory", tmp_path / "notes", "acme", skip_bad=True)
     assert [(e["line"], e["field"]) for e in report.error_items] == [(4, "front matter")]
     assert "(line 4)" in report.error_items[0]["message"]
 
 
 def test_an_entity_type_with_a_slash_keeps_its_words_and_says_so(store: MemoryCore) -> None:
-    report = import_source(store, "mcp-memory", SERVER / "memory.jsonl", "acme")
+    report = import_source(store.operator_parts(), "mcp-memory", SERVER / "memory.jsonl", "acme")
     kinds = {e.name: e.kind for e in store.list_entities("acme")}
     assert kinds["Data Platform"] == "team_group"
     assert any("'team/group'" in n["message"] and "team_group" in n["message"] for n in report.notes)

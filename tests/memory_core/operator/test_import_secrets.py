@@ -30,17 +30,17 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryCore
 
 def dumped(core: MemoryCore, tenant: str = "acme") -> str:
     """Everything the tenant's export holds (content, sessions, metadata, keys), as one text."""
-    return json.dumps(list(export_tenant(core, tenant)), ensure_ascii=False)
+    return json.dumps(list(export_tenant(core.operator_parts(), tenant)), ensure_ascii=False)
 
 
 def test_a_heading_holding_an_api_key_never_becomes_a_session_name(store: MemoryCore, tmp_path: Path) -> None:
     notes = tmp_path / "CLAUDE.md"
     notes.write_text(f"# Setup\n\n## DD_API_KEY={KEY}\n\nExport it before running the agent.\n", encoding="utf-8")
-    report = import_source(store, "markdown", notes, "acme")
+    report = import_source(store.operator_parts(), "markdown", notes, "acme")
     assert report.written == 1
     text = dumped(store)
     assert KEY not in text and KEY.upper() not in text
-    (row,) = export_tenant(store, "acme")
+    (row,) = export_tenant(store.operator_parts(), "acme")
     assert row["session"].startswith("claude/dd_api_key") and "redacted" in row["session"]
 
 
@@ -55,16 +55,16 @@ def mem0_dump(path: Path, secret: str) -> Path:
 
 def test_a_mem0_memory_keeps_no_hash_of_its_clear_text(store: MemoryCore, tmp_path: Path) -> None:
     dump = mem0_dump(tmp_path / "get_all.json", "hunter2")
-    import_source(store, "mem0", dump, "acme")
+    import_source(store.operator_parts(), "mem0", dump, "acme")
     clear = "The staging database password: hunter2"
     text = dumped(store)
     assert "hunter2" not in text and hashlib.md5(clear.encode()).hexdigest() not in text
-    (row,) = export_tenant(store, "acme")
+    (row,) = export_tenant(store.operator_parts(), "acme")
     assert "[REDACTED:" in row["content"] and "hash" not in row["metadata"]["mem0"]
 
 
 def keys(core: MemoryCore, tenant: str) -> list[Any]:
-    return sorted(r["idempotency_key"] for r in export_tenant(core, tenant))
+    return sorted(r["idempotency_key"] for r in export_tenant(core.operator_parts(), tenant))
 
 
 @pytest.mark.parametrize("source", ["mem0", "markdown"])
@@ -79,5 +79,5 @@ def test_an_idempotency_key_tells_nothing_of_the_secret_it_was_derived_near(
         else:
             path = folder / "CLAUDE.md"
             path.write_text(f"# Ops\n\n## password: {secret}\n\nThe staging password: {secret}\n")
-        assert import_source(store, source, path, tenant).written == 1
+        assert import_source(store.operator_parts(), source, path, tenant).written == 1
     assert keys(store, "acme") == keys(store, "globex")

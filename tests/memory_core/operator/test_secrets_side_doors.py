@@ -10,7 +10,7 @@ from pathlib import Path
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.operator.doctor.run import check, repair
+from memory_core.operator.doctor.run import check_stores, repair_stores
 from memory_core.operator.jsonl_import import import_lines
 from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
@@ -40,23 +40,23 @@ ENTITIES = {"entities": [{"ref": "ent:7", "name": GH, "kind": GL, "aliases": [GH
 
 def stored_strings(core: MemoryCore) -> str:
     entities = [[e.name, e.kind, e.aliases] for e in core.list_entities("acme")]
-    return json.dumps([entities, [r.label for r in core.graph.all_relations("acme")],
-                       [r.as_row() for r in core.maintenance.memory_rows("acme", None)]], default=str)
+    return json.dumps([entities, [r.label for r in core._graph.all_relations("acme")],
+                       [r.as_row() for r in core.operator_parts().maintenance.memory_rows("acme", None)]], default=str)
 
 
 def test_an_imported_line_s_entities_are_stored_redacted_and_doctor_finds_nothing(tmp_path: Path) -> None:
     with open_store(tmp_path / "data", "redact") as core:
-        counts = import_lines(core, [line(1, **ENTITIES)], "acme")
+        counts = import_lines(core.operator_parts(), [line(1, **ENTITIES)], "acme")
         assert (counts.written, counts.errors) == (1, 0), counts.error_lines
         held = stored_strings(core)
         assert GH not in held and GL not in held and PW not in held
         assert "[REDACTED:github-token]" in held
-        assert check(core).ok
+        assert check_stores(core.operator_parts()).ok
 
 
 def test_under_reject_an_imported_line_with_a_secret_in_its_entities_is_refused(tmp_path: Path) -> None:
     with open_store(tmp_path / "data", "reject") as core:
-        counts = import_lines(core, [line(1, **ENTITIES), line(2)], "acme", skip_bad=True)
+        counts = import_lines(core.operator_parts(), [line(1, **ENTITIES), line(2)], "acme", skip_bad=True)
         assert (counts.written, counts.errors) == (1, 1)
         assert counts.error_lines[0]["code"] == "SECRET_REJECTED"
         assert GH not in json.dumps(counts.to_dict())
@@ -65,7 +65,7 @@ def test_under_reject_an_imported_line_with_a_secret_in_its_entities_is_refused(
 
 def test_an_imported_line_whose_session_holds_a_secret_is_refused(tmp_path: Path) -> None:
     with open_store(tmp_path / "data", "redact") as core:
-        counts = import_lines(core, [line(1, session=GH), line(2)], "acme", skip_bad=True)
+        counts = import_lines(core.operator_parts(), [line(1, session=GH), line(2)], "acme", skip_bad=True)
         assert (counts.written, counts.errors) == (1, 1)
         assert counts.error_lines[0]["code"] == "SECRET_REJECTED" and "session" in counts.error_lines[0]["message"]
         assert GH not in json.dumps(counts.to_dict()) and GH not in stored_strings(core)
@@ -84,15 +84,15 @@ def old_store(path: Path) -> dict[str, str]:
                                     metadata={"hash": hashlib.md5(f"the password is {PW}".encode()).hexdigest()}).ref,
             "clean": core.add_memory("acme", "s1", "alice", "nothing secret here").ref,
         }
-        assert import_lines(core, [line(1, **{"entities": [{"ref": "ent:900", "name": f"token {GL}"}]})],
-                            "acme").written == 1
+        lines = [line(1, **{"entities": [{"ref": "ent:900", "name": f"token {GL}"}]})]
+        assert import_lines(core.operator_parts(), lines, "acme").written == 1
     return refs
 
 
 def test_doctor_finds_secrets_in_every_stored_string_not_only_the_content(tmp_path: Path) -> None:
     refs = old_store(tmp_path / "data")
     with open_store(tmp_path / "data", "redact") as core:
-        report = check(core)
+        report = check_stores(core.operator_parts())
         found = {f.ref: f.detail for f in report.findings if f.kind == "secret_stored"}
         entities = {e.id: e for e in core.list_entities("acme")}
     named = [ref for ref in found if ref and ref.startswith("ent:")]
@@ -108,7 +108,7 @@ def test_doctor_finds_secrets_in_every_stored_string_not_only_the_content(tmp_pa
 def test_repair_removes_what_it_can_and_leaves_names_that_address_rows_reported(tmp_path: Path) -> None:
     refs = old_store(tmp_path / "data")
     with open_store(tmp_path / "data", "redact") as core:
-        report = repair(core)
+        report = repair_stores(core.operator_parts())
         assert report.remaining is not None
         left = [(f.ref, f.detail) for f in report.remaining]
         assert [ref for ref, _ in left] == [refs["session"]], left
@@ -116,4 +116,4 @@ def test_repair_removes_what_it_can_and_leaves_names_that_address_rows_reported(
         held = stored_strings(core)
         assert GH not in held and GL not in held
         assert held.count(PW) == 1  # only in the session name (rows[].session), which repair cannot rename
-        assert [r.label for r in core.graph.all_relations("acme")] == []
+        assert [r.label for r in core._graph.all_relations("acme")] == []

@@ -43,7 +43,7 @@ def test_pool_rows_link_to_pool_rows_beside_them_and_only_seeds_pull_in_absent_n
     b = _session(core, "b", 5, 10)  # b[2] alone in the pool, not a seed: nothing to link to
     c = _session(core, "c", 5, 20)  # c[2] alone in the pool, a seed: its neighbours join
     pool = [a[1], a[2], b[2], c[2]]
-    graph = core.graph
+    graph = core._graph
     asked: list[int] = []
     adjacent_many = graph.adjacent_many
 
@@ -56,7 +56,7 @@ def test_pool_rows_link_to_pool_rows_beside_them_and_only_seeds_pull_in_absent_n
     filters = RecallFilters.build("acme", None, resolve_project(UNSET, None, ()))
     attrs = dict(graph.memories("acme", pool))
     cands = {i: Candidate(i, dialogue=True, base=1.0) for i in pool}
-    core.recaller._join_neighbours(cands, {c[2]}, attrs, filters)
+    core._recaller._join_neighbours(cands, {c[2]}, attrs, filters)
 
     assert cands[a[2]].prev == a[1] and cands[a[1]].next == a[2]
     assert cands[a[1]].prev is None and cands[a[2]].next is None  # a[0], a[3]: not in the pool, not a seed's
@@ -70,9 +70,9 @@ def test_a_neighbour_of_another_tenant_or_session_is_never_linked(core: MemoryCo
     mine = _session(core, "s", 3, 0)
     core.add_memories([{"tenant": "other", "session": "s", "agent": "ann", "type": "turn",
                         "content": "other tenant", "timestamp": T0 + timedelta(minutes=1, seconds=30)}])
-    graph = core.graph
+    graph = core._graph
     filters = RecallFilters.build("acme", None, resolve_project(UNSET, None, ()))
     attrs = dict(graph.memories("acme", [mine[1]]))
     cands = {mine[1]: Candidate(mine[1], dialogue=True, base=1.0)}
-    core.recaller._join_neighbours(cands, {mine[1]}, attrs, filters)
+    core._recaller._join_neighbours(cands, {mine[1]}, attrs, filters)
     assert sorted(cands) == sorted(mine)  # its own session's turns, none of the other tenant's

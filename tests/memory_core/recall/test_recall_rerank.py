@@ -47,7 +47,7 @@ def test_the_model_reorders_the_head_and_confidence_still_orders_the_rows(core: 
     target = core.add_memory("acme", "s1", "planner", "kiln glaze test results came back cloudy", type="note").ref
     plain = core.recall("acme", "kiln schedule firing", limit=10)
     assert plain.messages[0].ref != target and "reranked" not in plain.diagnostics
-    core.recaller.reranker = scorer = Scorer("cloudy")
+    core._recaller.reranker = scorer = Scorer("cloudy")
     # at weight 1 the model alone orders the head
     monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
     res = core.recall("acme", "kiln schedule firing", limit=10, preset=RERANK)
@@ -93,7 +93,7 @@ def test_a_turn_is_read_after_the_turn_before_it_when_the_viewer_may_see_that_tu
     after_private = core.add_memory("acme", "chat", "planner", "the celadon bowls sold out", type="turn").ref
     core.add_memory("other", "chat", "user", "other tenant: which celadon glaze for the bowls?", type="turn")
     core.add_memory("other", "chat", "planner", "other tenant: the celadon bowls", type="turn")
-    core.recaller.reranker = scorer = Scorer()
+    core._recaller.reranker = scorer = Scorer()
     res = core.recall("acme", "celadon glaze bowls", limit=10, viewer="planner", preset=RERANK)
     assert {answer, after_private} <= {m.ref for m in res.messages}
     read = scorer.read[-1][1]
@@ -131,7 +131,7 @@ def test_recall_with_the_model_lifts_the_answer_over_word_overlap(core: MemoryCo
 
 def test_with_context_the_model_reads_the_query_after_the_turn_it_answers(core: MemoryCore) -> None:
     _notes(core, 3)
-    core.recaller.reranker = scorer = Scorer()
+    core._recaller.reranker = scorer = Scorer()
     context = [{"role": "assistant", "content": "What did the kiln log say?"},
                {"role": "user", "content": "   "},
                {"role": "assistant", "content": "How did the   kiln firing go on Saturday?"}]

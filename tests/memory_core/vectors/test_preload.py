@@ -48,7 +48,7 @@ def store(tmp_path: Path) -> Iterator[Path]:
 
 
 def loaded(core: MemoryCore) -> set[str]:
-    return {t for t in TENANTS if index_loaded(core.vectors, t)}
+    return {t for t in TENANTS if index_loaded(core._vectors, t)}
 
 
 def test_a_fresh_process_has_no_index_loaded_and_a_recall_loads_its_tenants(store: Path) -> None:

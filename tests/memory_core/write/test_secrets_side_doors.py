@@ -118,5 +118,5 @@ def test_a_refused_name_writes_nothing_to_either_store(tmp_path: Path) -> None:
             core.add_memories([{"tenant": "acme", "session": "s1", "agent": "alice", "content": "fine"},
                                {"tenant": "acme", "session": "s1", "agent": "alice", "content": "x",
                                 "channel": f"password={PW}"}])
-        assert core.graph.count("acme") == 0
-        assert not core.vectors.all_ids("acme")
+        assert core._graph.count("acme") == 0
+        assert not core._vectors.all_ids("acme")

@@ -305,11 +305,11 @@ def test_doctor_finds_and_repairs_planted_inconsistencies_without_losing_healthy
     assert run_json(data_dir, "doctor")["ok"] is True
     before = export_lines(data_dir, "acme")
     with MemoryCore.open(data_dir, settings=load_settings()) as core:
-        vector = core.embedder.embed(["a ghost memory"])
+        vector = core._embedder.embed(["a ghost memory"])
         meta = {"tenant": "acme", "session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
                 "visibility": "tenant", "salience": 0.5, "project_id": "", "kind": "memory"}
-        core.vectors.upsert("acme", ["mem:900"], vector, ["a ghost memory"], [meta])
-        core.vectors.delete("acme", ["mem:2"])
+        core._vectors.upsert("acme", ["mem:900"], vector, ["a ghost memory"], [meta])
+        core._vectors.delete("acme", ["mem:2"])
         with sqlite_db(core).lock:
             fts = sqlite_db(core).conn.execute("SELECT name FROM fts_tables WHERE tenant = 'acme'").fetchone()[0]
         with sqlite_db(core).transaction() as cur:

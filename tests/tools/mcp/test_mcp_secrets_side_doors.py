@@ -44,7 +44,7 @@ async def caller(data: Path, policy: str = "redact") -> AsyncIterator[Caller]:
 
 def stored(data: Path) -> str:
     with MemoryCore.open(data, settings=settings("allow"), embedder=HashEmbedder()) as core:
-        rows = [r.as_row() for r in core.maintenance.memory_rows("acme", None)]
+        rows = [r.as_row() for r in core.operator_parts().maintenance.memory_rows("acme", None)]
         entities = [[e.name, e.kind, e.aliases] for e in core.list_entities("acme")]
         return json.dumps([rows, entities], default=str)
 

@@ -44,7 +44,7 @@ def correct_a_fact(data: Path, config: Path) -> tuple[str, str, str]:
         old = core.add_memory("acme", "s2", "planner", "The Orion outage lasted 40 minutes.",
                               entities=[{"name": "Orion", "kind": "incident"}]).ref
         new = core.update_memory("acme", old, content="The Orion outage lasted 55 minutes.").added.ref
-        entity = core.graph.entity_by_name("acme", "orion", None)
+        entity = core._graph.entity_by_name("acme", "orion", None)
         assert entity is not None
         return old, new, entity.ref
 

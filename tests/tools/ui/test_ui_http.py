@@ -92,7 +92,7 @@ def test_session_page_reads_without_writing_an_episode(store: tuple[MemoryCore, 
     core, _ = store
     client.get("/ui/session", params={"t": "acme", "s": "s1"})
     with sqlite_db(core).lock:
-        assert core.graph.session_episode("acme", "s1") is None
+        assert core._graph.session_episode("acme", "s1") is None
 
 
 def test_turns_only_view_matches_query_recent_turns(store: tuple[MemoryCore, Refs], client: TestClient) -> None:
