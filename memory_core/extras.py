@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank_top > 0 (memory_core/recall/presets.py)
+RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank.top > 0 (memory_core/recall/presets.py)
 
 
 def _setting(config: Mapping[str, Any], environ: Mapping[str, str], section: str, key: str, default: str) -> str:
