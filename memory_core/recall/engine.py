@@ -3,7 +3,8 @@
 One recall inside one tenant:
 
 1. **reading** (:mod:`.query`): agents the query names (from the tenant's AGENT nodes), absolute
-   and relative dates, the text to embed and the words to match;
+   and relative dates, the text to embed and the words to match; under ``type: "handoff"``, without
+   the words every handoff says (:mod:`.asked`);
 2. **branches** (:data:`BRANCHES`, :mod:`.branches`): each returns ranked lists of the same hit
    shape, with the filters pushed down so filtering happens before any top-N cut. Those that do not
    read the query's embedding (lexical: BM25 and keyword phrases; entities) run on the recall
@@ -13,8 +14,9 @@ One recall inside one tenant:
    row re-checked against its graph node (tenant, visibility, filters, ``exclude_contents``), fusion
    of the branches' lists, the graph signals (speaker, one entity hop, adjacent turns and their
    spread, chains, dates, session support, the author's previous turn), answer types, relevance,
-   confidence (relevance, recency, salience), the quality gate, the cross-encoder (a preset's), the
-   order: by confidence, or newest first under ``type: "handoff"`` (:mod:`.order`);
+   confidence (relevance, recency, salience), the quality gate (under ``type: "handoff"``: only the
+   handoffs of what was asked, :mod:`.asked`), the cross-encoder (a preset's), the order: by
+   confidence, or newest first under ``type: "handoff"`` (:mod:`.order`);
 4. **result** (:mod:`.collapse`): copies of one fact become one row, the newest, carrying ``repeats``
    and the other refs, so ``limit`` counts distinct facts (off with ``collapse=False`` or ``deep``);
    the empty query's most recent rows and the gate's fallback collapse the same way.
@@ -40,6 +42,7 @@ from memory_core.models import MemoryRow, RecallResult, from_us
 from memory_core.reads import Reader
 from memory_core.recall import (
     answer_type,
+    asked,
     dates,
     fusion,
     gate,
@@ -88,6 +91,7 @@ STAGES: tuple[Stage, ...] = (
     scoring.relevance,  # evidence and relevance
     scoring.weigh,  # confidence: relevance, recency, salience
     gate.gate,  # the quality gate (or its lexical fallback)
+    asked.narrow,  # newest first: only the rows of what was asked
     rerank.reread,  # the cross-encoder (balanced-rerank)
     order.order,  # by confidence, or newest first
 )
@@ -147,11 +151,18 @@ class Recaller:
                        else read_query(context_text or "", (), anchor))
             if query.strip() and (lead := next((t for t in reversed(held_context) if t.strip()), "")):
                 reading = replace(reading, lead=lead)
+            telling = False
+            if order.newest_first(filters, deep):  # judged without the words every row of the type says
+                what = asked.without_common(self.graph, filters, reading, cfg.asked)
+                reading, telling = what.reading, what.telling
+                if what.common:
+                    result.diagnostics["common_words"] = what.common
             ask = Ask(self.graph, self.vectors, filters, reading, cfg, limit, window, self._workers,
                       result.diagnostics)
             branches = [b for b in self.branches if b.wanted(cfg)]
             pool = Pool(self.graph, filters, reading, cfg, limit, deep=deep, collapsing=collapsing,
-                        diagnostics=result.diagnostics, stages=stages, scorer=self._reranker, branches=branches)
+                        diagnostics=result.diagnostics, stages=stages, scorer=self._reranker, branches=branches,
+                        vectors=self.vectors, embedder=self.embedder, telling=telling)
             pool.join(self._search(ask, branches, query if query.strip() else None, context_text, stages))
             for stage in self.stages:
                 stage(pool)

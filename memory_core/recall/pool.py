@@ -23,7 +23,9 @@ from memory_core.recall.query import QueryReading
 from memory_core.recall.stages import Stages
 
 if TYPE_CHECKING:
+    from memory_core.embedding.local import Embedder
     from memory_core.recall.rerank import PairScorer
+    from memory_core.vectors.api import VectorStore
 
 # the lists the stages read by name (a branch's other lists reach fusion and match_reason without one)
 VECTOR = "vector"  # cosine of the embedded query
@@ -103,6 +105,9 @@ class Pool:
     stages: Stages = field(default_factory=Stages)
     scorer: Callable[[], PairScorer] | None = None  # the rerank model, loaded on first use
     branches: Sequence[Branch] = ()  # the branches that ran, in the branch list's order
+    vectors: VectorStore | None = None  # for a stage that compares rows' embeddings (:mod:`.asked`)
+    embedder: Embedder | None = None
+    telling: bool = False  # newest first: the query tells the rows of its type apart (:mod:`.asked`)
     # what the branches found, and the rows
     lists: dict[str, Ranked] = field(default_factory=dict)
     cands: dict[int, Candidate] = field(default_factory=dict)

@@ -195,6 +195,21 @@ class GateConfig:
 
 
 @dataclass(frozen=True)
+class AskedConfig:
+    """What was asked, under the newest-first rule (:mod:`.asked`; bench.quality.handoffs)."""
+
+    sample: int = 200  # the newest rows of the type whose words are counted
+    min_rows: int = 4  # fewer say nothing about which words they share (only the type's name is left out)
+    shared_share: float = 0.9  # a query word held by this share of them is one they all say
+    relative: float = 0.4  # a row that passed the gate stays at this share of the best relevance ...
+    anchor: float = 0.7  # ... or when it reads like one of the (at most ``anchors``) rows at this share:
+    anchors: int = 3
+    # its embedding this close (cosine) to theirs, a value on the embedder's own scale (None: the embedder's,
+    # EMBEDDER_DEFAULTS)
+    link: float | None = None
+
+
+@dataclass(frozen=True)
 class RerankConfig:
     """A second stage (:mod:`.rerank`): a cross-encoder re-reads the best ``top`` rows (0: none), its
     standardised logit blended with recall's standardised confidence at ``weight`` (bench.quality.rerank;
@@ -224,6 +239,7 @@ class RecallConfig:
     supersede: SupersedeConfig = SupersedeConfig()
     confidence: ConfidenceConfig = ConfidenceConfig()
     gate: GateConfig = GateConfig()
+    asked: AskedConfig = AskedConfig()
     rerank: RerankConfig = RerankConfig()
 
     def value(self, name: str) -> Any:
@@ -280,21 +296,32 @@ PRESETS: dict[str, RecallConfig] = {
 }
 
 
-# what a preset leaves unset (None) takes the embedder's value, for models measured with bench.quality.tune
-# (``group.field`` names). With the removed all-mpnet-base-v2 provider a non-dialogue row's own-text BM25 weighed
-# 0.3 (its vector branch alone beat MiniLM's by 0.12 hit@5 on MADial's events, and MiniLM's 0.8 pulled recall below
-# that branch); no model of fastembed's catalogue has been measured yet, so every one keeps the preset's weights
-EMBEDDER_DEFAULTS: dict[str, dict[str, float]] = {}
+# what a preset leaves unset (None) takes the embedder's value, for models measured with bench.quality.tune and
+# bench.quality.handoffs (``group.field`` names); a model not measured takes MiniLM's. With the removed
+# all-mpnet-base-v2 provider a non-dialogue row's own-text BM25 weighed 0.3 (its vector branch alone beat MiniLM's by
+# 0.12 hit@5 on MADial's events, and MiniLM's 0.8 pulled recall below that branch); no model of fastembed's catalogue
+# has been measured yet. How close two handoffs of one piece of work read is a cosine on the model's own scale:
+# MiniLM 0.58 (bench.quality.handoffs --stores 16: newest handoff first on stores of several topics 0.583 at 0.55,
+# 0.622 at 0.58, 0.635 at 0.6; on single-topic stores 0.828, 0.828, 0.750);
+# the hash embedder (a bag of words hashed to 64 dimensions, for tests) says little about meaning: 0.3 keeps the
+# write-ups of one piece of work in tests/memory_core/recall/test_recall_type_order.py together (0.37-0.72) and a
+# one-line handoff about nothing else out (0.0-0.1); texts without a shared prefix collide up to 0.43
+MINILM = "all-MiniLM-L6-v2-onnx-int8"
+EMBEDDER_DEFAULTS: dict[str, dict[str, float]] = {
+    MINILM: {"asked.link": 0.58},
+    "hash-bow": {"asked.link": 0.3},
+}
 
 
 def resolve_preset(name: str | None, settings: RecallSettings, embedder: str | None = None) -> RecallConfig:
     """The named preset with the recency and gate settings from configuration applied, and what it
-    leaves unset taken from the embedder's defaults (:data:`EMBEDDER_DEFAULTS`)."""
+    leaves unset taken from the embedder's defaults (:data:`EMBEDDER_DEFAULTS`; MiniLM's for a model not measured)."""
     key = name or settings.preset
     if key not in PRESETS:
         raise InvalidInputError(f"Unknown recall preset '{key}'; choose one of {', '.join(sorted(PRESETS))}.")
     base = PRESETS[key]
-    unset = {k: v for k, v in EMBEDDER_DEFAULTS.get(embedder or "", {}).items() if base.value(k) is None}
+    measured = {**EMBEDDER_DEFAULTS[MINILM], **EMBEDDER_DEFAULTS.get(embedder or "", {})}
+    unset = {k: v for k, v in measured.items() if base.value(k) is None}
     changes: dict[str, Any] = {
         **unset,
         "confidence.recency_weight": settings.recency_weight,
