@@ -26,7 +26,6 @@ from memory_core.errors import InvalidInputError, LockedError
 from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
 from memory_core.open import OpenOptions, Parts, open_parts
 from memory_core.reads import Reader, check_own, visible
-from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.presets import PRESETS
@@ -62,7 +61,7 @@ class MemoryCore:
         self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
         self.writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets),
                                 settings.write)
-        self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
+        self.recaller = Recaller(graph, self.reader, vectors, embedder, settings)
         self.versions = VersionService(graph, self.reader, self.writer)
         self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings,
                                        parts.summary_provider)
@@ -169,7 +168,7 @@ class MemoryCore:
 
         def reranker() -> None:  # the configured preset's second stage, if it has one
             preset = PRESETS.get(self.settings.recall.preset)
-            if preset is not None and preset.rerank_top:
+            if preset is not None and preset.rerank.top:
                 shared_cross_encoder(self.settings.embedding.threads).score("warm", ["up"])
 
         return warm_up_in_background(self.embedder, vectors, reranker)
