@@ -42,6 +42,7 @@ from memory_core.models import to_us
 from memory_core.secret_guard import detect, redact
 from memory_core.store_errors import graph_errors
 from memory_core.write.add_rows import PreparedAdd
+from memory_core.write.request import AddItem
 from memory_core.write.rows import scoped_idempotency_key
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class SourceItem:
     valid_to: datetime | None = None  # the source says it stopped being valid then: written ended (valid_to)
     extract: bool = True  # run the entity extractor on it when the format does (not on code: SELECT, FROM…)
 
-    def add_item(self, tenant: str, agent: str, key: str) -> dict[str, Any]:
+    def add_item(self, tenant: str, agent: str, key: str) -> AddItem:
         """The add_memory arguments of this item, under the idempotency ``key``."""
         return {"tenant": tenant, "session": self.session, "agent": self.agent or agent, "content": self.content,
                 "type": self.type, "timestamp": self.timestamp, "idempotency_key": key,

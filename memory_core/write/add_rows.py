@@ -17,18 +17,13 @@ from graph.api import EntitySpec, RelationSpec
 from memory_core import validation as v
 from memory_core.entities import declared
 from memory_core.entities.extract import extract_entities
-from memory_core.errors import InvalidInputError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, to_us
 from memory_core.secret_guard import Scan, SecretGuard
 from memory_core.secret_guard.findings import MARKER_PATTERN
 from memory_core.secret_guard.guard import digests_of
 from memory_core.settings.schema import LimitSettings
+from memory_core.write.request import ADD_ITEM_NAMES, AddItem, refuse_unknown
 from memory_core.write.rows import content_hash, scoped_idempotency_key
-
-ADD_FIELDS = frozenset({
-    "tenant", "session", "agent", "content", "type", "role", "channel", "source", "project_id",
-    "salience", "visibility", "timestamp", "idempotency_key", "metadata", "entities", "relations",
-})
 
 
 @dataclass(frozen=True)
@@ -59,14 +54,12 @@ class PreparedAdd:
 REDACT = SecretGuard("redact")
 
 
-def prepare_add(item: dict[str, Any], limits: LimitSettings, *, extract: bool = True,
+def prepare_add(item: AddItem, limits: LimitSettings, *, extract: bool = True,
                 guard: SecretGuard = REDACT) -> PreparedAdd:
     """Validate one add's arguments into a storable row (no id yet). Raises before any write.
     ``extract``: add the entities the deterministic extractor finds in the text to the declared ones.
     ``guard``: the secrets policy (SECRET_REJECTED under ``reject``; redacted fields under ``redact``)."""
-    unknown = set(item) - ADD_FIELDS
-    if unknown:
-        raise InvalidInputError(f"Unknown add_memory fields: {', '.join(sorted(unknown))}.")
+    refuse_unknown(item, ADD_ITEM_NAMES, "add_memory")
     lim = limits
     names = {"tenant": v.tenant(item.get("tenant")), "session": v.name(item.get("session"), "session"),
              "agent": v.name(item.get("agent"), "agent"), "type": v.stored_type(item.get("type") or "turn"),

@@ -47,8 +47,9 @@ from memory_core.settings.schema import LimitSettings, WriteSettings
 from memory_core.store_errors import graph_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
-from memory_core.write.add_rows import ADD_FIELDS, REDACT, ItemRef, PreparedAdd, prepare_add
+from memory_core.write.add_rows import REDACT, ItemRef, PreparedAdd, prepare_add
 from memory_core.write.group_commit import GroupCommit
+from memory_core.write.request import AddItem
 from memory_core.write.rows import embedding_text, vector_metadata
 
 CLEANUP_INTERVAL_S = 2.0
@@ -76,12 +77,12 @@ class WritePath:
             self.write_prepared, batch_max=write.batch_max, window_s=write.coalesce_ms / 1000)
 
     # ---- validation ------------------------------------------------------------------------
-    def prepare(self, item: dict[str, Any], *, extract: bool = True) -> PreparedAdd:
+    def prepare(self, item: AddItem, *, extract: bool = True) -> PreparedAdd:
         """Validate one add's arguments into a storable row (see :func:`prepare_add`)."""
         return prepare_add(item, self.limits, extract=extract, guard=self.guard)
 
     # ---- adds ------------------------------------------------------------------------------
-    def add_one(self, item: dict[str, Any]) -> AddResult:
+    def add_one(self, item: AddItem) -> AddResult:
         """One caller's add: validated in its own thread, then written in a batch with the adds of
         other callers in flight (:mod:`memory_core.write.group_commit`), or alone when batching is off."""
         if self.batches is None:
@@ -90,7 +91,7 @@ class WritePath:
 
     def add_many(
         self,
-        items: Sequence[dict[str, Any]],
+        items: Sequence[AddItem],
         *,
         preferred_ids: Sequence[int | None] = (),
         edges: Sequence[Sequence[tuple[str | ItemRef, str]]] = (),
@@ -432,4 +433,4 @@ def _journal_op(p: PreparedAdd) -> str:
     return "restore" if p.restore and p.row.get("id") == p.preferred_id else "add"
 
 
-__all__ = ["ADD_FIELDS", "ItemRef", "PreparedAdd", "WritePath"]
+__all__ = ["ItemRef", "PreparedAdd", "WritePath"]

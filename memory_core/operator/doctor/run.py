@@ -89,6 +89,7 @@ from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref, p
 from memory_core.sessions.episodes import episode_vector_metadata
 from memory_core.store_errors import graph_errors
 from memory_core.vectors.deadline import vector_store_wedged
+from memory_core.write.request import AddItem
 from memory_core.write.rows import content_hash, embedding_text, vector_metadata
 
 if TYPE_CHECKING:
@@ -358,7 +359,7 @@ def _restore_orphans(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
                                                                      "the leftover vector record"))
                     continue
                 if _id_taken(core, ref):  # restored under a new ref: remember the old one
-                    item["metadata"] = {**item["metadata"], "restored_from": ref}
+                    item["metadata"] = {**(item.get("metadata") or {}), "restored_from": ref}
                 try:
                     result = core.writer.add_many([item], preferred_ids=[parse_ref(ref).id], restore=True)[0]
                 except InvalidInputError as exc:  # the record's fields do not make a valid memory
@@ -394,7 +395,7 @@ def _restored_earlier(core: MemoryCore, tenant: str, ref: str, document: str) ->
     return None if found is None else memory_ref(found)
 
 
-def _restorable(tenant: str, ref: str, document: str, meta: dict[str, Any]) -> dict[str, Any] | None:
+def _restorable(tenant: str, ref: str, document: str, meta: dict[str, Any]) -> AddItem | None:
     """add_memory arguments rebuilt from a vector record, or None when fields are missing."""
     try:
         kind = parse_ref(ref).kind
