@@ -69,7 +69,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graph.api import SUPERSEDES
+from graph.api import SUPERSEDES, MemoryRecord
 from graph.maintenance_api import MissingStructure
 from memory_core.entities import doctor as entity_doctor
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
@@ -245,12 +245,12 @@ def _redact_secrets(core: MemoryCore, findings: list[Finding]) -> list[Repair]:
                         tx.rewrite_memory(tenant, row["id"], changes)
                     if relations:  # a label is no text to redact in place: the relation goes
                         tx.erase_entity_links(tenant, [], relations)
-            clean = [{**row, **changes} for row, changes, _r in changed]
-            ids = [memory_ref(r["id"]) for r in clean]
+            clean = [MemoryRecord.from_row({**row, **changes}) for row, changes, _r in changed]
+            ids = [memory_ref(r.node.id) for r in clean]
             vectors = core.embedder.embed([embedding_text(r) for r in clean])
             core.vectors.delete(tenant, ids)  # upsert merges metadata: no stale key (an old source_id) survives
-            core.vectors.upsert(tenant, ids, vectors, [r["content"] for r in clean],
-                                [vector_metadata(r) for r in clean])
+            core.vectors.upsert(tenant, ids, vectors, [r.content for r in clean],
+                                [vector_metadata(r.node) for r in clean])
             done += [Repair("secret_stored", tenant, memory_ref(row["id"]), _redacted(changes, relations, row))
                      for row, changes, relations in changed]
         for ep_id in [parse_ref(r).id for r in refs if parse_ref(r).kind == EPISODE]:
@@ -442,13 +442,14 @@ def _reembed(core: MemoryCore, findings: Iterable[Finding]) -> list[Repair]:
         rows = memory_rows(core, tenant, list(kinds))
         for start in range(0, len(rows), EMBED_BATCH):
             chunk = rows[start : start + EMBED_BATCH]
-            vectors = core.embedder.embed([embedding_text(r) for r in chunk])
+            records = [MemoryRecord.from_row(r) for r in chunk]
+            vectors = core.embedder.embed([embedding_text(r) for r in records])
             refs = [f"{MEMORY}:{r['id']}" for r in chunk]
             # upsert merges metadata in Chroma: drop stale records first so no stray key survives
             core.vectors.delete(tenant, [ref for r, ref in zip(chunk, refs, strict=True)
                                          if kinds[r["id"]] == "vector_stale"])
             core.vectors.upsert(tenant, refs, vectors, [r["content"] for r in chunk],
-                                [vector_metadata(r) for r in chunk])
+                                [vector_metadata(r.node) for r in records])
             done += [Repair(kinds[r["id"]], tenant, ref, "re-embedded the content from SQLite into the vector store")
                      for r, ref in zip(chunk, refs, strict=True)]
     return done
