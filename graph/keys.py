@@ -8,9 +8,6 @@ SQLite (:mod:`graph.sqlite.txn`) and PostgreSQL (:mod:`graph.pg.txn`, onto the t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 DAY_US = 86_400_000_000  # one UTC day in microseconds
 SEP = "\x1f"  # joins the parts of a compound key (channel, session; session, agent)
 
@@ -20,17 +17,16 @@ def day_key(ts_us: int) -> str:
     return f"{ts_us // DAY_US:08d}"
 
 
-def count_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+def count_keys(session: str, type: str, agent: str, channel: str | None, visibility: str,
+               ts_us: int) -> list[tuple[str, str]]:
     """The (scope, key) counts one memory adds to (graph.sqlite.migrations.COUNT_SCOPES_SQL rebuilds the same)."""
-    session, channel = row["session"], row["channel"]
-    keys = [("all", ""), ("session", session), ("type", row["type"]), ("agent", row["agent"]),
-            ("day", day_key(row["ts_us"]))]
-    keys.append(("turns", session) if row["type"] == "turn" else ("nonturn", ""))
-    if row["visibility"] == "agent":
-        keys.append(("private", f"{session}{SEP}{row['agent']}"))
+    keys = [("all", ""), ("session", session), ("type", type), ("agent", agent), ("day", day_key(ts_us))]
+    keys.append(("turns", session) if type == "turn" else ("nonturn", ""))
+    if visibility == "agent":
+        keys.append(("private", f"{session}{SEP}{agent}"))
     if channel:
         keys.append(("channel", channel))
-        if row["visibility"] == "tenant":
+        if visibility == "tenant":
             keys.append(("schan", f"{channel}{SEP}{session}"))
     return keys
 

@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from memory_core.validation import tenant as validate_tenant
     from memory_core.versions.service import UpdateResult
     from memory_core.warm_up import warm_up_in_background
+    from memory_core.write.request import AddFields, AddItem, MemoryFields
 
 __version__ = "0.1.0"
 
@@ -106,6 +107,9 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     "RELATED_MAX_DEPTH": ("memory_core.entities.related", "MAX_DEPTH"),
     "entity_dict": "memory_core.entities.related",
     "RecallOptions": "memory_core.recall.request",
+    "AddFields": "memory_core.write.request",
+    "AddItem": "memory_core.write.request",
+    "MemoryFields": "memory_core.write.request",
     "describe_stages": ("memory_core.recall.stages", "describe"),
     # who may act: scopes and the names a boundary checks before it opens anything
     "Scope": "memory_core.scopes",
@@ -134,6 +138,8 @@ __all__ = [
     "RELATED_MAX_DEPTH",
     "SCOPE_NAMES",
     "TENANT_PATTERN",
+    "AddFields",
+    "AddItem",
     "AddResult",
     "AgentMismatchError",
     "CheckResult",
@@ -155,6 +161,7 @@ __all__ = [
     "LockedError",
     "MemoryCore",
     "MemoryCoreError",
+    "MemoryFields",
     "MemoryRow",
     "MergedEntity",
     "NotFoundError",

@@ -23,7 +23,7 @@ from typing import Any
 
 from graph.open import BACKENDS, DEFAULT_BACKEND
 
-RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank_top > 0 (memory_core/recall/presets.py)
+RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank.top > 0 (memory_core/recall/presets.py)
 
 
 def _setting(config: Mapping[str, Any], environ: Mapping[str, str], section: str, key: str, default: str) -> str:

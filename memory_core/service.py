@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -31,7 +30,6 @@ from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, Reca
 from memory_core.open import OpenOptions, Parts, open_parts
 from memory_core.operator.parts import OperatorParts
 from memory_core.reads import Reader, check_own, visible
-from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.presets import PRESETS
@@ -47,6 +45,14 @@ from memory_core.vectors.preload import newest_tenants, preload_indexes
 from memory_core.versions.service import UpdateResult, VersionService
 from memory_core.warm_up import warm_up_in_background
 from memory_core.write.path import WritePath
+from memory_core.write.request import (
+    ADD_FIELD_NAMES,
+    MEMORY_FIELD_NAMES,
+    AddFields,
+    AddItem,
+    MemoryFields,
+    refuse_unknown,
+)
 
 HANDOFF = "handoff"
 
@@ -65,7 +71,7 @@ class MemoryCore:
         self._reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
         self._writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets),
                                  settings.write)
-        self._recaller = Recaller(graph, self._reader, LexicalIndex(graph), vectors, embedder, settings)
+        self._recaller = Recaller(graph, self._reader, vectors, embedder, settings)
         self._versions = VersionService(graph, self._reader, self._writer)
         self._episodes = EpisodeService(graph, self._reader, self._writer, vectors, embedder, settings,
                                         parts.summary_provider)
@@ -191,7 +197,7 @@ class MemoryCore:
 
         def reranker() -> None:  # the configured preset's second stage, if it has one
             preset = PRESETS.get(self.settings.recall.preset)
-            if preset is not None and preset.rerank_top:
+            if preset is not None and preset.rerank.top:
                 shared_cross_encoder(self.settings.embedding.threads).score("warm", ["up"])
 
         return warm_up_in_background(self._embedder, vectors, reranker)
@@ -226,36 +232,25 @@ class MemoryCore:
 
     # ---- writes ----------------------------------------------------------------------------
     @coded_graph_errors("writing a memory")
-    def add_memory(
-        self, tenant: str, session: str, agent: str, content: str, *, type: str = "turn", role: str | None = None,
-        channel: str | None = None, source: Mapping[str, Any] | None = None, project_id: str | None = None,
-        salience: float | None = None, visibility: str = "tenant", timestamp: datetime | str | None = None,
-        idempotency_key: str | None = None, metadata: Mapping[str, Any] | None = None,
-        entities: Sequence[Mapping[str, Any]] | None = None, relations: Sequence[Mapping[str, Any]] | None = None,
-    ) -> AddResult:
-        """Store one memory in Chroma and the graph; see :mod:`memory_core.write.path`.
+    def add_memory(self, tenant: str, session: str, agent: str, content: str, **fields: Unpack[AddFields]) -> AddResult:
+        """Store one memory in Chroma and the graph; see :mod:`memory_core.write.path`. The fields, all
+        optional, are :class:`memory_core.write.request.AddFields`; one it does not know is INVALID_INPUT.
 
         ``entities`` (``{name, kind?, aliases?}``, at most 32) and ``relations`` (``{from, to, label}``
         between them, at most 32) are linked in the same graph transaction, with what the
         deterministic extractor finds in the text (see :mod:`memory_core.entities.declared`).
 
-        None means "not given": salience defaults by type, timestamp to now, source and
-        metadata to ``{}``, project_id to the global pool. ``type="handoff"`` is exactly
-        :meth:`create_handoff` (salience 0.95, SUPERSEDES the session's previous handoff), so every
-        boundary writes the same graph for the same input; ``type="episode"`` is refused (episodes
-        are written by :meth:`summarize_session`).
+        None (or left out) means "not given": type defaults to turn, salience by type, visibility to
+        tenant, timestamp to now, source and metadata to ``{}``, project_id to the global pool.
+        ``type="handoff"`` is exactly :meth:`create_handoff` (salience 0.95, SUPERSEDES the session's
+        previous handoff), so every boundary writes the same graph for the same input;
+        ``type="episode"`` is refused (episodes are written by :meth:`summarize_session`).
         """
-        if type == HANDOFF:
-            return self.create_handoff(
-                tenant, session, agent, content, role=role, channel=channel, source=source, project_id=project_id,
-                salience=salience, visibility=visibility, timestamp=timestamp, idempotency_key=idempotency_key,
-                metadata=metadata, entities=entities, relations=relations,
-            )
-        item = {"tenant": tenant, "session": session, "agent": agent, "content": content, "type": type,
-                "role": role, "channel": channel, "source": source, "project_id": project_id, "salience": salience,
-                "visibility": visibility, "timestamp": timestamp, "idempotency_key": idempotency_key,
-                "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
-        return self._writer.add_one(item)
+        refuse_unknown(fields, ADD_FIELD_NAMES, "add_memory")
+        if fields.get("type") == HANDOFF:
+            return self._episodes.create_handoff(tenant, session, agent, content, fields)
+        return self._writer.add_one({**fields, "tenant": tenant, "session": session, "agent": agent,
+                                    "content": content})
 
     def write_batching(self) -> dict[str, float] | None:
         """How concurrent single adds were batched since the store opened (batches, rows, mean, largest,
@@ -263,8 +258,9 @@ class MemoryCore:
         return None if self._writer.batches is None else self._writer.batches.stats()
 
     @coded_graph_errors("writing memories")
-    def add_memories(self, items: Sequence[dict[str, Any]]) -> list[AddResult]:
-        """Batch add (imports, benchmarks): validated up front, written all-or-nothing."""
+    def add_memories(self, items: Sequence[AddItem]) -> list[AddResult]:
+        """Batch add (imports, benchmarks): validated up front, written all-or-nothing. Each item holds
+        ``tenant``, ``session``, ``agent``, ``content`` and any of :meth:`add_memory`'s fields."""
         if not isinstance(items, Sequence) or not all(isinstance(i, dict) for i in items):
             raise InvalidInputError("add_memories takes a list of objects.")
         return self._writer.add_many(list(items))
@@ -361,20 +357,12 @@ class MemoryCore:
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
     @coded_graph_errors("writing a handoff")
-    def create_handoff(
-        self, tenant: str, session: str, agent: str, content: str, *, project_id: str | None = None,
-        idempotency_key: str | None = None, visibility: str = "tenant", salience: float | None = None,
-        timestamp: datetime | str | None = None, role: str | None = None, channel: str | None = None,
-        source: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
-        entities: Sequence[Mapping[str, Any]] | None = None, relations: Sequence[Mapping[str, Any]] | None = None,
-    ) -> AddResult:
-        """A handoff (salience 0.95 unless given) that SUPERSEDES the session's previous handoff."""
-        given = {"project_id": project_id, "idempotency_key": idempotency_key, "visibility": visibility,
-                 "salience": salience, "timestamp": timestamp, "role": role, "channel": channel, "source": source,
-                 "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
-        return self._episodes.create_handoff(
-            tenant, session, agent, content, **{k: v for k, v in given.items() if v is not None}
-        )
+    def create_handoff(self, tenant: str, session: str, agent: str, content: str,
+                       **fields: Unpack[MemoryFields]) -> AddResult:
+        """A handoff (salience 0.95 unless given) that SUPERSEDES the session's previous handoff; the fields
+        are :meth:`add_memory`'s but the type (:class:`memory_core.write.request.MemoryFields`)."""
+        refuse_unknown(fields, MEMORY_FIELD_NAMES, "create_handoff")
+        return self._episodes.create_handoff(tenant, session, agent, content, fields)
 
     @coded_graph_errors("summarizing a session")
     def summarize_session(self, tenant: str, session: str) -> Episode:

@@ -31,6 +31,7 @@ MEMORY_CORE = sorted([
     "MemoryCore", "Settings", "TokenBinding", "load_settings", "template_text",
     "AddResult", "CheckResult", "Contents", "MemoryRow", "RecallResult", "RecentTurnsPage", "Episode", "Recovery",
     "UpdateResult", "MergedEntity", "EntityNode", "RelatedItem", "RelatedResult", "RecallOptions",
+    "AddFields", "AddItem", "MemoryFields",
     "DEFAULT_SALIENCE", "MEMORY_TYPES", "RELATED_MAX_DEPTH", "entity_dict", "describe_stages",
     # who may act, checked by a boundary before it opens anything
     "Scope", "DEFAULT_SCOPE", "SCOPE_NAMES", "parse_scope", "NAME_PATTERN", "TENANT_PATTERN", "validate_name",

@@ -25,6 +25,7 @@ from graph import maintenance_checks as checks
 from graph.api import (
     EpisodeNode,
     JournalEntry,
+    MemoryRecord,
     ep_node,
     mem_node,
 )
@@ -37,7 +38,6 @@ from graph.maintenance_api import (
     LexicalState,
     MissingStructure,
     NodeRow,
-    StoredMemory,
     WindowState,
 )
 from graph.pg import counts
@@ -55,9 +55,9 @@ _TABLES = ("memories", "nodes", "edges", "episodes", "journal", "meta", "tenant_
            "private_counts", "counts")
 
 
-def _stored(row: Sequence[Any]) -> StoredMemory:
+def _stored(row: Sequence[Any]) -> MemoryRecord:
     n = len(NODE_COLUMNS)
-    return StoredMemory(memory_node(row[:n]), str(row[n]), row[n + 1])
+    return MemoryRecord(memory_node(row[:n]), str(row[n]), row[n + 1])
 
 
 class PgMaintenance:
@@ -80,7 +80,7 @@ class PgMaintenance:
         union = " UNION ".join(f"SELECT tenant FROM {t}" for t in _TENANT_TABLES)
         return sorted(str(r[0]) for r in self._rows(union, [], "listing the tenants"))
 
-    def memory_rows(self, tenant: str, ids: Iterable[int] | None = None) -> list[StoredMemory]:
+    def memory_rows(self, tenant: str, ids: Iterable[int] | None = None) -> list[MemoryRecord]:
         base = f"SELECT {_ROW_SELECT} FROM memories m WHERE m.tenant = %s"
         if ids is None:
             rows = self._rows(f"{base} ORDER BY m.id", [tenant], "reading memory rows")

@@ -20,9 +20,9 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from graph.api import EntitySpec, GraphStoreError, StoreLifecycle, entity_norm
+from graph.api import EntitySpec, GraphStoreError, MemoryRecord, StoreLifecycle, entity_norm
 from memory_core.entities.model import EntityModel, LiteLLMEntityModel, ModelEntities
 from memory_core.errors import MemoryCoreError
 from memory_core.provider.errors import ProviderError, provider_error_reason
@@ -149,9 +149,9 @@ def build_entity_worker(settings: ModelProviderSettings, graph: StoreLifecycle, 
         return None
     worker = EntityWorker(graph, model or LiteLLMEntityModel(settings), writer.lock, guard=writer.guard)
 
-    def feed(rows: Sequence[dict[str, Any]]) -> None:
+    def feed(rows: Sequence[MemoryRecord]) -> None:
         for row in rows:
-            worker.submit(row["tenant"], row["id"], row["content"])
+            worker.submit(row.node.tenant, row.node.id, row.content)
 
     writer.on_written = feed
     return worker

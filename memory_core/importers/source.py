@@ -28,7 +28,7 @@ import re
 import stat
 import unicodedata
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +42,7 @@ from memory_core.models import to_us
 from memory_core.secret_guard import detect, redact
 from memory_core.store_errors import graph_errors
 from memory_core.write.add_rows import PreparedAdd
+from memory_core.write.request import AddItem
 from memory_core.write.rows import scoped_idempotency_key
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class SourceItem:
     valid_to: datetime | None = None  # the source says it stopped being valid then: written ended (valid_to)
     extract: bool = True  # run the entity extractor on it when the format does (not on code: SELECT, FROM…)
 
-    def add_item(self, tenant: str, agent: str, key: str) -> dict[str, Any]:
+    def add_item(self, tenant: str, agent: str, key: str) -> AddItem:
         """The add_memory arguments of this item, under the idempotency ``key``."""
         return {"tenant": tenant, "session": self.session, "agent": self.agent or agent, "content": self.content,
                 "type": self.type, "timestamp": self.timestamp, "idempotency_key": key,
@@ -286,12 +287,12 @@ def _prepare(parts: OperatorParts, source: str, got: SourceItem, tenant: str, ag
              extract: bool) -> PreparedAdd:
     """The item validated as an add would be, under its key (:func:`item_key` of the guarded text)."""
     prepared = parts.writer.prepare(got.add_item(tenant, agent, f"{source}:pending"), extract=extract)
-    row = prepared.row
+    row, node = prepared.row, prepared.row.node
     if got.valid_to is not None:  # written as an ended version is (recall shows only current rows)
-        row["valid_to_us"] = to_us(got.valid_to)
-    key = item_key(source, got.identity, row["content"], guarded=parts.writer.guard.active)
-    scoped = scoped_idempotency_key(v.idempotency_key(key), str(row["visibility"]), str(row["agent"]))
-    prepared.idempotency_key = row["idempotency_key"] = scoped
+        node = replace(node, valid_to_us=to_us(got.valid_to))
+    key = item_key(source, got.identity, row.content, guarded=parts.writer.guard.active)
+    scoped = scoped_idempotency_key(v.idempotency_key(key), node.visibility, node.agent)
+    prepared.row = replace(row, node=node, idempotency_key=scoped)
     return prepared
 
 
@@ -314,14 +315,14 @@ def _present(parts: OperatorParts, tenant: str, entry: _Prepared) -> bool:
     """Whether the tenant holds the item already: under its key (an earlier run wrote it), or under a key
     an earlier release gave it, holding the same text (its session may differ: Markdown sessions are
     named from the vault's root since issue 47, and the row keeps the one it was written with)."""
-    row = entry.prepared.row
+    node = entry.prepared.row.node
     with graph_errors("reading the tenant"):
         if parts.graph.by_idempotency_key(tenant, str(entry.prepared.idempotency_key)) is not None:
             return True
         for old in entry.got.legacy_keys:
-            scoped = scoped_idempotency_key(old, str(row["visibility"]), str(row["agent"]))
+            scoped = scoped_idempotency_key(old, node.visibility, node.agent)
             found = parts.graph.by_idempotency_key(tenant, str(scoped))
-            if found is not None and found.content_hash == row["content_hash"]:
+            if found is not None and found.content_hash == node.content_hash:
                 return True
     return False
 
@@ -343,7 +344,7 @@ def _dry(parts: OperatorParts, tenant: str, todo: list[_Prepared], report: Sourc
         if not present and len(report.sample) < SAMPLE_ROWS:
             report.sample.append({"file": got.where.file, "line": got.where.line, "kind": got.kind,
                                   "session": got.session, "type": got.type,
-                                  "content": entry.prepared.row["content"][:200],
+                                  "content": entry.prepared.row.content[:200],
                                   "entities": [e.name for e in entry.prepared.entities]})
 
 

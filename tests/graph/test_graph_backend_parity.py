@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from graph.api import SUPERSEDES, EntitySpec, GraphStore, RelationSpec, RowFilter, mem_node
+from graph.api import SUPERSEDES, EntitySpec, GraphStore, MemoryRecord, RelationSpec, RowFilter, mem_node
 from graph.keys import DAY_US
 from graph.maintenance_api import GraphMaintenance
 from graph.pg import PostgresGraphStore
@@ -24,7 +24,7 @@ from tests.support.postgres import fresh_database
 DAY0 = 20_000  # a UTC day number
 
 
-def _rows() -> list[dict[str, Any]]:
+def _rows() -> list[MemoryRecord]:
     """Two tenants, three days, channels, private rows, source ids that sort apart from time."""
     out = []
     for i in range(1, 19):
@@ -181,7 +181,8 @@ def _scans(m: GraphMaintenance) -> dict[str, Any]:
     return {
         "tenants": tenants, "rows": {t: m.memory_rows(t) for t in tenants},
         "some_rows": m.memory_rows("acme", [1, 6, 7, 9, 99]), "keys": m.idempotency_keys("acme", range(0, 20)),
-        "existing": [m.existing_memory(r["tenant"], r["session"], r["content_hash"], r["ts_us"]) for r in _rows()],
+        "existing": [m.existing_memory(r.node.tenant, r.node.session, r.node.content_hash, r.node.ts_us)
+                     for r in _rows()],
         "in_use": [m.id_in_use(i) for i in (1, 7, 50, 99)], "episode_ids": m.episode_ids("acme"),
         "episodes": m.episodes("acme"), "stale": m.stale_counts(), "nodes": m.nodes(), "edges": m.edges(),
         "missing": m.missing_structure(), "dangling": m.dangling_edges(),
@@ -203,7 +204,7 @@ def test_every_maintenance_scan_answers_as_sqlite_does(stores: tuple[SqliteGraph
     assert expected["dangling"] and not expected["stale"]
 
 
-def _lexical_rows() -> list[dict[str, Any]]:
+def _lexical_rows() -> list[MemoryRecord]:
     """A big tenant once its prune threshold is 10 rows (cap 20 = 5% of 400): "zircon" in 4 rows
     (rare), "granite" and "basalt" in the same 16 (counted, under the cap; granite in row 300 too),
     "common" in 380 (over it);

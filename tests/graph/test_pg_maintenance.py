@@ -35,7 +35,7 @@ def _populate(store: PostgresGraphStore) -> dict[str, list[int]]:
     add(store, row(a[0], "acme plums", tenant=A, key="k0", agent="alice"),
         row(a[1], "acme pears", tenant=A, agent="bob", visibility="agent", type_="fact"),
         row(a[2], "acme figs", tenant=A, session="s2", agent="alice"),
-        {**row(a[3], "acme restored", tenant=A, agent="alice"), "metadata": {"restored_from": "mem:77"}},
+        row(a[3], "acme restored", tenant=A, agent="alice", metadata={"restored_from": "mem:77"}),
         row(g[0], "globex plums", tenant=G, key="k0"), row(g[1], "globex pears", tenant=G))
     return {A: a, G: g}
 

@@ -39,14 +39,14 @@ def test_it_reads_a_configuration_as_the_server_does(tmp_path: Path, text: str) 
     config = write(tmp_path / "c.toml", text)
     settings = load_settings(config, environ={})
     expected = (["postgres"] if settings.storage.graph == "postgres" else []) + (
-        ["rerank"] if PRESETS[settings.recall.preset].rerank_top > 0 else [])
+        ["rerank"] if PRESETS[settings.recall.preset].rerank.top > 0 else [])
     assert serve_extras(config, {}) == expected
 
 
 def test_every_preset_that_reranks_is_known_to_it() -> None:
     from memory_core.extras import RERANK_PRESETS
 
-    assert {name for name, preset in PRESETS.items() if preset.rerank_top > 0} == RERANK_PRESETS
+    assert {name for name, preset in PRESETS.items() if preset.rerank.top > 0} == RERANK_PRESETS
 
 
 def test_the_extras_it_names_exist_and_none_pulls_torch() -> None:

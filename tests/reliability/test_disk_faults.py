@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from graph.api import MemoryRecord
 from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
@@ -220,10 +221,10 @@ def test_graph_write_failing_after_the_chroma_write_rolls_both_back(
     real_write = SqliteTxn.write_memory
     calls = {"n": 0}
 
-    def failing_write(self: SqliteTxn, row: dict[str, Any]) -> None:
+    def failing_write(self: SqliteTxn, row: MemoryRecord) -> None:
         real_write(self, row)  # rows are inserted inside the transaction, then it fails
         calls["n"] += 1
-        if calls["n"] >= 2 or len(row["content"]) < 20:
+        if calls["n"] >= 2 or len(row.content) < 20:
             raise sqlite_failure(message, result_code, name)
 
     monkeypatch.setattr(SqliteTxn, "write_memory", failing_write)

@@ -69,7 +69,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graph.api import SUPERSEDES
+from graph.api import SUPERSEDES, MemoryRecord
 from graph.maintenance_api import MissingStructure
 from memory_core.entities import doctor as entity_doctor
 from memory_core.errors import InvalidInputError, InvalidRefError, MemoryCoreError
@@ -89,6 +89,7 @@ from memory_core.refs import EPISODE, MAX_ID, MEMORY, episode_ref, memory_ref, p
 from memory_core.sessions.episodes import episode_vector_metadata
 from memory_core.store_errors import graph_errors
 from memory_core.vectors.deadline import vector_store_wedged
+from memory_core.write.request import AddItem
 from memory_core.write.rows import content_hash, embedding_text, vector_metadata
 
 if TYPE_CHECKING:
@@ -244,12 +245,12 @@ def _redact_secrets(parts: OperatorParts, findings: list[Finding]) -> list[Repai
                         tx.rewrite_memory(tenant, row["id"], changes)
                     if relations:  # a label is no text to redact in place: the relation goes
                         tx.erase_entity_links(tenant, [], relations)
-            clean = [{**row, **changes} for row, changes, _r in changed]
-            ids = [memory_ref(r["id"]) for r in clean]
+            clean = [MemoryRecord.from_row({**row, **changes}) for row, changes, _r in changed]
+            ids = [memory_ref(r.node.id) for r in clean]
             vectors = parts.embedder.embed([embedding_text(r) for r in clean])
             parts.vectors.delete(tenant, ids)  # upsert merges metadata: no stale key (an old source_id) survives
-            parts.vectors.upsert(tenant, ids, vectors, [r["content"] for r in clean],
-                                [vector_metadata(r) for r in clean])
+            parts.vectors.upsert(tenant, ids, vectors, [r.content for r in clean],
+                                [vector_metadata(r.node) for r in clean])
             done += [Repair("secret_stored", tenant, memory_ref(row["id"]), _redacted(changes, relations, row))
                      for row, changes, relations in changed]
         for ep_id in [parse_ref(r).id for r in refs if parse_ref(r).kind == EPISODE]:
@@ -358,7 +359,7 @@ def _restore_orphans(parts: OperatorParts, findings: list[Finding]) -> list[Repa
                                                                      "the leftover vector record"))
                     continue
                 if _id_taken(parts, ref):  # restored under a new ref: remember the old one
-                    item["metadata"] = {**item["metadata"], "restored_from": ref}
+                    item["metadata"] = {**(item.get("metadata") or {}), "restored_from": ref}
                 try:
                     result = parts.writer.add_many([item], preferred_ids=[parse_ref(ref).id], restore=True)[0]
                 except InvalidInputError as exc:  # the record's fields do not make a valid memory
@@ -394,7 +395,7 @@ def _restored_earlier(parts: OperatorParts, tenant: str, ref: str, document: str
     return None if found is None else memory_ref(found)
 
 
-def _restorable(tenant: str, ref: str, document: str, meta: dict[str, Any]) -> dict[str, Any] | None:
+def _restorable(tenant: str, ref: str, document: str, meta: dict[str, Any]) -> AddItem | None:
     """add_memory arguments rebuilt from a vector record, or None when fields are missing."""
     try:
         kind = parse_ref(ref).kind
@@ -441,13 +442,14 @@ def _reembed(parts: OperatorParts, findings: Iterable[Finding]) -> list[Repair]:
         rows = memory_rows(parts, tenant, list(kinds))
         for start in range(0, len(rows), EMBED_BATCH):
             chunk = rows[start : start + EMBED_BATCH]
-            vectors = parts.embedder.embed([embedding_text(r) for r in chunk])
+            records = [MemoryRecord.from_row(r) for r in chunk]
+            vectors = parts.embedder.embed([embedding_text(r) for r in records])
             refs = [f"{MEMORY}:{r['id']}" for r in chunk]
             # upsert merges metadata in Chroma: drop stale records first so no stray key survives
             parts.vectors.delete(tenant, [ref for r, ref in zip(chunk, refs, strict=True)
                                          if kinds[r["id"]] == "vector_stale"])
             parts.vectors.upsert(tenant, refs, vectors, [r["content"] for r in chunk],
-                                [vector_metadata(r) for r in chunk])
+                                [vector_metadata(r.node) for r in records])
             done += [Repair(kinds[r["id"]], tenant, ref, "re-embedded the content from SQLite into the vector store")
                      for r, ref in zip(chunk, refs, strict=True)]
     return done

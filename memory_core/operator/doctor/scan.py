@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from graph.api import EntityRecord, EntityRelation
+from graph.api import EntityRecord, EntityRelation, MemoryRecord
 from graph.maintenance_api import DanglingEdge, MissingStructure
 from memory_core.entities import doctor as entity_doctor
 from memory_core.operator.doctor import versions
@@ -214,7 +214,7 @@ def _vector_findings(
         records = parts.vectors.documents(tenant, both[start : start + CHUNK])
         for ref, (document, meta) in records.items():
             row = rows[int(ref.split(":", 1)[1])]
-            want = vector_metadata(row)
+            want = vector_metadata(MemoryRecord.from_row(row).node)
             salience_ok = abs(float(meta.get("salience", -1)) - float(want["salience"])) < 1e-4
             differs = sorted(k for k in {*want, "role", "channel", "source_id"} - {"salience"}
                              if meta.get(k) != want.get(k))

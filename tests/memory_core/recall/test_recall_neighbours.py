@@ -1,4 +1,4 @@
-"""Recall's neighbour join (``Recaller._join_neighbours``): which pool rows link to the turn right
+"""Recall's neighbour join (``memory_core.recall.neighbours.link``): which pool rows link to the turn right
 before and after them in their session, which absent neighbours join the pool, and what it reads.
 
 A row can link only to the pool row right beside it in its session, so the join reads the session
@@ -17,7 +17,8 @@ import pytest
 from graph.api import MemoryNode
 from memory_core import MemoryCore
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
-from memory_core.recall.scoring import Candidate
+from memory_core.recall.neighbours import link
+from memory_core.recall.pool import Candidate
 from tests.support.backends import open_core
 
 T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
@@ -56,7 +57,7 @@ def test_pool_rows_link_to_pool_rows_beside_them_and_only_seeds_pull_in_absent_n
     filters = RecallFilters.build("acme", None, resolve_project(UNSET, None, ()))
     attrs = dict(graph.memories("acme", pool))
     cands = {i: Candidate(i, dialogue=True, base=1.0) for i in pool}
-    core._recaller._join_neighbours(cands, {c[2]}, attrs, filters)
+    link(graph, cands, {c[2]}, attrs, filters)
 
     assert cands[a[2]].prev == a[1] and cands[a[1]].next == a[2]
     assert cands[a[1]].prev is None and cands[a[2]].next is None  # a[0], a[3]: not in the pool, not a seed's
@@ -74,5 +75,5 @@ def test_a_neighbour_of_another_tenant_or_session_is_never_linked(core: MemoryCo
     filters = RecallFilters.build("acme", None, resolve_project(UNSET, None, ()))
     attrs = dict(graph.memories("acme", [mine[1]]))
     cands = {mine[1]: Candidate(mine[1], dialogue=True, base=1.0)}
-    core._recaller._join_neighbours(cands, {mine[1]}, attrs, filters)
+    link(graph, cands, {mine[1]}, attrs, filters)
     assert sorted(cands) == sorted(mine)  # its own session's turns, none of the other tenant's

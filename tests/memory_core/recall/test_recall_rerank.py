@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import EmbeddingError
 from memory_core.recall import presets, rerank
-from memory_core.recall.scoring import Candidate
+from memory_core.recall.pool import Candidate
 from memory_core.settings import load_settings
 from tests.support.mcp_harness import Caller, stdio_params
 from tools.mcp.preview import expand_rows
@@ -49,7 +48,7 @@ def test_the_model_reorders_the_head_and_confidence_still_orders_the_rows(core: 
     assert plain.messages[0].ref != target and "reranked" not in plain.diagnostics
     core._recaller.reranker = scorer = Scorer("cloudy")
     # at weight 1 the model alone orders the head
-    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    monkeypatch.setitem(presets.PRESETS, RERANK, presets.PRESETS[RERANK].tuned({"rerank.weight": 1.0}))
     res = core.recall("acme", "kiln schedule firing", limit=10, preset=RERANK)
     assert res.messages[0].ref == target
     assert res.diagnostics["reranked"] == len(scorer.read[0][1]) >= 2
@@ -125,7 +124,7 @@ def test_recall_with_the_model_lifts_the_answer_over_word_overlap(core: MemoryCo
     question = "Which city did Mara move to?"
     assert core.recall("acme", question, limit=5).messages[0].ref != answer
     # the shipped model, through recall, with its order alone
-    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    monkeypatch.setitem(presets.PRESETS, RERANK, presets.PRESETS[RERANK].tuned({"rerank.weight": 1.0}))
     assert core.recall("acme", question, limit=5, preset=RERANK).messages[0].ref == answer
 
 
@@ -158,7 +157,7 @@ def test_a_long_turn_before_the_query_is_cut_never_the_query() -> None:
 
 def test_the_shipped_model_ranks_a_replys_memory_by_the_turn_it_answers(core: MemoryCore,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    monkeypatch.setitem(presets.PRESETS, RERANK, presets.PRESETS[RERANK].tuned({"rerank.weight": 1.0}))
     pottery = core.add_memory("acme", "2024-05", "memory-bank", "Took a pottery class on Saturday and threw a "
                               "first bowl on the wheel.", type="event").ref
     for text in ("Loved the jazz concert in the park, it was great.", "Great dinner with my sister, loved it.",

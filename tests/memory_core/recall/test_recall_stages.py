@@ -60,13 +60,18 @@ def test_a_slow_vector_search_is_charged_to_vector_alone(core: MemoryCore) -> No
 
 def test_a_slow_lexical_branch_shows_as_lexical_and_as_the_wait_for_it(core: MemoryCore) -> None:
     core.recall("acme", "warm up")
-    lexical = core._recaller._lexical
+    class Slow:  # the lexical branch, held up
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
 
-    def slow(*args: Any) -> Any:
-        time.sleep(SLOW_S)
-        return lexical(*args)
+        def search(self, *args: Any) -> Any:
+            time.sleep(SLOW_S)
+            return self.inner.search(*args)
 
-    core._recaller._lexical = slow  # type: ignore[method-assign]
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    core._recaller.branches = [Slow(b) if b.NAME == "lexical" else b for b in core._recaller.branches]
     stages = core.recall("acme", "kiln firing schedule").diagnostics["stages_ms"]
     assert stages["lexical"] >= SLOW_S * 1000
     # it ran beside the embedding and the vector search: the caller waited only for what they did not cover

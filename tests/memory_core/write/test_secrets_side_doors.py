@@ -59,12 +59,12 @@ def test_names_shaped_like_ids_are_not_secrets() -> None:
                     F.hex(40), "sess_" + F.chars("abcdefghijklmnopqrstuvwxyz0123456789", 24), "ledger/prod#42"):
         key = f"sha256:{F.hex(64)}"
         prepared = prepare_add(item(session=session, idempotency_key=key, channel="discord:1234567890"), LIMITS)
-        assert prepared.row["session"] == session and prepared.row["idempotency_key"] == key
+        assert prepared.row.node.session == session and prepared.row.idempotency_key == key
 
 
 def test_under_allow_names_are_stored_as_given() -> None:
     prepared = prepare_add(item(session=GH), LIMITS, guard=SecretGuard("allow"))
-    assert prepared.row["session"] == GH
+    assert prepared.row.node.session == GH
 
 
 def test_a_secret_used_as_an_entity_kind_is_dropped_and_reported_not_refused() -> None:
@@ -92,10 +92,10 @@ def test_a_hash_of_the_clear_text_or_of_a_secret_in_metadata_is_redacted() -> No
                 "other": hashlib.sha256(b"unrelated").hexdigest()}
     prepared = prepare_add(item(content, metadata=metadata, source={"digest": hashlib.sha1(PW.encode()).hexdigest()}),
                            LIMITS)
-    assert prepared.row["metadata"]["hash"] == "[REDACTED:secret-hash]"
-    assert prepared.row["metadata"]["pw_sha256"] == "[REDACTED:secret-hash]"
-    assert prepared.row["metadata"]["other"] == metadata["other"]
-    assert prepared.row["source"]["digest"] == "[REDACTED:secret-hash]"
+    assert prepared.row.node.metadata["hash"] == "[REDACTED:secret-hash]"
+    assert prepared.row.node.metadata["pw_sha256"] == "[REDACTED:secret-hash]"
+    assert prepared.row.node.metadata["other"] == metadata["other"]
+    assert prepared.row.node.source["digest"] == "[REDACTED:secret-hash]"
     assert prepared.redacted == {"password": 1, "secret-hash": 3}
 
 
