@@ -28,7 +28,7 @@ from enum import StrEnum
 from importlib import import_module
 from typing import Any
 
-from memory_core.scopes import Scope
+from memory_core import Scope
 
 
 class Effect(StrEnum):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from memory_core.scopes import DEFAULT_SCOPE, Scope, parse_scope
+from memory_core import DEFAULT_SCOPE, Scope, parse_scope
 
 ANNOUNCEMENT = "mcp-server.json"
 MCP_PATH = "/mcp"  # the streamable HTTP endpoint

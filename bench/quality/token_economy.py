@@ -36,7 +36,8 @@ import anyio
 import tiktoken
 from mcp import Client
 
-from memory_core.settings.schema import Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
 from tests.support.mcp_in_process import served
 
 # Real English technical prose, available offline and deterministic for a Python version:

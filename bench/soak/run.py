@@ -228,15 +228,16 @@ def _verify(config: SoakConfig, data_dir: Path, settings: dict[str, Any], tenant
     from memory_core.embedding.local import HashEmbedder
     from memory_core.operator.doctor.run import check
     from memory_core.operator.transfer import export_tenant
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
 
     embedder = HashEmbedder() if config.embedder == "hash" else None
     opened = MemoryCore.open(data_dir, settings=load_settings(environ={}, overrides=settings),
                              **({"embedder": embedder} if embedder is not None else {}))
     with opened as core:
-        recovered = len(core.recovered)
-        lines = [line for tenant in tenants for line in export_tenant(core, tenant)]
-        doctor = check(core)
+        parts = core.operator_parts()
+        recovered = len(parts.recovered)
+        lines = [line for tenant in tenants for line in export_tenant(parts, tenant)]
+        doctor = check(parts)
     by_key: dict[str, list[dict[str, Any]]] = {}
     for line in lines:
         by_key.setdefault(str(line.get("idempotency_key")), []).append(line)

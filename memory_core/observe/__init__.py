@@ -20,10 +20,61 @@ configured, so that off means free:
   ``opentelemetry``; the ``otel`` extra);
 - :mod:`memory_core.observe.observer` — :class:`Observer`, what the MCP boundary calls around each
   tool call to feed all three.
+
+The boundaries (``tools/``) import observability through this package's names only, pinned by
+``tests/test_public_api.py`` as ``memory_core``'s and ``memory_core.operator``'s are. The names whose
+modules import a library of their own (``Metrics``: prometheus-client) load on first use (PEP 562).
 """
 
-from memory_core.observe.calls import CallRecord, current_call, note_stage, note_wait
-from memory_core.observe.tally import Tally
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from memory_core.observe.calls import CallRecord, current_call, note_stage, note_wait, request_id_var
+from memory_core.observe.tally import Tally, TallySnapshot
 from memory_core.observe.timed_lock import TimedRLock
 
-__all__ = ["CallRecord", "Tally", "TimedRLock", "current_call", "note_stage", "note_wait"]
+if TYPE_CHECKING:
+    from memory_core.observe.logs import configure as configure_logs
+    from memory_core.observe.metrics import Metrics
+    from memory_core.observe.observer import Observer, new_request_id
+
+# name -> (its module, the name it has there)
+_LAZY = {
+    "Metrics": ("memory_core.observe.metrics", "Metrics"),
+    "Observer": ("memory_core.observe.observer", "Observer"),
+    "new_request_id": ("memory_core.observe.observer", "new_request_id"),
+    "configure_logs": ("memory_core.observe.logs", "configure"),
+}
+
+__all__ = [
+    "CallRecord",
+    "Metrics",
+    "Observer",
+    "Tally",
+    "TallySnapshot",
+    "TimedRLock",
+    "configure_logs",
+    "current_call",
+    "new_request_id",
+    "note_stage",
+    "note_wait",
+    "request_id_var",
+]
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'memory_core.observe' has no attribute {name!r}")
+    from memory_core.heavy_imports import importing
+
+    with importing():
+        value = getattr(import_module(where[0]), where[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,7 +1,7 @@
 """Read-only views for the operator's web inspector (``tools.ui``): cheap at any store size.
 
 Every read is tenant-scoped except :meth:`Inspector.tenants` (operator-wide by design, like
-:meth:`memory_core.operator.stats.Operator.tenants`). Operators see private (``visibility: "agent"``)
+:func:`memory_core.operator.stats.list_tenants`). Operators see private (``visibility: "agent"``)
 memories too, marked as such. Nothing here writes: the session summary is the cached
 EPISODE when one exists (flagged stale when the session moved on) or an extractive summary
 made on the spot and not stored, so a page never waits on a model.
@@ -26,16 +26,17 @@ from memory_core.entities.inspect import EntityView, operator_entity, operator_m
 from memory_core.entities.service import ENTITY_REF
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import CheckResult, MemoryRow, from_us, iso
-from memory_core.operator.stats import Operator, SessionSummary
+from memory_core.operator.stats import SessionSummary, episode_refs, latest_handoff_ref, list_tenants
 from memory_core.reads import row_from_attrs
 from memory_core.refs import EPISODE as EPISODE_KIND
 from memory_core.refs import CursorPosition, memory_ref, parse_ref
 from memory_core.sessions.episodes import SUMMARY_WINDOW, handoff_content
 from memory_core.sessions.summary import SummaryTurn, extractive_summary
+from memory_core.store_errors import graph_errors
 from memory_core.versions.chain import MAX_CHAIN, newer_version
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 DAY_US = 86_400_000_000
 GROWTH_DAYS = 30
@@ -137,12 +138,11 @@ def _page_limit(limit: object) -> int:
 
 
 class Inspector:
-    """The inspector's reads over an open :class:`MemoryCore` (same stores, same locks)."""
+    """The inspector's reads over an open store's parts (the serving core's: same stores, same locks)."""
 
-    def __init__(self, core: MemoryCore) -> None:
-        self.core = core
-        self.graph = core.graph
-        self.operator = Operator(core)
+    def __init__(self, parts: OperatorParts) -> None:
+        self.parts = parts
+        self.graph = parts.graph
         self._chars: tuple[float, dict[str, int]] | None = None
         self._chars_refreshing = False
         self._chars_lock = threading.Lock()
@@ -151,7 +151,7 @@ class Inspector:
     def tenants(self, days: int = GROWTH_DAYS) -> TenantsView:
         """Every tenant with counts, stored characters, last activity and memories per day over
         the ``days`` UTC days ending on the newest activity in the store."""
-        summaries = self.operator.tenants()
+        summaries = list_tenants(self.parts)
         chars = self._stored_chars()
         newest = max((b[1][0] for t in summaries if (b := self.graph.bounds(t.tenant, None))), default=None)
         now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
@@ -183,7 +183,7 @@ class Inspector:
 
     def _refresh_chars(self) -> None:
         try:
-            sizes = self.core.maintenance.content_chars()
+            sizes = self.parts.maintenance.content_chars()
             with self._chars_lock:
                 self._chars = (time.monotonic(), sizes)
         except GraphStoreError:  # an unreadable store: the page shows no sizes rather than failing
@@ -198,13 +198,13 @@ class Inspector:
         limit = _page_limit(limit)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidInputError("'offset' must be a non-negative integer.", field="offset")
-        episodes = self.operator._episodes(tenant)
+        episodes = episode_refs(self.parts, tenant)
         stats = [s for s in self.graph.sessions(tenant) if s.first is not None and s.last is not None]
         order = sorted(stats, key=lambda s: s.last or (0, 0), reverse=True)
         page = [SessionSummary(
             session=s.session, memories=s.memories, turns=s.turns,
             first_activity=_iso(s.first[0] if s.first else None), last_activity=_iso(s.last[0] if s.last else None),
-            latest_handoff=self.operator._latest_handoff(tenant, s.session), episode=episodes.get(s.session),
+            latest_handoff=latest_handoff_ref(self.parts, tenant, s.session), episode=episodes.get(s.session),
         ) for s in order[offset:offset + limit]]
         return SessionsPage(page, len(order), offset)
 
@@ -218,13 +218,13 @@ class Inspector:
         scope = f"timeline\x00{tenant}\x00{session}"
         before = None
         if cursor is not None:
-            pos = self.core.reader.cursors.decode(scope, cursor)
+            pos = self.parts.reader.cursors.decode(scope, cursor)
             before = (pos.ts_us, pos.id)
         keys = self.graph.page(tenant, session, before, limit + 1)
         more = len(keys) > limit
         keys = keys[:limit]
         rows = self.rows(tenant, [k[1] for k in keys])
-        next_cursor = self.core.reader.cursors.encode(scope, CursorPosition(*keys[-1])) if more and keys else None
+        next_cursor = self.parts.reader.cursors.encode(scope, CursorPosition(*keys[-1])) if more and keys else None
         return TimelinePage(rows, next_cursor)
 
     def summary(self, tenant: str, session: str) -> SummaryPeek | None:
@@ -240,10 +240,10 @@ class Inspector:
         if bounds is None:
             return None
         keys: list[Key] = self.graph.page(tenant, session, None, SUMMARY_WINDOW)
-        rows = self.core.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
-        handoff = handoff_content(self.graph, tenant, self.core.episodes.latest_handoff(tenant, session, None))
+        rows = self.parts.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
+        handoff = handoff_content(self.graph, tenant, self.parts.episodes.latest_handoff(tenant, session, None))
         turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
-        text = extractive_summary(turns, handoff, self.core.settings.model_provider.max_summary_chars)
+        text = extractive_summary(turns, handoff, self.parts.settings.model_provider.max_summary_chars)
         return SummaryPeek(text, "fallback", "not summarized yet (extractive, not stored)", None, False, len(rows))
 
     # ---- a memory --------------------------------------------------------------------------
@@ -257,7 +257,8 @@ class Inspector:
             if attrs is None:
                 raise NotFoundError(f"No memory {parsed} in this tenant.", ref=str(parsed))
             viewer = attrs.agent if attrs.visibility == "agent" else None  # the operator sees it as its author
-        check = self.core.check_memory(tenant, str(parsed), viewer=viewer)
+        with graph_errors("reading a memory"):
+            check = self.parts.versions.check(tenant, str(parsed), viewer)
         chain: list[MemoryRow] = []
         entities: list[EntityView] = []
         if parsed.kind != EPISODE_KIND:
@@ -357,6 +358,10 @@ class Inspector:
                                   "type": e.kind})
                 out.edges.append({"source": root, "target": e.ref, "kind": "MENTIONS"})
         return out
+
+    def agents(self, tenant: str) -> list[str]:
+        """The tenant's agents, by name."""
+        return sorted(self.graph.agents(v.tenant(tenant)))
 
     def session_names(self, tenant: str, limit: int = 100) -> list[str]:
         """The tenant's most recently active session names (for pickers)."""

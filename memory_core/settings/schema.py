@@ -1,25 +1,19 @@
 """Settings: defaults, an optional TOML file, then ``MEMORY_CORE_<SECTION>_<KEY>`` env vars.
 
-The sections are plain pydantic models; :func:`load_settings` layers them through
-pydantic-settings (:mod:`memory_core.settings.sources`: a ``BaseSettings`` with
-``env_prefix="MEMORY_CORE_"``, one env source, one TOML source), imported only when settings
-are loaded so ``import memory_core.settings.schema`` stays cheap. Only the composition root
-(``MemoryCore.open`` / the servers) calls it; nothing reads configuration at import time.
-Bad values fail with the key and the reason (``CONFIG_INVALID``).
+The sections are plain pydantic models, cheap to import; :func:`memory_core.settings.load_settings`
+layers them through pydantic-settings (:mod:`memory_core.settings.sources`), which imports this
+module and never the reverse.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory_core.scopes import DEFAULT_SCOPE, Scope
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
-
-ENV_PREFIX = "MEMORY_CORE_"
 
 
 class _Section(BaseModel):
@@ -257,27 +251,3 @@ class Settings(_Section):
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
     logs: LogSettings = Field(default_factory=LogSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
-
-
-# Variables that share the prefix but are not settings (test-suite switches among them).
-TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
-NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY"})
-BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent",
-               "MEMORY_CORE_SCOPE": "scope"}  # -> server.<key>
-
-
-def load_settings(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> Settings:
-    """Defaults ← TOML file (``path`` or ``$MEMORY_CORE_CONFIG``) ← env vars ← ``overrides``.
-
-    ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` / ``MEMORY_CORE_SCOPE`` bind the server's tenant,
-    agent and scope; set but malformed, they fail here (CONFIG_INVALID), as does any unknown ``MEMORY_CORE_*`` variable
-    (with the setting it probably meant).
-    """
-    from memory_core.settings.sources import layered_settings  # pydantic-settings loads only here
-
-    return layered_settings(path, os.environ if environ is None else environ, overrides or {})

@@ -11,7 +11,7 @@ import pytest
 
 from memory_core.extras import serve_extras
 from memory_core.recall.presets import PRESETS
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def test_it_reads_a_configuration_as_the_server_does(tmp_path: Path, text: str) 
     config = write(tmp_path / "c.toml", text)
     settings = load_settings(config, environ={})
     expected = (["postgres"] if settings.storage.graph == "postgres" else []) + (
-        ["rerank"] if PRESETS[settings.recall.preset].rerank_top > 0 else []) + (
+        ["rerank"] if PRESETS[settings.recall.preset].rerank.top > 0 else []) + (
         ["otel"] if settings.tracing.enabled else [])
     assert serve_extras(config, {}) == expected
 
@@ -55,7 +55,7 @@ def test_it_reads_a_configuration_as_the_server_does(tmp_path: Path, text: str) 
 def test_every_preset_that_reranks_is_known_to_it() -> None:
     from memory_core.extras import RERANK_PRESETS
 
-    assert {name for name, preset in PRESETS.items() if preset.rerank_top > 0} == RERANK_PRESETS
+    assert {name for name, preset in PRESETS.items() if preset.rerank.top > 0} == RERANK_PRESETS
 
 
 def test_the_extras_it_names_exist_and_none_pulls_torch() -> None:
@@ -68,10 +68,10 @@ def test_the_extras_it_names_exist_and_none_pulls_torch() -> None:
 
 
 def test_it_runs_with_the_standard_library_alone_and_reports_an_unreadable_file(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "memory_core" / "extras.py"), str(tmp_path / "none")],
-                         capture_output=True, text=True, timeout=60)
+    # as `make serve` runs it, from the checkout; -S -s -E: no site-packages, no user site, no PYTHON* variables
+    extras = [sys.executable, "-S", "-s", "-E", "-m", "memory_core.extras"]
+    out = subprocess.run([*extras, str(tmp_path / "none")], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 2 and "cannot read the configuration" in out.stderr
     config = write(tmp_path / "c.toml", '[storage]\ngraph = "postgres"\n')
-    out = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "memory_core" / "extras.py"), config],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([*extras, config], capture_output=True, text=True, timeout=60, check=True, cwd=ROOT)
     assert out.stdout.strip() == "postgres"

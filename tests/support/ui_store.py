@@ -14,7 +14,7 @@ from pathlib import Path
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import ROOT, server_env
 from tools.auth import hash_token
 

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from memory_core.errors import MemoryCoreError
+from memory_core import MemoryCoreError
 from tools.bridge.lines import read_line
 from tools.bridge.locate import SharedServerError, UnprovenServer, connect_verified, say_on_stderr
 from tools.registry import read_only_names

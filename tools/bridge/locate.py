@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from memory_core.errors import ConfigError, EmbedderMismatchError, MemoryCoreError, StoreError, StoreLockedError
+from memory_core import ConfigError, EmbedderMismatchError, MemoryCoreError, StoreError, StoreLockedError
 from tools.server_record import ANNOUNCEMENT, HELLO_PATH, Announcement, read_announcement, server_proof
 
 START_LOCK = "mcp-server.start.lock"

@@ -6,8 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memory_core.errors import NotFoundError
-from memory_core.models import MemoryRow
+from memory_core import AddFields, MemoryRow, NotFoundError
 from tools.cli import render
 from tools.cli.common import (
     Common,
@@ -56,7 +55,8 @@ def add(
     JSON: {"ref", "timestamp", "created", "duplicate_of"?, "redacted"?: {kind: count}}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    fields: dict[str, Any] = {
+    fields: AddFields = {  # every add field but entities and relations (a test holds them to AddFields)
+        "type": type_,
         "role": role,
         "channel": channel,
         "project_id": project_id,
@@ -70,7 +70,7 @@ def add(
     text = read_text_argument(content)
     with opts.core() as core:  # the service routes type=handoff through create_handoff (SUPERSEDES)
         who = (tenant_of(tenant), required(session, "session"), required(agent, "agent"))
-        result = core.add_memory(*who, text, type=type_, **fields)
+        result = core.add_memory(*who, text, **fields)
     if opts.json:
         render.emit_json(result.to_dict())
         return

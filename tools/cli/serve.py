@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memory_core.errors import ConfigError, MemoryCoreError
+from memory_core import ConfigError, MemoryCoreError
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, required, tenant_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from memory_core.settings.schema import Settings
+    from memory_core import Settings
     from tools.server_record import Announcement
 
 
@@ -61,7 +61,7 @@ def serve(
     locate = _head_start(data_dir, config) if head_start and data_dir is not None else None
     import anyio
 
-    from memory_core.settings.schema import load_settings  # loads with the command, not with --help
+    from memory_core import load_settings
 
     opts = Common.of(ctx, config, data_dir, json_out)
     overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
@@ -100,8 +100,7 @@ def _bindings_look_valid() -> bool:
     will stop with CONFIG_INVALID must not first start (and leave running) a shared server."""
     import os
 
-    from memory_core.scopes import parse_scope
-    from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
+    from memory_core import NAME_PATTERN, TENANT_PATTERN, parse_scope
 
     tenant, agent = os.environ.get("MEMORY_CORE_TENANT"), os.environ.get("MEMORY_CORE_AGENT")
     scope = os.environ.get("MEMORY_CORE_SCOPE")

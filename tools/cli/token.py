@@ -12,9 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memory_core.errors import InvalidInputError
-from memory_core.scopes import DEFAULT_SCOPE, SCOPE_NAMES, parse_scope
-from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
+from memory_core import DEFAULT_SCOPE, NAME_PATTERN, SCOPE_NAMES, TENANT_PATTERN, InvalidInputError, parse_scope
 from tools.cli import render
 from tools.cli.common import Common, JsonOpt
 

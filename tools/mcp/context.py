@@ -19,16 +19,14 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 
-from memory_core.errors import MemoryCoreError
-from memory_core.models import RecallResult
-from memory_core.observe import note_stage
-from memory_core.observe.observer import Observer
+from memory_core import MemoryCoreError, RecallResult
+from memory_core.observe import Observer, note_stage
 from tools.auth import TenantScope
 from tools.mcp.preview import PreviewShaper
 from tools.mcp.stores import Stores
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core import MemoryCore
 
 T = TypeVar("T")
 P = ParamSpec("P")

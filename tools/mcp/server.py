@@ -43,9 +43,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
-from memory_core.observe.observer import Observer
-from memory_core.settings.schema import Settings
-from memory_core.validation import TENANT_PATTERN
+from memory_core import TENANT_PATTERN, Settings
+from memory_core.observe import Observer
 from tools.auth import TenantScope
 from tools.http.unencodable import marked_paths, sentence
 from tools.mcp.arguments import ContainerJsonOnly, first_problem

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio.to_thread
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core import MemoryCore
 
 
 class Stores(Protocol):

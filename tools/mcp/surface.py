@@ -30,8 +30,7 @@ from typing import Any
 from mcp.server.context import CallNext, ServerRequestContext
 from pydantic import BaseModel
 
-from memory_core.scopes import Scope
-from memory_core.settings.schema import Settings
+from memory_core import Scope, Settings
 from tools.mcp.params import GET_CONTENTS_REFS_CAP, RECALL_LIMIT_CAP, RECENT_TURNS_LIMIT_CAP
 from tools.registry import allowed_names, author_tools
 

@@ -26,14 +26,11 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 
-from memory_core.dir_lock import DirLock, claim
-from memory_core.errors import MemoryCoreError, StoreError, StoreLockedError, StoreUnavailableError
-from memory_core.heavy_imports import importing
+from memory_core import DirLock, MemoryCoreError, StoreError, StoreLockedError, StoreUnavailableError, claim_data_dir
 from tools.server_record import ANNOUNCEMENT
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
-    from memory_core.settings.schema import Settings
+    from memory_core import MemoryCore, Settings
 
 OPEN_WAIT_S = 60.0  # as long as a launch waited for the whole server to start before the open was deferred
 log = logging.getLogger(__name__)
@@ -147,8 +144,7 @@ class DeferredCore:
 
 def open_stores(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
     """Open the stores (blocking); STORE_LOCKED names the announced server that holds them."""
-    with importing():  # beside a warm-up importing onnxruntime or chromadb (memory_core.heavy_imports)
-        from memory_core.service import MemoryCore
+    from memory_core import MemoryCore  # under the heavy packages' import lock, beside a warm-up (see memory_core)
 
     return MemoryCore.open(data_dir, settings=settings, lock=lock, announcement=ANNOUNCEMENT)
 
@@ -156,8 +152,7 @@ def open_stores(settings: Settings, data_dir: str | Path | None, lock: DirLock |
 def open_stores_warming(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
     """The shared server's background open: the local model starts loading beside the graph, not after it."""
     if settings.embedding.provider == "minilm":
-        from memory_core.embedding.local import shared_minilm
-        from memory_core.warm_up import warm_up_in_background
+        from memory_core import shared_minilm, warm_up_in_background
 
         warm_up_in_background(shared_minilm(settings.embedding.threads))  # the store's embedder: this instance
     return open_stores(settings, data_dir, lock)
@@ -174,7 +169,7 @@ async def claim_when_free(settings: Settings, data_dir: str | None, wait_s: floa
     deadline = anyio.current_time() + wait_s
     while True:
         try:
-            return claim(root, announcement=ANNOUNCEMENT)
+            return claim_data_dir(root, announcement=ANNOUNCEMENT)
         except StoreLockedError:
             if anyio.current_time() >= deadline:
                 raise

@@ -48,10 +48,8 @@ import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_core.errors import MemoryCoreError
-from memory_core.observe import logs
-from memory_core.observe.observer import Observer
-from memory_core.settings.schema import Settings
+from memory_core import MemoryCoreError, Settings
+from memory_core.observe import Observer, configure_logs
 from tools import server_record
 from tools.auth import TokenTenantVerifier, check_bind, check_token_hashes
 from tools.http.guard import FORM_MAX_BYTES, BodyCap, HostPolicy, HttpGuard, check_body_budget
@@ -67,7 +65,7 @@ from tools.serve.requests import RequestIds
 from tools.server_record import MCP_PATH
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore  # loads with the stores, not with the server
+    from memory_core import MemoryCore  # loads with the stores, not with the server
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +90,7 @@ async def serve_http(
     check_token_hashes(tokens)
     check_bind(host, tokens)
     check_body_budget(settings.server.max_request_bytes, settings.server.max_inflight_bytes)
-    logs.configure(settings.logs.format, settings.logs.level)
+    configure_logs(settings.logs.format, settings.logs.level)
     observer = Observer.from_settings(settings, tools=[spec.name for spec in TOOL_SPECS], version=package_version())
     if observer.metrics is not None:
         from tools.serve import metrics as metrics_http  # prometheus_client loads only when metrics are on

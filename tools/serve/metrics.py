@@ -29,18 +29,16 @@ import anyio.to_thread
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_core.errors import ConfigError
-from memory_core.observe.metrics import Metrics
-from memory_core.observe.tally import TallySnapshot
-from memory_core.scopes import Scope as Access
-from memory_core.settings.schema import Settings
+from memory_core import ConfigError, Settings
+from memory_core import Scope as Access
+from memory_core.observe import Metrics, TallySnapshot
 from tools.auth import is_loopback
 from tools.mcp.stores import Stores
 from tools.serve.bridged import ActivityTracker, bearer
 from tools.serve.probes import Readiness, open_core_of, reply
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core import MemoryCore
 
 METRICS_PATH = "/metrics"
 
@@ -139,7 +137,8 @@ class StoreCounts:
             return list(self._values)
 
     def _count(self, core: MemoryCore) -> list[tuple[Sequence[str], float]]:
-        graph, vectors = core.graph, core.vectors
+        parts = core.operator_parts()  # the operator's view: counts, not rows
+        graph, vectors = parts.graph, parts.vectors
         label = self.metrics.tenants
         totals: dict[tuple[str, ...], float] = {}
         for tenant in graph.tenants():
@@ -157,9 +156,10 @@ def watch_store(metrics: Metrics, stores: Stores, readiness: Readiness, tracker:
         core = open_core_of(stores)
         if core is None:
             return None
-        batches = core.writer.batches
+        writer = core.operator_parts().writer
+        batches = writer.batches
         if read == "lock":
-            return core.writer.lock.waits.snapshot()
+            return writer.lock.waits.snapshot()
         if batches is None:
             return None
         return (batches.sizes if read == "sizes" else batches.queue_waits).snapshot()

@@ -29,7 +29,7 @@ from tools.mcp.stores import OpenedCore, Stores
 from tools.serve.deferred_core import DeferredCore
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core import MemoryCore
 
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"
@@ -68,7 +68,7 @@ class Readiness:
         checks["data_dir"] = "ok" if lock is None or lock.held() else "lost"
         warming = self._warming
         checks["model"] = "loading" if warming is None or any(t.is_alive() for t in warming) else "ok"
-        held_s, purpose = core.writer.lock.held_for()
+        held_s, purpose = core.operator_parts().writer.lock.held_for()
         if purpose is not None:
             checks["writer"] = f"busy: {purpose}"
         elif held_s > self.writer_busy_s:

@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory_core.observe.calls import request_id_var
-from memory_core.observe.observer import new_request_id
+from memory_core.observe import new_request_id, request_id_var
 from tools.server_record import ATTACH_PATH, HELLO_PATH, MCP_PATH
 
 if TYPE_CHECKING:
-    from memory_core.observe.metrics import Metrics  # prometheus_client loads only when metrics are on
+    from memory_core.observe import Metrics  # prometheus_client loads only when metrics are on
 
 HEADER = b"x-request-id"
 VALID_ID = re.compile(rb"[A-Za-z0-9._:-]{1,64}")

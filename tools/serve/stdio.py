@@ -8,9 +8,8 @@ directory's shared server instead: :mod:`tools.bridge`.)
 
 from __future__ import annotations
 
-from memory_core.observe import logs
-from memory_core.observe.observer import Observer
-from memory_core.settings.schema import Settings
+from memory_core import Settings
+from memory_core.observe import Observer, configure_logs
 from tools.auth import check_token_hashes
 from tools.mcp.server import build_server, package_version
 from tools.mcp.stores import OpenedCore
@@ -21,7 +20,7 @@ from tools.serve.deferred_core import open_core
 async def serve_stdio(settings: Settings, *, data_dir: str | None = None) -> None:
     """Serve one client over stdin/stdout on the stores of ``data_dir`` (default ``storage.data_dir``)."""
     check_token_hashes(settings.server.tokens)
-    logs.configure(settings.logs.format, settings.logs.level)  # on stderr: stdout is the protocol
+    configure_logs(settings.logs.format, settings.logs.level)  # on stderr: stdout is the protocol
     observer = Observer.from_settings(settings, tools=[spec.name for spec in TOOL_SPECS], version=package_version(),
                                       serves_metrics=False)  # /metrics needs HTTP: `serve --http`
     core = await open_core(settings, data_dir)

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from memory_core import MemoryCore
 from memory_core.recall.collapse import Copy, collapse, fact_key
-from memory_core.settings.schema import Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
 from tests.support.backends import open_core
 from tests.support.mcp_in_process import served
 from tools.cli.app import app

@@ -10,7 +10,7 @@ from mcp import Client
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_in_process import served
 from tools.cli.app import app
 

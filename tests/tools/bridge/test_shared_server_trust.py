@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import shared_servers
 from tests.support.raw_bridge import RawBridge, tool_error
-from tests.tools.bridge.test_shared_server import shared_servers, stop_servers
+from tests.tools.bridge.test_shared_server import stop_servers
 from tools.bridge.locate import ensure_shared_server, is_alive, live_announcement
 from tools.server_record import ANNOUNCEMENT, announce, read_announcement
 

@@ -13,8 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.settings import template_text
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings, template_text
 from tests.support.agreement import assert_stores_agree
 from tests.support.paths import ROOT
 from tests.support.sqlite import sqlite_db
@@ -186,7 +185,7 @@ def test_tenants_is_operator_wide_while_sessions_stats_and_graph_stay_in_one_ten
     stats = run_json(data_dir, "stats", "-t", "acme")
     assert stats["by_type"] == {"decision": 1, "handoff": 1, "note": 1, "turn": 7}
     assert stats["private"] == 1 and stats["agents"] == ["alice", "bob", "carol"]
-    assert stats["disk_bytes"]["graph_sqlite"] > 0 and stats["disk_bytes"]["chroma_dir"] > 0
+    assert stats["disk_bytes"]["graph_database"] > 0 and stats["disk_bytes"]["chroma_dir"] > 0
     handoff = sessions["s1"]["latest_handoff"]
     tree = run_json(data_dir, "graph", handoff, "-t", "acme", "--depth", "2")
     assert tree["node"] == handoff and {e["kind"] for e in tree["edges"]} >= {"AUTHORED_BY", "IN_SESSION"}
@@ -306,11 +305,11 @@ def test_doctor_finds_and_repairs_planted_inconsistencies_without_losing_healthy
     assert run_json(data_dir, "doctor")["ok"] is True
     before = export_lines(data_dir, "acme")
     with MemoryCore.open(data_dir, settings=load_settings()) as core:
-        vector = core.embedder.embed(["a ghost memory"])
+        vector = core._embedder.embed(["a ghost memory"])
         meta = {"tenant": "acme", "session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
                 "visibility": "tenant", "salience": 0.5, "project_id": "", "kind": "memory"}
-        core.vectors.upsert("acme", ["mem:900"], vector, ["a ghost memory"], [meta])
-        core.vectors.delete("acme", ["mem:2"])
+        core._vectors.upsert("acme", ["mem:900"], vector, ["a ghost memory"], [meta])
+        core._vectors.delete("acme", ["mem:2"])
         with sqlite_db(core).lock:
             fts = sqlite_db(core).conn.execute("SELECT name FROM fts_tables WHERE tenant = 'acme'").fetchone()[0]
         with sqlite_db(core).transaction() as cur:

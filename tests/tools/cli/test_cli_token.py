@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core.scopes import Scope
-from memory_core.settings.schema import TokenBinding, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import TokenBinding
 from tools.auth import TokenTenantVerifier, hash_token
 from tools.cli.app import app
 

@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 
 from memory_core.service import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_in_process import served
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ from mcp import Client
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tools.mcp.server import build_server
 from tools.mcp.stores import OpenedCore
 

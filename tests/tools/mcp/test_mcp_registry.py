@@ -11,7 +11,7 @@ from mcp import Client
 from mcp_types import Tool
 
 from memory_core.scopes import Scope
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_in_process import served
 from tools.bridge import client as bridge
 from tools.mcp import surface as mcp_surface

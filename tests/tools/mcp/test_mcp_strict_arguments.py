@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_contract import VALID_CALLS, refuses_unknown_arguments
 from tests.support.mcp_harness import Caller, error_code, http_client, running_http_server, stdio_params
 from tests.support.mcp_in_process import served

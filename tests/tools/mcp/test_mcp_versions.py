@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import Caller, error_code, stdio_params
 from tests.support.mcp_in_process import served
 

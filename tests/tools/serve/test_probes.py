@@ -118,7 +118,7 @@ def test_readyz_fails_while_anything_holds_the_writer_lock_too_long(core: Memory
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with core.writer.lock:
+        with core.operator_parts().writer.lock:
             held.set()
             release.wait(30)
 

@@ -14,7 +14,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 from tests.support.ui_store import HOSTILE, OPERATOR_TOKEN, make_store, running_ui
 
@@ -44,7 +44,7 @@ def correct_a_fact(data: Path, config: Path) -> tuple[str, str, str]:
         old = core.add_memory("acme", "s2", "planner", "The Orion outage lasted 40 minutes.",
                               entities=[{"name": "Orion", "kind": "incident"}]).ref
         new = core.update_memory("acme", old, content="The Orion outage lasted 55 minutes.").added.ref
-        entity = core.graph.entity_by_name("acme", "orion", None)
+        entity = core._graph.entity_by_name("acme", "orion", None)
         assert entity is not None
         return old, new, entity.ref
 

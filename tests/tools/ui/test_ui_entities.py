@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.ui_store import OPERATOR_TOKEN, ui_settings
 from tools.ui import standalone_app
 
@@ -24,7 +24,7 @@ def test_memory_page_graph_and_entity_page_show_a_memorys_entities(tmp_path: Pat
         private = core.add_memory("acme", "s1", "ann", "mine", visibility="agent",
                                   entities=[{"name": "Heron", "kind": "project", "aliases": ["<b>ann-heron</b>"]}]).ref
         shared = core.add_memory("acme", "s1", "ann", "the release", entities=[{"name": "heron"}]).ref
-        heron = core.graph.entity_by_name("acme", "heron", None)
+        heron = core._graph.entity_by_name("acme", "heron", None)
         assert heron is not None
         client = TestClient(standalone_app(core), base_url=BASE, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})
         page = client.get("/ui/memory", params={"t": "acme", "ref": shared}).text
@@ -55,7 +55,7 @@ def test_the_entity_page_shows_current_facts_and_folds_superseded_versions_with_
         fifty_five = core.update_memory("acme", forty, content="The Orion outage lasted 55 minutes.").added.ref
         runbook = core.add_memory("acme", "ops", "bob", "Orion's runbook is in the old wiki.", entities=orion).ref
         moved = core.update_memory("acme", runbook, content="The runbook is in the handbook now.").added.ref
-        entity = core.graph.entity_by_name("acme", "orion", None)
+        entity = core._graph.entity_by_name("acme", "orion", None)
         assert entity is not None
         client = TestClient(standalone_app(core), base_url=BASE, headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})
         html = client.get("/ui/entity", params={"t": "acme", "ref": entity.ref}).text

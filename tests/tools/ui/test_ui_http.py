@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 from tests.support.sqlite import sqlite_db
 from tests.support.ui_store import HOSTILE, OPERATOR_TOKEN, TURNS, Refs, populate, ui_settings
@@ -92,7 +92,7 @@ def test_session_page_reads_without_writing_an_episode(store: tuple[MemoryCore, 
     core, _ = store
     client.get("/ui/session", params={"t": "acme", "s": "s1"})
     with sqlite_db(core).lock:
-        assert core.graph.session_episode("acme", "s1") is None
+        assert core._graph.session_episode("acme", "s1") is None
 
 
 def test_turns_only_view_matches_query_recent_turns(store: tuple[MemoryCore, Refs], client: TestClient) -> None:
@@ -189,7 +189,7 @@ def test_health_page_shows_the_doctor_report_journal_store_sizes_and_embedder(
     assert "All stores agree." in html
     assert "empty: no interrupted writes" in html
     assert "hash-" in html or "hash" in html  # the embedder in use
-    assert "Chroma (embedded)" in html and "graph (SQLite)" in html
+    assert "Chroma (embedded)" in html and "graph database" in html
 
 
 def test_graph_endpoint_returns_a_bounded_neighbourhood_for_depths_one_to_three(client: TestClient,

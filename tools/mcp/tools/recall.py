@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from memory_core.recall.request import RecallOptions
+from memory_core import RecallOptions
 from tools.mcp.context import Ctx, ServerState, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import (

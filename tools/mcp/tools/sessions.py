@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from memory_core.scopes import Scope
+from memory_core import Scope
 from tools.mcp.context import Ctx, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import RECENT_TURNS_LIMIT_CAP, Session, Tenant
