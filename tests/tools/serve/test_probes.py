@@ -22,7 +22,7 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreError
 from memory_core.operator.doctor import run as doctor_run
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import running_http_server, write_token_config
 from tools.mcp.stores import OpenedCore
 from tools.serve.deferred_core import DeferredCore
@@ -95,13 +95,13 @@ def test_readyz_fails_while_a_repair_holds_the_writer_lock(core: MemoryCore, mon
     inside, release = threading.Event(), threading.Event()
     scan = doctor_run.scan
 
-    def slow_scan(c: MemoryCore) -> Any:
+    def slow_scan(parts: Any) -> Any:
         inside.set()
         release.wait(30)
-        return scan(c)
+        return scan(parts)
 
     monkeypatch.setattr(doctor_run, "scan", slow_scan)
-    repairing = threading.Thread(target=doctor_run.repair, args=(core,))
+    repairing = threading.Thread(target=doctor_run.repair_stores, args=(core.operator_parts(),))
     repairing.start()
     try:
         assert inside.wait(30)

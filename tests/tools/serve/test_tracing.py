@@ -77,7 +77,7 @@ sys.meta_path.insert(0, Absent())
 _BUILD = """
 import sys
 from memory_core.observe.observer import Observer
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tools.mcp.server import build_server
 from tools.mcp.stores import OpenedCore
 from opentelemetry import trace
