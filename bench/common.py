@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 
 T = TypeVar("T")
 

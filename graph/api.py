@@ -60,9 +60,6 @@ AUTHORED_BY = "AUTHORED_BY"
 IN_SESSION = "IN_SESSION"
 SUMMARIZES = "SUMMARIZES"
 SUPERSEDES = "SUPERSEDES"
-ENTITY = "ENTITY"
-MENTIONS = "MENTIONS"
-RELATED = "RELATED"
 
 Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenant, a page
 
@@ -121,6 +118,36 @@ class MemoryNode:
     @property
     def key(self) -> Key:
         return (self.ts_us, self.id)
+
+
+# The columns of a memory row: its node's (every field of MemoryNode but ``kind``), its content and its
+# idempotency key. Both backends read and write exactly these (graph/sqlite/rows.py, graph/pg/rows.py).
+MEMORY_NODE_COLUMNS = tuple(f.name for f in fields(MemoryNode) if f.name != "kind")
+MEMORY_COLUMNS = (*MEMORY_NODE_COLUMNS, "content", "idempotency_key")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A memory row whole: its node, its content and its (scoped, see ``memory_core.write.rows``)
+    idempotency key. The write path validates an add into one (``memory_core.write.add_rows``) and
+    :meth:`GraphTxn.write_memory` stores it; maintenance reads them back (``memory_rows``)."""
+
+    node: MemoryNode
+    content: str
+    idempotency_key: str | None = None
+
+    def as_row(self) -> dict[str, Any]:
+        """Every column by name, source and metadata as plain dicts (doctor checks and repairs rows as dicts)."""
+        row = {name: getattr(self.node, name) for name in MEMORY_NODE_COLUMNS}
+        row.update(source=dict(self.node.source), metadata=dict(self.node.metadata), content=self.content,
+                   idempotency_key=self.idempotency_key)
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> MemoryRecord:
+        """The record of :meth:`as_row`'s dict (a column missing from ``row`` takes its node default)."""
+        node = MemoryNode(**{name: row[name] for name in MEMORY_NODE_COLUMNS if name in row})
+        return cls(node, row["content"], row.get("idempotency_key"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +230,8 @@ class LexicalHit:
 
 
 class GraphTxn(Protocol):
-    """One write transaction. Rows are dicts with the columns of a memory (see MemoryNode, plus
-    ``content`` and ``idempotency_key``) or an episode (see EpisodeNode)."""
+    """One write transaction. A memory is written as a :class:`MemoryRecord`; an episode as a dict of
+    the columns of :class:`EpisodeNode`."""
 
     def allocate_ids(self, n: int) -> list[int]: ...
     def reserve_ids_through(self, item_id: int) -> None: ...
@@ -215,14 +242,16 @@ class GraphTxn(Protocol):
         """Clear this writer's intents for ``refs``; returns how many it cleared (an intent another
         replica took over, its lease having lapsed, is that replica's now and stays)."""
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None: ...
-    def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    def lock_memories(self, rows: Sequence[MemoryRecord]) -> None:
         """Before writing several memories in one transaction: take the locks their writes need in one
         global order (a backend shared by replicas), so two such transactions never deadlock."""
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
+    def duplicate_of(self, row: MemoryRecord, window_us: int, corrects: int | None = None) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read.
         Only current versions count, and never ``corrects``, the version ``row`` supersedes: a new
         version of a row (or a return to an older text of its chain) is not a repeat of it."""
-    def write_memory(self, row: Mapping[str, Any]) -> None: ...
+    def write_memory(self, row: MemoryRecord) -> None:
+        """Insert the memory (with an id no row holds), its AGENT and SESSION nodes, both edges, its
+        lexical index and window rows and its counts."""
     def erase_memory(self, tenant: str, mem_id: int) -> bool: ...
     def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
         """End a current, unlocked memory's validity at ``valid_to_us``; False (nothing written)
@@ -236,7 +265,6 @@ class GraphTxn(Protocol):
         the next row of its session when this one lends it its words. False when the tenant has no
         such memory."""
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None: ...
-    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None: ...
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None: ...
     def write_episode(self, row: Mapping[str, Any]) -> None: ...
     def set_meta(self, key: str, value: str, *, overwrite: bool) -> None: ...

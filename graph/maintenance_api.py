@@ -15,28 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from graph.api import EpisodeNode, JournalEntry, MemoryNode
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMemory:
-    """A memory row as stored: its node attributes, its content and its (scoped) idempotency key."""
-
-    node: MemoryNode
-    content: str
-    idempotency_key: str | None
-
-    def as_row(self) -> dict[str, Any]:
-        """The write path's row dict (the columns of ``memories``, source and metadata decoded)."""
-        n = self.node
-        return {
-            "id": n.id, "tenant": n.tenant, "session": n.session, "agent": n.agent, "type": n.type,
-            "role": n.role, "channel": n.channel, "source": dict(n.source), "source_id": n.source_id,
-            "project_id": n.project_id, "salience": n.salience, "visibility": n.visibility, "ts_us": n.ts_us,
-            "metadata": dict(n.metadata), "content": self.content, "content_len": n.content_len,
-            "content_hash": n.content_hash, "idempotency_key": self.idempotency_key,
-            "supersedes_id": n.supersedes_id, "valid_to_us": n.valid_to_us, "locked": n.locked,
-        }
+from graph.api import EpisodeNode, JournalEntry, MemoryRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,19 +99,6 @@ class IdSpace:
 
 
 @dataclass(frozen=True, slots=True)
-class TenantTotals:
-    """One tenant's memories by type and visibility, its sessions, agents and episodes."""
-
-    tenant: str
-    memories: int
-    by_type: Mapping[str, int]
-    private: int
-    sessions: int
-    agents: tuple[str, ...]
-    episodes: int
-
-
-@dataclass(frozen=True, slots=True)
 class DiskUse:
     """Bytes the graph store takes (None: not a local file, or absent)."""
 
@@ -147,7 +113,7 @@ class GraphMaintenance(Protocol):
     def tenants_present(self) -> list[str]:
         """Every tenant named by any row of the store (memories, nodes, edges, episodes, journal,
         lexical indexes): a leak into one table still shows up."""
-    def memory_rows(self, tenant: str, ids: Iterable[int] | None = None) -> list[StoredMemory]:
+    def memory_rows(self, tenant: str, ids: Iterable[int] | None = None) -> list[MemoryRecord]:
         """The tenant's memories (all, or those among ``ids``) with their content, by id."""
     def existing_memory(self, tenant: str, session: str, content_hash: str, ts_us: int) -> int | None:
         """The lowest id of the tenant's memory with this session, content hash and timestamp."""
@@ -197,7 +163,6 @@ class GraphMaintenance(Protocol):
         """Delete these edges in one transaction; how many existed."""
 
     # ---- operator views -----------------------------------------------------------------------
-    def tenant_totals(self, tenant: str) -> TenantTotals: ...
     def disk_use(self) -> DiskUse: ...
     def content_chars(self) -> dict[str, int]:
         """Characters of content stored per tenant (operator-wide; for the inspector's sizes). Read
@@ -206,5 +171,5 @@ class GraphMaintenance(Protocol):
 
 __all__ = [
     "DanglingEdge", "DiskUse", "EdgeRow", "GraphMaintenance", "IdSpace", "LexicalState", "MissingStructure", "NodeRow",
-    "StoredMemory", "TenantTotals", "WindowState",
+    "WindowState",
 ]

@@ -6,8 +6,13 @@ Chroma server beside it nothing of the store is local, so any number of replicas
 --http`` on one or several machines) serve the same tenants at once. Each backend's modules (and
 psycopg) are imported only when it is opened.
 
+:data:`BACKENDS` is the one table of backends: how each opens, and the facts the rest of the project
+reads without opening it (whether one store serves several processes, which package extra its driver
+comes in), so nothing outside ``graph`` names a backend. It imports the standard library only
+(``python -m memory_core.extras`` reads it before the virtual environment exists).
+
 To add a backend: a package beside ``graph/sqlite`` and ``graph/pg`` with the same module names
-(``store``, ``txn``, ``maintenance``, ...), and one opener registered in :data:`BACKENDS`.
+(``store``, ``txn``, ``timeline``, ``maintenance``, ...), and one entry in :data:`BACKENDS`.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,12 +29,14 @@ from graph.api import GraphStore
 from graph.errors import GraphConfigError
 from graph.maintenance_api import GraphMaintenance
 
+DEFAULT_BACKEND = "sqlite"
+
 
 @dataclass(frozen=True)
 class GraphConfig:
     """What opening a graph store needs: plain values (``memory_core`` builds it from its settings)."""
 
-    backend: str = "sqlite"
+    backend: str = DEFAULT_BACKEND  # a key of BACKENDS
     root: Path = Path(".")  # the data directory (SQLite's file; the journal owner's name on PostgreSQL)
     cache_nodes: int = 50_000
     postgres_dsn: str = ""
@@ -64,6 +70,8 @@ def directory_scope(root: Path) -> str:
 
 
 def _open_sqlite(config: GraphConfig) -> OpenedGraph:
+    import sqlite3
+
     from graph.sqlite.db import GraphDB
     from graph.sqlite.errors import as_graph_error
     from graph.sqlite.maintenance import SqliteMaintenance
@@ -93,8 +101,9 @@ def _open_postgres(config: GraphConfig) -> OpenedGraph:
         from graph.pg.maintenance import PgMaintenance
         from graph.pg.store import InvalidDSNError, PostgresGraphStore
     except ImportError as exc:  # the optional extra is not installed
-        raise GraphConfigError("storage.graph", "storage.graph = 'postgres' needs the postgres extra "
-                               "(pip install 'memory-core[postgres]').") from exc
+        extra = BACKENDS["postgres"].extra
+        raise GraphConfigError("storage.graph", f"storage.graph = 'postgres' needs the {extra} extra "
+                               f"(pip install 'memory-core[{extra}]').") from exc
     # the lock proves the directory's previous holders are gone: their journal entries are recovered at once
     scope = directory_scope(config.root) if config.locked else None
     try:
@@ -106,14 +115,30 @@ def _open_postgres(config: GraphConfig) -> OpenedGraph:
     return OpenedGraph(store, PgMaintenance(store))
 
 
-BACKENDS: dict[str, Callable[[GraphConfig], OpenedGraph]] = {"sqlite": _open_sqlite, "postgres": _open_postgres}
+@dataclass(frozen=True)
+class Backend:
+    """A graph backend: how it opens, and what the rest of the project may know without opening it."""
+
+    open: Callable[[GraphConfig], OpenedGraph]
+    shared: bool  # one store serves several processes or machines at once (nothing of it in a data directory)
+    extra: str | None = None  # the package extra its driver comes in (pyproject's optional-dependencies)
+
+
+BACKENDS: dict[str, Backend] = {
+    "sqlite": Backend(_open_sqlite, shared=False),
+    "postgres": Backend(_open_postgres, shared=True, extra="postgres"),
+}
+
+
+def graph_backend(name: str) -> Backend:
+    """The registered backend ``name``; GraphConfigError for a name the registry does not hold."""
+    found = BACKENDS.get(name)
+    if found is None:
+        raise GraphConfigError("storage.graph", f"Unknown graph backend '{name}' (one of: {', '.join(BACKENDS)}).")
+    return found
 
 
 def open_graph(config: GraphConfig) -> OpenedGraph:
     """The graph store ``config`` names. Raises GraphConfigError for a configuration that cannot be
     opened, GraphStoreError for a store that fails (full disk, unreachable server, newer schema)."""
-    opener = BACKENDS.get(config.backend)
-    if opener is None:
-        raise GraphConfigError("storage.graph", f"Unknown graph backend '{config.backend}' "
-                               f"(one of: {', '.join(BACKENDS)}).")
-    return opener(config)
+    return graph_backend(config.backend).open(config)

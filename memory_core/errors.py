@@ -77,10 +77,11 @@ class InvalidCursorError(InvalidInputError):
 
 
 class SecretRejectedError(InvalidInputError):
-    """The write holds secrets and ``security.secrets`` is ``reject``: nothing was written.
+    """The write holds secrets and ``security.secrets`` is ``reject``, or a name that addresses rows
+    (session, agent, channel, …) holds one under ``redact`` too: nothing was written.
 
     ``fields``: ``kinds`` (kind -> count) and ``secrets`` (``{field, kind, start, end}`` each) —
-    where the secrets are, never what they are.
+    where the secrets are, never what they are; for a name, ``field`` names it.
     """
 
     code = "SECRET_REJECTED"

@@ -1,12 +1,14 @@
 """The package extras a configuration needs to be served: ``python -m memory_core.extras [CONFIG]``.
 
 ``make serve`` asks this before installing, so a server gets what its configuration uses and
-nothing else: ``postgres`` when the graph is on PostgreSQL (``storage.graph``), ``rerank`` when
-the default recall preset reads the cross-encoder (``recall.preset``). The same layering as
-:func:`memory_core.settings.schema.load_settings` decides: the TOML file (``CONFIG``, else
+nothing else: the extra of the graph backend (``storage.graph``; the backend registry
+:data:`graph.open.BACKENDS` says which, e.g. ``postgres``), ``rerank`` when the default recall preset
+reads the cross-encoder (``recall.preset``), ``otel`` when traces are on (``tracing.enabled``). The
+same layering as :func:`memory_core.settings.load_settings` decides: the TOML file (``CONFIG``, else
 ``$MEMORY_CORE_CONFIG``), then ``MEMORY_CORE_<SECTION>_<KEY>`` variables.
 
-Standard library only: it runs with the system's Python before the virtual environment exists.
+Standard library only (the registry too): ``make serve`` runs ``python -m memory_core.extras`` from
+the checkout with the system's Python, before the virtual environment exists.
 Prints the extras comma-separated (an empty line for none).
 """
 
@@ -19,7 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank_top > 0 (memory_core/recall/presets.py)
+from graph.open import BACKENDS, DEFAULT_BACKEND
+
+RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank.top > 0 (memory_core/recall/presets.py)
+TRUE = frozenset({"true", "1", "yes", "on", "t", "y"})  # what pydantic reads as true
 
 
 def _setting(config: Mapping[str, Any], environ: Mapping[str, str], section: str, key: str, default: str) -> str:
@@ -38,10 +43,13 @@ def serve_extras(config_path: str | None, environ: Mapping[str, str]) -> list[st
         with Path(path).expanduser().open("rb") as fh:
             config = tomllib.load(fh)
     extras = []
-    if _setting(config, environ, "storage", "graph", "sqlite") == "postgres":
-        extras.append("postgres")
+    graph = BACKENDS.get(_setting(config, environ, "storage", "graph", DEFAULT_BACKEND))
+    if graph is not None and graph.extra:  # an unknown backend: the server refuses the configuration
+        extras.append(graph.extra)
     if _setting(config, environ, "recall", "preset", "balanced") in RERANK_PRESETS:
         extras.append("rerank")
+    if _setting(config, environ, "tracing", "enabled", "false").strip().lower() in TRUE:
+        extras.append("otel")
     return extras
 
 

@@ -9,7 +9,7 @@ package and the command would die with ``No module named 'tools.cli'``.
 :func:`main` binds both names to the packages installed beside this one before anything imports
 them; the rest of the import path is left as the user set it (a ``PYTHONPATH`` may be how a
 Python environment finds its libraries). Every process memory-core starts runs this entry point
-with ``python -P -m memory_core`` (tools/bridge/shared_server.py), so the working directory is never
+with ``python -P -m memory_core`` (tools/bridge/locate.py), so the working directory is never
 on its path either.
 
 This module is the one place ``memory_core`` imports ``tools``: it is the process's entry point,

@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from graph.api import GraphStore
+from graph.api import StoreLifecycle
 from graph.errors import GraphConfigError, GraphStoreError, SchemaVersionError
-from graph.open import GraphConfig, OpenedGraph, open_graph
+from graph.open import GraphConfig, OpenedGraph, graph_backend, open_graph
 from memory_core.dir_lock import DirLock, claim
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_fastembed, shared_minilm
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder, shared_fastembed, shared_minilm
 from memory_core.errors import ConfigError, EmbedderMismatchError
 from memory_core.sessions.summary import LiteLLMSummaryProvider, SummaryProvider
-from memory_core.settings.schema import Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
 from memory_core.store_errors import graph_error, os_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.cache import VectorCacheBudget
@@ -64,7 +66,7 @@ MOVE_TO_NEW_MODEL = (
 )
 
 
-def check_embedder(graph: GraphStore, embedder: Embedder) -> None:
+def check_embedder(graph: StoreLifecycle, embedder: Embedder) -> None:
     """A data directory keeps the embedder it was built with: vectors of two models don't mix."""
     identity = f"{embedder.name}/{embedder.dimension}"
     stored = graph.meta("embedder")
@@ -118,8 +120,9 @@ def build_summary_provider(settings: Settings) -> SummaryProvider | None:
 
 
 def is_replicated(settings: Settings) -> bool:
-    """True when nothing of the store lives in the data directory: PostgreSQL and a Chroma server."""
-    return settings.storage.graph == "postgres" and settings.storage.chroma == "http"
+    """True when nothing of the store lives in the data directory: a shared graph backend (PostgreSQL)
+    and a Chroma server."""
+    return graph_backend(settings.storage.graph).shared and settings.storage.chroma == "http"
 
 
 def graph_config(settings: Settings, root: Path, lock: DirLock | None) -> GraphConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
-from graph.api import EpisodeNode, GraphStore, Key, MemoryNode, agent_node, session_node
+from graph.api import EntityIndex, EpisodeNode, GraphStore, Key, MemoryNode, agent_node, session_node
 from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError, ScopeDeniedError
 from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
 from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
@@ -88,7 +88,7 @@ def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
 MEMORY_ENTITY_CAP = 64  # a memory declares at most 32; the extractor adds a few more
 
 
-def memory_entity_list(graph: GraphStore, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, object]]:
+def memory_entity_list(graph: EntityIndex, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, object]]:
     """The entities one memory mentions, as the viewer (who may read the memory) sees them: only
     names and aliases some memory it may read declared (see :mod:`graph.api`)."""
     ids = graph.memory_entities(tenant, [mem_id]).get(mem_id, [])[:MEMORY_ENTITY_CAP]

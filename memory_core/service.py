@@ -5,6 +5,10 @@ failures to coded errors once, and hands the work to one service (writes to :cla
 recall to :class:`Recaller`, sessions to :class:`EpisodeService`, corrections to
 :class:`VersionService`, entities to :class:`EntityService`). ``MemoryCore.open`` opens the parts
 through the composition root, :func:`memory_core.open.open_parts`.
+
+Its public surface is the agent-facing methods (and the operator's ``*_as_operator`` ones the CLI uses);
+the services it holds are private. Operator code (doctor, stats, export and import, the inspector) takes
+:meth:`MemoryCore.operator_parts` instead: the opened parts with this core's write path over them.
 """
 
 from __future__ import annotations
@@ -12,12 +16,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from pathlib import Path
 from typing import Any, Unpack
 
 from graph.api import EntityNode
 from memory_core import validation as v
-from memory_core.dir_lock import LOCK_FILE as LOCK_FILE  # re-exported: where the lock lives
+from memory_core.dir_lock import DirLock
 from memory_core.entities.related import RelatedResult
 from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityService, MergedEntity
@@ -25,8 +29,8 @@ from memory_core.entities.worker import build_entity_worker
 from memory_core.errors import InvalidInputError, LockedError
 from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
 from memory_core.open import OpenOptions, Parts, open_parts
+from memory_core.operator.parts import OperatorParts
 from memory_core.reads import Reader, check_own, visible
-from memory_core.recall.branches.lexical import LexicalIndex
 from memory_core.recall.engine import Recaller
 from memory_core.recall.filters import normalize
 from memory_core.recall.presets import PRESETS
@@ -35,12 +39,21 @@ from memory_core.recall.rerank import shared_cross_encoder
 from memory_core.refs import MEMORY, CursorCodec, parse_ref
 from memory_core.secret_guard import SecretGuard
 from memory_core.sessions.episodes import Episode, EpisodeService, Recovery
+from memory_core.settings.schema import Settings
 from memory_core.store_errors import coded_graph_errors
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.vectors.preload import newest_tenants, preload_indexes
 from memory_core.versions.service import UpdateResult, VersionService
 from memory_core.warm_up import warm_up_in_background
 from memory_core.write.path import WritePath
+from memory_core.write.request import (
+    ADD_FIELD_NAMES,
+    MEMORY_FIELD_NAMES,
+    AddFields,
+    AddItem,
+    MemoryFields,
+    refuse_unknown,
+)
 
 HANDOFF = "handoff"
 
@@ -51,25 +64,41 @@ class MemoryCore:
     def __init__(self, parts: Parts) -> None:
         """A store over opened parts (see :func:`memory_core.open.open_parts`); :meth:`open` is the usual way in."""
         settings, graph, vectors, embedder = parts.settings, parts.graph.graph, parts.vectors, parts.embedder
-        self.settings = settings
-        self.data_dir = parts.data_dir
         self._parts = parts
-        self.graph = graph
-        self.maintenance = parts.graph.maintenance
-        self.vectors = vectors
-        self.embedder = embedder
+        self._graph = graph
+        self._vectors = vectors
+        self._embedder = embedder
         secret = graph.meta("cursor_secret") or ""
-        self.reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
-        self.writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets),
-                                settings.write)
-        self.recaller = Recaller(graph, self.reader, LexicalIndex(graph), vectors, embedder, settings)
-        self.versions = VersionService(graph, self.reader, self.writer)
-        self.episodes = EpisodeService(graph, self.reader, self.writer, vectors, embedder, settings,
-                                       parts.summary_provider)
-        self.entity_service = EntityService(graph, self.writer.lock)
-        self.entity_worker = build_entity_worker(settings.model_provider, graph, self.writer)
-        self.recovered = self.writer.recover()
+        self._reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
+        self._writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets),
+                                 settings.write)
+        self._recaller = Recaller(graph, self._reader, vectors, embedder, settings)
+        self._versions = VersionService(graph, self._reader, self._writer)
+        self._episodes = EpisodeService(graph, self._reader, self._writer, vectors, embedder, settings,
+                                        parts.summary_provider)
+        self._entity_service = EntityService(graph, self._writer.lock)
+        self._entity_worker = build_entity_worker(settings.model_provider, graph, self._writer)
+        self._recovered = tuple(self._writer.recover())
+        self._operator_parts = OperatorParts(
+            settings=settings, data_dir=parts.data_dir, graph=graph, maintenance=parts.graph.maintenance,
+            vectors=vectors, embedder=embedder, writer=self._writer, reader=self._reader, episodes=self._episodes,
+            versions=self._versions, recovered=self._recovered)
         self._closed = False
+
+    @property
+    def settings(self) -> Settings:
+        """The settings the store was opened with."""
+        return self._parts.settings
+
+    @property
+    def data_dir(self) -> Path:
+        """The store's data directory (resolved)."""
+        return self._parts.data_dir
+
+    def operator_parts(self) -> OperatorParts:
+        """The opened parts and this core's write path and reads over them: what doctor, stats, export and
+        import and the inspector take (:mod:`memory_core.operator`), writing through the same lock as agents."""
+        return self._operator_parts
 
     @classmethod
     def open(cls, data_dir: str | os.PathLike[str] | None = None, **options: Unpack[OpenOptions]) -> MemoryCore:
@@ -99,8 +128,8 @@ class MemoryCore:
         ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
         agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked;
         ``own_only`` (a write scope): SCOPE_DENIED unless ``agent`` wrote it."""
-        return self.versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
-                                    salience=salience, own_only=own_only)
+        return self._versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
+                                     salience=salience, own_only=own_only)
 
     @coded_graph_errors("updating a memory")
     def update_memory_as_operator(
@@ -108,46 +137,46 @@ class MemoryCore:
         salience: float | None = None, agent: str | None = None,
     ) -> UpdateResult:
         """The operator's update (CLI): any memory of the tenant, private or not."""
-        return self.versions.update(tenant, ref, agent=agent, operator=True, content=content, metadata=metadata,
-                                    salience=salience)
+        return self._versions.update(tenant, ref, agent=agent, operator=True, content=content, metadata=metadata,
+                                     salience=salience)
 
     @coded_graph_errors("locking a memory")
     def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
         """Lock a memory against update and delete (LOCKED) until unlocked; False if it already was.
         ``own_only`` (a write scope): SCOPE_DENIED unless ``viewer`` wrote it."""
-        return self.versions.set_lock(tenant, ref, True, agent=viewer, operator=False, own_only=own_only)
+        return self._versions.set_lock(tenant, ref, True, agent=viewer, operator=False, own_only=own_only)
 
     @coded_graph_errors("unlocking a memory")
     def unlock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
         """Undo :meth:`lock_memory`; False if it was not locked. ``own_only`` as for lock_memory."""
-        return self.versions.set_lock(tenant, ref, False, agent=viewer, operator=False, own_only=own_only)
+        return self._versions.set_lock(tenant, ref, False, agent=viewer, operator=False, own_only=own_only)
 
     @coded_graph_errors("locking a memory")
     def set_lock_as_operator(self, tenant: str, ref: str, locked: bool) -> bool:
         """The operator's lock or unlock (CLI): any memory of the tenant."""
-        return self.versions.set_lock(tenant, ref, locked, agent=None, operator=True)
+        return self._versions.set_lock(tenant, ref, locked, agent=None, operator=True)
 
     @coded_graph_errors("reading a memory's history")
     def history(self, tenant: str, ref: str, *, viewer: str | None = None) -> list[MemoryRow]:
         """Every version of ``ref``'s chain the viewer can read, oldest first."""
-        return self.versions.history(tenant, ref, viewer=viewer, operator=False)
+        return self._versions.history(tenant, ref, viewer=viewer, operator=False)
 
     @coded_graph_errors("reading a memory's history")
     def history_as_operator(self, tenant: str, ref: str) -> list[MemoryRow]:
         """The operator's history (CLI): private versions included."""
-        return self.versions.history(tenant, ref, viewer=None, operator=True)
+        return self._versions.history(tenant, ref, viewer=None, operator=True)
 
     # ---- entities (the work is EntityService's and the related walk's) ----
     @coded_graph_errors("reading entities")
     def list_entities(self, tenant: str, *, viewer: str | None = None, kind: str | None = None,
                       limit: int | None = None) -> list[EntityNode]:
         """The tenant's entities the viewer sees (names, kinds, aliases, mention counts), most mentioned first."""
-        return self.entity_service.list(tenant, viewer, kind=kind, limit=limit)
+        return self._entity_service.list(tenant, viewer, kind=kind, limit=limit)
 
     @coded_graph_errors("merging entities")
     def merge_entities(self, tenant: str, keep: str, merge: str, *, viewer: str | None = None) -> MergedEntity:
         """Fold entity ``merge`` (a ref or name) into ``keep``: aliases, mentions, relations move."""
-        return self.entity_service.merge(tenant, keep, merge, viewer=viewer)
+        return self._entity_service.merge(tenant, keep, merge, viewer=viewer)
 
     @coded_graph_errors("walking the entity graph")
     def related(self, tenant: str, entity_or_ref: str, *, depth: int = 2, limit: int = 20,
@@ -155,12 +184,17 @@ class MemoryCore:
         """Memories and entities around an entity (name, alias or ``ent:`` ref) or a memory (``mem:``),
         best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100)."""
         viewer = v.name(viewer, "viewer", required=False)
-        return related_walk(self.graph, self.reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)
+        return related_walk(self._graph, self._reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)
+
+    @property
+    def dir_lock(self) -> DirLock | None:
+        """The data directory's lock this store holds (None for replicas, which hold none): ``/readyz`` checks it."""
+        return self._parts.lock
 
     def warm_up_in_background(self) -> list[threading.Thread]:
         """Load the embedding model and open Chroma side by side on daemon threads (servers, right after
         start), then load the vector indexes the first recalls will need (:meth:`preload_indexes`)."""
-        inner = getattr(self.vectors, "inner", self.vectors)
+        inner = getattr(self._vectors, "inner", self._vectors)
 
         def vectors() -> None:
             if isinstance(inner, LazyVectorStore):
@@ -169,10 +203,10 @@ class MemoryCore:
 
         def reranker() -> None:  # the configured preset's second stage, if it has one
             preset = PRESETS.get(self.settings.recall.preset)
-            if preset is not None and preset.rerank_top:
+            if preset is not None and preset.rerank.top:
                 shared_cross_encoder(self.settings.embedding.threads).score("warm", ["up"])
 
-        return warm_up_in_background(self.embedder, vectors, reranker)
+        return warm_up_in_background(self._embedder, vectors, reranker)
 
     def preload_indexes(self, tenants: Sequence[str] | None = None) -> list[str]:
         """Load the vector indexes of ``tenants`` (default: the server's bound tenant, else the
@@ -181,19 +215,19 @@ class MemoryCore:
         st = self.settings.storage
         if tenants is None:
             bound = self.settings.server.tenant
-            tenants = ([bound] if bound else newest_tenants(self.graph, st.preload_tenants))[:st.preload_tenants]
+            tenants = ([bound] if bound else newest_tenants(self._graph, st.preload_tenants))[:st.preload_tenants]
         budget = st.vector_cache_mb << 20 if st.chroma == "embedded" else 0
-        return preload_indexes(self.graph, self.vectors, tenants, self.embedder.dimension, budget)
+        return preload_indexes(self._graph, self._vectors, tenants, self._embedder.dimension, budget)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self.entity_worker is not None:
-            self.entity_worker.close()
-        self.episodes.close()
-        self.recaller.close()
-        self.vectors.close()
+        if self._entity_worker is not None:
+            self._entity_worker.close()
+        self._episodes.close()
+        self._recaller.close()
+        self._vectors.close()
         self._parts.close()
 
     def __enter__(self) -> MemoryCore:
@@ -204,48 +238,38 @@ class MemoryCore:
 
     # ---- writes ----------------------------------------------------------------------------
     @coded_graph_errors("writing a memory")
-    def add_memory(
-        self, tenant: str, session: str, agent: str, content: str, *, type: str = "turn", role: str | None = None,
-        channel: str | None = None, source: Mapping[str, Any] | None = None, project_id: str | None = None,
-        salience: float | None = None, visibility: str = "tenant", timestamp: datetime | str | None = None,
-        idempotency_key: str | None = None, metadata: Mapping[str, Any] | None = None,
-        entities: Sequence[Mapping[str, Any]] | None = None, relations: Sequence[Mapping[str, Any]] | None = None,
-    ) -> AddResult:
-        """Store one memory in Chroma and the graph; see :mod:`memory_core.write.path`.
+    def add_memory(self, tenant: str, session: str, agent: str, content: str, **fields: Unpack[AddFields]) -> AddResult:
+        """Store one memory in Chroma and the graph; see :mod:`memory_core.write.path`. The fields, all
+        optional, are :class:`memory_core.write.request.AddFields`; one it does not know is INVALID_INPUT.
 
         ``entities`` (``{name, kind?, aliases?}``, at most 32) and ``relations`` (``{from, to, label}``
         between them, at most 32) are linked in the same graph transaction, with what the
         deterministic extractor finds in the text (see :mod:`memory_core.entities.declared`).
 
-        None means "not given": salience defaults by type, timestamp to now, source and
-        metadata to ``{}``, project_id to the global pool. ``type="handoff"`` is exactly
-        :meth:`create_handoff` (salience 0.95, SUPERSEDES the session's previous handoff), so every
-        boundary writes the same graph for the same input; ``type="episode"`` is refused (episodes
-        are written by :meth:`summarize_session`).
+        None (or left out) means "not given": type defaults to turn, salience by type, visibility to
+        tenant, timestamp to now, source and metadata to ``{}``, project_id to the global pool.
+        ``type="handoff"`` is exactly :meth:`create_handoff` (salience 0.95, SUPERSEDES the session's
+        previous handoff), so every boundary writes the same graph for the same input;
+        ``type="episode"`` is refused (episodes are written by :meth:`summarize_session`).
         """
-        if type == HANDOFF:
-            return self.create_handoff(
-                tenant, session, agent, content, role=role, channel=channel, source=source, project_id=project_id,
-                salience=salience, visibility=visibility, timestamp=timestamp, idempotency_key=idempotency_key,
-                metadata=metadata, entities=entities, relations=relations,
-            )
-        item = {"tenant": tenant, "session": session, "agent": agent, "content": content, "type": type,
-                "role": role, "channel": channel, "source": source, "project_id": project_id, "salience": salience,
-                "visibility": visibility, "timestamp": timestamp, "idempotency_key": idempotency_key,
-                "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
-        return self.writer.add_one(item)
+        refuse_unknown(fields, ADD_FIELD_NAMES, "add_memory")
+        if fields.get("type") == HANDOFF:
+            return self._episodes.create_handoff(tenant, session, agent, content, fields)
+        return self._writer.add_one({**fields, "tenant": tenant, "session": session, "agent": agent,
+                                    "content": content})
 
     def write_batching(self) -> dict[str, float] | None:
         """How concurrent single adds were batched since the store opened (batches, rows, mean, largest,
         retried_alone, waited_s); None when batching is off (``write.batch_max = 1``)."""
-        return None if self.writer.batches is None else self.writer.batches.stats()
+        return None if self._writer.batches is None else self._writer.batches.stats()
 
     @coded_graph_errors("writing memories")
-    def add_memories(self, items: Sequence[dict[str, Any]]) -> list[AddResult]:
-        """Batch add (imports, benchmarks): validated up front, written all-or-nothing."""
+    def add_memories(self, items: Sequence[AddItem]) -> list[AddResult]:
+        """Batch add (imports, benchmarks): validated up front, written all-or-nothing. Each item holds
+        ``tenant``, ``session``, ``agent``, ``content`` and any of :meth:`add_memory`'s fields."""
         if not isinstance(items, Sequence) or not all(isinstance(i, dict) for i in items):
             raise InvalidInputError("add_memories takes a list of objects.")
-        return self.writer.add_many(list(items))
+        return self._writer.add_many(list(items))
 
     @coded_graph_errors("deleting a memory")
     def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
@@ -267,15 +291,15 @@ class MemoryCore:
         parsed = parse_ref(ref)
         if parsed.kind != MEMORY:
             return False
-        with self.writer.lock:  # the row checked is the row deleted
-            attrs = self.graph.memory(tenant, parsed.id)
+        with self._writer.lock:  # the row checked is the row deleted
+            attrs = self._graph.memory(tenant, parsed.id)
             if attrs is None or not (operator or visible(attrs, viewer)):
                 return False
             if own_only:
                 check_own(attrs, viewer, "viewer")
             if attrs.locked:
                 raise LockedError(f"{parsed} is locked; unlock it before deleting it.", ref=str(parsed))
-            return self.writer.delete(tenant, parsed.id)
+            return self._writer.delete(tenant, parsed.id)
 
     # ---- reads -----------------------------------------------------------------------------
     @coded_graph_errors("reading recent turns")
@@ -285,7 +309,7 @@ class MemoryCore:
         """A session's turns newest first, paged by an opaque cursor over (timestamp, id)."""
         tenant = v.tenant(tenant)
         session = v.name(session, "session")  # type: ignore[assignment]
-        return self.reader.recent_turns(tenant, session, limit, cursor, viewer)
+        return self._reader.recent_turns(tenant, session, limit, cursor, viewer)
 
     @coded_graph_errors("reading memories")
     def get_contents(self, tenant: str, refs: Sequence[object], *, viewer: str | None = None) -> Contents:
@@ -295,19 +319,13 @@ class MemoryCore:
             raise InvalidInputError("'refs' must be a list of refs.", field="refs")
         if len(refs) > self.settings.recall.scan_window:
             raise InvalidInputError(f"At most {self.settings.recall.scan_window} refs per call.", field="refs")
-        return self.reader.get_contents(tenant, refs, viewer)
+        return self._reader.get_contents(tenant, refs, viewer)
 
     @coded_graph_errors("reading a memory")
     def check_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> CheckResult:
         """One memory with full content and its graph neighbours (author, session, adjacent), and
         its version chain (``neighbours["versions"]``, oldest first) when it has one."""
-        tenant = v.tenant(tenant)
-        result = self.reader.check(tenant, ref, viewer)
-        versions = self.versions.chain_summary(tenant, result.memory.id, viewer) if result.memory.type != "episode" \
-            else []
-        if len(versions) > 1:
-            result.neighbours["versions"] = versions
-        return result
+        return self._versions.check(v.tenant(tenant), ref, viewer)
 
     # ---- recall ----------------------------------------------------------------------------
     @coded_graph_errors("recalling")
@@ -323,8 +341,8 @@ class MemoryCore:
         (:mod:`memory_core.recall.collapse`), so ``limit`` counts distinct facts; ``collapse=False`` or
         ``deep`` return every copy.
         """
-        with self.graph.consistent_reads(tenant):  # one version check per request on PostgreSQL
-            return self.recaller.recall(RecallRequest(tenant, query, options))
+        with self._graph.consistent_reads(tenant):  # one version check per request on PostgreSQL
+            return self._recaller.recall(RecallRequest(tenant, query, options))
 
     @coded_graph_errors("recalling")
     def recall_with_context(self, tenant: str, query: str, context: Sequence[Mapping[str, Any]],
@@ -339,31 +357,23 @@ class MemoryCore:
                 raise InvalidInputError("Each context entry needs a string 'content'.", field="context")
             texts.append(entry["content"])
         recent = " ".join(texts[-4:])[-2000:]
-        with self.graph.consistent_reads(tenant):
-            return self.recaller.recall(RecallRequest(tenant, query, options, context_text=recent or None,
-                                                      held_context=[t for t in texts if normalize(t)]))
+        with self._graph.consistent_reads(tenant):
+            return self._recaller.recall(RecallRequest(tenant, query, options, context_text=recent or None,
+                                                       held_context=[t for t in texts if normalize(t)]))
 
     # ---- handoffs, summaries, recovery -----------------------------------------------------
     @coded_graph_errors("writing a handoff")
-    def create_handoff(
-        self, tenant: str, session: str, agent: str, content: str, *, project_id: str | None = None,
-        idempotency_key: str | None = None, visibility: str = "tenant", salience: float | None = None,
-        timestamp: datetime | str | None = None, role: str | None = None, channel: str | None = None,
-        source: Mapping[str, Any] | None = None, metadata: Mapping[str, Any] | None = None,
-        entities: Sequence[Mapping[str, Any]] | None = None, relations: Sequence[Mapping[str, Any]] | None = None,
-    ) -> AddResult:
-        """A handoff (salience 0.95 unless given) that SUPERSEDES the session's previous handoff."""
-        given = {"project_id": project_id, "idempotency_key": idempotency_key, "visibility": visibility,
-                 "salience": salience, "timestamp": timestamp, "role": role, "channel": channel, "source": source,
-                 "metadata": metadata, "entities": entities, "relations": relations}  # fmt: skip
-        return self.episodes.create_handoff(
-            tenant, session, agent, content, **{k: v for k, v in given.items() if v is not None}
-        )
+    def create_handoff(self, tenant: str, session: str, agent: str, content: str,
+                       **fields: Unpack[MemoryFields]) -> AddResult:
+        """A handoff (salience 0.95 unless given) that SUPERSEDES the session's previous handoff; the fields
+        are :meth:`add_memory`'s but the type (:class:`memory_core.write.request.MemoryFields`)."""
+        refuse_unknown(fields, MEMORY_FIELD_NAMES, "create_handoff")
+        return self._episodes.create_handoff(tenant, session, agent, content, fields)
 
     @coded_graph_errors("summarizing a session")
     def summarize_session(self, tenant: str, session: str) -> Episode:
         """The session's miniSummary as an EPISODE (``ep:`` ref); model or extractive fallback."""
-        return self.episodes.summarize_session(tenant, session)
+        return self._episodes.summarize_session(tenant, session)
 
     @coded_graph_errors("recovering a session")
     def recover_context(
@@ -374,4 +384,4 @@ class MemoryCore:
 
         ``store_summary=False`` (a read-only caller) writes nothing: a stale or missing summary is
         replaced by an extractive one that is not stored (``summary_error`` says so)."""
-        return self.episodes.recover_context(tenant, session, viewer, turns, budget_chars, store_summary)
+        return self._episodes.recover_context(tenant, session, viewer, turns, budget_chars, store_summary)

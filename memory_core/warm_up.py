@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from memory_core.embedding.local import Embedder
+from memory_core.embedding.api import Embedder
 from memory_core.errors import MemoryCoreError
 
 

@@ -41,8 +41,9 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from typer.testing import CliRunner
 
-from memory_core.settings.schema import BINDING_ENV, NON_SETTING_ENV, TEST_ENV_PREFIX, Settings, load_settings
-from memory_core.settings.sources import setting_variables
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
+from memory_core.settings.sources import BINDING_ENV, NON_SETTING_ENV, TEST_ENV_PREFIX, setting_variables
 from tests.support import settings_doc
 from tests.support.paths import ROOT
 from tools.cli.app import app

@@ -30,10 +30,18 @@ from dataclasses import dataclass
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from memory_core.errors import AgentMismatchError, ConfigError, TenantMismatchError, TenantRequiredError
-from memory_core.scopes import DEFAULT_SCOPE, Scope, parse_scope
-from memory_core.settings.schema import TokenBinding
-from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
+from memory_core import (
+    DEFAULT_SCOPE,
+    NAME_PATTERN,
+    TENANT_PATTERN,
+    AgentMismatchError,
+    ConfigError,
+    Scope,
+    TenantMismatchError,
+    TenantRequiredError,
+    TokenBinding,
+    parse_scope,
+)
 
 TENANT_CLAIM = "tenant"
 AGENT_CLAIM = "agent"

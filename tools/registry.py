@@ -28,7 +28,7 @@ from enum import StrEnum
 from importlib import import_module
 from typing import Any
 
-from memory_core.scopes import Scope
+from memory_core import Scope
 
 
 class Effect(StrEnum):
@@ -84,7 +84,7 @@ TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("query_recent_turns", _TOOLS, Effect.READ, Scope.READ),
     ToolSpec("check_memory", _TOOLS, Effect.READ, Scope.READ),
     ToolSpec("related", _RELATED, Effect.READ, Scope.READ),
-    ToolSpec("create_handoff", _TOOLS, Effect.WRITE, Scope.WRITE, authors=True),
+    ToolSpec("create_handoff", _TOOLS, Effect.WRITE, Scope.WRITE, authors=True, same_arguments_as="add_memory"),
     # write: the caller's own rows; admin: any row it can read (checked by the service, per row)
     ToolSpec("delete_memory", _TOOLS, Effect.DESTRUCTIVE, Scope.WRITE, idempotent=True),
     ToolSpec("update_memory", _VERSION, Effect.WRITE, Scope.WRITE, authors=True, same_arguments_as="add_memory"),

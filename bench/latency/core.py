@@ -127,7 +127,7 @@ def paging(path: Path, n: int, reps: int = 300) -> dict[str, Any]:
 def cold_open(path: Path) -> float:
     code = (
         "import time; t=time.perf_counter();"
-        "from memory_core import MemoryCore; from memory_core.settings.schema import load_settings;"
+        "from memory_core import MemoryCore; from memory_core.settings import load_settings;"
         "from bench.common import SyntheticEmbedder;"
         f"c=MemoryCore.open({str(path)!r}, settings=load_settings(environ={{}}), embedder=SyntheticEmbedder());"
         "print(time.perf_counter()-t); c.close()"

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_core.embedding.local import Embedder, shared_fastembed, shared_minilm
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import shared_fastembed, shared_minilm
 
 
 def cache_dir() -> Path:

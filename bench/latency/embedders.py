@@ -5,7 +5,7 @@
 Both load the same sha256-verified all-MiniLM-L6-v2 int8 files. ``hand-written`` is the runner as it
 was before fastembed (kept here only as the reference: our own tokenizer setup, dynamic padding by
 hand, text-by-text tokenization of small batches, masked mean pooling); ``fastembed`` is
-:class:`memory_core.embedding.MiniLMEmbedder`. Measured in alternating rounds so that the load of a
+:class:`memory_core.embedding.local.MiniLMEmbedder`. Measured in alternating rounds so that the load of a
 shared machine falls on both alike:
 
 - the largest difference of their vectors over the corpus (texts of 2 to ~200 tokens);

@@ -14,9 +14,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from graph.api import EntitySpec
+from graph.api import EntitySpec, MemoryRecord
 from graph.sqlite.db import GraphDB
 from graph.sqlite.store import SqliteGraphStore
 from memory_core.entities.service import DEFAULT_LIST
@@ -27,13 +26,14 @@ OLD_SQL = ("SELECT e.id, e.name, e.kind, e.created_us, count(*) AS n FROM entiti
            "ORDER BY n DESC, e.name, e.id LIMIT ?")
 
 
-def _row(i: int, agent: str, private: bool) -> dict[str, Any]:
+def _row(i: int, agent: str, private: bool) -> MemoryRecord:
     text = f"note {i}"
-    return {"id": i, "tenant": "acme", "session": f"s{i % 50}", "agent": agent, "type": "note", "role": None,
+    return MemoryRecord.from_row({
+            "id": i, "tenant": "acme", "session": f"s{i % 50}", "agent": agent, "type": "note", "role": None,
             "channel": None, "source": {}, "source_id": None, "project_id": None, "salience": 0.5,
             "visibility": "agent" if private else "tenant", "ts_us": 1_700_000_000_000_000 + i, "metadata": {},
             "content": text, "content_len": len(text), "content_hash": hashlib.sha256(text.encode()).hexdigest(),
-            "idempotency_key": None}
+            "idempotency_key": None})
 
 
 def build(path: Path, memories: int, per: int, entities: int) -> SqliteGraphStore:
@@ -71,7 +71,7 @@ def main() -> None:
         mentions = len(store.all_mentions("acme"))
 
         def old(limit: int) -> Callable[[], object]:
-            return lambda: store._all(OLD_SQL, ("bob", "acme", limit))
+            return lambda: store.entity_index.q.all(OLD_SQL, ("bob", "acme", limit))
 
         cases = {
             "old statement, every entity": old(-1),

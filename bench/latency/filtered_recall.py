@@ -78,8 +78,8 @@ def forced_where() -> Iterator[None]:
 def measure(core: Any, embedder: MixedEmbedder, queries: list[str], n: int) -> dict[str, Any]:
     embedder.bulk = False
     col = chroma_of(core)._client.get_collection(collection_name("mc", "bench"), embedding_function=None)
-    rare = [f"mem:{i}" for i in set(core.graph.field_ids("bench", "type", "decision", None))]
-    notes = [f"mem:{i}" for i in set(core.graph.field_ids("bench", "type", "note", None))]
+    rare = [f"mem:{i}" for i in set(core._graph.field_ids("bench", "type", "decision", None))]
+    notes = [f"mem:{i}" for i in set(core._graph.field_ids("bench", "type", "note", None))]
 
     def where(t: str) -> Any:
         return RecallFilters.build("bench", None, resolve_project(None, None, {}), type=t).chroma_where()

@@ -49,8 +49,9 @@ import httpx
 
 from bench.common import open_bench_core, percentiles, print_table, sentence, stage
 from memory_core import MemoryCore
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
-from memory_core.settings.schema import load_settings
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder, shared_minilm
+from memory_core.settings import load_settings
 from memory_core.write.group_commit import GroupCommit
 from tests.support.mcp_harness import http_client, running_http_server
 from tools.auth import hash_token

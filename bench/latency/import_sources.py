@@ -1,12 +1,17 @@
 """How fast a user moves in: ``import --from mcp-memory`` of a generated memory.json, and a rerun
-of it (which must write nothing), per memory written.
+of it (which must write nothing), per memory written; and how fast mem0 dumps are read.
 
     python -m bench.latency.import_sources [--entities 500] [--observations 8] [--minilm] [--json PATH]
+                                           [--dumps 5000,20000,100000]
 
 The graph has ``entities`` entities of five kinds, ``observations`` observations each and one relation
 per entity (to the next one). Embedded stores (SQLite + Chroma persistent); the hash embedder by
 default, so the numbers are the import's and the stores' work; ``--minilm`` embeds with the local
 model as a real move-in would.
+
+``--dumps N,N,…`` reads generated mem0 dumps of N memories (a ``get_all`` JSON, pretty-printed as
+``json.dump(..., indent=2)`` writes it, and the same memories as JSON Lines) with the mem0 reader
+alone: the time to turn the file into items, which must grow linearly with N.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, print_table, sentence, stage
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder, shared_minilm
 from memory_core.importers import import_source
 
 KINDS = ("person", "service", "team", "project", "location")
@@ -36,6 +42,38 @@ def memory_json(path: Path, entities: int, observations: int) -> None:
                                  "relationType": "depends_on"}) + "\n")
 
 
+def mem0_dump(path: Path, memories: int, *, lines: bool) -> None:
+    """``memories`` mem0 memories as ``get_all`` returns them: ``{"results": [...]}`` (or one a line)."""
+    records = [{"id": f"{i:08x}-0000-4000-8000-000000000000", "memory": sentence(i, words=12), "hash": f"{i:032x}",
+                "metadata": {"source": "bench"}, "created_at": "2026-02-20T08:15:30.123456-08:00",
+                "updated_at": None, "user_id": f"user{i % 7}"} for i in range(memories)]
+    with path.open("w", encoding="utf-8") as fh:
+        if lines:
+            fh.writelines(json.dumps(r) + "\n" for r in records)
+        else:
+            json.dump({"results": records}, fh, indent=2)
+
+
+def read_mem0(sizes: list[int]) -> list[list[Any]]:
+    """Seconds to read a mem0 dump of each size, as JSON and as JSON Lines (the reader alone)."""
+    from memory_core.importers import mem0
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            row: list[Any] = [n]
+            for lines in (False, True):
+                path = Path(tmp) / ("dump.jsonl" if lines else "dump.json")
+                mem0_dump(path, n, lines=lines)
+                with stage(f"read {n} mem0 memories ({'JSONL' if lines else 'JSON'})"):
+                    t0 = time.perf_counter()
+                    items = sum(1 for _ in mem0.read(path))
+                    row.append(round(time.perf_counter() - t0, 2))
+                assert items >= n, items
+            out.append(row)
+    return out
+
+
 def run(entities: int, observations: int, embedder: Embedder) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "memory.json"
@@ -44,15 +82,15 @@ def run(entities: int, observations: int, embedder: Embedder) -> dict[str, Any]:
         try:
             with stage("dry run"):
                 t0 = time.perf_counter()
-                dry = import_source(core, "mcp-memory", source, "bench", dry_run=True)
+                dry = import_source(core.operator_parts(), "mcp-memory", source, "bench", dry_run=True)
                 dry_s = time.perf_counter() - t0
             with stage(f"import {dry.written} memories"):
                 t0 = time.perf_counter()
-                first = import_source(core, "mcp-memory", source, "bench")
+                first = import_source(core.operator_parts(), "mcp-memory", source, "bench")
                 first_s = time.perf_counter() - t0
             with stage("rerun"):
                 t0 = time.perf_counter()
-                again = import_source(core, "mcp-memory", source, "bench")
+                again = import_source(core.operator_parts(), "mcp-memory", source, "bench")
                 again_s = time.perf_counter() - t0
             assert first.written == dry.written and again.written == 0 and again.skipped == first.written
         finally:
@@ -69,7 +107,14 @@ def main() -> None:
     parser.add_argument("--observations", type=int, default=8)
     parser.add_argument("--minilm", action="store_true", help="embed with the local model (default: hash embedder)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--dumps", help="read mem0 dumps of these sizes instead (comma-separated, e.g. 5000,20000)")
     args = parser.parse_args()
+    if args.dumps:
+        table = read_mem0([int(n) for n in args.dumps.split(",")])
+        print_table("mem0 reader (seconds)", ["memories", "JSON", "JSON Lines"], table)
+        if args.json:
+            args.json.write_text(json.dumps(table) + "\n", encoding="utf-8")
+        return
     embedder: Embedder = shared_minilm() if args.minilm else HashEmbedder()
     result = run(args.entities, args.observations, embedder)
     print_table("import --from mcp-memory", list(result), [list(result.values())])

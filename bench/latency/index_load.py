@@ -42,11 +42,11 @@ def run(store: Path, tenant: str, seconds: float, deadline: float | None, preloa
     embedder = MixedEmbedder()
     core = open_bench_core(store, embedder)
     if deadline is not None:
-        core.vectors.deadline_s = deadline  # type: ignore[attr-defined]
+        core._vectors.deadline_s = deadline  # type: ignore[attr-defined]
     embedder.bulk = False
     shared_minilm().warm_up()
     core.recall("index-load-nobody", "open the client", limit=1)  # Chroma open, no index loaded
-    out: dict[str, Any] = {"deadline_s": getattr(core.vectors, "deadline_s", None)}
+    out: dict[str, Any] = {"deadline_s": getattr(core._vectors, "deadline_s", None)}
     if preload:  # what a server does right after it starts (MemoryCore.warm_up_in_background)
         t = time.perf_counter()
         out["preloaded"] = core.preload_indexes([tenant])
@@ -79,7 +79,7 @@ def run(store: Path, tenant: str, seconds: float, deadline: float | None, preloa
     thread.join()
     out.update(first_recall=recall, adds=len(adds), adds_failed=sum(a["outcome"] != "ok" for a in adds),
                slowest_add_s=max((a["took_s"] for a in adds), default=0.0), add_log=adds,
-               wedged_after=vector_store_wedged(core.vectors))
+               wedged_after=vector_store_wedged(core._vectors))
     core.close()
     return out
 

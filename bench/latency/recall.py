@@ -62,7 +62,7 @@ def load(core: Any, start: int, stop: int, rng: np.random.Generator) -> None:
 
 def chroma_of(core: Any) -> ChromaVectorStore:
     """The Chroma store under the deadline and lazy-open wrappers (the baseline queries it raw)."""
-    store = core.vectors
+    store = core._vectors
     while not isinstance(store, ChromaVectorStore):
         store = store.inner if hasattr(store, "inner") else store.open()
     return store

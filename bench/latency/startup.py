@@ -41,7 +41,8 @@ from mcp.client.stdio import StdioServerParameters
 
 from bench.common import SyntheticEmbedder, open_bench_core, print_table, sentence, stage
 from memory_core.embedding.local import MiniLMEmbedder
-from tools.bridge.shared_server import ANNOUNCEMENT, is_alive, read_announcement
+from tools.bridge.locate import is_alive
+from tools.server_record import ANNOUNCEMENT, read_announcement
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
 GOALS = {"help": 0.3, "read command": 1.0, "tools/list": 1.5, "first call": 1.0}

@@ -28,7 +28,7 @@ from starlette.testclient import TestClient
 from bench.common import SyntheticEmbedder, print_table, sentence, stage
 from memory_core import MemoryCore
 from memory_core.operator.inspector import Inspector
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tools.auth import hash_token
 from tools.ui import standalone_app
 
@@ -67,13 +67,13 @@ def _server_ms(response: Any) -> float:
 def pages(core: MemoryCore, n: int) -> dict[str, str]:
     """The URL of each page, picked in the middle of the store."""
     mid = f"s{(n // SESSION) // 2 // 10 * 10}"  # a session with a handoff chain
-    inspector = Inspector(core)
+    inspector = Inspector(core.operator_parts())
     cursor = None
     for _ in range(4):  # a page 100 rows deep
         cursor = inspector.timeline("bench", mid, 25, cursor).next_cursor
     handoff = inspector.sessions("bench", 0, 100)
     chain_ref = next(s.latest_handoff for s in handoff.sessions if s.latest_handoff)
-    keys = list(core.graph.iter_newest("bench", mid))
+    keys = list(core._graph.iter_newest("bench", mid))
     turn_ref = f"mem:{keys[len(keys) // 2][1]}"
     return {
         "tenants": "/ui/",
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         where = args.data_dir or Path(tmp) / "data"
         core = MemoryCore.open(where, settings=settings, embedder=SyntheticEmbedder())
         try:
-            turns = core.graph.count("bench") - core.graph.count("bench") // (SESSION * 5) * 2
+            turns = core._graph.count("bench") - core._graph.count("bench") // (SESSION * 5) * 2
             loaded = turns if turns > 0 else 0  # rows a kept --data-dir already holds (handoffs are extra)
             for n in sizes:
                 if n < loaded:

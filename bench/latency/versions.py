@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, percentiles, print_table, sentence, stage, timed
-from memory_core.embedding.local import Embedder, HashEmbedder, shared_minilm
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder, shared_minilm
 
 
 def load(core: Any, tenant: str, rows: int) -> list[str]:
@@ -39,7 +40,7 @@ def run(rows: int, rounds: int, embedder: Embedder) -> dict[str, Any]:
                 for n, ref in enumerate(versioned[: rows // 3]):
                     head = core.update_memory("versioned", ref, content=sentence(rows + n)).added.ref
                     core.update_memory("versioned", head, content=sentence(2 * rows + n))
-            assert core.graph.count("plain") == core.graph.count("versioned") == rows
+            assert core._graph.count("plain") == core._graph.count("versioned") == rows
             add_s, update_s, lock_s = [], [], []
             with stage(f"{rounds} rounds of add / update / lock, interleaved"):
                 for i in range(rounds):

@@ -5,7 +5,7 @@
 Every LoCoMo conversation goes into one tenant (2,760 turns instead of ~550 a tenant), so the
 vector and lexical pools hold a small share of it and a day the question names is a hint that
 matters. Each question is recalled with the default preset and with the same preset less its
-dated branch (``dated_pool = 0``), side by side in one store; the scores are reported for every
+dated branch (``dated.pool = 0``), side by side in one store; the scores are reported for every
 question and for those naming a day ("on 11 December, 2023"), with recall's p50 on the latter.
 """
 
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data/locomo_dev.json"))
     args = parser.parse_args(argv)
-    presets.PRESETS["bench-no-dated"] = dataclasses.replace(presets.PRESETS["balanced"], dated_pool=0)
+    presets.PRESETS["bench-no-dated"] = presets.PRESETS["balanced"].tuned({"dated.pool": 0})
     conversations = load_locomo(args.data)
     rows = []
     with tempfile.TemporaryDirectory(prefix="dated-bench-") as tmp:

@@ -14,7 +14,7 @@ so only the first run pays for MiniLM.
 
 In the same run, on the same data and embedder:
 - ``vector``: the question's embedding against the very Chroma collection recall uses
-  (``core.vectors.query``), nearest first;
+  (``core._vectors.query``), nearest first;
 - ``bm25``: plain SQLite FTS5 (unicode61) over the turns, OR of every word of the question.
 """
 
@@ -73,8 +73,8 @@ def vector_ranker(core: MemoryCore, ref_to_sid: dict[str, str]) -> Ranker:
     """Baseline: raw Chroma nearest neighbours of the question's embedding."""
 
     def rank(qa: QAItem) -> list[str]:
-        embedding = core.embedder.embed([qa.question])[0]
-        hits = core.vectors.query(qa.tenant, embedding, DEPTH)
+        embedding = core._embedder.embed([qa.question])[0]
+        hits = core._vectors.query(qa.tenant, embedding, DEPTH)
         return [ref_to_sid[h.id] for h in hits if h.id in ref_to_sid]
 
     return rank

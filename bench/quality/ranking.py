@@ -39,8 +39,8 @@ class Bm25Baseline:
 
 def vector_rank(core: MemoryCore, tenant: str, query: str, ref_to_key: dict[str, str], depth: int) -> list[str]:
     """Raw Chroma nearest neighbours of the query's embedding, as keys."""
-    embedding = core.embedder.embed([query])[0]
-    hits = core.vectors.query(tenant, embedding, depth)
+    embedding = core._embedder.embed([query])[0]
+    hits = core._vectors.query(tenant, embedding, depth)
     return [ref_to_key[h.id] for h in hits if h.id in ref_to_key]
 
 

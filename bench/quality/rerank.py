@@ -7,7 +7,7 @@ Every workload is ingested once (LoCoMo: a tenant per conversation). Each LoCoMo
 recalled with every preset, the presets taking turns at going first, and each call is timed:
 the p50 and p95 columns are those calls, so the presets share the machine's noise. MADial
 (recall and recall_with_context) and the coding set are scored with every preset on the same
-store. ``--top`` adds the preset with other head sizes (``rerank_top``).
+store. ``--top`` adds the preset with other head sizes (``rerank.top``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     names = ["balanced", RERANK]
     for n in (int(x) for x in args.top.split(",") if x):
-        presets.PRESETS[f"{RERANK}-{n}"] = replace(presets.PRESETS[RERANK], rerank_top=n)
+        presets.PRESETS[f"{RERANK}-{n}"] = presets.PRESETS[RERANK].tuned({"rerank.top": n})
         names.append(f"{RERANK}-{n}")
     boards = {p: Scoreboard() for p in names}
     spent: dict[str, list[float]] = {p: [] for p in names}

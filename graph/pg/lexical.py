@@ -1,4 +1,5 @@
-"""Lexical search on PostgreSQL: BM25 over each memory's window, phrases over its own text.
+"""Lexical search on PostgreSQL (:class:`PgLexical`, the store's :class:`graph.api.LexicalSearch`): BM25
+over each memory's window, phrases over its own text.
 
 ``memories.tsv_win`` holds the memory's own text (weight A) and the previous shared memory
 of its session (weight B), GIN-indexed. The score is FTS5's ``bm25()``: k1 1.2, b 0.75, idf
@@ -29,8 +30,9 @@ from typing import Any
 
 from psycopg import Connection, sql
 
-from graph.api import LexicalHit, RowFilter
+from graph.api import LexicalHit, LexicalSearch, RowFilter
 from graph.pg.lexical_sample import SampledCounts
+from graph.pg.queries import PgQueries
 from graph.pg.rows import filter_sql
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -188,7 +190,7 @@ WHERE m.tsv_win @@ q.q AND {where} ORDER BY r DESC, m.id LIMIT %s
 """)
 
 
-def phrases(conn: Connection[Any], f: RowFilter, texts: Sequence[str], limit: int) -> list[LexicalHit]:
+def phrase_hits(conn: Connection[Any], f: RowFilter, texts: Sequence[str], limit: int) -> list[LexicalHit]:
     """Memories whose own text holds any of the phrases (word for word), by ts_rank_cd."""
     cleaned = list(dict.fromkeys(p for p in (words([t]) for t in texts) if p))
     if not cleaned or limit <= 0:
@@ -196,3 +198,46 @@ def phrases(conn: Connection[Any], f: RowFilter, texts: Sequence[str], limit: in
     where, args = filter_sql(f)
     found = conn.execute(_PHRASES.format(quoted=sql.SQL(_QUOTED_SQL), where=where), [cleaned, *args, limit])
     return [LexicalHit(int(i), float(r), float(r)) for i, r in found]
+
+
+class PgLexical(LexicalSearch):
+    """The store's searches (:class:`graph.api.LexicalSearch`): each reads the tenant's row count, length
+    sum and change clock with its search, on one pooled connection; common words of a big tenant are
+    estimated by :class:`SampledCounts`, kept per process."""
+
+    def __init__(self, q: PgQueries, min_rows: int = COMMON_MIN_ROWS) -> None:
+        self.q = q
+        self.min_rows = min_rows  # tenants above max(min_rows, COMMON_SHARE of rows) count their query terms
+        self.sampled = SampledCounts()  # tenants of 4x its sample_rows estimate common query words
+
+    @property
+    def sample_rows(self) -> int:
+        """A tenant of 4x as many rows estimates a common query word's count from this many newest rows."""
+        return self.sampled.sample_rows
+
+    @sample_rows.setter
+    def sample_rows(self, rows: int) -> None:
+        self.sampled.sample_rows = rows
+
+    def forget(self) -> None:
+        self.sampled.forget()
+
+    def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *,
+                       own: bool = False) -> list[LexicalHit]:
+        return self.q.run(lambda conn: self._window(conn, f, terms, limit, own), "lexical search")
+
+    def lexical_windows(self, f: RowFilter, terms: Sequence[str], limit: int) -> tuple[list[LexicalHit],
+                                                                                       list[LexicalHit]]:
+        return self.q.run(lambda conn: (self._window(conn, f, terms, limit, False),
+                                        self._window(conn, f, terms, limit, True)), "lexical search")
+
+    def _window(self, conn: Connection[Any], f: RowFilter, terms: Sequence[str], limit: int,
+                own: bool) -> list[LexicalHit]:
+        state = conn.execute("SELECT memories, lex_len_sum, changes FROM tenant_state WHERE tenant = %s",
+                             [f.tenant]).fetchone()
+        rows, len_sum, changes = (int(state[0]), int(state[1]), int(state[2])) if state else (0, 0, 0)
+        return window(conn, f, list(terms), limit, own=own, rows=rows, len_sum=len_sum, min_rows=self.min_rows,
+                      sampled=self.sampled, changes=changes)
+
+    def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
+        return self.q.run(lambda c: phrase_hits(c, f, list(phrases), limit), "lexical search")

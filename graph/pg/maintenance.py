@@ -10,8 +10,7 @@ checks live in :mod:`graph.pg.maintenance_lexical`.
 
 :meth:`disk_use`: ``database`` is ``pg_database_size(current_database())`` — every relation
 of the store's database with its indexes and TOAST, as the server stores it; ``wal`` is None
-(the write-ahead log is the server's, shared by all its databases). :meth:`relation_sizes`
-breaks the database figure down by table.
+(the write-ahead log is the server's, shared by all its databases).
 """
 
 from __future__ import annotations
@@ -24,9 +23,9 @@ import psycopg
 
 from graph import maintenance_checks as checks
 from graph.api import (
-    AGENT,
     EpisodeNode,
     JournalEntry,
+    MemoryRecord,
     ep_node,
     mem_node,
 )
@@ -39,14 +38,13 @@ from graph.maintenance_api import (
     LexicalState,
     MissingStructure,
     NodeRow,
-    StoredMemory,
-    TenantTotals,
     WindowState,
 )
 from graph.pg import counts
 from graph.pg import maintenance_lexical as lexical
+from graph.pg.journal import LeasedJournalEntry
 from graph.pg.rows import EPISODE_SELECT, NODE_COLUMNS, NODE_SELECT, episode_node, memory_node
-from graph.pg.store import LeasedJournalEntry, PostgresGraphStore
+from graph.pg.store import PostgresGraphStore
 from graph.pg.txn import PgTxn
 
 T = TypeVar("T")
@@ -57,9 +55,9 @@ _TABLES = ("memories", "nodes", "edges", "episodes", "journal", "meta", "tenant_
            "private_counts", "counts")
 
 
-def _stored(row: Sequence[Any]) -> StoredMemory:
+def _stored(row: Sequence[Any]) -> MemoryRecord:
     n = len(NODE_COLUMNS)
-    return StoredMemory(memory_node(row[:n]), str(row[n]), row[n + 1])
+    return MemoryRecord(memory_node(row[:n]), str(row[n]), row[n + 1])
 
 
 class PgMaintenance:
@@ -82,7 +80,7 @@ class PgMaintenance:
         union = " UNION ".join(f"SELECT tenant FROM {t}" for t in _TENANT_TABLES)
         return sorted(str(r[0]) for r in self._rows(union, [], "listing the tenants"))
 
-    def memory_rows(self, tenant: str, ids: Iterable[int] | None = None) -> list[StoredMemory]:
+    def memory_rows(self, tenant: str, ids: Iterable[int] | None = None) -> list[MemoryRecord]:
         base = f"SELECT {_ROW_SELECT} FROM memories m WHERE m.tenant = %s"
         if ids is None:
             rows = self._rows(f"{base} ORDER BY m.id", [tenant], "reading memory rows")
@@ -161,12 +159,10 @@ class PgMaintenance:
         return checks.stale_counts(kept, actual)
 
     def journal(self) -> list[JournalEntry]:
-        """Every pending entry, whatever replica owns it (with its owner and lease)."""
-        rows = self._rows("SELECT seq, op, tenant, item_id, created_us, owner, "
-                          "(extract(epoch FROM lease_until) * 1000000)::bigint FROM journal ORDER BY seq", [],
+        """Every pending entry, whatever replica owns it (with its owner)."""
+        rows = self._rows("SELECT seq, op, tenant, item_id, created_us, owner FROM journal ORDER BY seq", [],
                           "reading the journal")
-        return [LeasedJournalEntry(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), str(r[5]), int(r[6]))
-                for r in rows]
+        return [LeasedJournalEntry(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), str(r[5])) for r in rows]
 
     # ---- lexical indexes ----------------------------------------------------------------------
     def lexical_state(self, tenant: str) -> LexicalState:
@@ -251,23 +247,6 @@ class PgMaintenance:
         return self._write(body)
 
     # ---- operator views -----------------------------------------------------------------------
-    def tenant_totals(self, tenant: str) -> TenantTotals:
-        def read(conn: Conn) -> TenantTotals:
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                by_type = {str(t): int(n) for t, n in conn.execute(
-                    "SELECT type, count(*) FROM memories WHERE tenant = %s GROUP BY type ORDER BY type COLLATE \"C\"",
-                    [tenant])}
-                private, sessions = conn.execute(
-                    "SELECT count(*) FILTER (WHERE visibility = 'agent'), count(DISTINCT session) FROM memories "
-                    "WHERE tenant = %s", [tenant]).fetchone() or (0, 0)
-                agents = sorted({str(json.loads(a)["agent"]) for (a,) in conn.execute(
-                    "SELECT attrs FROM nodes WHERE tenant = %s AND kind = %s", [tenant, AGENT])})
-                episodes = conn.execute("SELECT count(*) FROM episodes WHERE tenant = %s", [tenant]).fetchone()
-            return TenantTotals(tenant, sum(by_type.values()), by_type, int(private), int(sessions), tuple(agents),
-                                int(episodes[0]) if episodes else 0)
-        return self._read(read, "counting a tenant's rows")
-
     def purge_rewritten(self, tenants: Iterable[str]) -> bool:
         """PostgreSQL keeps a rewritten row's old version until VACUUM reclaims it, which cannot run
         inside the pool's transactions: the operator runs ``VACUUM FULL memories, episodes`` (see
@@ -277,12 +256,6 @@ class PgMaintenance:
     def disk_use(self) -> DiskUse:
         size = self._rows("SELECT pg_database_size(current_database())", [], "measuring the graph store")
         return DiskUse(int(size[0][0]), None)
-
-    def relation_sizes(self) -> dict[str, int]:
-        """Bytes per table of the store, with its indexes and TOAST (``pg_total_relation_size``)."""
-        rows = self._rows("SELECT t, pg_total_relation_size(to_regclass(t)) FROM unnest(%s::text[]) t "
-                          "WHERE to_regclass(t) IS NOT NULL", [list(_TABLES)], "measuring the graph store")
-        return {str(t): int(n) for t, n in rows}
 
     def content_chars(self) -> dict[str, int]:
         rows = self._rows("SELECT tenant, sum(content_len) FROM memories GROUP BY tenant", [],

@@ -10,20 +10,16 @@ from typing import Any
 
 from psycopg import Cursor, sql
 
-from graph.api import INDEXED_FIELDS, EpisodeNode, MemoryNode, RowFilter
+from graph.api import INDEXED_FIELDS, MEMORY_NODE_COLUMNS, EpisodeNode, MemoryNode, MemoryRecord, RowFilter
 
-MEMORY_COLUMNS = (
-    "id", "tenant", "session", "agent", "type", "role", "channel", "source", "source_id", "project_id",
-    "salience", "visibility", "ts_us", "metadata", "content", "content_len", "content_hash", "idempotency_key",
-    "supersedes_id", "valid_to_us", "locked",
-)
-NODE_COLUMNS = tuple(c for c in MEMORY_COLUMNS if c not in ("content", "idempotency_key"))
+NODE_COLUMNS = MEMORY_NODE_COLUMNS
 EPISODE_COLUMNS = (
     "id", "tenant", "session", "summary", "summary_source", "summary_error", "first_id", "last_id",
     "turn_count", "last_ts_us", "handoff_id", "created_us", "updated_us",
 )
 NODE_SELECT = ", ".join(f"m.{c}" for c in NODE_COLUMNS)
 EPISODE_SELECT = ", ".join(EPISODE_COLUMNS)
+_SOURCE, _METADATA = NODE_COLUMNS.index("source"), NODE_COLUMNS.index("metadata")
 
 
 def scalar(cur: Cursor[Any]) -> Any:
@@ -52,13 +48,13 @@ def episode_node(row: Sequence[Any]) -> EpisodeNode:
     return EpisodeNode(**dict(zip(EPISODE_COLUMNS, row, strict=True)))
 
 
-def memory_values(row: Mapping[str, Any]) -> list[Any]:
-    """The insert values of a memory row dict (source and metadata as JSON text, key order kept)."""
-    values = [row.get(c) for c in MEMORY_COLUMNS]
-    values[MEMORY_COLUMNS.index("locked")] = bool(row.get("locked"))
-    for name in ("source", "metadata"):
-        values[MEMORY_COLUMNS.index(name)] = json.dumps(dict(row[name]), ensure_ascii=False)
-    return values
+def memory_values(record: MemoryRecord) -> list[Any]:
+    """The values of :data:`graph.api.MEMORY_COLUMNS` for an INSERT (source and metadata as JSON text)."""
+    node = record.node
+    values: list[Any] = [getattr(node, c) for c in NODE_COLUMNS]
+    values[_SOURCE] = json.dumps(dict(node.source), ensure_ascii=False)
+    values[_METADATA] = json.dumps(dict(node.metadata), ensure_ascii=False)
+    return [*values, record.content, record.idempotency_key]
 
 
 def check_field(field: str) -> sql.Identifier:

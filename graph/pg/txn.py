@@ -3,7 +3,7 @@
 Every write also keeps, in the same transaction:
 - the lexical window: a memory's ``prev`` is the text of the previous *shared* memory of its
   session by (ts_us, id); an insert or delete in the middle re-points the next row, exactly as
-  ``graph/store.py`` keeps ``ftw_*``. Writes of one session are serialized by an advisory lock
+  ``graph/sqlite/txn.py`` keeps ``ftw_*``. Writes of one session are serialized by an advisory lock
   so two replicas never compute a window from each other's uncommitted rows;
 - the counts (per tenant, per session, private rows per author, and the scoped counts of
   :mod:`graph.pg.counts`: type, agent, channel, channel sessions, UTC days), applied at commit as
@@ -24,6 +24,7 @@ from graph.api import (
     AGENT,
     AUTHORED_BY,
     IN_SESSION,
+    MEMORY_COLUMNS,
     MEMORY_STATE_FIELDS,
     REWRITE_FIELDS,
     SESSION,
@@ -31,6 +32,7 @@ from graph.api import (
     EntityRecord,
     EntityRelation,
     EntitySpec,
+    MemoryRecord,
     RelationSpec,
     agent_node,
     entity_norm,
@@ -39,11 +41,11 @@ from graph.api import (
 )
 from graph.entity_link import Writer, link, seen_by
 from graph.entity_values import private_key
+from graph.keys import SEP, count_keys, mention_key
 from graph.pg import counts
-from graph.pg.counts import mention_key
 from graph.pg.entities import COUNTED, KEYS_SQL, held_keys, id_list
 from graph.pg.migrations import LATEST, newer_store
-from graph.pg.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, memory_values
+from graph.pg.rows import EPISODE_COLUMNS, memory_values
 
 # one round trip: the row with its window (the previous shared memory of the session) and the
 # id of the row after it, whose window must now start at this one
@@ -126,13 +128,14 @@ class PgTxn:
     def clear_journal_seqs(self, seqs: Iterable[int]) -> None:
         self._x("DELETE FROM journal WHERE seq = ANY(%s::bigint[])", [list(seqs)])
 
-    def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    def lock_memories(self, rows: Sequence[MemoryRecord]) -> None:
         """Take the advisory locks that writing ``rows`` needs, all at once and in one global order: per
         (tenant, session), its duplicate locks (by content hash), then its window lock — the order a
         single memory's own write takes them in. Two replicas writing batches over the same sessions
         then never wait on each other in a cycle (PostgreSQL broke such a deadlock by failing a batch)."""
-        keys = sorted({(r["tenant"], r["session"], 0, r["content_hash"]) for r in rows}
-                      | {(r["tenant"], r["session"], 1, "") for r in rows})
+        nodes = [r.node for r in rows]
+        keys = sorted({(n.tenant, n.session, 0, n.content_hash) for n in nodes}
+                      | {(n.tenant, n.session, 1, "") for n in nodes})
         for tenant, session, window, content_hash in keys:
             if window:
                 self._lock_session(tenant, session)
@@ -143,17 +146,18 @@ class PgTxn:
         self._x("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 [f"dup\x1f{tenant}\x1f{session}\x1f{content_hash}"])
 
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
+    def duplicate_of(self, row: MemoryRecord, window_us: int, corrects: int | None = None) -> int | None:
         """The newest same-content memory of the session within the window that the writer can read.
         An advisory lock on (tenant, session, hash) makes concurrent replicas see each other's add."""
-        self._lock_duplicates(row["tenant"], row["session"], row["content_hash"])
+        n = row.node
+        self._lock_duplicates(n.tenant, n.session, n.content_hash)
         found = self._x(
             "SELECT id FROM memories WHERE tenant = %s AND session = %s AND content_hash = %s "
             "AND ts_us BETWEEN %s AND %s AND (visibility <> 'agent' OR agent = %s) "
             "AND valid_to_us IS NULL AND id IS DISTINCT FROM %s "
             "ORDER BY ts_us DESC, id DESC LIMIT 1",
-            [row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"], corrects]).fetchone()
+            [n.tenant, n.session, n.content_hash, n.ts_us - window_us, n.ts_us + window_us, n.agent,
+             corrects]).fetchone()
         return None if found is None else int(found[0])
 
     # ---- memories -----------------------------------------------------------------------------
@@ -169,26 +173,21 @@ class PgTxn:
         if delta is not None:
             self._count(tenant, lex_len_sum=int(delta[0]))
 
-    def write_memory(self, row: Mapping[str, Any]) -> None:
+    def write_memory(self, row: MemoryRecord) -> None:
         """The memory row with its window, AGENT/SESSION nodes, both edges and its counters."""
-        tenant, session = row["tenant"], row["session"]
+        n = row.node
+        tenant, session = n.tenant, n.session
         self._lock_session(tenant, session)
-        where = [tenant, session, int(row["ts_us"]), int(row["id"])]
+        where = [tenant, session, n.ts_us, n.id]
         lex_len, nxt = self._x(_INSERT_MEMORY, [*memory_values(row), *where, *where]).fetchone()
         if nxt is not None:  # an out-of-order insert: the next row's window now starts here
-            self._repoint(tenant, int(nxt), row["content"] if row["visibility"] == "tenant" else "")
-        a_node, s_node, m_node = agent_node(tenant, row["agent"]), session_node(tenant, session), mem_node(row["id"])
-        self._x(_GRAPH, [a_node, AGENT, tenant, json.dumps({"agent": row["agent"]}, ensure_ascii=False),
+            self._repoint(tenant, int(nxt), row.content if n.visibility == "tenant" else "")
+        a_node, s_node, m_node = agent_node(tenant, n.agent), session_node(tenant, session), mem_node(n.id)
+        self._x(_GRAPH, [a_node, AGENT, tenant, json.dumps({"agent": n.agent}, ensure_ascii=False),
                          s_node, SESSION, tenant, json.dumps({"session": session}, ensure_ascii=False),
                          m_node, a_node, AUTHORED_BY, tenant, m_node, s_node, IN_SESSION, tenant])
-        self._tenants[tenant] += 1
-        turn = row["type"] == "turn"
-        self._count(tenant, memories=1, non_turn=0 if turn else 1, lex_len_sum=int(lex_len), changes=1)
-        self._session[(tenant, session, "memories")] += 1
-        self._session[(tenant, session, "turns")] += 1 if turn else 0
-        if row["visibility"] == "agent":
-            self._private[(tenant, session, row["agent"])] += 1
-        self._scoped.update({(tenant, scope, key): 1 for scope, key in counts.scoped_keys(row)})
+        self._count(tenant, lex_len_sum=int(lex_len), changes=1)
+        self._count_memory(tenant, count_keys(session, n.type, n.agent, n.channel, n.visibility, n.ts_us), 1)
 
     def erase_memory(self, tenant: str, mem_id: int) -> bool:
         """Delete the memory, its edges and its window (the next row is re-pointed); AGENT/SESSION
@@ -210,15 +209,8 @@ class PgTxn:
         node = mem_node(mem_id)
         self._x("DELETE FROM edges WHERE src = %s OR dst = %s", [node, node])
         self.erase_entity_rows(mem_id)
-        turn = type_ == "turn"
-        self._count(tenant, memories=-1, non_turn=0 if turn else -1, lex_len_sum=-int(lex_len), changes=1)
-        self._session[(tenant, session, "memories")] -= 1
-        self._session[(tenant, session, "turns")] -= 1 if turn else 0
-        if visibility == "agent":
-            self._private[(tenant, session, str(agent))] -= 1
-        gone_row = {"type": type_, "agent": agent, "ts_us": ts_us, "channel": channel, "visibility": visibility,
-                    "session": session}
-        self._scoped.subtract({(tenant, scope, key): 1 for scope, key in counts.scoped_keys(gone_row)})
+        self._count(tenant, lex_len_sum=-int(lex_len), changes=1)
+        self._count_memory(tenant, count_keys(session, type_, agent, channel, visibility, int(ts_us)), -1)
         return True
 
     def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
@@ -276,13 +268,7 @@ class PgTxn:
                 self._repoint(tenant, int(nxt[0]), str(new))
         return True
 
-    # ---- nodes, edges, episodes, meta -----------------------------------------------------------
-    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
-        self._x("INSERT INTO nodes (node_id, kind, tenant, attrs) VALUES (%s, %s, %s, %s) ON CONFLICT (node_id) "
-                "DO UPDATE SET kind = excluded.kind, attrs = excluded.attrs WHERE nodes.tenant = excluded.tenant",
-                [node_id, kind, tenant, json.dumps(dict(attrs), ensure_ascii=False)])
-        self._tenants[tenant] += 1
-
+    # ---- edges, episodes, meta -----------------------------------------------------------
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None:
         self._x("INSERT INTO edges (src, dst, kind, tenant) VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 [src, dst, kind, tenant])
@@ -330,6 +316,20 @@ class PgTxn:
     def _count(self, tenant: str, **deltas: int) -> None:
         self._tenants[tenant] += 1
         self._tenant.setdefault(tenant, Counter()).update(deltas)
+
+    def _count_memory(self, tenant: str, keys: list[tuple[str, str]], sign: int) -> None:
+        """One memory written (+1) or erased (-1): each of its keys (graph.keys.count_keys) moves, in the
+        table that keeps its scope (graph.pg.counts)."""
+        for scope, key in keys:
+            if scope in counts.TENANT_STATE:
+                self._count(tenant, **{counts.TENANT_STATE[scope]: sign})
+            elif scope in counts.SESSION_COUNTS:
+                self._session[(tenant, key, counts.SESSION_COUNTS[scope])] += sign
+            elif scope == counts.PRIVATE_COUNTS:
+                session, agent = key.split(SEP, 1)
+                self._private[(tenant, session, agent)] += sign
+            else:
+                self._scoped[(tenant, scope, key)] += sign
 
     def finish(self) -> None:
         """Apply the counter deltas and bump each touched tenant's version (sorted: no lock-order

@@ -20,9 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from graph.errors import SchemaVersionError
-from graph.keys import DAY_US
 from graph.sqlite.migrations import (
-    COUNT_SCOPES_SQL,
     MIGRATIONS,
     SCHEMA_V1,
     SCHEMA_VERSION,
@@ -30,9 +28,7 @@ from graph.sqlite.migrations import (
 )
 from graph.sqlite.readers import ReaderPool
 
-# re-exported: the graph's SQLite modules and the tests read them from here
-__all__ = ["COUNT_SCOPES_SQL", "DAY_US", "FTS_TOKENIZE", "SCHEMA_VERSION", "WINDOW_ROWS_SQL", "GraphDB",
-           "SchemaVersionError", "fts_table_name", "window_table_name"]
+__all__ = ["FTS_TOKENIZE", "WINDOW_ROWS_SQL", "GraphDB", "fts_table_name", "window_table_name"]
 
 
 def fts_table_name(tenant: str) -> str:
@@ -50,7 +46,7 @@ FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # (visibility 'tenant'; a private predecessor contributes nothing). Questions are often
 # answered in the reply to the turn that carries the topic, so BM25 over the pair finds it.
 # This is the exact expected content of every window table: writes keep it (see
-# graph.store), rebuilds and checks use this query.
+# graph.sqlite.txn), rebuilds and checks use this query.
 WINDOW_ROWS_SQL = """
 SELECT id, content, coalesce(lag(CASE WHEN visibility = 'tenant' THEN content ELSE '' END)
        OVER (PARTITION BY session ORDER BY ts_us, id), '') AS prev
@@ -215,12 +211,6 @@ class GraphDB:
         self.window_table(cur, tenant, create=True)
         cur.execute(f"INSERT INTO {name} (rowid, content, prev) {WINDOW_ROWS_SQL}", (tenant,))
         return name
-
-    def window_counts(self) -> dict[str, int]:
-        """Documents per tenant's window table."""
-        with self.lock:
-            return {t: int(self._conn.execute(f"SELECT count(*) FROM {window_table_name(t)}_docsize").fetchone()[0])
-                    for t in sorted(self._windows_known)}
 
     def _migrate_windows(self) -> None:
         """Stores written before window tables existed get them built once, at open."""

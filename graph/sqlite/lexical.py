@@ -1,4 +1,5 @@
-"""BM25 and phrase search in one tenant's FTS5 tables, with row filters inside the SQL.
+"""The SQLite store's :class:`graph.api.LexicalSearch`: BM25 and phrase search in one tenant's FTS5
+tables, with row filters inside the SQL.
 
 ``ftw_*`` holds each memory's window (its text and the previous shared memory of its
 session), ``fts_*`` its own text. Terms reach FTS5 only double-quoted: operators such as
@@ -22,12 +23,16 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from graph.api import LexicalHit, RowFilter
+from graph.api import LexicalHit, LexicalSearch, RowFilter
 from graph.node_cache import LRU
 from graph.sqlite.db import GraphDB
+from graph.sqlite.errors import sqlite_errors
+
+if TYPE_CHECKING:
+    from graph.sqlite.txn import Effects
 
 COMMON_MIN_ROWS = 2000
 COMMON_SHARE = 0.05
@@ -59,42 +64,54 @@ def sql_where(f: RowFilter) -> tuple[str, list[Any]]:
     return " AND ".join(parts), args
 
 
-class SqliteLexical:
-    """The searches of one store; ``changes(tenant)`` counts the tenant's memory writes and erasures."""
+class SqliteLexical(LexicalSearch):
+    """The store's searches (:class:`graph.api.LexicalSearch`). It counts each tenant's memory writes and
+    erasures in this process (the clock of the kept estimates) as the store tells it its commits."""
 
-    def __init__(self, db: GraphDB, changes: Callable[[str], int], min_rows: int = COMMON_MIN_ROWS,
-                 sample_rows: int = SAMPLE_ROWS) -> None:
+    def __init__(self, db: GraphDB, min_rows: int = COMMON_MIN_ROWS, sample_rows: int = SAMPLE_ROWS) -> None:
         self.db = db
-        self.changes = changes
         self.min_rows = min_rows  # tenants above max(min_rows, COMMON_SHARE of rows) count their query terms
         self.sample_rows = sample_rows  # tenants of 4x as many rows estimate common terms from their newest rows
+        self._changes: dict[str, int] = {}  # tenant -> memories written or erased in this process
         self._probes: LRU[tuple[str, str, int], tuple[int, int]] = LRU(PROBES_KEPT)
         self._samples: LRU[str, tuple[int, int, int]] = LRU(PROBES_KEPT)  # table -> (first rowid, rows, changes)
+
+    def committed(self, fx: Effects) -> None:
+        for tenant, _mem_id in fx.erased:
+            self._changes[tenant] = self._changes.get(tenant, 0) + 1
+        for node in fx.written:
+            self._changes[node.tenant] = self._changes.get(node.tenant, 0) + 1
 
     def forget(self) -> None:
         self._probes.clear()
         self._samples.clear()
 
-    def window(self, f: RowFilter, terms: list[str], limit: int, *, own: bool) -> list[LexicalHit]:
-        return self._search(self.db.window_table(None, f.tenant, create=False), f, terms, limit, window=True, own=own)
+    def lexical_window(self, f: RowFilter, terms: Sequence[str], limit: int, *, own: bool = False) -> list[LexicalHit]:
+        with sqlite_errors():  # on a snapshot of its own, beside the writer (graph.sqlite.readers)
+            return self._search(self.db.window_table(None, f.tenant, create=False), f, list(terms), limit,
+                                window=True, own=own)
 
-    def windows(self, f: RowFilter, terms: list[str], limit: int) -> tuple[list[LexicalHit], list[LexicalHit]]:
-        """``window(own=False)`` and ``window(own=True)`` from one search: each matched row is scored
+    def lexical_windows(self, f: RowFilter, terms: Sequence[str], limit: int) -> tuple[list[LexicalHit],
+                                                                                       list[LexicalHit]]:
+        """``lexical_window(own=False)`` and ``(own=True)`` from one search: each matched row is scored
         once with both bm25() weightings, then ranked twice (half the FTS5 work of two searches)."""
-        both = self._search(self.db.window_table(None, f.tenant, create=False), f, terms, limit, window=True,
-                            own=None)
+        with sqlite_errors():
+            both = self._search(self.db.window_table(None, f.tenant, create=False), f, list(terms), limit,
+                                window=True, own=None)
         return (sorted(both, key=lambda h: (-h.score, h.id))[:limit],
                 sorted(both, key=lambda h: (-h.turn, h.id))[:limit])
 
-    def phrases(self, f: RowFilter, phrases: list[str], limit: int) -> list[LexicalHit]:
-        return self._search(self.db.fts_table(None, f.tenant, create=False), f, phrases, limit, window=False)
+    def lexical_phrases(self, f: RowFilter, phrases: Sequence[str], limit: int) -> list[LexicalHit]:
+        with sqlite_errors():
+            return self._search(self.db.fts_table(None, f.tenant, create=False), f, list(phrases), limit,
+                                window=False)
 
     def _search(self, table: str | None, f: RowFilter, terms: list[str], limit: int, window: bool,
                 own: bool | None = False) -> list[LexicalHit]:
         """On a snapshot of the pool (:mod:`graph.sqlite.readers`): no lock shared with the writer."""
         if table is None or not terms or limit <= 0:
             return []
-        changes = self.changes(f.tenant)  # before the snapshot: its counts hold at least these changes
+        changes = self._changes.get(f.tenant, 0)  # before the snapshot: its counts hold at least these changes
         with self.db.readers.snapshot() as conn:
             present = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
             if present.fetchone() is None:

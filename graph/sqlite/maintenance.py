@@ -14,10 +14,10 @@ from typing import Any
 
 from graph import maintenance_checks as checks
 from graph.api import (
-    AGENT,
+    MEMORY_COLUMNS,
     EpisodeNode,
     JournalEntry,
-    MemoryNode,
+    MemoryRecord,
 )
 from graph.maintenance_api import (
     DanglingEdge,
@@ -27,31 +27,23 @@ from graph.maintenance_api import (
     LexicalState,
     MissingStructure,
     NodeRow,
-    StoredMemory,
-    TenantTotals,
     WindowState,
 )
 from graph.sqlite import maintenance_lexical as lexical
-from graph.sqlite.db import COUNT_SCOPES_SQL, GraphDB
+from graph.sqlite.db import GraphDB
 from graph.sqlite.errors import store_errors
+from graph.sqlite.migrations import COUNT_SCOPES_SQL
+from graph.sqlite.rows import EPISODE_COLUMNS, NODE_COLUMNS, node_from_row
 
 CHUNK = 500  # ids per IN (...) list, below SQLite's variable limit
 
-_NODE_COLUMNS = ("id", "tenant", "session", "agent", "type", "role", "channel", "source", "source_id", "project_id",
-                 "salience", "visibility", "ts_us", "metadata", "content_len", "content_hash", "supersedes_id",
-                 "valid_to_us", "locked")
-_ROW_COLUMNS = ", ".join((*_NODE_COLUMNS, "content", "idempotency_key"))
-_EPISODE_COLUMNS = ("id", "tenant", "session", "summary", "summary_source", "summary_error", "first_id", "last_id",
-                    "turn_count", "last_ts_us", "handoff_id", "created_us", "updated_us")
+_ROW_COLUMNS = ", ".join(MEMORY_COLUMNS)  # the node's columns first, as node_from_row reads them
 _TENANT_TABLES = ("memories", "fts_tables", "nodes", "edges", "episodes", "journal")
 
 
-def _stored(row: Sequence[Any]) -> StoredMemory:
-    attrs = dict(zip(_NODE_COLUMNS, row[: len(_NODE_COLUMNS)], strict=True))
-    attrs["source"], attrs["metadata"] = json.loads(attrs["source"]), json.loads(attrs["metadata"])
-    attrs["locked"] = bool(attrs["locked"])
-    content, key = row[len(_NODE_COLUMNS):]
-    return StoredMemory(MemoryNode(**attrs), str(content), key)
+def _stored(row: Sequence[Any]) -> MemoryRecord:
+    n = len(NODE_COLUMNS)
+    return MemoryRecord(node_from_row(tuple(row[:n])), str(row[n]), row[n + 1])
 
 
 def _chunks(ids: Iterable[int]) -> Iterator[list[int]]:
@@ -72,13 +64,13 @@ class SqliteMaintenance:
         with store_errors("listing the tenants"), self.db.lock:
             return sorted(str(r[0]) for r in self.db.conn.execute(union))
 
-    def memory_rows(self, tenant: str, ids: Iterable[int] | None = None) -> list[StoredMemory]:
+    def memory_rows(self, tenant: str, ids: Iterable[int] | None = None) -> list[MemoryRecord]:
         base = f"SELECT {_ROW_COLUMNS} FROM memories WHERE tenant = ?"
         with store_errors("reading memory rows"), self.db.lock:
             conn = self.db.conn
             if ids is None:
                 return [_stored(r) for r in conn.execute(f"{base} ORDER BY id", (tenant,))]
-            rows: list[StoredMemory] = []
+            rows: list[MemoryRecord] = []
             for chunk in _chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 rows += [_stored(r) for r in conn.execute(f"{base} AND id IN ({marks}) ORDER BY id",
@@ -144,10 +136,10 @@ class SqliteMaintenance:
                 "SELECT id FROM episodes WHERE tenant = ? ORDER BY id", (tenant,))]
 
     def episodes(self, tenant: str) -> list[EpisodeNode]:
-        cols = ", ".join(_EPISODE_COLUMNS)
+        cols = ", ".join(EPISODE_COLUMNS)
         with store_errors("reading episodes"), self.db.lock:
             rows = self.db.conn.execute(f"SELECT {cols} FROM episodes WHERE tenant = ? ORDER BY id", (tenant,))
-            return [EpisodeNode(**dict(zip(_EPISODE_COLUMNS, r, strict=True))) for r in rows]
+            return [EpisodeNode(**dict(zip(EPISODE_COLUMNS, r, strict=True))) for r in rows]
 
     def stale_counts(self) -> dict[str, list[str]]:
         with store_errors("checking the graph's counts"), self.db.lock:
@@ -236,20 +228,6 @@ class SqliteMaintenance:
         return removed
 
     # ---- operator views -----------------------------------------------------------------------
-    def tenant_totals(self, tenant: str) -> TenantTotals:
-        with store_errors("counting a tenant's rows"), self.db.lock:
-            conn = self.db.conn
-            by_type = {str(t): int(n) for t, n in conn.execute(
-                "SELECT type, count(*) FROM memories WHERE tenant = ? GROUP BY type ORDER BY type", (tenant,))}
-            private, sessions = conn.execute(
-                "SELECT count(*) FILTER (WHERE visibility = 'agent'), count(DISTINCT session) FROM memories "
-                "WHERE tenant = ?", (tenant,)).fetchone()
-            agents = sorted({str(json.loads(a)["agent"]) for (a,) in conn.execute(
-                "SELECT attrs FROM nodes WHERE tenant = ? AND kind = ?", (tenant, AGENT))})
-            episodes = conn.execute("SELECT count(*) FROM episodes WHERE tenant = ?", (tenant,)).fetchone()[0]
-        return TenantTotals(tenant, sum(by_type.values()), by_type, int(private), int(sessions), tuple(agents),
-                            int(episodes))
-
     def disk_use(self) -> DiskUse:
         path = self.db.path
         wal = path.with_name(path.name + "-wal")

@@ -1,20 +1,16 @@
-"""Rows of the graph's tables as the seam's frozen values."""
+"""Rows of the graph's tables as the seam's frozen values, and a memory record as the values of its row."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from graph.api import EpisodeNode, MemoryNode
+from graph.api import MEMORY_NODE_COLUMNS, EpisodeNode, MemoryNode, MemoryRecord
 
-MEMORY_COLUMNS = (
-    "id", "tenant", "session", "agent", "type", "role", "channel", "source", "source_id", "project_id",
-    "salience", "visibility", "ts_us", "metadata", "content", "content_len", "content_hash", "idempotency_key",
-    "supersedes_id", "valid_to_us", "locked",
-)
-NODE_COLUMNS = tuple(c for c in MEMORY_COLUMNS if c not in ("content", "idempotency_key"))
+NODE_COLUMNS = MEMORY_NODE_COLUMNS  # in MemoryNode's order: node_from_row reads a tuple positionally
 NODE_SELECT = ", ".join(NODE_COLUMNS)
 EPISODE_COLUMNS = (
     "id", "tenant", "session", "summary", "summary_source", "summary_error", "first_id", "last_id",
@@ -51,6 +47,21 @@ def node_from_row(row: Mapping[str, Any] | tuple[Any, ...]) -> MemoryNode:
     named["metadata"] = _frozen(named["metadata"])
     named["locked"] = bool(named["locked"])
     return MemoryNode(**named)
+
+
+def memory_values(record: MemoryRecord) -> list[Any]:
+    """The values of :data:`graph.api.MEMORY_COLUMNS` for an INSERT: source and metadata as JSON text, locked as 0/1."""
+    node = record.node
+    values: list[Any] = [getattr(node, c) for c in NODE_COLUMNS]
+    values[_SOURCE] = json.dumps(dict(node.source), ensure_ascii=False)
+    values[_METADATA] = json.dumps(dict(node.metadata), ensure_ascii=False)
+    values[_LOCKED] = int(node.locked)
+    return [*values, record.content, record.idempotency_key]
+
+
+def cached_node(node: MemoryNode) -> MemoryNode:
+    """``node`` as the reads build it (read-only source and metadata): what the store's caches keep."""
+    return replace(node, source=_frozen(node.source), metadata=_frozen(node.metadata))
 
 
 def episode_from_row(row: tuple[Any, ...] | Mapping[str, Any]) -> EpisodeNode:

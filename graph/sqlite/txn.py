@@ -18,6 +18,7 @@ from graph.api import (
     AGENT,
     AUTHORED_BY,
     IN_SESSION,
+    MEMORY_COLUMNS,
     MEMORY_STATE_FIELDS,
     REWRITE_FIELDS,
     SESSION,
@@ -26,6 +27,7 @@ from graph.api import (
     EntityRelation,
     EntitySpec,
     MemoryNode,
+    MemoryRecord,
     RelationSpec,
     agent_node,
     entity_norm,
@@ -36,9 +38,12 @@ from graph.api import (
 from graph.entity_link import Writer, link, seen_by
 from graph.entity_values import private_key
 from graph.keys import count_keys
-from graph.sqlite.db import COUNT_SCOPES_SQL, GraphDB
+from graph.sqlite.db import GraphDB
 from graph.sqlite.entities import lookup_keys_with, qmarks
-from graph.sqlite.rows import EPISODE_COLUMNS, MEMORY_COLUMNS, NODE_SELECT, node_from_row
+from graph.sqlite.migrations import COUNT_SCOPES_SQL
+from graph.sqlite.rows import EPISODE_COLUMNS, NODE_SELECT, cached_node, memory_values, node_from_row
+
+_INSERT_MEMORY = f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)}) VALUES ({', '.join('?' * len(MEMORY_COLUMNS))})"
 
 
 @dataclass
@@ -50,7 +55,6 @@ class Effects:
     sessions: set[tuple[str, str]] = field(default_factory=set)  # (tenant, session) of the erased memories
     agents: list[tuple[str, str]] = field(default_factory=list)
     tenants: set[str] = field(default_factory=set)
-    fts_changed: bool = False
 
 
 class SqliteTxn:
@@ -98,48 +102,40 @@ class SqliteTxn:
         self.effects.tenants.update(self._all_tenants())
 
     # ---- memories ----------------------------------------------------------------------------
-    def lock_memories(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    def lock_memories(self, rows: Sequence[MemoryRecord]) -> None:
         """Nothing to take: one process writes the file, one transaction at a time."""
 
-    def duplicate_of(self, row: Mapping[str, Any], window_us: int, corrects: int | None = None) -> int | None:
+    def duplicate_of(self, row: MemoryRecord, window_us: int, corrects: int | None = None) -> int | None:
+        n = row.node
         found = self.cur.execute(
             "SELECT id FROM memories WHERE tenant = ? AND session = ? AND content_hash = ? "
             "AND ts_us BETWEEN ? AND ? AND (visibility != 'agent' OR agent = ?) "
             "AND valid_to_us IS NULL AND id IS NOT ? "
             "ORDER BY ts_us DESC, id DESC LIMIT 1",
-            (row["tenant"], row["session"], row["content_hash"], row["ts_us"] - window_us, row["ts_us"] + window_us,
-             row["agent"], corrects),
+            (n.tenant, n.session, n.content_hash, n.ts_us - window_us, n.ts_us + window_us, n.agent, corrects),
         ).fetchone()
         return None if found is None else int(found[0])
 
-    def write_memory(self, row: Mapping[str, Any]) -> None:
+    def write_memory(self, row: MemoryRecord) -> None:
         """Insert the memory row, its AGENT/SESSION nodes, both edges, its FTS and window rows, its counts."""
-        cur, tenant = self.cur, row["tenant"]
-        values = [row.get(c) for c in MEMORY_COLUMNS]  # the version state columns may be absent: their defaults
-        values[MEMORY_COLUMNS.index("locked")] = int(bool(row.get("locked")))
-        values[MEMORY_COLUMNS.index("source")] = json.dumps(row["source"], ensure_ascii=False)
-        values[MEMORY_COLUMNS.index("metadata")] = json.dumps(row["metadata"], ensure_ascii=False)
-        cur.execute(
-            f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)}) VALUES ({', '.join('?' * len(MEMORY_COLUMNS))})",
-            values,
-        )
-        a_node, s_node, m_node = agent_node(tenant, row["agent"]), session_node(tenant, row["session"]), mem_node(
-            row["id"])
+        cur, n = self.cur, row.node
+        tenant = n.tenant
+        cur.execute(_INSERT_MEMORY, memory_values(row))
+        a_node, s_node, m_node = agent_node(tenant, n.agent), session_node(tenant, n.session), mem_node(n.id)
         cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
-                    (a_node, AGENT, tenant, json.dumps({"agent": row["agent"]})))
+                    (a_node, AGENT, tenant, json.dumps({"agent": n.agent})))
         if cur.rowcount:
-            self.effects.agents.append((tenant, row["agent"]))
+            self.effects.agents.append((tenant, n.agent))
         cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
-                    (s_node, SESSION, tenant, json.dumps({"session": row["session"]})))
+                    (s_node, SESSION, tenant, json.dumps({"session": n.session})))
         cur.executemany("INSERT OR IGNORE INTO edges (src, dst, kind, tenant) VALUES (?, ?, ?, ?)",
                         [(m_node, a_node, AUTHORED_BY, tenant), (m_node, s_node, IN_SESSION, tenant)])
         fts = self.db.fts_table(cur, tenant, create=True)
-        cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)", (row["id"], row["content"]))
-        self._write_window(tenant, row)
-        self._count(tenant, count_keys(row), 1)
-        self.effects.written.append(node_from_row({c: row.get(c) for c in MEMORY_COLUMNS}))
+        cur.execute(f"INSERT INTO {fts} (rowid, content) VALUES (?, ?)", (n.id, row.content))
+        self._write_window(row)
+        self._count(tenant, count_keys(n.session, n.type, n.agent, n.channel, n.visibility, n.ts_us), 1)
+        self.effects.written.append(cached_node(n))
         self.effects.tenants.add(tenant)
-        self.effects.fts_changed = True
 
     def erase_memory(self, tenant: str, mem_id: int) -> bool:
         """Delete the memory row, its edges (MENTIONS and the RELATED it declared too), FTS and window
@@ -159,8 +155,8 @@ class SqliteTxn:
         cur.execute("DELETE FROM edges WHERE src = ? OR dst = ?", (node, node))
         self.erase_entity_rows(mem_id)
         cur.execute("DELETE FROM memories WHERE id = ?", (mem_id,))
-        row = dict(zip(("content", "session", "agent", "type", "channel", "visibility", "ts_us"), found, strict=True))
-        self._count(tenant, count_keys(row), -1)
+        _content, session, agent, type_, channel, visibility, ts_us = found
+        self._count(tenant, count_keys(session, type_, agent, channel, visibility, ts_us), -1)
         self.effects.erased.append((tenant, mem_id))
         self.effects.sessions.add((tenant, str(found[1])))
         self.effects.tenants.add(tenant)
@@ -213,7 +209,6 @@ class SqliteTxn:
                 nxt = self._adjacent(tenant, session, (ts_us, mem_id), after=True)
                 if nxt is not None and visibility == "tenant":  # the next row's window holds this text
                     cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (new, nxt[0]))
-            self.effects.fts_changed = True
         row = cur.execute(f"SELECT {NODE_SELECT} FROM memories WHERE id = ?", (mem_id,)).fetchone()
         self.effects.written.append(node_from_row(tuple(row)))
         self.effects.tenants.add(tenant)
@@ -251,16 +246,17 @@ class SqliteTxn:
                                      (tenant, session, key[0])).fetchone()
         return found
 
-    def _write_window(self, tenant: str, row: Mapping[str, Any]) -> None:
+    def _write_window(self, row: MemoryRecord) -> None:
         """Index the row with its predecessor's text; a later row of the session now follows it."""
-        win = self.db.window_table(self.cur, tenant, create=True)
-        key = (row["ts_us"], row["id"])
-        prev = self._adjacent(tenant, row["session"], key, after=False)
+        n = row.node
+        win = self.db.window_table(self.cur, n.tenant, create=True)
+        key = (n.ts_us, n.id)
+        prev = self._adjacent(n.tenant, n.session, key, after=False)
         self.cur.execute(f"INSERT INTO {win} (rowid, content, prev) VALUES (?, ?, ?)",
-                         (row["id"], row["content"], _shared_text(prev)))
-        nxt = self._adjacent(tenant, row["session"], key, after=True)
+                         (n.id, row.content, _shared_text(prev)))
+        nxt = self._adjacent(n.tenant, n.session, key, after=True)
         if nxt is not None:  # an out-of-order insert: the next row's window now starts here
-            shared = row["content"] if row["visibility"] == "tenant" else ""
+            shared = row.content if n.visibility == "tenant" else ""
             self.cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (shared, nxt[0]))
 
     def _erase_window(self, tenant: str, mem_id: int, session: str, key: tuple[int, int]) -> None:
@@ -273,17 +269,10 @@ class SqliteTxn:
             prev = self._adjacent(tenant, session, key, after=False)
             self.cur.execute(f"UPDATE {win} SET prev = ? WHERE rowid = ?", (_shared_text(prev), nxt[0]))
 
-    # ---- edges, nodes, episodes --------------------------------------------------------------
+    # ---- edges, episodes -------------------------------------------------------------------
     def write_edge(self, tenant: str, src: str, dst: str, kind: str) -> None:
         self.cur.execute("INSERT OR IGNORE INTO edges (src, dst, kind, tenant) VALUES (?, ?, ?, ?)",
                          (src, dst, kind, tenant))
-        self.effects.tenants.add(tenant)
-
-    def write_node(self, node_id: str, kind: str, tenant: str, attrs: Mapping[str, Any]) -> None:
-        self.cur.execute("INSERT OR IGNORE INTO nodes (node_id, kind, tenant, attrs) VALUES (?, ?, ?, ?)",
-                         (node_id, kind, tenant, json.dumps(dict(attrs))))
-        if kind == AGENT and self.cur.rowcount and "agent" in attrs:
-            self.effects.agents.append((tenant, str(attrs["agent"])))
         self.effects.tenants.add(tenant)
 
     def erase_edges(self, edges: Iterable[tuple[str, str, str]]) -> None:

@@ -1,1 +1,2 @@
-"""Embedders: the Protocol, the offline local default, remote models and a deterministic fake."""
+"""Embedders: the Protocol (``api.py``), the local models and the deterministic fake (``local.py``), remote
+models through the provider client (``remote.py``)."""

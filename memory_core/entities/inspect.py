@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graph.api import GraphStore, ent_node
+from graph.api import EntityIndex, GraphStore, ent_node
 
 AGENT_CAP = 200
 MENTION_CAP = 50
@@ -38,7 +38,7 @@ def operator_entity(graph: GraphStore, tenant: str, entity_id: int, *, with_ment
     return EntityView(first.ref, aliases[0] if aliases else first.name, first.kind, aliases, newest)
 
 
-def operator_memory_entities(graph: GraphStore, tenant: str, mem_id: int) -> list[EntityView]:
+def operator_memory_entities(graph: EntityIndex, tenant: str, mem_id: int) -> list[EntityView]:
     """The entities one memory mentions with every alias (one read; no mention lists)."""
     ids = graph.memory_entities(tenant, [mem_id]).get(mem_id, [])[:64]
     records = {r.id: r for r in graph.entity_records(tenant, ids)}

@@ -1,8 +1,10 @@
 """Entities in export files: each memory line carries the entities it mentions (whole records:
 ref, name, kind, aliases) and the relations it declared, so every line stands alone.
 
-On import (in the transaction that writes each memory) each line declares its entities as its
-memory's author would (:mod:`graph.entity_link`): an entity keeps its ref when the tenant holds the
+On import, a line's entities and relations first pass the secrets guard as add_memory's
+declarations do (:func:`guard_line_entities`). Then (in the transaction that writes each memory)
+each line declares its entities as its memory's author would (:mod:`graph.entity_link`): an
+entity keeps its ref when the tenant holds the
 same entity under a name that author may read, joins the tenant's entity that answers to one of its
 names for that author, or is written under its ref (a fresh one if that id is taken or past
 MAX_KEPT_ID); its aliases nobody holds are added. A name only another agent's private memories
@@ -21,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from graph.api import (
     SHARED_VIEW,
+    EntityIndex,
     EntityRecord,
     EntityRelation,
-    GraphStore,
     GraphTxn,
     MemoryNode,
     entity_norm,
@@ -32,6 +34,7 @@ from graph.api import (
 )
 from memory_core.entities import declared
 from memory_core.refs import MAX_KEPT_ID
+from memory_core.secret_guard import Scan, SecretGuard
 
 ENTITY_REF = r"^ent:[1-9][0-9]{0,17}$"
 
@@ -56,6 +59,26 @@ class ExportRelation(BaseModel):
     label: str = Field(min_length=1, max_length=64)
 
 
+def guard_line_entities(entities: Sequence[ExportEntity], relations: Sequence[ExportRelation], guard: SecretGuard
+                        ) -> tuple[list[ExportEntity], list[ExportRelation]]:
+    """An imported line's entities and relations through the secrets guard, as add_memory's declarations
+    go (:mod:`memory_core.write.add_rows`): names, aliases and labels redacted, a kind holding a secret
+    dropped; SECRET_REJECTED under ``reject``."""
+    if not guard.active:
+        return list(entities), list(relations)
+    scan = Scan()
+    out = []
+    for i, e in enumerate(entities):
+        name = guard.text(e.name, f"entities[{i}].name", scan)
+        aliases = [guard.text(a, f"entities[{i}].aliases[{j}]", scan) for j, a in enumerate(e.aliases)]
+        kind = e.kind if e.kind is None or guard.text(e.kind, f"entities[{i}].kind", scan) == e.kind else None
+        out.append(e.model_copy(update={"name": name, "aliases": list(dict.fromkeys(aliases)), "kind": kind}))
+    labels = [r.model_copy(update={"label": guard.text(r.label, f"relations[{k}].label", scan)})
+              for k, r in enumerate(relations)]
+    guard.finish(scan, "line")
+    return out, labels
+
+
 @dataclass
 class EntityExporter:
     """The tenant's entity records and relations, read once per export."""
@@ -65,7 +88,7 @@ class EntityExporter:
     views: dict[tuple[int, str], frozenset[str]]
 
     @classmethod
-    def of(cls, graph: GraphStore, tenant: str) -> EntityExporter:
+    def of(cls, graph: EntityIndex, tenant: str) -> EntityExporter:
         by_mem: dict[int, list[EntityRelation]] = {}
         for rel in graph.all_relations(tenant):
             by_mem.setdefault(rel.mem_id, []).append(rel)
@@ -80,7 +103,7 @@ class EntityExporter:
         return ExportEntity(ref=f"ent:{record.id}", name=names[0], kind=record.kind, aliases=names,
                             created_us=record.created_us)
 
-    def fields(self, graph: GraphStore, tenant: str, ids: Sequence[int],
+    def fields(self, graph: EntityIndex, tenant: str, ids: Sequence[int],
                memories: Mapping[int, MemoryNode]) -> dict[int, dict[str, Any]]:
         """The ``entities`` and ``relations`` fields of each memory line."""
         out: dict[int, dict[str, Any]] = {}

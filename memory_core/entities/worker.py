@@ -3,11 +3,12 @@
 An add hands its written memories to :meth:`EntityWorker.submit` after it returned: a bounded
 queue, never waited on (when it is full the memory is skipped and counted, the add is not
 slowed). One daemon thread takes a memory at a time, asks the model (fail-soft: a provider
-failure is logged by its stable reason and counted, nothing else happens), and links what it
-named in one graph transaction under the writer lock, like any write; a memory deleted
-meanwhile links nothing. :meth:`close` stops the thread (a call in flight is bounded by the
-provider's ``total_timeout_s``); what is still queued is dropped: these entities are a bonus,
-the deterministic extractor already linked the obvious ones.
+failure is logged by its stable reason and counted, nothing else happens), passes what it named
+through the secrets guard (:func:`without_secrets`) and links the rest in one graph transaction
+under the writer lock, like any write; a memory deleted meanwhile links nothing. :meth:`close`
+stops the thread (a call in flight is bounded by the provider's ``total_timeout_s``); what is still
+queued is dropped: these entities are a bonus, the deterministic extractor already linked the
+obvious ones.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from graph.api import GraphStore, GraphStoreError
-from memory_core.entities.model import EntityModel, LiteLLMEntityModel
+from graph.api import EntitySpec, GraphStoreError, MemoryRecord, StoreLifecycle, entity_norm
+from memory_core.entities.model import EntityModel, LiteLLMEntityModel, ModelEntities
 from memory_core.errors import MemoryCoreError
 from memory_core.provider.errors import ProviderError, provider_error_reason
+from memory_core.secret_guard import SecretGuard, detect
 from memory_core.settings.schema import ModelProviderSettings
 
 if TYPE_CHECKING:
@@ -49,10 +51,11 @@ class _Job:
 
 
 class EntityWorker:
-    def __init__(self, graph: GraphStore, model: EntityModel, write_lock: AbstractContextManager[object],
-                 *, queue_size: int = QUEUE_SIZE) -> None:
+    def __init__(self, graph: StoreLifecycle, model: EntityModel, write_lock: AbstractContextManager[object],
+                 *, queue_size: int = QUEUE_SIZE, guard: SecretGuard | None = None) -> None:
         self.graph = graph
         self.model = model
+        self.guard = guard or SecretGuard()
         self.lock = write_lock
         self.stats = WorkerStats()
         self._jobs: queue.Queue[_Job | None] = queue.Queue(maxsize=queue_size)
@@ -112,6 +115,7 @@ class EntityWorker:
             self.stats.failed += 1
             log.warning("model entities skipped for mem:%d: %s", job.mem_id, provider_error_reason(exc))
             return
+        found = without_secrets(found, self.guard)
         if not (found.entities or found.relations) or self._closed:
             return
         try:
@@ -123,16 +127,31 @@ class EntityWorker:
             log.warning("model entities not written for mem:%d: %s", job.mem_id, type(exc).__name__)
 
 
-def build_entity_worker(settings: ModelProviderSettings, graph: GraphStore, writer: WritePath,
+def without_secrets(found: ModelEntities, guard: SecretGuard) -> ModelEntities:
+    """What the model named, less what a secret is: entities named after one, aliases and kinds that are
+    one, relations labelled with one or ending at a dropped entity. Dropped, never redacted or refused:
+    the server writes these itself (under ``allow``, all of it is kept)."""
+    if not guard.active:
+        return found
+    entities = [EntitySpec(e.name, None if e.kind and detect(e.kind) else e.kind,
+                           tuple(a for a in e.aliases if not detect(a)))
+                for e in found.entities if not detect(e.name)]
+    kept = {entity_norm(n) for e in entities for n in (e.name, *e.aliases)}
+    relations = [r for r in found.relations
+                 if entity_norm(r.src) in kept and entity_norm(r.dst) in kept and not detect(r.label)]
+    return ModelEntities(entities, relations)
+
+
+def build_entity_worker(settings: ModelProviderSettings, graph: StoreLifecycle, writer: WritePath,
                         model: EntityModel | None = None) -> EntityWorker | None:
     """The worker, fed by every add, when ``model_provider.enabled`` and ``extract_entities`` ask for it."""
     if not (settings.enabled and settings.extract_entities):
         return None
-    worker = EntityWorker(graph, model or LiteLLMEntityModel(settings), writer.lock)
+    worker = EntityWorker(graph, model or LiteLLMEntityModel(settings), writer.lock, guard=writer.guard)
 
-    def feed(rows: Sequence[dict[str, Any]]) -> None:
+    def feed(rows: Sequence[MemoryRecord]) -> None:
         for row in rows:
-            worker.submit(row["tenant"], row["id"], row["content"])
+            worker.submit(row.node.tenant, row.node.id, row.content)
 
     writer.on_written = feed
     return worker

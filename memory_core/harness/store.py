@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from memory_core.models import MemoryRow
     from memory_core.recall.request import RecallOptions
     from memory_core.service import MemoryCore
+    from memory_core.write.request import AddItem
 
 SESSION_PAGE = 100  # query_recent_turns' largest page
 
@@ -152,7 +153,7 @@ class DirectStore:
             return Added([], exc)
         return Added([Ack(row.key, r.ref, r.created) for row, r in zip(rows, results, strict=True)])
 
-    def _one_by_one(self, items: Sequence[dict[str, Any]], rows: Sequence[CapturedRow]) -> Added:
+    def _one_by_one(self, items: Sequence[AddItem], rows: Sequence[CapturedRow]) -> Added:
         acks: list[Ack] = []
         for item, row in zip(items, rows, strict=True):
             try:
@@ -165,8 +166,8 @@ class DirectStore:
             acks.append(Ack(row.key, result.ref, result.created))
         return Added(acks)
 
-    def _item(self, session: str, project: str | None, row: CapturedRow) -> dict[str, Any]:
-        item: dict[str, Any] = {"tenant": self.binding.tenant, "session": session, "agent": self.binding.agent,
+    def _item(self, session: str, project: str | None, row: CapturedRow) -> AddItem:
+        item: AddItem = {"tenant": self.binding.tenant, "session": session, "agent": self.binding.agent,
                                 "content": row.content, "type": "turn", "role": row.role,
                                 "idempotency_key": row.key, "metadata": row.metadata, "channel": "hook"}
         if project:

@@ -43,8 +43,9 @@ from typing import Any
 
 from graph.api import entity_norm
 from memory_core.entities.declared import MAX_NAME_CHARS, MAX_RELATIONS
-from memory_core.importers.markdown import files
+from memory_core.importers.markdown import files, head
 from memory_core.importers.markdown_blocks import Block, blocks, split_front_matter
+from memory_core.importers.notes import NoteHead, NoteIndex, link_target, vault_root, wikilinks
 from memory_core.importers.source import (
     Note,
     Problem,
@@ -57,8 +58,10 @@ from memory_core.importers.source import (
     parse_time,
     read_text,
     relation_words,
+    safe_name,
     slug,
     source_key,
+    undecodable,
 )
 from memory_core.validation import NAME_PATTERN
 
@@ -69,29 +72,40 @@ _TIME = re.compile(r"^\d{1,3}:\d{2}(?::\d{2})?(?:[.,]\d{1,3})?(?:\s+-\s+\d{1,3}:
 
 
 def read(path: Path) -> Read:
-    """The memories the basic-memory project folder (or single note) ``path`` becomes."""
-    for file, shown in files(path):
-        yield from _note(file, shown)
+    """The memories the basic-memory project folder (or single note) ``path`` becomes (links in it are
+    not followed: see :func:`memory_core.importers.markdown.files`)."""
+    root = vault_root(path)
+    found: list[tuple[Path, str]] = []
+    for entry in files(path):
+        if isinstance(entry, Note):
+            yield entry
+        else:
+            found.append(entry)
+    index = NoteIndex(head(file, shown, root) for file, shown in found)  # titles first: links resolve by them
+    yield from index.notes()
+    for file, shown in found:
+        yield from _note(file, shown, index)
 
 
-def _note(file: Path, shown: str) -> Read:
+def _note(file: Path, shown: str, index: NoteIndex) -> Read:
     text = read_text(file, shown)
-    if isinstance(text, Problem):
-        yield text
+    this = index.head(shown)
+    if isinstance(text, Problem) or this is None:
+        yield text if isinstance(text, Problem) else Problem(Where(shown), "The file changed while it was read.")
         return
     front = split_front_matter(text)
     if front.error is not None:
-        yield Problem(Where(shown, 1, "front matter"), f"The note's {front.error}.")
+        yield Problem(Where(shown, front.error_line, "front matter"), f"{front.error[:1].upper()}{front.error[1:]}.")
         return
     fm = front.data
     parts = blocks(front.body, front.first_line)
     heading = next((b.text for b in parts if b.kind == "heading" and b.level == 1), None)
     title = " ".join(str(fm.get("title") or heading or Path(shown).stem).split())[:MAX_NAME_CHARS]
     permalink = str(fm.get("permalink") or "").strip()
-    session = permalink if permalink and NAME_PATTERN.match(permalink) else "/".join(
+    session = safe_name(permalink) if permalink and NAME_PATTERN.match(permalink) else "/".join(
         slug(part, 40) for part in Path(shown).with_suffix("").parts)
     note_type = str(fm.get("type") or "note")
-    note_entity: dict[str, Any] = {"name": title, "kind": entity_kind(note_type) or "note"}
+    note_entity: dict[str, Any] = {"name": this.entity, "kind": entity_kind(note_type) or "note"}
     modified = parse_time(fm.get("modified") or fm.get("updated")) or file_time(file)
     created = parse_time(fm.get("created") or fm.get("date"))
     meta: dict[str, Any] = {"title": title, "permalink": permalink or session, "type": note_type,
@@ -100,18 +114,24 @@ def _note(file: Path, shown: str) -> Read:
         meta["created"] = created.isoformat()
     meta["modified"] = modified.isoformat()
     seen: Counter[str] = Counter()
-    for index, block in enumerate(b for b in parts if b.kind != "heading"):
-        item = _item(block, title, note_entity, meta)
+    for number, block in enumerate(b for b in parts if b.kind != "heading"):
         where = Where(shown, block.line)
+        bad = undecodable(block.text, where)
+        if bad is not None:  # this block is refused; the rest of the note is read
+            yield bad
+            continue
+        item = _item(block, title, note_entity, meta, index, this)
+        for remark in item["remarks"]:
+            yield Note(where, remark)
         if len(item["relations"]) > MAX_RELATIONS:
             yield Note(where, f"the block links {len(item['relations'])} notes; the first {MAX_RELATIONS} are kept")
             item["relations"] = item["relations"][:MAX_RELATIONS]
             item["entities"] = item["entities"][:MAX_RELATIONS + 1]
         seen[item["content"]] += 1
-        key = source_key(NAME, session, item["kind"], item["content"], seen[item["content"]])
-        yield SourceItem(item["kind"], where, item["content"], session, modified + timedelta(microseconds=index),
-                         key, item["type"], metadata={NAME: item["meta"]}, entities=item["entities"],
-                         relations=item["relations"])
+        legacy = source_key(NAME, session, item["kind"], item["content"], seen[item["content"]])
+        yield SourceItem(item["kind"], where, item["content"], session, modified + timedelta(microseconds=number),
+                         (session, item["kind"], seen[item["content"]]), item["type"], metadata={NAME: item["meta"]},
+                         entities=item["entities"], relations=item["relations"], legacy_keys=(legacy,))
 
 
 def _tags(value: object) -> list[str]:
@@ -122,8 +142,10 @@ def _tags(value: object) -> list[str]:
     return []
 
 
-def _item(block: Block, title: str, note: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
-    """One block as a memory: kind, content, type, metadata, entities and relations."""
+def _item(block: Block, title: str, note: dict[str, Any], meta: dict[str, Any], index: NoteIndex,
+          this: NoteHead) -> dict[str, Any]:
+    """One block as a memory: kind, content, type, metadata, entities, relations, and remarks about the
+    links it holds (a ``[[link]]`` names the entity of the note it resolves to in ``index``)."""
     out: dict[str, Any] = {"kind": block.kind if block.kind in ("code", "table", "html") else "paragraph",
                            "content": block.text, "type": "note", "meta": dict(meta)}
     targets: list[tuple[str, str]] = []  # (relation type, target)
@@ -144,23 +166,26 @@ def _item(block: Block, title: str, note: dict[str, Any], meta: dict[str, Any]) 
         else:
             out["kind"] = "item"
     if block.kind in ("paragraph", "item") and out["kind"] != "relation":
-        targets += [(LINKS_TO, t) for t in _inline_links(block.text) if (LINKS_TO, t) not in targets]
+        targets += [(LINKS_TO, t) for t in wikilinks(block.text) if (LINKS_TO, t) not in targets]
     entities = [note]
     relations = []
+    out["remarks"] = []
     for rel_type, target in targets:
-        if entity_norm(target) == entity_norm(title):
+        name, remark = index.resolve(target, this)
+        if remark is not None:
+            out["remarks"].append(remark)
+        if entity_norm(name) == entity_norm(note["name"]) or entity_norm(target) == entity_norm(title):
             continue
-        if not any(entity_norm(e["name"]) == entity_norm(target) for e in entities):
-            entities.append({"name": target})
-        relations.append({"from": title, "to": target, "label": rel_type})
+        if not any(entity_norm(e["name"]) == entity_norm(name) for e in entities):
+            entities.append({"name": name})
+        relations.append({"from": note["name"], "to": name, "label": rel_type})
     out["entities"], out["relations"] = entities, relations
     return out
 
 
 def _observation(text: str) -> tuple[str | None, str, list[str], str | None] | None:
     """(category, content, tags, context) of ``- [category] content #tag (context)``, as basic-memory reads it."""
-    if text.startswith(("[ ]", "[x]", "[X]", "[-]")) or re.fullmatch(r"\[.*?\]\(.*?\)", text) or re.fullmatch(
-            r"\[\[.*?\]\]", text):
+    if text.startswith(("[ ]", "[x]", "[X]", "[-]")) or _only_link(text):
         return None
     category = None
     content = text
@@ -175,6 +200,17 @@ def _observation(text: str) -> tuple[str | None, str, list[str], str | None] | N
         context, content = content[start + 1:-1].strip() or None, content[:start].strip()
     tags = [t for part in content.split() if part.startswith("#") for t in part.split("#") if t]
     return (category, content, tags, context) if content else None
+
+
+def _only_link(text: str) -> bool:
+    """Whether the one-line ``text`` is a Markdown link ``[shown](target)`` or a ``[[wikilink]]`` and
+    nothing else (string tests: a lazy regex would cost a scan per ``](``)."""
+    if "\n" in text or not text.startswith("["):
+        return False
+    if text.startswith("[[") and text.endswith("]]") and len(text) >= 4:
+        return True
+    middle = text.find("](", 1)
+    return text.endswith(")") and middle != -1 and middle + 2 <= len(text) - 1
 
 
 def _task_marker(category: str) -> bool:
@@ -192,26 +228,10 @@ def _explicit_relation(text: str) -> tuple[str, str, str | None] | None:
         rel_type = rel_type[1:-1].strip()
     elif any(c.isspace() for c in rel_type):
         return None
-    target = _target(text[start + 2:end])
+    target = link_target(text[start + 2:end])
     after = text[end + 2:].strip()
     if not rel_type or not target or (after and not (after.startswith("(") and after.endswith(")")
                                                       and after.count("(") == 1)):
         return None
     context = (after[1:-1].strip() or None) if after else None
     return rel_type, target, context
-
-
-def _inline_links(text: str) -> list[str]:
-    """The targets of the ``[[links]]`` in ``text`` (outermost, in order)."""
-    out = []
-    for match in re.finditer(r"\[\[(.+?)\]\]", text):
-        target = _target(match.group(1))
-        if target and target not in out:
-            out.append(target)
-    return out
-
-
-def _target(raw: str) -> str:
-    """A link target without its display text (``[[Note|shown]]``) or heading (``[[Note#Part]]``)."""
-    return " ".join(raw.split("|", 1)[0].split("#", 1)[0].split())[:MAX_NAME_CHARS]
-

@@ -1,7 +1,10 @@
 """A Markdown file as the blocks the Markdown importers turn into memories, parsed by markdown-it-py
 (CommonMark with tables): headings, paragraphs, list items, code blocks, tables and HTML blocks, each
 with its 1-based line in the file. Front matter (YAML between ``---`` lines at the top) is split off
-first and parsed with PyYAML."""
+first and parsed with PyYAML, within bounds: a front matter whose aliases expand past
+:data:`MAX_FRONT_MATTER_VALUES` values (nine levels of ``&a [*a, *a, …]`` in 600 bytes would be
+hundreds of millions), that refers to itself, or nests deeper than :data:`MAX_FRONT_MATTER_DEPTH`
+is refused before anything is built from it."""
 
 from __future__ import annotations
 
@@ -26,15 +29,29 @@ class Block:
     quoted: bool = False
 
 
+MAX_FRONT_MATTER_VALUES = 10_000  # scalars, lists and mappings, each alias counted as what it expands to
+MAX_FRONT_MATTER_DEPTH = 64
+
+
 @dataclass(frozen=True)
 class FrontMatter:
     """The YAML mapping at the top of a file (empty when there is none), the body after it and the
-    body's first line; ``error`` says why the front matter could not be read (it is then ignored)."""
+    body's first line; ``error`` says why the front matter could not be read (it is then ignored)
+    and ``error_line`` the file line it is about."""
 
     data: dict[str, Any]
     body: str
     first_line: int
     error: str | None = None
+    error_line: int = 1
+
+
+class _Unbounded(Exception):
+    """The front matter would build more than the bounds allow (``line``: 0-based, in the YAML text)."""
+
+    def __init__(self, why: str, line: int) -> None:
+        super().__init__(why)
+        self.why, self.line = why, line
 
 
 def split_front_matter(text: str) -> FrontMatter:
@@ -51,16 +68,91 @@ def split_front_matter(text: str) -> FrontMatter:
     import yaml
 
     try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
+        data = _bounded_yaml("\n".join(lines[1:end]))
+    except _Unbounded as exc:
+        return FrontMatter({}, body, end + 2, f"the front matter {exc.why} (line {exc.line + 2})", exc.line + 2)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 2})" if mark is not None else ""
-        return FrontMatter({}, body, end + 2, f"the front matter is not valid YAML{where}")
+        line = _error_line(exc)
+        where = f" (line {line + 2})" if line is not None else ""
+        return FrontMatter({}, body, end + 2, f"the front matter is not valid YAML{where}",
+                           line + 2 if line is not None else 1)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         return FrontMatter({}, body, end + 2, "the front matter is not a mapping of fields")
     return FrontMatter({str(k): v for k, v in data.items()}, body, end + 2)
+
+
+def _error_line(exc: Exception) -> int | None:
+    """The 0-based line of a YAML error: where the construct the parser was reading starts for an
+    unclosed quote or bracket (PyYAML notices those only lines later), else where it noticed."""
+    context, mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if mark is not None and isinstance(context, str) and ("flow" in context or "quoted" in context):
+        return int(mark.line)
+    mark = getattr(exc, "problem_mark", None)
+    return int(mark.line) if mark is not None else None
+
+
+def _bounded_yaml(text: str) -> Any:
+    """``yaml.safe_load(text)``, refused (:class:`_Unbounded`) before anything is built when it would
+    expand past the bounds: the composed node graph shares what aliases name, so its expanded size is
+    counted once per node (memoised), in time linear in the text."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise _Unbounded(f"nests deeper than {MAX_FRONT_MATTER_DEPTH} levels", 0) from None
+        if node is None:
+            return None
+        _check_bounds(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_bounds(root: Any) -> None:
+    """Raise :class:`_Unbounded` when the YAML node graph under ``root`` expands past the bounds."""
+    import yaml
+
+    size: dict[int, int] = {}  # id(node) -> values it expands to (done)
+    open_: set[int] = set()  # nodes whose children are being counted (a cycle comes back to one)
+    stack: list[tuple[Any, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, counted = stack.pop()
+        if counted:
+            children = _children(node)
+            total = 1 + sum(size[id(c)] for c in children)
+            if total > MAX_FRONT_MATTER_VALUES:
+                raise _Unbounded(f"expands to more than {MAX_FRONT_MATTER_VALUES:,} values (through YAML "
+                                 "aliases)", node.start_mark.line)
+            size[id(node)] = total
+            open_.discard(id(node))
+            continue
+        if id(node) in size:
+            continue
+        if id(node) in open_:
+            raise _Unbounded("refers to itself (a YAML alias inside its own anchor)", node.start_mark.line)
+        if depth > MAX_FRONT_MATTER_DEPTH:
+            raise _Unbounded(f"nests deeper than {MAX_FRONT_MATTER_DEPTH} levels", node.start_mark.line)
+        if isinstance(node, yaml.ScalarNode):
+            size[id(node)] = 1
+            continue
+        open_.add(id(node))
+        stack.append((node, depth, True))
+        stack.extend((child, depth + 1, False) for child in _children(node))
+
+
+def _children(node: Any) -> list[Any]:
+    import yaml
+
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
 
 
 @lru_cache(maxsize=1)

@@ -5,6 +5,10 @@ Its file (``memory.json``, newer versions ``memory.jsonl``) holds one JSON objec
     {"type": "entity", "name": "Alice", "entityType": "person", "observations": ["Works at Acme"]}
     {"type": "relation", "from": "Alice", "to": "Acme", "relationType": "works_at"}
 
+The whole graph its ``read_graph`` tool and ``memory://knowledge-graph`` resource return (one JSON
+document, ``{"entities": [{name, entityType, observations}], "relations": [{from, to,
+relationType}]}``) is read the same way, each element typed by its array.
+
 Mapping (one session named after the file, ``mcp-memory:<file stem>``; type ``fact``; the file's
 modification time as every memory's time):
 
@@ -24,7 +28,6 @@ the relation's three parts), so re-importing the file, or a newer copy of it, ad
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +36,7 @@ from typing import Any
 
 from graph.api import entity_norm
 from memory_core.entities.declared import MAX_NAME_CHARS
+from memory_core.importers.json_records import records
 from memory_core.importers.source import (
     Note,
     Problem,
@@ -41,6 +45,7 @@ from memory_core.importers.source import (
     Where,
     entity_kind,
     file_time,
+    read_text,
     relation_words,
     slug,
     source_key,
@@ -50,6 +55,7 @@ NAME = "mcp-memory"
 DEFAULT_AGENT = "mcp-memory"
 MEMORY_TYPE = "fact"
 MAX_LABEL_CHARS = 64
+DOCUMENT_KEYS = frozenset({"entities", "relations"})  # read_graph's whole graph (JSON Lines otherwise)
 
 
 @dataclass
@@ -70,16 +76,18 @@ def read(path: Path, shown: str | None = None) -> Read:
     entities: dict[str, _Entity] = {}  # by exact name, as the MCP server keys them
     by_norm: dict[str, _Entity] = {}  # as memory-core matches them
     undefined: dict[str, Where] = {}  # relation ends no entity line defined (yet)
-    for number, raw in enumerate(path.read_bytes().split(b"\n"), 1):
-        where = Where(shown, number)
-        try:
-            line = raw.decode("utf-8").removeprefix("\ufeff")
-        except UnicodeDecodeError as exc:
-            yield Problem(where, f"The line is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1}).")
+    text = read_text(path.resolve(), shown)  # the file named on the command line: a link to it is followed
+    if isinstance(text, Problem):
+        yield text
+        return
+    for got in records(text, shown, document_keys=DOCUMENT_KEYS, record_keys=DOCUMENT_KEYS):
+        where = got.where
+        if got.top:
             continue
-        if not line.strip():
-            continue
-        record = _record(line, where)
+        value = got.value
+        if got.key is not None and isinstance(value, dict) and "type" not in value:  # read_graph: typed by its array
+            value = {"type": "entity" if got.key == "entities" else "relation", **value}
+        record = value if isinstance(value, Problem) else _record(value, where)
         if isinstance(record, Problem):
             yield record
         elif record["type"] == "entity":
@@ -99,11 +107,7 @@ def _declare(ent: _Entity, name: str | None = None) -> dict[str, Any]:
     return out
 
 
-def _record(line: str, where: Where) -> dict[str, Any] | Problem:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return Problem(where, f"Not JSON: {exc.msg} (column {exc.colno}).")
+def _record(record: Any, where: Where) -> dict[str, Any] | Problem:
     if not isinstance(record, dict):
         return Problem(where, "A line must be a JSON object (an entity or a relation).")
     if record.get("type") not in ("entity", "relation"):
@@ -140,6 +144,9 @@ def _entity(record: dict[str, Any], where: Where, entities: dict[str, _Entity], 
         if entity_type.strip() and kind is None:
             yield Note(where.at("entityType"), f"entityType {entity_type!r} cannot be a memory-core kind (letters, "
                                                "digits, '_', '-'): the entity has none; the type is kept in metadata")
+        elif kind is not None and kind != "_".join(entity_type.casefold().split()):
+            yield Note(where.at("entityType"), f"entityType {entity_type!r} is the kind {kind!r} here (kinds hold "
+                                               "letters, digits, '_' and '-'); the type is kept in metadata")
         ent = entities[name] = _Entity(name, entity_type, kind, where)
         first = by_norm.setdefault(entity_norm(name), ent)
         if first is not ent:
@@ -160,14 +167,14 @@ def _entity(record: dict[str, Any], where: Where, entities: dict[str, _Entity], 
         elif obs not in ent.observations:
             ent.observations.add(obs)
             written += 1
-            key = source_key(NAME, "observation", name, obs)
-            yield SourceItem("observation", at, f"{name}: {obs}", session, when, key, MEMORY_TYPE,
-                             metadata={NAME: meta}, entities=declared)
+            yield SourceItem("observation", at, f"{name}: {obs}", session, when, ("observation", name), MEMORY_TYPE,
+                             metadata={NAME: meta}, entities=declared,
+                             legacy_keys=(source_key(NAME, "observation", name, obs),))
     if not written and not ent.declared:
         ent.declared = True
         shown_type = f" ({entity_type})" if entity_type.strip() else ""
-        yield SourceItem("entity", where, f"{name}{shown_type}", session, when, source_key(NAME, "entity", name),
-                         MEMORY_TYPE, metadata={NAME: meta}, entities=declared)
+        yield SourceItem("entity", where, f"{name}{shown_type}", session, when, ("entity", name), MEMORY_TYPE,
+                         metadata={NAME: meta}, entities=declared, legacy_keys=(source_key(NAME, "entity", name),))
     ent.declared = ent.declared or written > 0
 
 
@@ -188,7 +195,8 @@ def _relation(record: dict[str, Any], where: Where, entities: dict[str, _Entity]
         if not any(entity_norm(e["name"]) == entity_norm(rel[end]) for e in ends):
             ends.append({"name": rel[end]} if ent is None else _declare(ent, rel[end]))
     content = f"{rel['from']} {relation_words(rel['relationType'])} {rel['to']}"
-    yield SourceItem("relation", where, content, session, when,
-                     source_key(NAME, "relation", rel["from"], rel["relationType"], rel["to"]), MEMORY_TYPE,
+    identity = ("relation", rel["from"], rel["relationType"], rel["to"])
+    yield SourceItem("relation", where, content, session, when, identity, MEMORY_TYPE,
                      metadata={NAME: {"relation": rel}}, entities=ends,
-                     relations=[{"from": rel["from"], "to": rel["to"], "label": rel["relationType"]}])
+                     relations=[{"from": rel["from"], "to": rel["to"], "label": rel["relationType"]}],
+                     legacy_keys=(source_key(NAME, *identity),))

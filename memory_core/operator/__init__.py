@@ -1,1 +1,90 @@
-"""Operator reads and maintenance: stats, the inspector's views, doctor, export and import."""
+"""What operators read and repair: stats, the inspector's views, doctor, export and import.
+
+Everything here takes an :class:`OperatorParts` (``core.operator_parts()``), the opened parts of a
+store with the core's write path over them, never a ``MemoryCore``'s attributes. These names are
+what the boundaries (``tools/``) use; :data:`__all__` is pinned by ``tests/test_public_api.py``.
+They load on first use (PEP 562): a CLI command pays only for the one it runs.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory_core.importers import SourceReport, import_source
+    from memory_core.operator.doctor.run import DoctorReport, check_stores, repair_stores
+    from memory_core.operator.inspector import Inspector
+    from memory_core.operator.jsonl_import import ImportCounts, import_lines
+    from memory_core.operator.parts import OperatorParts
+    from memory_core.operator.stats import (
+        SessionSummary,
+        TenantStats,
+        TenantSummary,
+        disk_use,
+        graph_neighbourhood,
+        list_sessions,
+        list_tenants,
+        tenant_stats,
+    )
+    from memory_core.operator.transfer import export_count, export_tenant
+
+_LAZY = {
+    "OperatorParts": "memory_core.operator.parts",
+    "DoctorReport": "memory_core.operator.doctor.run",
+    "check_stores": "memory_core.operator.doctor.run",
+    "repair_stores": "memory_core.operator.doctor.run",
+    "Inspector": "memory_core.operator.inspector",
+    "SessionSummary": "memory_core.operator.stats",
+    "TenantStats": "memory_core.operator.stats",
+    "TenantSummary": "memory_core.operator.stats",
+    "disk_use": "memory_core.operator.stats",
+    "graph_neighbourhood": "memory_core.operator.stats",
+    "list_sessions": "memory_core.operator.stats",
+    "list_tenants": "memory_core.operator.stats",
+    "tenant_stats": "memory_core.operator.stats",
+    "export_count": "memory_core.operator.transfer",
+    "export_tenant": "memory_core.operator.transfer",
+    "ImportCounts": "memory_core.operator.jsonl_import",
+    "import_lines": "memory_core.operator.jsonl_import",
+    "SourceReport": "memory_core.importers",
+    "import_source": "memory_core.importers",
+}
+
+__all__ = [
+    "DoctorReport",
+    "ImportCounts",
+    "Inspector",
+    "OperatorParts",
+    "SessionSummary",
+    "SourceReport",
+    "TenantStats",
+    "TenantSummary",
+    "check_stores",
+    "disk_use",
+    "export_count",
+    "export_tenant",
+    "graph_neighbourhood",
+    "import_lines",
+    "import_source",
+    "list_sessions",
+    "list_tenants",
+    "repair_stores",
+    "tenant_stats",
+]  # = the keys of _LAZY (tests/test_public_api.py)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memory_core.operator' has no attribute {name!r}")
+    from memory_core.heavy_imports import importing
+
+    with importing():
+        value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

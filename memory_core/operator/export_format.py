@@ -4,16 +4,19 @@ needed to rebuild it. Written by :mod:`memory_core.operator.transfer`, read by
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from graph.api import AUTHORED_BY, IN_SESSION
 from memory_core.entities.transfer import ExportEntity, ExportRelation
 from memory_core.refs import MEMORY
+from memory_core.write.request import AddItem
 
 DERIVED_EDGES = frozenset({AUTHORED_BY, IN_SESSION})  # every add writes them; a line's edges list them too
 STATE_FIELDS = ("supersedes", "superseded", "valid_to", "locked")
+# written beside the add: its state, its edges, and its entities and relations as records with their refs
+NOT_ADDED = frozenset({"ref", "content_hash", "edges", "entities", "relations", *STATE_FIELDS})
 MEMORY_REF = r"^mem:[1-9][0-9]{0,17}$"
 
 
@@ -54,9 +57,10 @@ class ExportLine(BaseModel):
     valid_to: str | None = None
     locked: bool = False
 
-    def add_item(self) -> dict[str, Any]:
-        """The add_memory arguments that rebuild this memory (its state, edges and entities go with it)."""
-        return self.model_dump(exclude={"ref", "content_hash", "edges", "entities", "relations", *STATE_FIELDS})
+    def add_item(self) -> AddItem:
+        """The add_memory arguments that rebuild this memory (its state, edges and entities go with it): every
+        field but :data:`NOT_ADDED` (a test holds the rest equal to an add's fields)."""
+        return cast(AddItem, self.model_dump(exclude=set(NOT_ADDED)))
 
     def has_state(self) -> bool:
         return self.supersedes is not None or self.valid_to is not None or self.locked

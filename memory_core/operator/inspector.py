@@ -1,7 +1,7 @@
 """Read-only views for the operator's web inspector (``tools.ui``): cheap at any store size.
 
 Every read is tenant-scoped except :meth:`Inspector.tenants` (operator-wide by design, like
-:meth:`memory_core.operator.stats.Operator.tenants`). Operators see private (``visibility: "agent"``)
+:func:`memory_core.operator.stats.list_tenants`). Operators see private (``visibility: "agent"``)
 memories too, marked as such. Nothing here writes: the session summary is the cached
 EPISODE when one exists (flagged stale when the session moved on) or an extractive summary
 made on the spot and not stored, so a page never waits on a model.
@@ -26,15 +26,17 @@ from memory_core.entities.inspect import EntityView, operator_entity, operator_m
 from memory_core.entities.service import ENTITY_REF
 from memory_core.errors import InvalidInputError, NotFoundError
 from memory_core.models import CheckResult, MemoryRow, from_us, iso
-from memory_core.operator.stats import Operator, SessionSummary
+from memory_core.operator.stats import SessionSummary, episode_refs, latest_handoff_ref, list_tenants
 from memory_core.reads import row_from_attrs
 from memory_core.refs import EPISODE as EPISODE_KIND
-from memory_core.refs import CursorPosition, parse_ref
+from memory_core.refs import CursorPosition, memory_ref, parse_ref
 from memory_core.sessions.episodes import SUMMARY_WINDOW, handoff_content
 from memory_core.sessions.summary import SummaryTurn, extractive_summary
+from memory_core.store_errors import graph_errors
+from memory_core.versions.chain import MAX_CHAIN, newer_version
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 DAY_US = 86_400_000_000
 GROWTH_DAYS = 30
@@ -99,9 +101,19 @@ class MemoryDetail:
 
 
 @dataclass(frozen=True)
+class EntityFact:
+    """A memory that mentions an entity: the newest of its versions that does, and the older
+    versions that did (corrected by ``update_memory``: history, not current facts)."""
+
+    row: MemoryRow
+    older: list[MemoryRow] = field(default_factory=list)  # superseded versions, newest first
+    current: str | None = None  # ``row`` superseded: the ref of the memory's current version (no longer mentioning it)
+
+
+@dataclass(frozen=True)
 class EntityDetail:
     entity: EntityView
-    mentions: list[MemoryRow]  # newest first
+    facts: list[EntityFact]  # newest first
 
 
 @dataclass
@@ -126,12 +138,11 @@ def _page_limit(limit: object) -> int:
 
 
 class Inspector:
-    """The inspector's reads over an open :class:`MemoryCore` (same stores, same locks)."""
+    """The inspector's reads over an open store's parts (the serving core's: same stores, same locks)."""
 
-    def __init__(self, core: MemoryCore) -> None:
-        self.core = core
-        self.graph = core.graph
-        self.operator = Operator(core)
+    def __init__(self, parts: OperatorParts) -> None:
+        self.parts = parts
+        self.graph = parts.graph
         self._chars: tuple[float, dict[str, int]] | None = None
         self._chars_refreshing = False
         self._chars_lock = threading.Lock()
@@ -140,7 +151,7 @@ class Inspector:
     def tenants(self, days: int = GROWTH_DAYS) -> TenantsView:
         """Every tenant with counts, stored characters, last activity and memories per day over
         the ``days`` UTC days ending on the newest activity in the store."""
-        summaries = self.operator.tenants()
+        summaries = list_tenants(self.parts)
         chars = self._stored_chars()
         newest = max((b[1][0] for t in summaries if (b := self.graph.bounds(t.tenant, None))), default=None)
         now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
@@ -172,7 +183,7 @@ class Inspector:
 
     def _refresh_chars(self) -> None:
         try:
-            sizes = self.core.maintenance.content_chars()
+            sizes = self.parts.maintenance.content_chars()
             with self._chars_lock:
                 self._chars = (time.monotonic(), sizes)
         except GraphStoreError:  # an unreadable store: the page shows no sizes rather than failing
@@ -187,13 +198,13 @@ class Inspector:
         limit = _page_limit(limit)
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise InvalidInputError("'offset' must be a non-negative integer.", field="offset")
-        episodes = self.operator._episodes(tenant)
+        episodes = episode_refs(self.parts, tenant)
         stats = [s for s in self.graph.sessions(tenant) if s.first is not None and s.last is not None]
         order = sorted(stats, key=lambda s: s.last or (0, 0), reverse=True)
         page = [SessionSummary(
             session=s.session, memories=s.memories, turns=s.turns,
             first_activity=_iso(s.first[0] if s.first else None), last_activity=_iso(s.last[0] if s.last else None),
-            latest_handoff=self.operator._latest_handoff(tenant, s.session), episode=episodes.get(s.session),
+            latest_handoff=latest_handoff_ref(self.parts, tenant, s.session), episode=episodes.get(s.session),
         ) for s in order[offset:offset + limit]]
         return SessionsPage(page, len(order), offset)
 
@@ -207,13 +218,13 @@ class Inspector:
         scope = f"timeline\x00{tenant}\x00{session}"
         before = None
         if cursor is not None:
-            pos = self.core.reader.cursors.decode(scope, cursor)
+            pos = self.parts.reader.cursors.decode(scope, cursor)
             before = (pos.ts_us, pos.id)
         keys = self.graph.page(tenant, session, before, limit + 1)
         more = len(keys) > limit
         keys = keys[:limit]
         rows = self.rows(tenant, [k[1] for k in keys])
-        next_cursor = self.core.reader.cursors.encode(scope, CursorPosition(*keys[-1])) if more and keys else None
+        next_cursor = self.parts.reader.cursors.encode(scope, CursorPosition(*keys[-1])) if more and keys else None
         return TimelinePage(rows, next_cursor)
 
     def summary(self, tenant: str, session: str) -> SummaryPeek | None:
@@ -229,10 +240,10 @@ class Inspector:
         if bounds is None:
             return None
         keys: list[Key] = self.graph.page(tenant, session, None, SUMMARY_WINDOW)
-        rows = self.core.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
-        handoff = handoff_content(self.graph, tenant, self.core.episodes.latest_handoff(tenant, session, None))
+        rows = self.parts.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
+        handoff = handoff_content(self.graph, tenant, self.parts.episodes.latest_handoff(tenant, session, None))
         turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
-        text = extractive_summary(turns, handoff, self.core.settings.model_provider.max_summary_chars)
+        text = extractive_summary(turns, handoff, self.parts.settings.model_provider.max_summary_chars)
         return SummaryPeek(text, "fallback", "not summarized yet (extractive, not stored)", None, False, len(rows))
 
     # ---- a memory --------------------------------------------------------------------------
@@ -246,7 +257,8 @@ class Inspector:
             if attrs is None:
                 raise NotFoundError(f"No memory {parsed} in this tenant.", ref=str(parsed))
             viewer = attrs.agent if attrs.visibility == "agent" else None  # the operator sees it as its author
-        check = self.core.check_memory(tenant, str(parsed), viewer=viewer)
+        with graph_errors("reading a memory"):
+            check = self.parts.versions.check(tenant, str(parsed), viewer)
         chain: list[MemoryRow] = []
         entities: list[EntityView] = []
         if parsed.kind != EPISODE_KIND:
@@ -255,7 +267,8 @@ class Inspector:
         return MemoryDetail(check, chain if len(chain) > 1 else [], entities)
 
     def entity(self, tenant: str, ref: str) -> EntityDetail:
-        """An entity with every name and alias and the memories that mention it (newest first)."""
+        """An entity with every name and alias and the memories that mention it, newest first: one
+        fact per memory, its superseded versions folded under the newest version that mentions it."""
         tenant = v.tenant(tenant)
         found = ENTITY_REF.match(ref.strip()) if isinstance(ref, str) else None
         if found is None:
@@ -263,7 +276,36 @@ class Inspector:
         view = operator_entity(self.graph, tenant, int(found.group(1)))
         if view is None:
             raise NotFoundError(f"No entity {ref} in this tenant.", ref=ref[:200])
-        return EntityDetail(view, self.rows(tenant, view.mentions))
+        return EntityDetail(view, self._facts(tenant, self.rows(tenant, view.mentions)))
+
+    def _facts(self, tenant: str, rows: list[MemoryRow]) -> list[EntityFact]:
+        """``rows`` (newest first) grouped by version chain: each group under its newest row, which
+        names the chain's current version when it is itself superseded (see :mod:`memory_core.versions`)."""
+        groups: dict[int, list[MemoryRow]] = {}
+        heads: dict[int, int] = {}  # id of a superseded row -> id of its chain's current version
+        for row in rows:
+            head = row.id if row.valid_to is None else self._current_version(tenant, row.id, heads)
+            groups.setdefault(head, []).append(row)
+        return [EntityFact(group[0], group[1:], None if group[0].id == head else memory_ref(head))
+                for head, group in groups.items()]
+
+    def _current_version(self, tenant: str, mem_id: int, known: dict[int, int]) -> int:
+        """The current version of ``mem_id``'s chain (the operator reads private versions too); the
+        last one found when the chain ends early (a deleted version). Memoised in ``known``."""
+        walked: list[int] = []
+        head = mem_id
+        node = self.graph.memory(tenant, mem_id)
+        while node is not None and node.id not in walked and len(walked) < MAX_CHAIN:
+            if node.id in known:
+                head = known[node.id]
+                break
+            head = node.id
+            if node.valid_to_us is None:
+                break
+            walked.append(node.id)
+            node = newer_version(self.graph, tenant, node, None, private_too=True)
+        known.update(dict.fromkeys(walked, head))
+        return head
 
     def _chain(self, tenant: str, mem_id: int) -> list[int]:
         """Newer handoffs (in-edges) then this one then older ones (out-edges), newest first."""
@@ -317,6 +359,10 @@ class Inspector:
                 out.edges.append({"source": root, "target": e.ref, "kind": "MENTIONS"})
         return out
 
+    def agents(self, tenant: str) -> list[str]:
+        """The tenant's agents, by name."""
+        return sorted(self.graph.agents(v.tenant(tenant)))
+
     def session_names(self, tenant: str, limit: int = 100) -> list[str]:
         """The tenant's most recently active session names (for pickers)."""
         tenant = v.tenant(tenant)
@@ -350,6 +396,6 @@ class Inspector:
                                             "at": _iso(e.created_us)} for e in entries]
 
 
-__all__ = ["EntityDetail", "Inspector", "MemoryDetail", "Neighbourhood", "SessionsPage", "SummaryPeek",
+__all__ = ["EntityDetail", "EntityFact", "Inspector", "MemoryDetail", "Neighbourhood", "SessionsPage", "SummaryPeek",
            "TenantOverview",
            "TenantsView", "TimelinePage"]

@@ -28,7 +28,6 @@ What an import promises:
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,8 +37,9 @@ from pydantic import ValidationError
 
 from graph.api import SUPERSEDES, GraphTxn, mem_node
 from memory_core import validation as v
-from memory_core.entities.transfer import EntityImportCounts, EntityRestore, ImportedMemory
+from memory_core.entities.transfer import EntityImportCounts, EntityRestore, ImportedMemory, guard_line_entities
 from memory_core.errors import MemoryCoreError
+from memory_core.importers.json_records import Decoded, line_value, lone_surrogate
 from memory_core.models import to_us
 from memory_core.operator.export_format import ExportLine
 from memory_core.refs import memory_ref, parse_ref
@@ -49,7 +49,7 @@ from memory_core.write.add_rows import ItemRef
 from memory_core.write.rows import content_hash, scoped_idempotency_key
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 IMPORT_BATCH = 200
 MAX_REPORTED_ERRORS = 50
@@ -80,10 +80,10 @@ class ImportCounts:
     sample: list[dict[str, Any]] = field(default_factory=list)  # dry run: the first rows it would write
     refs: dict[str, str] = field(default_factory=dict)  # ref in the file -> ref in the store
 
-    def error(self, line: int, code: str, message: str) -> None:
+    def error(self, line: int, code: str, message: str, field: str | None = None) -> None:
         self.errors += 1
         if len(self.error_lines) < MAX_REPORTED_ERRORS:
-            self.error_lines.append({"line": line, "code": code, "message": message})
+            self.error_lines.append({"line": line, "field": field, "code": code, "message": message})
 
     def note(self, line: int, message: str) -> None:
         if len(self.notes) < MAX_REPORTED_ERRORS:
@@ -99,7 +99,7 @@ class ImportCounts:
 
 
 def import_lines(
-    core: MemoryCore,
+    parts: OperatorParts,
     lines: Iterable[str | bytes],
     tenant: str,
     progress: Callable[[int], None] | None = None,
@@ -112,7 +112,7 @@ def import_lines(
     See the module's promises. A store failure aborts the import (nothing of the failing batch is
     written); running it again resumes where it stopped.
     """
-    job = _JsonlImport(core, v.tenant(tenant), skip_bad=skip_bad, dry_run=dry_run)
+    job = _JsonlImport(parts, v.tenant(tenant), skip_bad=skip_bad, dry_run=dry_run)
     return job.run(lines, progress)
 
 
@@ -126,8 +126,8 @@ class _Held:
 
 
 class _JsonlImport:
-    def __init__(self, core: MemoryCore, tenant: str, *, skip_bad: bool, dry_run: bool) -> None:
-        self.core, self.tenant, self.skip_bad, self.dry_run = core, tenant, skip_bad, dry_run
+    def __init__(self, parts: OperatorParts, tenant: str, *, skip_bad: bool, dry_run: bool) -> None:
+        self.parts, self.tenant, self.skip_bad, self.dry_run = parts, tenant, skip_bad, dry_run
         self.counts = ImportCounts(dry_run=dry_run)
         self.stopped = False
         self.batch: list[tuple[int, ExportLine]] = []
@@ -184,9 +184,11 @@ class _JsonlImport:
                 return None
         return text.removeprefix("\ufeff") if number == 1 else text
 
-    def _refuse(self, number: int, code: str, message: str, ref: str | None = None) -> None:
-        """Report a refused line; without skip_bad (and outside a dry run) the import stops here."""
-        self.counts.error(number, code, message)
+    def _refuse(self, number: int, code: str, message: str, ref: str | None = None, *,
+                field: str | None = None) -> None:
+        """Report a refused line (``field``: the field at fault, when one is); without skip_bad (and
+        outside a dry run) the import stops here."""
+        self.counts.error(number, code, message, field)
         if ref is not None:
             self.refused.add(ref)
             self._release(ref)
@@ -195,23 +197,31 @@ class _JsonlImport:
             self.stopped = True
 
     def _parse(self, text: str, number: int) -> ExportLine | None:
-        try:
-            line = ExportLine.model_validate(json.loads(text))
-        except json.JSONDecodeError as exc:
-            self._refuse(number, "INVALID_INPUT", f"Not JSON: {exc.msg}.")
+        value = line_value(text)  # never raises: too deep, too many digits, not JSON are each a refusal
+        if isinstance(value, Decoded):
+            self._refuse(number, "INVALID_INPUT", f"{value.why}.", field=value.field)
             return None
+        bad = lone_surrogate(value)
+        if bad is not None:
+            self._refuse(number, "INVALID_INPUT", f"'{bad or 'line'}' holds a lone surrogate (a \\ud800-\\udfff "
+                                                  "escape without its pair): it is not valid Unicode.",
+                         field=bad or None)
+            return None
+        try:
+            line = ExportLine.model_validate(value)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "line"
-            self._refuse(number, "INVALID_INPUT", f"'{where}': {first['msg']}.")
+            self._refuse(number, "INVALID_INPUT", f"'{where}': {first['msg']}.", field=where)
             return None
         if line.tenant != self.tenant:
             self._refuse(number, "TENANT_MISMATCH", f"The line belongs to tenant '{line.tenant}', not "
                                                     f"'{self.tenant}'.")
             return None
-        problem = _line_problem(self.core, line)
+        problem = _line_problem(self.parts, line)
         if problem is not None:
-            self._refuse(number, *problem)
+            code, message, field = problem
+            self._refuse(number, code, message, field=field)
             return None
         return line
 
@@ -271,7 +281,7 @@ class _JsonlImport:
                          line.ref)
             return True
         with graph_errors("importing into a tenant"):
-            found = self.core.graph.by_idempotency_key(self.tenant, scoped)
+            found = self.parts.graph.by_idempotency_key(self.tenant, scoped)
         if found is not None and (found.session, found.ts_us, found.content_hash) != identity:
             self._refuse(number, "IDEMPOTENCY_CONFLICT", f"Its idempotency_key {key!r} already names "
                                                          f"{memory_ref(found.id)}, a different memory (another "
@@ -283,11 +293,11 @@ class _JsonlImport:
         """The id of the same memory already in the tenant (same session, timestamp and content: as the
         file has it, or as the secrets guard stored it, so a file holding secrets re-imports as a no-op)."""
         ts_us = to_us(v.timestamp(line.timestamp))
-        found = self.core.maintenance.existing_memory(self.tenant, line.session, line.content_hash, ts_us)
+        found = self.parts.maintenance.existing_memory(self.tenant, line.session, line.content_hash, ts_us)
         if found is None:
-            stored = content_hash(self.core.writer.guard.text(line.content, "content", Scan()))
+            stored = content_hash(self.parts.writer.guard.text(line.content, "content", Scan()))
             if stored != line.content_hash:
-                found = self.core.maintenance.existing_memory(self.tenant, line.session, stored, ts_us)
+                found = self.parts.maintenance.existing_memory(self.tenant, line.session, stored, ts_us)
         return found
 
     def _release(self, ref: str) -> None:
@@ -368,9 +378,9 @@ class _JsonlImport:
             return True
         stored = parse_ref(self.mapped[target]).id
         with graph_errors("importing into a tenant"):
-            sources = self.core.graph.superseders(self.tenant, [stored]).get(stored, [])
-            newer = [m for m in self.core.graph.memories(self.tenant, sources).values() if m.supersedes_id == stored]
-            row = self.core.graph.memory(self.tenant, stored)
+            sources = self.parts.graph.superseders(self.tenant, [stored]).get(stored, [])
+            newer = [m for m in self.parts.graph.memories(self.tenant, sources).values() if m.supersedes_id == stored]
+            row = self.parts.graph.memory(self.tenant, stored)
         if newer:
             self._refuse(number, "SUPERSEDED", f"It corrects {target}, which is already corrected in the store; a "
                                                "version has one successor.", line.ref)
@@ -444,7 +454,7 @@ class _JsonlImport:
                 for pos, mem_id in written if (line := todo[pos][1]).entities or line.relations])
             outcome["entities"] = attempt
 
-        results = self.core.writer.add_many(
+        results = self.parts.writer.add_many(
             [line.add_item() for _n, line in todo], preferred_ids=[parse_ref(line.ref).id for _n, line in todo],
             edges=[e for e, _s in links], states=[s for _e, s in links], linked=linked, extract=False)
         if "entities" in outcome:
@@ -470,21 +480,23 @@ class _JsonlImport:
         return settled
 
 
-def _line_problem(core: MemoryCore, line: ExportLine) -> tuple[str, str] | None:
-    """(code, message) when the line cannot be written as a memory, else None."""
+def _line_problem(parts: OperatorParts, line: ExportLine) -> tuple[str, str, str | None] | None:
+    """(code, message, field) when the line cannot be written as a memory, else None."""
     if line.valid_to is not None:
         try:
             v.timestamp(line.valid_to)
         except MemoryCoreError:
-            return "INVALID_INPUT", "'valid_to' must be an ISO-8601 timestamp with a timezone."
+            return "INVALID_INPUT", "'valid_to' must be an ISO-8601 timestamp with a timezone.", "valid_to"
     if content_hash(line.content) != line.content_hash:
-        return "INVALID_INPUT", "The content does not match its content_hash."
+        return "INVALID_INPUT", "The content does not match its content_hash.", "content_hash"
     try:
-        core.writer.prepare(line.add_item(), extract=False)
+        parts.writer.prepare(line.add_item(), extract=False)
+        line.entities, line.relations = guard_line_entities(line.entities, line.relations, parts.writer.guard)
         for entity in line.entities:
             entity.check()
     except MemoryCoreError as exc:
-        return exc.code, exc.message
+        name = exc.fields.get("field")
+        return exc.code, exc.message, str(name) if name else None
     return None
 
 

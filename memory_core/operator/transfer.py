@@ -18,44 +18,43 @@ from memory_core import validation as v
 from memory_core.entities.transfer import EntityExporter
 from memory_core.errors import StoreError
 from memory_core.operator.export_format import ExportEdge, ExportLine
-from memory_core.operator.jsonl_import import ImportCounts, import_lines
 from memory_core.reads import row_from_attrs
 from memory_core.refs import MAX_ID, memory_ref
 from memory_core.store_errors import graph_errors
 from memory_core.write.rows import public_idempotency_key
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 EXPORT_CHUNK = 200
 
 
-def export_count(core: MemoryCore, tenant: str) -> int:
+def export_count(parts: OperatorParts, tenant: str) -> int:
     """How many memories an export of ``tenant`` will hold (for progress bars)."""
-    return core.graph.count(v.tenant(tenant))
+    return parts.graph.count(v.tenant(tenant))
 
 
-def export_tenant(core: MemoryCore, tenant: str) -> Iterator[dict[str, Any]]:
+def export_tenant(parts: OperatorParts, tenant: str) -> Iterator[dict[str, Any]]:
     """Yield the tenant's memories as JSON-able :class:`ExportLine` dicts, oldest first."""
     tenant = v.tenant(tenant)
-    keys = list(core.graph.iter_newest(tenant, None))
+    keys = list(parts.graph.iter_newest(tenant, None))
     keys.reverse()
     with graph_errors("exporting a tenant"):
-        entities = EntityExporter.of(core.graph, tenant)
+        entities = EntityExporter.of(parts.graph, tenant)
     for start in range(0, len(keys), EXPORT_CHUNK):
         chunk = [mem_id for _ts, mem_id in keys[start : start + EXPORT_CHUNK]]
         with graph_errors("exporting a tenant"):
-            lines = _export_chunk(core, tenant, chunk, entities)
+            lines = _export_chunk(parts, tenant, chunk, entities)
         yield from lines
 
 
-def _export_chunk(core: MemoryCore, tenant: str, ids: list[int], entities: EntityExporter) -> list[dict[str, Any]]:
-    graph = core.graph
+def _export_chunk(parts: OperatorParts, tenant: str, ids: list[int], entities: EntityExporter) -> list[dict[str, Any]]:
+    graph = parts.graph
     found = graph.memories(tenant, ids)
     about = entities.fields(graph, tenant, ids, found)
     attrs = {i: found[i] for i in ids if i in found}
     contents = graph.contents(tenant, attrs)
-    keys = core.maintenance.idempotency_keys(tenant, attrs)
+    keys = parts.maintenance.idempotency_keys(tenant, attrs)
     out = []
     for mem_id, a in attrs.items():
         if mem_id not in contents:
@@ -73,4 +72,4 @@ def _export_chunk(core: MemoryCore, tenant: str, ids: list[int], entities: Entit
     return out
 
 
-__all__ = ["ExportEdge", "ExportLine", "ImportCounts", "export_count", "export_tenant", "import_lines"]
+__all__ = ["export_count", "export_tenant"]

@@ -56,7 +56,8 @@ def load_litellm() -> ModuleType:
         return _litellm
     with _litellm_lock:
         if _litellm is None:
-            # Forced rather than setdefault: the spec says nothing may reach the network on import.
+            # Forced rather than setdefault: litellm is imported "in offline mode" (docs/configuration.md,
+            # "Session summaries"): nothing may reach the network on import.
             os.environ.update(_OFFLINE_ENV)
             import litellm
 

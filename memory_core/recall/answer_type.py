@@ -6,16 +6,18 @@ ago", "in May"), one asking *how many* by one holding a number, *how long* by a 
 patterns; a row's kinds from its text. Scoring lets a row holding the asked kind gain a share
 of its own relevance: it reorders rows that match the query, never lifts unrelated ones.
 A row that ends by asking a question hands the floor over rather than tells ("What inspired
-you?"): whatever the question, it loses ``asking_penalty`` of its relevance. Only the best
-``answer_rows`` rows are read (one read of their texts).
+you?"): whatever the question, it loses ``answer.asking_penalty`` of its relevance. Only the best
+``answer.rows`` rows are read (one read of their texts).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from memory_core.recall.scoring import Candidate
+if TYPE_CHECKING:
+    from memory_core.recall.pool import Candidate, Pool
 
 _NUMBER_WORDS = (r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty"
                  r"|hundred|thousand|a couple|a few|several|dozen|first|second|third|both")
@@ -92,4 +94,18 @@ def asking(rows: Iterable[Candidate], texts: dict[int, str], penalty: float) -> 
             c.rel *= 1.0 - penalty
 
 
-__all__ = ["KINDS", "asked_kind", "asking", "asks", "holds", "lift"]
+def prefer(pool: Pool) -> None:
+    """Stage: among the best ``answer.rows`` rows, those holding the kind of answer the question asks for
+    gain (:func:`lift`), and those that end by asking lose (:func:`asking`)."""
+    cfg = pool.cfg.answer
+    kind = asked_kind(pool.reading.text) if cfg.weight else None
+    if kind is None and not cfg.asking_penalty:
+        return
+    leaders = sorted(pool.cands.values(), key=lambda c: -c.rel)[:cfg.rows]
+    texts = pool.text([c.id for c in leaders])
+    if kind is not None:
+        lift(leaders, texts, kind, cfg.weight)
+    asking(leaders, texts, cfg.asking_penalty)
+
+
+__all__ = ["KINDS", "asked_kind", "asking", "asks", "holds", "lift", "prefer"]

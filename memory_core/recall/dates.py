@@ -18,6 +18,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from memory_core.models import from_us
+from memory_core.recall.fusion import best
+
+if TYPE_CHECKING:
+    from memory_core.recall.pool import Pool
 
 MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
@@ -187,3 +194,23 @@ def date_score(ts: datetime, windows: Iterable[DateWindow], grace_days: float, t
 
 __all__ = ["ANY_YEAR_MONTH", "DAY_WINDOW", "MONTH_WINDOW", "YEAR_WINDOW", "DateWindow", "date_score",
            "parse_dates", "strip_dates"]
+
+
+def lift(pool: Pool) -> None:
+    """Stage: dates the query names against each row's own timestamp. An absolute date adds ``dates.weight`` ×
+    its score; a relative one counts from a guessed "now", so it adds ``dates.relative`` × its score × the
+    row's share of the best base: it reorders relevant rows, never lifts unrelated ones."""
+    reading, cfg, cands = pool.reading, pool.cfg.dates, pool.cands
+    if not reading.dates or not cfg.weight:
+        return
+    absolute = [w for w in reading.dates if not w.relative]
+    relative = [w for w in reading.dates if w.relative]
+    top = best([c.base for c in cands.values()])
+    for k, c in cands.items():
+        ts = from_us(pool.attrs[k].ts_us)
+        t_abs = date_score(ts, absolute, cfg.grace_days, cfg.tau_days) if absolute else 0.0
+        t_rel = date_score(ts, relative, cfg.grace_days, cfg.tau_days) if relative else 0.0
+        bonus = cfg.weight * t_abs + cfg.relative * t_rel * max(0.0, c.base) / top
+        c.time = max(t_abs, t_rel)
+        c.rel += bonus
+        c.graph += bonus

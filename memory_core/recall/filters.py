@@ -80,7 +80,7 @@ def holds(held: str, content: str) -> bool:
 
 
 def prefixes(held: str, content: str) -> bool:
-    """The SPEC's rule for ``exclude_contents``, strings the caller chose to send: one of the two
+    """The rule for ``exclude_contents`` (docs/tools.md, ``recall``), strings the caller chose to send: one of the two
     (normalized) is a prefix of the other, whatever their length."""
     return content.startswith(held) or held.startswith(content)
 
@@ -92,7 +92,7 @@ class RecallFilters(RowFilter):
     project), and what only recall knows: the strings the caller holds, and whether corrected
     versions come too."""
 
-    exclude: tuple[str, ...] = ()  # exclude_contents: prefix either way (SPEC)
+    exclude: tuple[str, ...] = ()  # exclude_contents: prefix either way (docs/tools.md, ``recall``)
     held_context: tuple[str, ...] = ()  # recall_with_context's entries: see :func:`holds`
     include_superseded: bool = False  # also versions a newer one corrected (update_memory)
 

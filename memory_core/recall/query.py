@@ -29,6 +29,8 @@ from memory_core.recall.dates import DateWindow, date_score, parse_dates, strip_
 
 # ---- words ----------------------------------------------------------------------------------
 TOKEN = re.compile(r"[\w']+", re.UNICODE)
+WORD = re.compile(r"\w+", re.UNICODE)
+STEM = 5  # query words and row words compare on their first letters (a cheap stemmer)
 _STOPWORDS_TEXT = """
 a an the of to in on at for with and or but is are was were be been being do does did done have has had
 having i you he she it we they me him her them my your his its our their this that these those what
@@ -50,6 +52,11 @@ def words(text: str) -> list[str]:
         if tok and tok not in STOPWORDS and (len(tok) > 1 or tok.isdigit()):
             out.setdefault(tok, None)
     return list(out)
+
+
+def stems(text: str) -> set[str]:
+    """The stems of a row's words, as the query's terms are compared with them (``term[:STEM]``)."""
+    return {w[:STEM] for w in WORD.findall(text.lower())}
 
 
 # ---- the reading ----------------------------------------------------------------------------
@@ -148,5 +155,5 @@ def read_anchor(now: object) -> datetime | None:
         raise InvalidInputError("'now' must be a timezone-aware datetime or ISO-8601 string.", field="now") from exc
 
 
-__all__ = ["DateWindow", "QueryReading", "as_spoken", "date_score", "named_agents", "parse_dates", "read_anchor",
-           "read_query", "words"]
+__all__ = ["STEM", "WORD", "DateWindow", "QueryReading", "as_spoken", "date_score", "named_agents", "parse_dates",
+           "read_anchor", "read_query", "stems", "words"]

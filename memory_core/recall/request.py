@@ -2,16 +2,20 @@
 
 :class:`RecallOptions` names every filter and switch a caller may pass beside the tenant and the
 query (``core.recall(tenant, query, type="decision", limit=5)``); a key left out takes its
-default. :class:`RecallRequest` is what the engine runs: the tenant, the query, the options, and
-what :meth:`memory_core.service.MemoryCore.recall_with_context` adds (the conversation).
+default, and a key it does not name is refused (``INVALID_INPUT``): a typo must not silently
+change nothing. :class:`RecallRequest` is what the engine runs: the tenant, the query, the
+options, and what :meth:`memory_core.service.MemoryCore.recall_with_context` adds (the conversation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypedDict
+
+from memory_core.errors import InvalidInputError
 
 
 class RecallOptions(TypedDict, total=False):
@@ -33,12 +37,32 @@ class RecallOptions(TypedDict, total=False):
     collapse: bool  # copies of one fact as one row (default true; deep shows them all)
 
 
+OPTIONS = frozenset(RecallOptions.__optional_keys__ | RecallOptions.__required_keys__)
+
+
+def check_options(options: Mapping[str, object]) -> None:
+    """Refuse the keys :class:`RecallOptions` does not name, each said, with the option it was likely meant for."""
+    unknown = [k for k in options if k not in OPTIONS]
+    if not unknown:
+        return
+    said = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), OPTIONS, n=1)
+        said.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    raise InvalidInputError(
+        f"Unknown recall option{'s' if len(unknown) > 1 else ''} {', '.join(said)}; "
+        f"the options are {', '.join(sorted(OPTIONS))}.", field=str(unknown[0]))
+
+
 @dataclass(frozen=True)
 class RecallRequest:
-    """A recall as the engine runs it."""
+    """A recall as the engine runs it (its options checked: a key :class:`RecallOptions` does not name is refused)."""
 
     tenant: str
     query: str
     options: RecallOptions = field(default_factory=lambda: RecallOptions())
     context_text: str | None = None  # recall_with_context: the recent conversation, embedded with the query
     held_context: Sequence[str] = ()  # recall_with_context: the entries the caller holds (never returned)
+
+    def __post_init__(self) -> None:
+        check_options(self.options)

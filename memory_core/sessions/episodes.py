@@ -16,9 +16,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graph.api import SUPERSEDES, EpisodeNode, GraphStore, GraphTxn, Key, MemoryNode, mem_node
+from graph.api import SUPERSEDES, EpisodeNode, GraphStore, GraphTxn, Key, MemoryNode, MemoryRows, mem_node
 from memory_core import validation as v
-from memory_core.embedding.local import Embedder
+from memory_core.embedding.api import Embedder
 from memory_core.errors import NotFoundError
 from memory_core.models import AddResult, MemoryRow, RecentTurnsPage, from_us, iso
 from memory_core.reads import EPISODE_AGENT, EPISODE_SALIENCE, Reader, visible
@@ -27,6 +27,7 @@ from memory_core.sessions.summary import SummaryProvider, SummaryTurn, extractiv
 from memory_core.settings.schema import Settings
 from memory_core.vectors.api import Metadata, VectorStore
 from memory_core.write.path import WritePath
+from memory_core.write.request import AddItem, MemoryFields
 
 SUMMARY_WINDOW = 200  # newest turns a summary reads
 PAGE = 256  # keys read at a time when a session is scanned newest first
@@ -133,13 +134,13 @@ class EpisodeService:
                 return
             before = page[-1]
 
-    def create_handoff(self, tenant: str, session: str, agent: str, content: str, **fields: Any) -> AddResult:
-        """A handoff memory (salience 0.95) linked by SUPERSEDES to the session's previous one."""
+    def create_handoff(self, tenant: str, session: str, agent: str, content: str,
+                       fields: MemoryFields) -> AddResult:
+        """A handoff memory (salience 0.95 unless given) linked by SUPERSEDES to the session's previous one.
+        A ``type`` among ``fields`` (``add_memory(type="handoff")``'s) is replaced by ``handoff``."""
         tenant = v.tenant(tenant)
-        fields.pop("type", None)
-        fields.setdefault("salience", 0.95)
-        item = {"tenant": tenant, "session": session, "agent": agent, "content": content, "type": "handoff",
-                **fields}
+        item: AddItem = {**fields, "tenant": tenant, "session": session, "agent": agent, "content": content,
+                         "type": "handoff"}
         # A shared handoff supersedes the latest shared one (never pointing at a private row); a
         # private one, the latest its author can read.
         chain_viewer = agent if fields.get("visibility") == "agent" and isinstance(agent, str) else None
@@ -315,7 +316,7 @@ class EpisodeService:
         return self._extractive(tenant, session, self._shared_keys(tenant, session, SUMMARY_WINDOW), SUMMARY_PENDING)
 
 
-def handoff_content(graph: GraphStore, tenant: str, handoff: MemoryNode | None) -> str | None:
+def handoff_content(graph: MemoryRows, tenant: str, handoff: MemoryNode | None) -> str | None:
     if handoff is None:
         return None
     return graph.contents(tenant, [handoff.id]).get(handoff.id)

@@ -1,25 +1,19 @@
 """Settings: defaults, an optional TOML file, then ``MEMORY_CORE_<SECTION>_<KEY>`` env vars.
 
-The sections are plain pydantic models; :func:`load_settings` layers them through
-pydantic-settings (:mod:`memory_core.settings.sources`: a ``BaseSettings`` with
-``env_prefix="MEMORY_CORE_"``, one env source, one TOML source), imported only when settings
-are loaded so ``import memory_core.settings.schema`` stays cheap. Only the composition root
-(``MemoryCore.open`` / the servers) calls it; nothing reads configuration at import time.
-Bad values fail with the key and the reason (``CONFIG_INVALID``).
+The sections are plain pydantic models, cheap to import; :func:`memory_core.settings.load_settings`
+layers them through pydantic-settings (:mod:`memory_core.settings.sources`), which imports this
+module and never the reverse.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memory_core.scopes import DEFAULT_SCOPE, Scope
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
-
-ENV_PREFIX = "MEMORY_CORE_"
 
 
 class _Section(BaseModel):
@@ -163,10 +157,19 @@ class ServerSettings(_Section):
     @field_validator("tokens", mode="before")
     @classmethod
     def _tenant_only_tokens(cls, value: object) -> object:
-        """The original form ``"<sha256>" = "tenant"`` stays valid: it binds no agent."""
-        if isinstance(value, Mapping):
-            return {k: {"tenant": b} if isinstance(b, str) else b for k, b in value.items()}
-        return value
+        """Hashes in lower case, each token bound once; the original form ``"<sha256>" = "tenant"`` stays
+        valid (it binds no agent). One token listed twice (its hash in two cases, or in the file and the
+        environment) would bind whichever entry came last: refused, whatever the two entries say."""
+        if not isinstance(value, Mapping):
+            return value
+        tokens: dict[object, object] = {}
+        for key, entry in value.items():
+            digest = key.lower() if isinstance(key, str) else key
+            if digest in tokens:
+                raise ValueError(f"the token whose sha256 is {str(digest)[:12]}… is listed twice; bind each "
+                                 "token once (hashes are compared in lower case)")
+            tokens[digest] = {"tenant": entry} if isinstance(entry, str) else entry
+        return tokens
 
 
 class OperatingContextSettings(_Section):
@@ -221,6 +224,39 @@ class HooksSettings(_Section):
     _check_agent = field_validator("agent")(_agent_name)
 
 
+class MetricsSettings(_Section):
+    """Prometheus metrics at ``/metrics`` (:mod:`memory_core.observe.metrics`); never open by default."""
+
+    enabled: bool = False
+    # None: /metrics on the server's own port, behind a token (metrics.token_sha256, or an admin-scope one of
+    # [server.tokens] while tenant_labels is 0); a port: a listener of its own on metrics.host (0: any free port)
+    port: int | None = Field(None, ge=0, le=65535)
+    host: str = "127.0.0.1"
+    token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
+    # per-tenant series for at most this many tenants (the first seen; the rest share "_other"); 0: no tenant labels
+    tenant_labels: int = Field(0, ge=0, le=1000)
+    store_counts_s: float = Field(60.0, ge=1, le=86_400)  # rows and vectors per store are counted at most this often
+
+
+class LogSettings(_Section):
+    """What a serving process logs on stderr (:mod:`memory_core.observe.logs`); never content or secrets."""
+
+    format: Literal["text", "json"] = "text"
+    level: Literal["debug", "info", "warning", "error"] = "warning"
+    # how a call's tenant appears in log lines and spans: a sha256 prefix, as is, or not at all
+    tenant: Literal["hash", "plain", "omit"] = "hash"
+
+
+class TracingSettings(_Section):
+    """OpenTelemetry spans per tool call and stage (:mod:`memory_core.observe.tracing`, extra ``otel``)."""
+
+    enabled: bool = False
+    # OTLP/HTTP traces endpoint; None: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, the default
+    endpoint: str | None = None
+    service_name: str = Field("memory-core", min_length=1, max_length=200)
+    sample_ratio: float = Field(1.0, ge=0, le=1)
+
+
 class Settings(_Section):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -232,28 +268,7 @@ class Settings(_Section):
     operating_context: OperatingContextSettings = Field(default_factory=OperatingContextSettings)
     model_provider: ModelProviderSettings = Field(default_factory=ModelProviderSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    logs: LogSettings = Field(default_factory=LogSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     hooks: HooksSettings = Field(default_factory=HooksSettings)
-
-
-# Variables that share the prefix but are not settings (test-suite switches among them).
-TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
-NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY"})
-BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent",
-               "MEMORY_CORE_SCOPE": "scope"}  # -> server.<key>
-
-
-def load_settings(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    environ: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> Settings:
-    """Defaults ← TOML file (``path`` or ``$MEMORY_CORE_CONFIG``) ← env vars ← ``overrides``.
-
-    ``MEMORY_CORE_TENANT`` / ``MEMORY_CORE_AGENT`` / ``MEMORY_CORE_SCOPE`` bind the server's tenant,
-    agent and scope; set but malformed, they fail here (CONFIG_INVALID), as does any unknown ``MEMORY_CORE_*`` variable
-    (with the setting it probably meant).
-    """
-    from memory_core.settings.sources import layered_settings  # pydantic-settings loads only here
-
-    return layered_settings(path, os.environ if environ is None else environ, overrides or {})

@@ -8,7 +8,7 @@
 4. the TOML file (``path`` or ``$MEMORY_CORE_CONFIG``),
 5. the defaults of :mod:`memory_core.settings.schema`.
 
-Imported by :func:`memory_core.settings.schema.load_settings` only: pydantic-settings costs ~70-90 ms
+Imported by :func:`memory_core.settings.load_settings` only: pydantic-settings costs ~70-90 ms
 to import, which a command that never loads settings (``--help``) should not pay.
 
 Errors are ``ConfigError`` (CONFIG_INVALID) naming the key: an unknown ``MEMORY_CORE_*``
@@ -38,9 +38,15 @@ from pydantic_settings import (
 
 from memory_core.errors import ConfigError
 from memory_core.scopes import SCOPE_NAMES, parse_scope
-from memory_core.settings.schema import BINDING_ENV, ENV_PREFIX, NON_SETTING_ENV, TEST_ENV_PREFIX, Settings
+from memory_core.settings.schema import Settings
 from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
 
+ENV_PREFIX = "MEMORY_CORE_"
+# Variables that share the prefix but are not settings (test-suite switches among them).
+TEST_ENV_PREFIX = "MEMORY_CORE_TEST_"
+NON_SETTING_ENV = frozenset({"MEMORY_CORE_CONFIG", "MEMORY_CORE_RELIABILITY"})
+BINDING_ENV = {"MEMORY_CORE_TENANT": "tenant", "MEMORY_CORE_AGENT": "agent",
+               "MEMORY_CORE_SCOPE": "scope"}  # -> server.<key>
 
 class LayeredSettings(BaseSettings, Settings):
     """:class:`Settings` as a ``BaseSettings``: the sources below fill it, nested per section."""

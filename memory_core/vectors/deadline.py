@@ -12,7 +12,7 @@ the same to doctor. When the stuck call returns, the store is healthy again, no 
 A tenant's first call may load its whole index (embedded Chroma reads a collection's HNSW index on
 its first query after the client was built: 3.7-8.3 s for 1M rows here; a first recall from a cold
 disk took 49 s), and while it loads, Chroma holds a lock every write takes, in every collection. Slow is not
-hung: a call on a tenant whose index is not loaded (:func:`memory_core.vectors.chroma.index_loaded`)
+hung: a call on a tenant whose index is not loaded (:func:`memory_core.vectors.api.index_loaded`)
 gets the time its rows may take to load (:data:`LOAD_ROWS_PER_S`) on top of its deadline, and a
 call that waits while such a load is under way waits for it (within that load's own time), then
 gets ``deadline_s`` again from the load's end. Without that, a load longer than the deadline (a

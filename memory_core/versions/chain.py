@@ -5,17 +5,23 @@ are followed: another agent's private version ends the chain as if it were absen
 
 from __future__ import annotations
 
-from graph.api import GraphStore, MemoryNode
+from typing import Protocol
+
+from graph.api import EdgeIndex, MemoryNode, MemoryRows
 from memory_core.reads import visible
 
 MAX_CHAIN = 1_000  # a guard against a damaged store's cycle, far above any real history
+
+
+class ChainGraph(MemoryRows, EdgeIndex, Protocol):
+    """What a chain is read from: memories by id, and the SUPERSEDES edges that name their successors."""
 
 
 def _readable(node: MemoryNode | None, viewer: str | None, private_too: bool) -> MemoryNode | None:
     return node if node is not None and (private_too or visible(node, viewer)) else None
 
 
-def newer_version(graph: GraphStore, tenant: str, node: MemoryNode, viewer: str | None,
+def newer_version(graph: ChainGraph, tenant: str, node: MemoryNode, viewer: str | None,
                   private_too: bool = False) -> MemoryNode | None:
     """The version that corrects ``node``, when there is one the viewer can read."""
     sources = graph.superseders(tenant, [node.id]).get(node.id, [])
@@ -27,7 +33,7 @@ def newer_version(graph: GraphStore, tenant: str, node: MemoryNode, viewer: str 
     return None
 
 
-def chain_of(graph: GraphStore, tenant: str, node: MemoryNode, viewer: str | None, *,
+def chain_of(graph: ChainGraph, tenant: str, node: MemoryNode, viewer: str | None, *,
              private_too: bool = False) -> list[MemoryNode]:
     """Every readable version of ``node``'s chain, oldest first (``node`` itself included)."""
     older: list[MemoryNode] = []
@@ -52,7 +58,7 @@ def chain_of(graph: GraphStore, tenant: str, node: MemoryNode, viewer: str | Non
     return [*reversed(older), node, *newer]
 
 
-def head_of(graph: GraphStore, tenant: str, node: MemoryNode, viewer: str | None, *,
+def head_of(graph: ChainGraph, tenant: str, node: MemoryNode, viewer: str | None, *,
             private_too: bool = False) -> MemoryNode | None:
     """The newest readable version of ``node``'s chain (None: no readable version is current)."""
     last = chain_of(graph, tenant, node, viewer, private_too=private_too)[-1]

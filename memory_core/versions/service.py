@@ -32,14 +32,14 @@ from typing import Any
 from graph.api import SUPERSEDES, GraphStore, MemoryNode, mem_node
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, LockedError, NotFoundError, SupersededError
-from memory_core.models import AddResult, MemoryRow, from_us, iso
+from memory_core.models import AddResult, CheckResult, MemoryRow, from_us, iso
 from memory_core.reads import Reader, check_own, row_from_attrs, visible
 from memory_core.refs import MEMORY, memory_ref, parse_ref
 from memory_core.versions.chain import chain_of, head_of
 from memory_core.write.path import WritePath
+from memory_core.write.request import AddItem
 
 HANDOFF = "handoff"
-_CARRIED = ("session", "type", "role", "channel", "project_id", "visibility")
 
 
 @dataclass(frozen=True)
@@ -101,11 +101,13 @@ class VersionService:
                 raise NotFoundError(f"No memory {memory_ref(old.id)} in this tenant.", ref=memory_ref(old.id))
         # the new version is later than the old one, even when the old one carried a future timestamp
         ts_us = max(time.time_ns() // 1000, old.ts_us + 1)
-        item: dict[str, Any] = {name: getattr(old, name) for name in _CARRIED}
-        item.update(tenant=tenant, agent=agent or old.agent, content=text, source=dict(old.source),
-                    metadata=dict(old.metadata) if metadata is None else metadata,
-                    salience=old.salience if salience is None else salience,
-                    timestamp=from_us(ts_us))
+        item: AddItem = {  # what the new version carries over (see the module's rules)
+            "tenant": tenant, "session": old.session, "agent": agent or old.agent, "content": text,
+            "type": old.type, "role": old.role, "channel": old.channel, "project_id": old.project_id,
+            "visibility": old.visibility, "source": dict(old.source),
+            "metadata": dict(old.metadata) if metadata is None else metadata,
+            "salience": old.salience if salience is None else salience, "timestamp": from_us(ts_us),
+        }
         added = self.writer.add_many([item], edges=[[(mem_node(old.id), SUPERSEDES)]], supersedes=[old.id])[0]
         return UpdateResult(added, memory_ref(old.id))
 
@@ -131,6 +133,15 @@ class VersionService:
             with self.graph.transaction() as tx:  # store failures: coded by the service's decorator
                 tx.set_memory_state(tenant, attrs.id, {"locked": locked})
             return True
+
+    def check(self, tenant: str, ref: str, viewer: str | None) -> CheckResult:
+        """One memory (:meth:`memory_core.reads.Reader.check`), with its version chain in
+        ``neighbours["versions"]`` (oldest first) when it has one."""
+        result = self.reader.check(tenant, ref, viewer)
+        versions = self.chain_summary(tenant, result.memory.id, viewer) if result.memory.type != "episode" else []
+        if len(versions) > 1:
+            result.neighbours["versions"] = versions
+        return result
 
     def chain_summary(self, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, Any]]:
         """The readable versions of a memory's chain, oldest first, as {ref, timestamp, valid_to?}."""

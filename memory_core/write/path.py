@@ -23,15 +23,14 @@ an orphan, and the next repair restores it again.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from graph.api import MEMORY_STATE_FIELDS, GraphStore, GraphStoreError, GraphTxn, mem_node
-from memory_core.embedding.local import Embedder
+from graph.api import MEMORY_STATE_FIELDS, GraphStore, GraphStoreError, GraphTxn, MemoryNode, MemoryRecord, mem_node
+from memory_core.embedding.api import Embedder
 from memory_core.errors import (
     InvalidInputError,
     MemoryCoreError,
@@ -41,14 +40,16 @@ from memory_core.errors import (
     SupersededError,
 )
 from memory_core.models import AddResult, from_us
+from memory_core.observe import TimedRLock
 from memory_core.refs import MAX_KEPT_ID, memory_ref
 from memory_core.secret_guard import SecretGuard
 from memory_core.settings.schema import LimitSettings, WriteSettings
 from memory_core.store_errors import graph_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
-from memory_core.write.add_rows import ADD_FIELDS, REDACT, ItemRef, PreparedAdd, prepare_add
+from memory_core.write.add_rows import REDACT, ItemRef, PreparedAdd, prepare_add
 from memory_core.write.group_commit import GroupCommit
+from memory_core.write.request import AddItem
 from memory_core.write.rows import embedding_text, vector_metadata
 
 CLEANUP_INTERVAL_S = 2.0
@@ -67,8 +68,8 @@ class WritePath:
         self.embedder = embedder
         self.limits = limits
         self.guard = guard  # the secrets policy every prepared row passes (see memory_core.secret_guard)
-        self.lock = threading.RLock()
-        self.on_written: Callable[[list[dict[str, Any]]], None] | None = None  # after an add returned
+        self.lock = TimedRLock()  # its waits and long holders are observed (memory_core.observe)
+        self.on_written: Callable[[list[MemoryRecord]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
         write = write or WriteSettings()
         # concurrent single adds share batches (None: each is written alone, as add_many([item]))
@@ -76,12 +77,12 @@ class WritePath:
             self.write_prepared, batch_max=write.batch_max, window_s=write.coalesce_ms / 1000)
 
     # ---- validation ------------------------------------------------------------------------
-    def prepare(self, item: dict[str, Any], *, extract: bool = True) -> PreparedAdd:
+    def prepare(self, item: AddItem, *, extract: bool = True) -> PreparedAdd:
         """Validate one add's arguments into a storable row (see :func:`prepare_add`)."""
         return prepare_add(item, self.limits, extract=extract, guard=self.guard)
 
     # ---- adds ------------------------------------------------------------------------------
-    def add_one(self, item: dict[str, Any]) -> AddResult:
+    def add_one(self, item: AddItem) -> AddResult:
         """One caller's add: validated in its own thread, then written in a batch with the adds of
         other callers in flight (:mod:`memory_core.write.group_commit`), or alone when batching is off."""
         if self.batches is None:
@@ -90,7 +91,7 @@ class WritePath:
 
     def add_many(
         self,
-        items: Sequence[dict[str, Any]],
+        items: Sequence[AddItem],
         *,
         preferred_ids: Sequence[int | None] = (),
         edges: Sequence[Sequence[tuple[str | ItemRef, str]]] = (),
@@ -135,14 +136,12 @@ class WritePath:
             p.preferred_id = pid
             p.restore = restore and pid is not None
         for p, state in zip(prepared, states, strict=False):
-            p.row.update(_version_state(state))
-            if isinstance(p.row.get("supersedes_id"), ItemRef):
-                p.supersedes_item = p.row["supersedes_id"]
+            _set_version_state(p, state)
         for p, extra in zip(prepared, edges, strict=False):
             p.links = list(extra)
         for p, old in zip(prepared, supersedes, strict=False):
             p.supersedes = old
-            p.row["supersedes_id"] = old
+            p.row = replace(p.row, node=replace(p.row.node, supersedes_id=old))
         return self.write_prepared(prepared, linked=linked, extract=extract)
 
     def write_prepared(self, prepared: list[PreparedAdd], *, linked: Linked | None = None,
@@ -166,15 +165,15 @@ class WritePath:
         to_write: list[int] = []
         batch_keys: dict[tuple[str, str], int] = {}
         for i, p in enumerate(prepared):
-            key = p.idempotency_key
+            key, tenant = p.idempotency_key, p.row.node.tenant
             if key is not None:
-                existing = self._by_idempotency_key(p.row["tenant"], key)
+                existing = self._by_idempotency_key(tenant, key)
                 if existing is not None:
                     results[i] = existing
                     continue
-                if (p.row["tenant"], key) in batch_keys:
+                if (tenant, key) in batch_keys:
                     continue  # resolved after the write, to the first row with this key
-                batch_keys[(p.row["tenant"], key)] = i
+                batch_keys[(tenant, key)] = i
             to_write.append(i)
         if to_write:
             try:
@@ -188,14 +187,12 @@ class WritePath:
         first_by_key = {k: i for k, i in batch_keys.items()}
         for i, p in enumerate(prepared):
             if results[i] is None and i in to_write:
-                row = p.row
-                results[i] = AddResult(
-                    memory_ref(row["id"]), from_us(row["ts_us"]), row.get("duplicate_of"), True
-                )
+                node = p.row.node
+                results[i] = AddResult(memory_ref(node.id), from_us(node.ts_us), p.duplicate_of, True)
         for i, p in enumerate(prepared):
             if results[i] is None:
                 assert p.idempotency_key is not None  # only keyed rows wait for their first
-                first = results[first_by_key[(p.row["tenant"], p.idempotency_key)]]
+                first = results[first_by_key[(p.row.node.tenant, p.idempotency_key)]]
                 assert first is not None
                 # a repeat answers as a repeat after the write would: the first ref, nothing reported
                 results[i] = AddResult(first.ref, first.timestamp, None, False)
@@ -261,89 +258,82 @@ class WritePath:
 
     def _write_rows(self, prepared: list[PreparedAdd], vectors: list[list[float]], linked: Linked | None) -> None:
         self.finish_interrupted()
-        rows = [p.row for p in prepared]
         window_us = int(self.limits.duplicate_window_s * 1_000_000)
 
         def begin(tx: GraphTxn) -> JournalEntries:
             self._assign_ids(tx, prepared)
             _resolve_item_refs(prepared)
-            return [(_journal_op(p), p.row["tenant"], memory_ref(p.row["id"])) for p in prepared]
+            return [(_journal_op(p), p.row.node.tenant, memory_ref(p.row.node.id)) for p in prepared]
 
         def upsert() -> None:
             by_tenant: dict[str, list[int]] = {}
-            for i, row in enumerate(rows):
-                by_tenant.setdefault(row["tenant"], []).append(i)
+            for i, p in enumerate(prepared):
+                by_tenant.setdefault(p.row.node.tenant, []).append(i)
             for tenant, idx in by_tenant.items():
-                self.vectors.upsert(
-                    tenant,
-                    [memory_ref(rows[i]["id"]) for i in idx],
-                    [vectors[i] for i in idx],
-                    [rows[i]["content"] for i in idx],
-                    [vector_metadata(rows[i]) for i in idx],
-                )
+                rows = [prepared[i].row for i in idx]
+                self.vectors.upsert(tenant, [memory_ref(r.node.id) for r in rows], [vectors[i] for i in idx],
+                                    [r.content for r in rows], [vector_metadata(r.node) for r in rows])
 
         def finish(tx: GraphTxn) -> None:
             now_us = time.time_ns() // 1000
-            if len(rows) > 1:
-                tx.lock_memories(rows)
+            if len(prepared) > 1:
+                tx.lock_memories([p.row for p in prepared])
             for p in prepared:
-                row = p.row
+                row, node = p.row, p.row.node
                 dup = tx.duplicate_of(row, window_us, p.supersedes) if window_us else None
-                row["duplicate_of"] = None if dup is None else memory_ref(dup)
+                p.duplicate_of = None if dup is None else memory_ref(dup)
                 tx.write_memory(row)
                 for dst, kind in p.edges:
-                    tx.write_edge(row["tenant"], mem_node(row["id"]), dst, kind)
-                if p.supersedes is not None and not tx.supersede_memory(row["tenant"], p.supersedes, row["ts_us"]):
+                    tx.write_edge(node.tenant, mem_node(node.id), dst, kind)
+                if p.supersedes is not None and not tx.supersede_memory(node.tenant, p.supersedes, node.ts_us):
                     # another writer (a replica) superseded or locked it first: this version is undone
                     raise SupersededError(f"{memory_ref(p.supersedes)} changed while it was being updated "
                                           "(superseded or locked by another writer); read it again.",
                                           ref=memory_ref(p.supersedes))
                 if p.entities or p.relations:
-                    tx.link_entities(row["tenant"], row["id"], p.entities, p.relations, now_us)
+                    tx.link_entities(node.tenant, node.id, p.entities, p.relations, now_us)
             if linked is not None:
-                linked(tx, [(p.position, p.row["id"]) for p in prepared])
+                linked(tx, [(p.position, p.row.node.id) for p in prepared])
 
         def undo(_entries: JournalEntries) -> None:
-            self._undo_vectors([p.row for p in prepared if _journal_op(p) == "add"])
-            self._forget_restores([p.row for p in prepared if _journal_op(p) == "restore"])
+            self._undo_vectors([p.row.node for p in prepared if _journal_op(p) == "add"])
+            self._forget_restores([p.row.node for p in prepared if _journal_op(p) == "restore"])
 
         self.staged(begin, upsert, finish, undo)
 
     def _assign_ids(self, tx: GraphTxn, prepared: list[PreparedAdd]) -> None:
         """Fresh ids from the shared sequence; imports keep theirs when nothing uses them and they
         are at most MAX_KEPT_ID."""
-        kept: set[int] = set()
-        for p in prepared:
+        kept: dict[int, int] = {}  # position in ``prepared`` -> the id it keeps
+        taken: set[int] = set()
+        for i, p in enumerate(prepared):
             pid = p.preferred_id
-            if pid is not None and 0 < pid <= MAX_KEPT_ID and pid not in kept and not tx.id_in_use(pid):
-                p.row["id"] = pid
-                kept.add(pid)
-            else:
-                p.row["id"] = None
-        if kept:
-            tx.reserve_ids_through(max(kept))
-        fresh = iter(tx.allocate_ids(sum(1 for p in prepared if p.row["id"] is None)))
-        for p in prepared:
-            if p.row["id"] is None:
-                p.row["id"] = next(fresh)
+            if pid is not None and 0 < pid <= MAX_KEPT_ID and pid not in taken and not tx.id_in_use(pid):
+                kept[i] = pid
+                taken.add(pid)
+        if taken:
+            tx.reserve_ids_through(max(taken))
+        fresh = iter(tx.allocate_ids(len(prepared) - len(kept)))
+        for i, p in enumerate(prepared):
+            p.row = replace(p.row, node=replace(p.row.node, id=kept[i] if i in kept else next(fresh)))
 
-    def _forget_restores(self, rows: list[dict[str, Any]]) -> None:
+    def _forget_restores(self, rows: list[MemoryNode]) -> None:
         """A failed restore: the vector record stays (it predates the repair); drop the journal entry."""
         if not rows:
             return
         try:
             with self.graph.transaction() as tx:
-                tx.clear_journal("restore", [memory_ref(r["id"]) for r in rows])
+                tx.clear_journal("restore", [memory_ref(r.id) for r in rows])
         except (MemoryCoreError, GraphStoreError):
             pass  # recovery clears it, and never deletes a restore's record
 
-    def _undo_vectors(self, rows: list[dict[str, Any]]) -> None:
+    def _undo_vectors(self, rows: list[MemoryNode]) -> None:
         """Best effort: if Chroma is down too, the journal entry stays and recovery finishes it."""
         try:
             for row in rows:
-                self.vectors.delete(row["tenant"], [memory_ref(row["id"])])
+                self.vectors.delete(row.tenant, [memory_ref(row.id)])
             with self.graph.transaction() as tx:
-                tx.clear_journal("add", [memory_ref(r["id"]) for r in rows])
+                tx.clear_journal("add", [memory_ref(r.id) for r in rows])
         except (MemoryCoreError, GraphStoreError):
             pass
 
@@ -411,25 +401,32 @@ class WritePath:
 def _resolve_item_refs(prepared: list[PreparedAdd]) -> None:
     """Edges and version links to other items of the call, by the ids this attempt assigned (again on
     every attempt); a link to an item not written here is dropped."""
-    ids = {p.position: p.row["id"] for p in prepared}
+    ids = {p.position: p.row.node.id for p in prepared}
     for p in prepared:
         if p.supersedes_item is not None:
-            p.row["supersedes_id"] = ids.get(p.supersedes_item.position)
+            p.row = replace(p.row, node=replace(p.row.node, supersedes_id=ids.get(p.supersedes_item.position)))
         p.edges = [(mem_node(ids[dst.position]) if isinstance(dst, ItemRef) else dst, kind) for dst, kind in p.links
                    if not isinstance(dst, ItemRef) or dst.position in ids]
 
 
-def _version_state(state: Mapping[str, Any] | None) -> dict[str, Any]:
+def _set_version_state(p: PreparedAdd, state: Mapping[str, Any] | None) -> None:
+    """An import's version state (any of MEMORY_STATE_FIELDS) on the row; a ``supersedes_id`` that is an
+    :class:`ItemRef` waits for the id its item is given (:func:`_resolve_item_refs`)."""
     if not state:
-        return {}
+        return
     unknown = set(state) - set(MEMORY_STATE_FIELDS)
     if unknown:
         raise ValueError(f"not a memory state field: {sorted(unknown)}")
-    return dict(state)
+    node = p.row.node
+    supersedes = state.get("supersedes_id", node.supersedes_id)
+    if isinstance(supersedes, ItemRef):
+        p.supersedes_item, supersedes = supersedes, None
+    p.row = replace(p.row, node=replace(node, supersedes_id=supersedes, locked=bool(state.get("locked", node.locked)),
+                                        valid_to_us=state.get("valid_to_us", node.valid_to_us)))
 
 
 def _journal_op(p: PreparedAdd) -> str:
-    return "restore" if p.restore and p.row.get("id") == p.preferred_id else "add"
+    return "restore" if p.restore and p.row.node.id == p.preferred_id else "add"
 
 
-__all__ = ["ADD_FIELDS", "ItemRef", "PreparedAdd", "WritePath"]
+__all__ = ["ItemRef", "PreparedAdd", "WritePath"]

@@ -4,8 +4,8 @@ Chroma metadata and its idempotency key's namespace (also used by doctor, import
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
+from graph.api import MemoryNode, MemoryRecord
 from memory_core.vectors.api import Metadata
 
 
@@ -13,27 +13,30 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).casefold().encode("utf-8")).hexdigest()[:32]
 
 
-def embedding_text(row: dict[str, Any]) -> str:
+def embedding_text(row: MemoryRecord) -> str:
     """The text embedded for a memory: its content (one place to change it)."""
-    return str(row["content"])
+    return row.content
 
 
-def vector_metadata(row: dict[str, Any]) -> Metadata:
+def vector_metadata(node: MemoryNode) -> Metadata:
     """Filterable metadata for Chroma: no None values, project '' means the global pool."""
     meta: Metadata = {
-        "tenant": row["tenant"],
-        "session": row["session"],
-        "agent": row["agent"],
-        "type": row["type"],
-        "visibility": row["visibility"],
-        "ts_us": row["ts_us"],
-        "salience": row["salience"],
-        "project_id": row["project_id"] or "",
+        "tenant": node.tenant,
+        "session": node.session,
+        "agent": node.agent,
+        "type": node.type,
+        "visibility": node.visibility,
+        "ts_us": node.ts_us,
+        "salience": node.salience,
+        "project_id": node.project_id or "",
         "kind": "memory",
     }
-    for key in ("role", "channel", "source_id"):
-        if row.get(key):
-            meta[key] = row[key]
+    if node.role:
+        meta["role"] = node.role
+    if node.channel:
+        meta["channel"] = node.channel
+    if node.source_id:
+        meta["source_id"] = node.source_id
     return meta
 
 

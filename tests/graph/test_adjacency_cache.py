@@ -35,8 +35,8 @@ def _add(core: MemoryCore, tenant: str, session: str, minutes: list[float]) -> l
 
 
 def _store(core: MemoryCore) -> SqliteGraphStore:
-    assert isinstance(core.graph, SqliteGraphStore)
-    return core.graph
+    assert isinstance(core._graph, SqliteGraphStore)
+    return core._graph
 
 
 def _neighbours(core: MemoryCore, tenant: str, ids: list[int]) -> tuple[dict[int, tuple[int | None, int | None]],

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from graph.sqlite.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.sqlite.db import GraphDB
 from graph.sqlite.maintenance import SqliteMaintenance
+from graph.sqlite.migrations import COUNT_SCOPES_SQL, SCHEMA_VERSION
 from graph.sqlite.store import SqliteGraphStore
 from tests.support.entity_counts import add_mentioning, agree, follow_the_writes
 from tests.support.sqlite import vm_steps

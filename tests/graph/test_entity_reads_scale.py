@@ -31,7 +31,7 @@ def test_a_memorys_entities_are_read_by_its_key_whatever_the_tenants_size(
     core = open_core("memory", tmp_path / "data", request)
     try:
         small, big = _fill(core, "small", 20), _fill(core, "big", 2000)
-        store = core.graph
+        store = core._graph
         assert isinstance(store, SqliteGraphStore)
         small_steps, small_found = vm_steps(store.db, lambda: store.memory_entities("small", small[:10]), 10)
         big_steps, big_found = vm_steps(store.db, lambda: store.memory_entities("big", big[:10]), 10)
@@ -66,7 +66,7 @@ def test_an_entitys_mention_count_reads_the_kept_counts_not_the_mentions(tmp_pat
     core = open_core("memory", tmp_path / "data", request)
     try:
         _fill(core, "big", 300)
-        store = core.graph
+        store = core._graph
         assert isinstance(store, SqliteGraphStore)
         ent_id = store.entity_ids("big", ["PROJ-7"])["PROJ-7"]
         node = store.entity("big", ent_id, None)

@@ -10,7 +10,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from graph.api import SUPERSEDES, EntitySpec, GraphStore, RelationSpec, RowFilter, mem_node
+from graph.api import SUPERSEDES, EntitySpec, GraphStore, MemoryRecord, RelationSpec, RowFilter, mem_node
 from graph.keys import DAY_US
 from graph.maintenance_api import GraphMaintenance
 from graph.pg import PostgresGraphStore
@@ -24,7 +24,7 @@ from tests.support.postgres import fresh_database
 DAY0 = 20_000  # a UTC day number
 
 
-def _rows() -> list[dict[str, Any]]:
+def _rows() -> list[MemoryRecord]:
     """Two tenants, three days, channels, private rows, source ids that sort apart from time."""
     out = []
     for i in range(1, 19):
@@ -181,11 +181,12 @@ def _scans(m: GraphMaintenance) -> dict[str, Any]:
     return {
         "tenants": tenants, "rows": {t: m.memory_rows(t) for t in tenants},
         "some_rows": m.memory_rows("acme", [1, 6, 7, 9, 99]), "keys": m.idempotency_keys("acme", range(0, 20)),
-        "existing": [m.existing_memory(r["tenant"], r["session"], r["content_hash"], r["ts_us"]) for r in _rows()],
+        "existing": [m.existing_memory(r.node.tenant, r.node.session, r.node.content_hash, r.node.ts_us)
+                     for r in _rows()],
         "in_use": [m.id_in_use(i) for i in (1, 7, 50, 99)], "episode_ids": m.episode_ids("acme"),
         "episodes": m.episodes("acme"), "stale": m.stale_counts(), "nodes": m.nodes(), "edges": m.edges(),
         "missing": m.missing_structure(), "dangling": m.dangling_edges(),
-        "totals": [m.tenant_totals(t) for t in (*tenants, "nobody")], "chars": m.content_chars(),
+        "chars": m.content_chars(),
         "windows": [(w.present, w.extra, w.missing, w.differing, w.damaged) for w in map(m.window_state, tenants)],
         "lexical": [(s.index, s.indexed, s.differing) for s in map(m.lexical_state, tenants)],
     }
@@ -203,7 +204,7 @@ def test_every_maintenance_scan_answers_as_sqlite_does(stores: tuple[SqliteGraph
     assert expected["dangling"] and not expected["stale"]
 
 
-def _lexical_rows() -> list[dict[str, Any]]:
+def _lexical_rows() -> list[MemoryRecord]:
     """A big tenant once its prune threshold is 10 rows (cap 20 = 5% of 400): "zircon" in 4 rows
     (rare), "granite" and "basalt" in the same 16 (counted, under the cap; granite in row 300 too),
     "common" in 380 (over it);
@@ -227,7 +228,7 @@ def big_stores(tmp_path: Path, postgres_dsn: str) -> Iterator[tuple[SqliteGraphS
             tx.reserve_ids_through(1000)
             for r in _lexical_rows():
                 tx.write_memory(r)
-        store.prune_min_rows = 10
+        store.lexical.min_rows = 10
     yield lite, pg
     lite.close()
     pg.close()
@@ -247,9 +248,9 @@ def test_in_a_big_tenant_rare_words_that_fill_the_pool_answer_alone_on_both_back
         assert _ids(store, ["zircon", "granite", "basalt"], 4, own) == zircon
         assert _ids(store, ["granite", "zircon", "common"], 4, own) == zircon
         found = store.lexical_window(RowFilter("big"), ["zircon", "granite", "basalt"], 4, own=own)
-        store.prune_min_rows = 2000  # a small tenant: every row scored over every word
+        store.lexical.min_rows = 2000  # a small tenant: every row scored over every word
         whole = {h.id: h for h in store.lexical_window(RowFilter("big"), ["zircon", "granite", "basalt"], 40, own=own)}
-        store.prune_min_rows = 10
+        store.lexical.min_rows = 10
         assert all(h == whole[h.id] for h in found)  # row 300 keeps granite's part of its score
 
 
@@ -271,12 +272,12 @@ def test_both_rankings_from_one_search_are_the_two_searches_on_both_backends(
         big_stores: tuple[SqliteGraphStore, PostgresGraphStore], terms: list[str], limit: int) -> None:
     for store in big_stores:
         for prune in (10, 2000):  # the pruned big-tenant paths and the whole OR
-            store.prune_min_rows = prune
+            store.lexical.min_rows = prune
             for f in (RowFilter("big"), RowFilter("big", type="turn", viewer="ann")):  # filter in the SQL too
                 window, own = store.lexical_windows(f, terms, limit)
                 assert window == store.lexical_window(f, terms, limit)
                 assert own == store.lexical_window(f, terms, limit, own=True)
-        store.prune_min_rows = 10
+        store.lexical.min_rows = 10
 
 
 @pytest.fixture
@@ -291,7 +292,7 @@ def mid_stores(tmp_path: Path, postgres_dsn: str) -> Iterator[tuple[SqliteGraphS
             for i in range(1, 801):
                 words = "granite basalt" if i % 50 == 1 else "granite" if i % 50 == 2 else "filler"
                 tx.write_memory(row(i, f"kiln {i} {words}", tenant="big", session=f"s{i}", ts=DAY0 * DAY_US + i))
-        store.prune_min_rows = 10
+        store.lexical.min_rows = 10
     yield lite, pg
     lite.close()
     pg.close()
@@ -305,9 +306,9 @@ def test_without_a_rare_word_rows_holding_two_words_then_the_newest_holding_one_
     newest = sorted(both | {i for i in range(1, 801) if i % 50 == 2})[-20:]  # the newest 20 rows holding a word
     for store in mid_stores:
         found = store.lexical_window(RowFilter("big"), ["granite", "basalt"], 20, own=own)
-        store.prune_min_rows = 2000  # a small tenant: the whole OR, every row holding a word scored
+        store.lexical.min_rows = 2000  # a small tenant: the whole OR, every row holding a word scored
         whole = {h.id: h for h in store.lexical_window(RowFilter("big"), ["granite", "basalt"], 40, own=own)}
-        store.prune_min_rows = 10
+        store.lexical.min_rows = 10
         assert both <= {h.id for h in found} and {h.id for h in found} - both <= set(newest)
         assert len(found) == 20 and all(h == whole[h.id] for h in found)
 @pytest.mark.slow

@@ -77,7 +77,7 @@ def test_a_failed_transaction_leaves_nothing_and_no_counter_moved(store: Postgre
 
 # ---- order and counts ------------------------------------------------------------------------
 
-def test_pages_adjacent_bounds_and_count_before_order_equal_timestamps_by_id(store: PostgresGraphStore) -> None:
+def test_pages_adjacent_and_bounds_order_equal_timestamps_by_id(store: PostgresGraphStore) -> None:
     a, b, c, d = ids(store, 4)
     add(store, row(c, "c", ts=100), row(a, "a", ts=100), row(b, "b", ts=100, type_="note"), row(d, "d", ts=50))
     keys = [(100, c), (100, b), (100, a), (50, d)]
@@ -92,7 +92,6 @@ def test_pages_adjacent_bounds_and_count_before_order_equal_timestamps_by_id(sto
     nodes = store.memories(T, [a, c])
     assert store.adjacent_many(T, nodes.values()) == {a: ((50, d), (100, b)), c: ((100, b), None)}
     assert store.bounds(T, "s1") == ((50, d), (100, c)) and store.bounds(T, "nope") is None
-    assert store.count_before(T, (100, b)) == 2 and store.count_before(T, (100, 0)) == 1
     assert store.count(T) == 4 and store.count(T, "s1", turns_only=True) == 3 and store.non_turn_count(T) == 1
 
 
@@ -246,7 +245,7 @@ def test_a_big_tenant_scores_as_a_small_one_and_drops_only_words_in_most_rows(st
     add(store, *rows)
     f = RowFilter(T)
     small = store.lexical_window(f, ["rare", "stayed"], 10)
-    store.prune_min_rows = 30  # 40 rows are now a big tenant: probes first, cap = 30 windows
+    store.lexical.min_rows = 30  # 40 rows are now a big tenant: probes first, cap = 30 windows
     big = store.lexical_window(f, ["rare", "stayed"], 10)
     assert [(h.id, round(h.score, 9), round(h.turn, 9)) for h in big] == [
         (h.id, round(h.score, 9), round(h.turn, 9)) for h in small] and big
@@ -254,7 +253,7 @@ def test_a_big_tenant_scores_as_a_small_one_and_drops_only_words_in_most_rows(st
     assert {h.id for h in store.lexical_window(f, ["common", "rare"], 50)} == {
         h.id for h in store.lexical_window(f, ["rare"], 50)}
     assert store.lexical_window(f, ["common"], 50) == []
-    store.prune_min_rows = 2000  # a small tenant ranks it: every window holds it
+    store.lexical.min_rows = 2000  # a small tenant ranks it: every window holds it
     assert len(store.lexical_window(f, ["common"], 50)) == 40
 
 
@@ -289,6 +288,6 @@ def test_a_tenant_count_read_before_concurrent_adds_never_breaks_the_lexical_idf
 
     a, b, c = ids(store, 3)
     add(store, row(a, "kiln firing"), row(b, "kiln glaze"), row(c, "kiln shelf"))
-    hits = store._with_conn(lambda conn: lexical.window(conn, RowFilter(T), ["kiln"], 10, own=False, rows=1,
+    hits = store.read_with(lambda conn: lexical.window(conn, RowFilter(T), ["kiln"], 10, own=False, rows=1,
                                                         len_sum=6), "lexical search")  # 1 row counted, 3 hold it
     assert {h.id for h in hits} == {a, b, c}

@@ -86,7 +86,7 @@ def test_a_replicas_cached_reads_answer_another_replicas_writes_at_once(dsn: str
         node = b.memory(T, first)
         assert node is not None and b.adjacent_many(T, [node]) == {first: (None, None)}
         assert b.adjacent_many(T, [node]) == {first: (None, None)}
-        assert b._cache.hits > 0
+        assert b.cache.entries.hits > 0
         add(a, row(second, "a note", ts=20, type_="note"))
         assert b.adjacent_many(T, [node]) == {first: (None, (20, second))}
         assert b.memory(T, second) is not None and b.bounds(T, "s1") == ((10, first), (20, second))
@@ -110,8 +110,8 @@ def test_one_request_on_a_replica_sees_what_another_committed_before_it_began(ds
         assert b.memory(T, first) is not None  # cached, at the version of that one add
         add(a, row(second, "also before", ts=20))
         queries: list[str] = []
-        real_read = b._read
-        b._read = lambda fn, what="read": queries.append(what) or real_read(fn, what)  # type: ignore[method-assign]
+        real_run = b.queries.run
+        b.queries.run = lambda fn, what="read", **kw: queries.append(what) or real_run(fn, what, **kw)  # type: ignore[method-assign]
         with b.consistent_reads(T):
             assert b.contents(T, [first, second]) == {first: "before", second: "also before"}
             assert b.memory(T, second) is not None and b.memory(T, first) is not None  # the old entry refreshed
@@ -133,7 +133,7 @@ def test_a_store_without_a_node_cache_reads_through(dsn: str) -> None:
         (only,) = ids(a, 1)
         add(a, row(only, "x", ts=5))
         assert b.contents(T, [only]) == {only: "x"} and b.bounds(T, None) == ((5, only), (5, only))
-        assert b._cache.hits == 0 and len(b._cache) == 0
+        assert b.cache.entries.hits == 0 and len(b.cache.entries) == 0
 
 
 # ---- schema ------------------------------------------------------------------------------------

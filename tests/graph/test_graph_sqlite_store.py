@@ -18,12 +18,13 @@ import pytest
 
 from graph.api import RowFilter
 from graph.node_cache import LRU
-from graph.sqlite.db import COUNT_SCOPES_SQL, SCHEMA_VERSION, GraphDB
+from graph.sqlite.db import GraphDB
+from graph.sqlite.migrations import COUNT_SCOPES_SQL, SCHEMA_VERSION
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.pg_graph import row
 from tests.support.sqlite import sqlite_db
 
@@ -67,7 +68,7 @@ def test_an_open_reads_no_memory_row(tmp_path: Path, traced: list[str]) -> None:
     try:
         opened = [s for s in traced if "memories" in s.lower()]
         assert opened == [], f"the open read memory rows: {opened[:3]}"
-        assert core.graph.count("t0") == 100  # and the store answers from its counts at once
+        assert core._graph.count("t0") == 100  # and the store answers from its counts at once
     finally:
         core.close()
 
@@ -78,10 +79,10 @@ def test_the_node_cache_never_holds_more_than_its_configured_size(tmp_path: Path
         refs = _fill(core, 400, tenants=1)
         ids = [int(r[4:]) for r in refs]
         for mem_id in ids:
-            assert core.graph.memory("t0", mem_id) is not None
-        assert isinstance(core.graph, SqliteGraphStore)
-        assert len(core.graph.nodes) <= 50
-        assert len(core.graph.memories("t0", ids)) == 400 and len(core.graph.nodes) <= 50
+            assert core._graph.memory("t0", mem_id) is not None
+        assert isinstance(core._graph, SqliteGraphStore)
+        assert len(core._graph.memory_rows.nodes) <= 50
+        assert len(core._graph.memories("t0", ids)) == 400 and len(core._graph.memory_rows.nodes) <= 50
     finally:
         core.close()
 
@@ -133,7 +134,7 @@ def test_a_schema_1_store_is_upgraded_with_its_counts_and_a_newer_one_is_refused
     core = _open(tmp_path / "data")
     try:
         assert sqlite_db(core).meta("schema_version") == str(SCHEMA_VERSION)
-        assert _kept(sqlite_db(core)) == _recount(sqlite_db(core)) and core.graph.count("t1") == 20
+        assert _kept(sqlite_db(core)) == _recount(sqlite_db(core)) and core._graph.count("t1") == 20
         with sqlite_db(core).transaction() as cur:
             cur.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
     finally:
@@ -150,14 +151,14 @@ def test_pages_and_neighbours_follow_timestamp_then_id_with_equal_timestamps(tmp
         later = core.add_memory("acme", "s", "a", "later", timestamp=T0 + timedelta(seconds=1)).ref
         ids = [int(r[4:]) for r in [*same, later]]
         t0_us = int(T0.timestamp() * 1_000_000)
-        keys = core.graph.page("acme", "s", None, 3)
+        keys = core._graph.page("acme", "s", None, 3)
         assert [k[1] for k in keys] == [ids[5], ids[4], ids[3]]
-        rest = core.graph.page("acme", "s", keys[-1], 10)
+        rest = core._graph.page("acme", "s", keys[-1], 10)
         assert [k[1] for k in rest] == [ids[2], ids[1], ids[0]]
-        assert core.graph.adjacent("acme", "s", (t0_us, ids[2]), forward=True) == (t0_us, ids[3])
-        assert core.graph.adjacent("acme", "s", (t0_us, ids[0]), forward=False) is None
-        assert core.graph.adjacent("other", "s", (t0_us, ids[2]), forward=True) is None  # tenants never mix
-        assert core.graph.memory("other", ids[0]) is None and core.graph.memories("other", ids) == {}
+        assert core._graph.adjacent("acme", "s", (t0_us, ids[2]), forward=True) == (t0_us, ids[3])
+        assert core._graph.adjacent("acme", "s", (t0_us, ids[0]), forward=False) is None
+        assert core._graph.adjacent("other", "s", (t0_us, ids[2]), forward=True) is None  # tenants never mix
+        assert core._graph.memory("other", ids[0]) is None and core._graph.memories("other", ids) == {}
     finally:
         core.close()
 
@@ -173,7 +174,7 @@ def test_neighbours_read_in_one_statement_match_the_walk_of_each_session(tmp_pat
         for i, off in enumerate(offsets):
             for tenant in ("acme", "other"):
                 core.add_memory(tenant, f"s{i % 2}", "a", f"row {i}", timestamp=T0 + timedelta(seconds=off))
-        g = core.graph
+        g = core._graph
         nodes = g.memories("acme", [k[1] for k in g.iter_newest("acme", None)])
         foreign = g.memories("other", [k[1] for k in g.iter_newest("other", None)])
         assert len(nodes) == 40 and len(foreign) == 40
@@ -196,7 +197,7 @@ def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under
     try:
         for _ in range(3):
             _fill(core, 700, tenants=1)
-        g = core.graph
+        g = core._graph
         assert isinstance(g, SqliteGraphStore)
         with g.db.lock:
             g.db.conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
@@ -209,24 +210,24 @@ def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under
         core.close()
 
 def test_doctor_finds_counts_that_disagree_with_the_rows_and_repair_recounts_them(tmp_path: Path) -> None:
-    from memory_core.operator.doctor.run import check, repair
+    from memory_core.operator.doctor.run import check_stores, repair_stores
 
     core = _open(tmp_path / "data")
     try:
         _fill(core, 40)
         with sqlite_db(core).transaction() as cur:  # damage from outside: a session's count drifts
             cur.execute("UPDATE counts SET n = n + 5 WHERE tenant = 't1' AND scope = 'session' AND key = 's1'")
-        core.graph.invalidate()
-        found = [f for f in check(core).findings if f.kind == "graph_stale"]
+        core._graph.invalidate()
+        found = [f for f in check_stores(core.operator_parts()).findings if f.kind == "graph_stale"]
         assert [(f.tenant, "session 's1'" in f.detail) for f in found] == [("t1", True)]
-        assert repair(core).ok and check(core).ok
+        assert repair_stores(core.operator_parts()).ok and check_stores(core.operator_parts()).ok
         assert _kept(sqlite_db(core)) == _recount(sqlite_db(core))
     finally:
         core.close()
 
 
 def test_doctor_finds_a_drifted_entity_mention_count_and_repair_recounts_it(tmp_path: Path) -> None:
-    from memory_core.operator.doctor.run import check, repair
+    from memory_core.operator.doctor.run import check_stores, repair_stores
 
     core = _open(tmp_path / "data")
     try:
@@ -234,13 +235,13 @@ def test_doctor_finds_a_drifted_entity_mention_count_and_repair_recounts_it(tmp_
         core.add_memory("acme", "s", "b", "Alice owns ledger-svc now.")
         with sqlite_db(core).transaction() as cur:  # damage from outside: an entity's count drifts
             assert cur.execute("UPDATE counts SET n = n + 3 WHERE tenant = 'acme' AND scope = 'mention'").rowcount
-        core.graph.invalidate()
-        found = [f for f in check(core).findings if f.kind == "graph_stale"]
+        core._graph.invalidate()
+        found = [f for f in check_stores(core.operator_parts()).findings if f.kind == "graph_stale"]
         assert found and all("mention" in f.detail for f in found)
-        assert repair(core).ok and check(core).ok
+        assert repair_stores(core.operator_parts()).ok and check_stores(core.operator_parts()).ok
         assert _kept(sqlite_db(core)) == _recount(sqlite_db(core))
-        alice = core.graph.entity_ids("acme", ["alice"])["alice"]
-        assert core.graph.entity_mention_counts("acme", [alice], None, 100) == {alice: 2}
+        alice = core._graph.entity_ids("acme", ["alice"])["alice"]
+        assert core._graph.entity_mention_counts("acme", [alice], None, 100) == {alice: 2}
     finally:
         core.close()
 
@@ -266,7 +267,7 @@ def test_word_counts_kept_for_lexical_search_are_forgotten_at_the_tenants_next_w
     """The store remembers each query word's probed count; a write that makes a rare word common
     must change the answer exactly as a store that never saw the first query answers."""
     store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
-    store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
+    store.lexical.min_rows = 10  # 400 rows: a big tenant, cap 20 rows
     with store.transaction() as tx:
         tx.reserve_ids_through(1000)
         for i in range(1, 401):  # zircon in 4 rows (rare), granite+basalt in the same 16 (common, under the cap)
@@ -278,7 +279,7 @@ def test_word_counts_kept_for_lexical_search_are_forgotten_at_the_tenants_next_w
         for i in range(401, 409):
             tx.write_memory(row(i, f"kiln {i} zircon", tenant="big", session=f"s{i}", ts=1_000_000 + i))
     fresh = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
-    fresh.prune_min_rows = 10
+    fresh.lexical.min_rows = 10
     expected = fresh.lexical_window(RowFilter("big"), terms, 4)
     assert store.lexical_window(RowFilter("big"), terms, 4) == expected
     assert {h.id for h in expected} <= {i for i in range(1, 401) if i % 25 == 1}  # two mid words outrank zircon
@@ -298,7 +299,7 @@ def test_a_word_count_far_from_its_thresholds_is_reused_across_writes_and_recoun
 
     monkeypatch.setattr("graph.sqlite.readers.sqlite3.connect", connect)
     store = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
-    store.prune_min_rows = 10  # 400 rows: a big tenant, cap 20 rows
+    store.lexical.min_rows = 10  # 400 rows: a big tenant, cap 20 rows
     with store.transaction() as tx:
         tx.reserve_ids_through(1000)
         for i in range(1, 401):  # zircon in 2 rows (rare); filler in the rest (over the cap)

@@ -20,8 +20,8 @@ from tests.support.pg_graph import row
 
 def _store(path: Path, rows: list[tuple[int, str]]) -> SqliteGraphStore:
     store = SqliteGraphStore(GraphDB(path))
-    store.prune_min_rows = 10  # words in fewer rows are rare
-    store.lexical_sample_rows = 50  # 400 rows: four samples, so common words are estimated
+    store.lexical.min_rows = 10  # words in fewer rows are rare
+    store.lexical.sample_rows = 50  # 400 rows: four samples, so common words are estimated
     with store.transaction() as tx:
         tx.reserve_ids_through(5000)
         for i, text in rows:
@@ -102,7 +102,7 @@ def test_a_tenant_under_four_samples_still_counts_its_common_words_exactly(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     probes = _traced(monkeypatch)
     store = _store(tmp_path / "graph.sqlite3", [(i, _text(i)) for i in range(1, 401)])
-    store.lexical_sample_rows = 101  # 400 rows are under four samples
+    store.lexical.sample_rows = 101  # 400 rows are under four samples
     try:
         hits = store.lexical_window(RowFilter("big"), ["zircon", "tenmoku"], 10)
         assert not [p for p in probes if "rowid >= " in p]

@@ -1,5 +1,5 @@
 """PostgreSQL decides which common query words to drop as SQLite does: in a tenant of at least four
-samples, from the word's share of the tenant's newest ``lexical_sample_rows`` rows, refreshed after a
+samples, from the word's share of the tenant's newest ``lexical.sample_rows`` rows, refreshed after a
 tenth of a sample has changed (on any replica). The words kept are then counted exactly for their
 idf, so their scores stay what exact counting gave. The sample (and the rare threshold) is shrunk
 so that 400 rows make a big tenant: cap = max(10, 5 % of 400) = 20 rows."""
@@ -45,8 +45,8 @@ def _write(store: GraphStore, ids: range, text: str | None = None) -> None:
 
 
 def _tune(store: SqliteGraphStore | PostgresGraphStore, sample_rows: int = 50) -> None:
-    store.prune_min_rows = 10  # words in fewer rows are rare
-    store.lexical_sample_rows = sample_rows  # 50: 400 rows are four samples, common words are estimated
+    store.lexical.min_rows = 10  # words in fewer rows are rare
+    store.lexical.sample_rows = sample_rows  # 50: 400 rows are four samples, common words are estimated
 
 
 @pytest.fixture
@@ -87,9 +87,9 @@ def test_a_mid_word_keeps_its_exact_count_in_the_idf(stores: tuple[SqliteGraphSt
     lite, pg = stores
     for store in stores:
         found = {h.id: h for h in store.lexical_window(RowFilter("big"), QUERY, 50)}
-        store.prune_min_rows = 2000  # a small tenant: the whole OR, every word counted exactly
+        store.lexical.min_rows = 2000  # a small tenant: the whole OR, every word counted exactly
         whole = {h.id: h for h in store.lexical_window(RowFilter("big"), ["zircon", "tenmoku"], 60)}
-        store.prune_min_rows = 10
+        store.lexical.min_rows = 10
         assert found.keys() == whole.keys() and all(h == whole[h.id] for h in found.values())
     assert lite.lexical_windows(RowFilter("big"), QUERY, 20)[0] == lite.lexical_window(RowFilter("big"), QUERY, 20)
     window, own = pg.lexical_windows(RowFilter("big"), QUERY, 20)

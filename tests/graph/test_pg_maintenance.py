@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import psycopg
 import pytest
 
@@ -37,7 +35,7 @@ def _populate(store: PostgresGraphStore) -> dict[str, list[int]]:
     add(store, row(a[0], "acme plums", tenant=A, key="k0", agent="alice"),
         row(a[1], "acme pears", tenant=A, agent="bob", visibility="agent", type_="fact"),
         row(a[2], "acme figs", tenant=A, session="s2", agent="alice"),
-        {**row(a[3], "acme restored", tenant=A, agent="alice"), "metadata": {"restored_from": "mem:77"}},
+        row(a[3], "acme restored", tenant=A, agent="alice", metadata={"restored_from": "mem:77"}),
         row(g[0], "globex plums", tenant=G, key="k0"), row(g[1], "globex pears", tenant=G))
     return {A: a, G: g}
 
@@ -122,7 +120,7 @@ def test_the_journal_lists_every_replicas_entries_with_owner_and_lease(
         other.close()
 
 
-def test_episodes_totals_and_disk_use(store: PostgresGraphStore, m: PgMaintenance) -> None:
+def test_episodes_and_disk_use(store: PostgresGraphStore, m: PgMaintenance) -> None:
     _populate(store)
     (ep,) = ids(store, 1)
     with store.transaction() as tx:
@@ -130,15 +128,8 @@ def test_episodes_totals_and_disk_use(store: PostgresGraphStore, m: PgMaintenanc
                           "summary_error": None, "first_id": None, "last_id": None, "turn_count": 2, "last_ts_us": 5,
                           "handoff_id": None, "created_us": 1, "updated_us": 2})
     assert m.episode_ids(A) == [ep] and m.episode_ids(G) == [] and m.episodes(A) == store.episodes(A)
-    totals = m.tenant_totals(A)
-    assert (totals.memories, dict(totals.by_type), totals.private, totals.sessions, totals.agents,
-            totals.episodes) == (4, {"fact": 1, "turn": 3}, 1, 2, ("alice", "bob"), 1)
-    assert m.tenant_totals("nobody") == dataclasses.replace(totals, tenant="nobody", memories=0, by_type={},
-                                                            private=0, sessions=0, agents=(), episodes=0)
     use = m.disk_use()
-    sizes = m.relation_sizes()
-    assert use.wal is None and use.database is not None and use.database > sum(sizes.values()) > 0
-    assert sizes["memories"] > 0 and set(sizes) >= {"memories", "nodes", "edges", "counts"}
+    assert use.wal is None and use.database is not None and use.database > 0
 
 
 # ---- lexical checks and rebuilds -----------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError, StoreError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.api import Metadata
 from memory_core.vectors.memory import InMemoryVectorStore
 
@@ -74,8 +74,8 @@ def test_two_replicas_racing_on_one_idempotency_key_both_answer_with_the_one_row
     for trial in range(25):
         results = _race(a, b, f"key-{trial}", f"the same retried write {trial}")
         assert results["a"] == results["b"], f"trial {trial}: two rows for one key {results}"
-    assert a.graph.count("acme") == 25 and b.graph.count("acme") == 25
-    assert len(a.get_contents("acme", [f"mem:{i}" for i in a.graph.memory_ids("acme")]).found) == 25
+    assert a._graph.count("acme") == 25 and b._graph.count("acme") == 25
+    assert len(a.get_contents("acme", [f"mem:{i}" for i in a._graph.memory_ids("acme")]).found) == 25
 
 
 def test_an_open_over_postgres_with_embedded_chroma_recovers_what_the_last_holder_of_the_directory_left(
@@ -85,12 +85,13 @@ def test_an_open_over_postgres_with_embedded_chroma_recovers_what_the_last_holde
     open, as on SQLite, without waiting for that process's lease (30 s by default) to run out."""
     first = _open(tmp_path / "data", postgres_dsn=dsn)
     first.add_memory("acme", "s", "ann", "acknowledged")
-    with first.graph.transaction() as tx:  # an add that was in flight when the process died
+    with first._graph.transaction() as tx:  # an add that was in flight when the process died
         tx.journal([("add", "acme", "mem:999")])
     first.close()  # the lock is released as by a kill; the entry keeps its live lease
     with _open(tmp_path / "data", postgres_dsn=dsn) as second:
-        assert [(r["ref"], r["action"]) for r in second.recovered] == [("mem:999", "rolled back unacknowledged add")]
-        assert second.maintenance.journal() == []
+        recovered = second.operator_parts().recovered
+        assert [(r["ref"], r["action"]) for r in recovered] == [("mem:999", "rolled back unacknowledged add")]
+        assert second.operator_parts().maintenance.journal() == []
 
 
 class _PausedAfterUpsert(InMemoryVectorStore):
@@ -127,7 +128,7 @@ def test_an_add_whose_lease_lapsed_and_another_replica_rolled_back_is_refused_no
     def lease_lapses_and_b_recovers() -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("UPDATE journal SET lease_until = clock_timestamp() - interval '1 second'")
-        rolled_back.extend(b.writer.recover())
+        rolled_back.extend(b._writer.recover())
 
     try:
         shared.during = lease_lapses_and_b_recovers
@@ -139,7 +140,7 @@ def test_an_add_whose_lease_lapsed_and_another_replica_rolled_back_is_refused_no
         for core in (a, b):
             assert core.get_contents("acme", [ref]).found == []
         assert shared.all_ids("acme") == set()
-        assert a.graph.journal_size() == 0  # type: ignore[attr-defined]
+        assert a._graph.journal_size() == 0  # type: ignore[attr-defined]
         # the replica writes again at once
         assert a.get_contents("acme", [a.add_memory("acme", "s1", "alice", "glaze order sent").ref]).found
     finally:
@@ -174,10 +175,10 @@ def test_a_replica_left_behind_by_an_upgrade_refuses_adds_with_nothing_written_a
         assert err.value.code == "STORE_ERROR" and err.value.fields.get("graph_error") == "schema"
         assert f"schema version {LATEST + 1}" in err.value.message and f"version {LATEST}" in err.value.message
         assert vectors.all_ids("acme") == {kept}
-        assert core.graph.count("acme") == 1 and core.graph.journal_size() == 0  # type: ignore[attr-defined]
+        assert core._graph.count("acme") == 1 and core._graph.journal_size() == 0  # type: ignore[attr-defined]
         assert [m.ref for m in core.recall("acme", "kiln firing").messages] == [kept]
         schema(LATEST)
         again = core.add_memory("acme", "s1", "alice", "the glaze order was sent").ref
-        assert vectors.all_ids("acme") == {kept, again} and core.graph.count("acme") == 2
+        assert vectors.all_ids("acme") == {kept, again} and core._graph.count("acme") == 2
     finally:
         core.close()

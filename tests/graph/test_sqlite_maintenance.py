@@ -16,7 +16,7 @@ from graph.sqlite.db import GraphDB, window_table_name
 from graph.sqlite.maintenance import SqliteMaintenance
 from memory_core import MemoryCore
 from memory_core.errors import StoreFullError, StoreReadOnlyError
-from memory_core.operator.doctor.run import check, repair
+from memory_core.operator.doctor.run import check_stores, repair_stores
 from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 
@@ -40,7 +40,7 @@ def populate(core: MemoryCore) -> dict[str, list[int]]:
 
 def test_memory_reads_of_one_tenant_never_return_another_tenants_rows(mcore: MemoryCore) -> None:
     ids = populate(mcore)
-    m = mcore.maintenance
+    m = mcore.operator_parts().maintenance
     assert [r.node.tenant for r in m.memory_rows("acme")] == ["acme"] * 4
     assert m.memory_rows("acme", ids["globex"]) == []
     assert m.idempotency_keys("acme", ids["globex"]) == {}
@@ -48,47 +48,39 @@ def test_memory_reads_of_one_tenant_never_return_another_tenants_rows(mcore: Mem
     foreign = m.memory_rows("globex", ids["globex"][:1])[0].node
     assert m.existing_memory("globex", foreign.session, foreign.content_hash, foreign.ts_us) == foreign.id
     assert m.existing_memory("acme", foreign.session, foreign.content_hash, foreign.ts_us) is None
-    assert m.tenant_totals("nobody") == dataclasses.replace(m.tenant_totals("nobody"), memories=0, private=0,
-                                                             sessions=0, agents=(), episodes=0, by_type={})
 
 
 def test_stored_rows_carry_content_and_key_and_are_frozen(mcore: MemoryCore) -> None:
     populate(mcore)
-    row = mcore.maintenance.memory_rows("acme")[0]
+    row = mcore.operator_parts().maintenance.memory_rows("acme")[0]
     assert (row.content, row.idempotency_key, row.node.agent) == ("acme note 0 about plums", "k0", "alice")
     assert row.as_row()["content"] == row.content and row.as_row()["id"] == row.node.id
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.content = "changed"  # type: ignore[misc]
 
 
-def test_tenant_totals_count_types_private_rows_sessions_and_agents(mcore: MemoryCore) -> None:
-    populate(mcore)
-    totals = mcore.maintenance.tenant_totals("acme")
-    assert (totals.memories, dict(totals.by_type), totals.private, totals.sessions, totals.agents) == (
-        4, {"note": 1, "turn": 3}, 1, 2, ("alice", "bob"))
-
-
 def test_a_tenant_named_only_by_a_stray_edge_is_listed_and_doctor_removes_the_edge(mcore: MemoryCore) -> None:
     populate(mcore)
     with sqlite_db(mcore).transaction() as cur:  # a leak: an edge of a tenant that has nothing else
         cur.execute("INSERT INTO edges VALUES ('mem:1', 'agent:ghost/x', 'AUTHORED_BY', 'ghost')")
-    assert "ghost" in mcore.maintenance.tenants_present()
-    found = [(f.kind, f.tenant) for f in check(mcore).findings]
+    assert "ghost" in mcore.operator_parts().maintenance.tenants_present()
+    found = [(f.kind, f.tenant) for f in check_stores(mcore.operator_parts()).findings]
     assert found == [("dangling_edge", "ghost")]
-    assert repair(mcore).ok
-    assert EdgeRow("mem:1", "agent:ghost/x", "AUTHORED_BY", "ghost") not in mcore.maintenance.edges()
+    assert repair_stores(mcore.operator_parts()).ok
+    assert EdgeRow("mem:1", "agent:ghost/x", "AUTHORED_BY", "ghost") not in mcore.operator_parts().maintenance.edges()
 
 
 def test_missing_structure_is_listed_once_and_recreated(mcore: MemoryCore) -> None:
     populate(mcore)
     with sqlite_db(mcore).transaction() as cur:
         cur.execute("DELETE FROM nodes WHERE node_id = 'agent:acme/alice'")
-    missing = mcore.maintenance.missing_structure()
+    missing = mcore.operator_parts().maintenance.missing_structure()
     assert missing == [MissingStructure("acme", "mem:1", node=NodeRow("agent:acme/alice", "AGENT", "acme",
                                                                      {"agent": "alice"}))]
-    mcore.maintenance.create_structure(missing)
-    assert mcore.maintenance.missing_structure() == []
-    assert NodeRow("agent:acme/alice", "AGENT", "acme", {"agent": "alice"}) in mcore.maintenance.nodes()
+    mcore.operator_parts().maintenance.create_structure(missing)
+    assert mcore.operator_parts().maintenance.missing_structure() == []
+    nodes = mcore.operator_parts().maintenance.nodes()
+    assert NodeRow("agent:acme/alice", "AGENT", "acme", {"agent": "alice"}) in nodes
 
 
 def test_a_damaged_window_index_is_found_by_its_result_code_and_rebuilt(mcore: MemoryCore) -> None:
@@ -96,12 +88,13 @@ def test_a_damaged_window_index_is_found_by_its_result_code_and_rebuilt(mcore: M
     name = window_table_name("acme")
     with sqlite_db(mcore).transaction() as cur:  # the stored text no longer matches what FTS5 indexed
         cur.execute(f"UPDATE {name}_content SET c0 = 'zebra' WHERE id = ?", (ids["acme"][1],))
-    state = mcore.maintenance.window_state("acme")
+    state = mcore.operator_parts().maintenance.window_state("acme")
     assert state.present and state.damaged is not None and state.damaged.startswith("SQLITE_CORRUPT")
-    assert [(f.kind, f.tenant, f.ref) for f in check(mcore).findings] == [("lexical_stale", "acme", None)]
-    report = repair(mcore)
+    findings = check_stores(mcore.operator_parts()).findings
+    assert [(f.kind, f.tenant, f.ref) for f in findings] == [("lexical_stale", "acme", None)]
+    report = repair_stores(mcore.operator_parts())
     assert report.ok and [(r.kind, r.tenant) for r in report.repairs] == [("lexical", "acme")]
-    assert mcore.maintenance.window_state("acme").damaged is None
+    assert mcore.operator_parts().maintenance.window_state("acme").damaged is None
 
 
 def test_a_write_refused_by_a_read_only_store_is_read_only_and_doctor_says_store_read_only(
@@ -113,15 +106,16 @@ def test_a_write_refused_by_a_read_only_store_is_read_only_and_doctor_says_store
     sqlite_db(mcore).conn.execute("PRAGMA query_only = ON")  # SQLite itself refuses every write now
     try:
         with pytest.raises(GraphStoreError) as caught:
-            mcore.maintenance.remove_edges([EdgeRow("mem:1", "mem:999", "SUPERSEDES", "acme")])
+            mcore.operator_parts().maintenance.remove_edges([EdgeRow("mem:1", "mem:999", "SUPERSEDES", "acme")])
         assert caught.value.kind == "read_only"
         assert isinstance(caught.value.cause, sqlite3.Error) and caught.value.cause.sqlite_errorcode & 0xFF == 8
         with pytest.raises(StoreReadOnlyError) as coded:
-            repair(mcore)
+            repair_stores(mcore.operator_parts())
         assert coded.value.code == "STORE_READ_ONLY"
     finally:
         sqlite_db(mcore).conn.execute("PRAGMA query_only = OFF")
-    assert EdgeRow("mem:1", "mem:999", "SUPERSEDES", "acme") in mcore.maintenance.edges()  # nothing half-done
+    edges = mcore.operator_parts().maintenance.edges()
+    assert EdgeRow("mem:1", "mem:999", "SUPERSEDES", "acme") in edges  # nothing half-done
 
 
 def test_a_write_into_a_full_store_is_full_and_nothing_is_written(tmp_path: Path) -> None:
@@ -151,9 +145,9 @@ def test_a_full_store_reaches_the_operator_as_store_full_and_nothing_is_written(
         pages = sqlite_db(mcore).conn.execute("PRAGMA page_count").fetchone()[0]
         sqlite_db(mcore).conn.execute(f"PRAGMA max_page_count = {pages}")  # and the file may not grow
     with pytest.raises(StoreFullError) as coded:
-        repair(mcore)
+        repair_stores(mcore.operator_parts())
     assert coded.value.code == "STORE_FULL"
-    assert [n for n in mcore.maintenance.nodes() if n.kind == "AGENT"] == []
+    assert [n for n in mcore.operator_parts().maintenance.nodes() if n.kind == "AGENT"] == []
 
 
 def test_a_closed_store_is_unavailable(tmp_path: Path) -> None:
@@ -165,11 +159,12 @@ def test_a_closed_store_is_unavailable(tmp_path: Path) -> None:
 
 
 def test_disk_use_measures_the_database_file(mcore: MemoryCore) -> None:
-    use = mcore.maintenance.disk_use()
+    use = mcore.operator_parts().maintenance.disk_use()
     assert use.database == sqlite_db(mcore).path.stat().st_size > 0
 
 
 def test_content_chars_are_counted_per_tenant(mcore: MemoryCore) -> None:
     populate(mcore)
-    chars = mcore.maintenance.content_chars()
-    assert chars == {t: sum(len(r.content) for r in mcore.maintenance.memory_rows(t)) for t in ("acme", "globex")}
+    chars = mcore.operator_parts().maintenance.content_chars()
+    maintenance = mcore.operator_parts().maintenance
+    assert chars == {t: sum(len(r.content) for r in maintenance.memory_rows(t)) for t in ("acme", "globex")}

@@ -25,8 +25,8 @@ def core(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[MemoryCore]
 
 
 def _store(core: MemoryCore) -> SqliteGraphStore:
-    assert isinstance(core.graph, SqliteGraphStore)
-    return core.graph
+    assert isinstance(core._graph, SqliteGraphStore)
+    return core._graph
 
 
 def _search_while_writing(core: MemoryCore, tenant: str, terms: list[str], during: object) -> list[int]:

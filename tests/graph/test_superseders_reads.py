@@ -28,7 +28,7 @@ def test_a_tenant_without_handoff_chains_answers_superseders_without_a_probe_per
     core = open_core("memory", tmp_path / "data", request)
     try:
         ids = _fill(core, "big", 1000)
-        store = core.graph
+        store = core._graph
         assert isinstance(store, SqliteGraphStore)
         few_steps, few = vm_steps(store.db, lambda: store.superseders("big", ids[:10]))
         many_steps, many = vm_steps(store.db, lambda: store.superseders("big", ids[:400]))
@@ -47,7 +47,7 @@ def test_superseders_name_the_newer_handoffs_of_the_tenant_only(tmp_path: Path,
         second = int(core.create_handoff("t1", "s0", "ann", "handoff two").ref[4:])
         other = int(core.create_handoff("t2", "s0", "ann", "another tenant's handoff").ref[4:])
         int(core.create_handoff("t2", "s0", "ann", "its successor").ref[4:])
-        store = core.graph
+        store = core._graph
         assert isinstance(store, SqliteGraphStore)
         found = store.superseders("t1", [*ids, first, second, other])
         assert found == {first: [second]}
@@ -71,6 +71,6 @@ def test_a_step_7_store_gains_the_chain_index_and_keeps_its_chains(tmp_path: Pat
     core = open_core("memory", tmp_path / "data", request)
     try:
         assert sqlite_db(core) is not None and sqlite_db(core).meta("schema_version") == "8"
-        assert core.graph.superseders("t1", [first, second]) == {first: [second]}
+        assert core._graph.superseders("t1", [first, second]) == {first: [second]}
     finally:
         core.close()

@@ -15,7 +15,8 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
-from memory_core.operator.transfer import export_tenant, import_lines
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
 from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 
@@ -69,17 +70,17 @@ def test_keys_inside_one_batch_are_scoped_the_same_way(core: MemoryCore) -> None
 
 def test_an_exported_private_row_keeps_the_key_its_author_gave(core: MemoryCore) -> None:
     private(core, idempotency_key="k-6")
-    assert [line["idempotency_key"] for line in export_tenant(core, "acme")] == ["k-6"]
+    assert [line["idempotency_key"] for line in export_tenant(core.operator_parts(), "acme")] == ["k-6"]
 
 
 def test_an_imported_private_row_still_answers_its_authors_retry_and_no_one_elses(
     core: MemoryCore, backend: str, tmp_path: Path, request: pytest.FixtureRequest,
 ) -> None:
     private(core, idempotency_key="k-8")
-    lines = [json.dumps(line) for line in export_tenant(core, "acme")]
+    lines = [json.dumps(line) for line in export_tenant(core.operator_parts(), "acme")]
     second = open_core(backend, tmp_path / "second", request)
     try:
-        assert import_lines(second, lines, "acme").written == 1
+        assert import_lines(second.operator_parts(), lines, "acme").written == 1
         again = second.add_memory("acme", "s", "alice", f"{SECRET} plan", visibility="agent", idempotency_key="k-8")
         assert again.created is False
         assert second.add_memory("acme", "s", "bob", "bob after the import", idempotency_key="k-8").created

@@ -13,8 +13,8 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def stored_ids(core: MemoryCore, tenant: str) -> tuple[set[str], set[str]]:
-    graph = {f"mem:{i}" for i in core.graph.memory_ids(tenant)}
-    return graph, core.vectors.all_ids(tenant)
+    graph = {f"mem:{i}" for i in core._graph.memory_ids(tenant)}
+    return graph, core._vectors.all_ids(tenant)
 
 
 def test_add_memory_returns_a_ref_readable_from_both_stores(core: MemoryCore) -> None:
@@ -41,7 +41,7 @@ def test_repeated_idempotency_key_returns_the_first_ref_without_writing(core: Me
     first = core.add_memory("acme", "s1", "a", "first", idempotency_key="call-7")
     again = core.add_memory("acme", "s1", "a", "second attempt", idempotency_key="call-7")
     assert again.ref == first.ref and not again.created
-    assert core.graph.count("acme") == 1
+    assert core._graph.count("acme") == 1
     other = core.add_memory("globex", "s1", "a", "first", idempotency_key="call-7")
     assert other.created and other.ref != first.ref
 
@@ -52,7 +52,7 @@ def test_idempotency_key_repeated_inside_one_batch_writes_once(core: MemoryCore)
         {"tenant": "acme", "session": "s", "agent": "a", "content": "x", "idempotency_key": "k"},
     ])
     assert res[0].ref == res[1].ref and res[0].created and not res[1].created
-    assert core.graph.count("acme") == 1
+    assert core._graph.count("acme") == 1
 
 
 def test_identical_content_in_the_same_session_is_written_and_flagged(core: MemoryCore) -> None:
@@ -61,7 +61,7 @@ def test_identical_content_in_the_same_session_is_written_and_flagged(core: Memo
     elsewhere = core.add_memory("acme", "s2", "a", "Ship it.")
     assert second.duplicate_of == first.ref and second.ref != first.ref
     assert elsewhere.duplicate_of is None
-    assert core.graph.count("acme") == 3
+    assert core._graph.count("acme") == 3
 
 
 def test_duplicates_outside_the_window_are_not_flagged(core: MemoryCore) -> None:
@@ -89,7 +89,7 @@ def test_missing_or_malformed_tenant_fails_closed_on_every_call(core: MemoryCore
         with pytest.raises(MemoryCoreError) as err:
             call()
         assert err.value.code == code
-    assert core.graph.count("acme") == 1
+    assert core._graph.count("acme") == 1
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_one_bad_row_in_a_batch_writes_none_of_it(core: MemoryCore) -> None:
     good = {"tenant": "acme", "session": "s", "agent": "a", "content": "fine"}
     with pytest.raises(MemoryCoreError):
         core.add_memories([good, {**good, "content": ""}])
-    assert core.graph.count("acme") == 0
+    assert core._graph.count("acme") == 0
 
 
 def test_recent_turns_page_newest_first_without_gaps_or_repeats_on_equal_timestamps(core: MemoryCore) -> None:

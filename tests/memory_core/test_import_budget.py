@@ -110,6 +110,6 @@ def test_stats_counts_vector_records_when_asked(tmp_path: Path) -> None:
 
 
 def _hash_settings() -> Settings:
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
 
     return load_settings(environ={"MEMORY_CORE_EMBEDDING_PROVIDER": "hash"})

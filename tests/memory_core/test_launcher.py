@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from memory_core import launcher
 from tests.support.mcp_harness import BASE_ENV, ROOT, Caller
 from tests.tools.bridge.test_shared_server import stop_servers
-from tools.bridge.shared_server import server_command
+from tools.bridge.locate import server_command
 
 BIN = Path(sys.executable).with_name("memory-core")
 CALL_TIMEOUT_S = 120

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
+from memory_core.dir_lock import LOCK_FILE
 from memory_core.embedding.local import HashEmbedder
-from memory_core.service import LOCK_FILE
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 
 BIN = Path(sys.executable).with_name("memory-core")
@@ -31,7 +31,7 @@ ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_"
 OPENER = """
 import json, sys
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.embedding.local import HashEmbedder
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
 try:
@@ -64,7 +64,7 @@ def test_a_second_process_is_refused_after_the_lock_file_is_deleted(tmp_path: Pa
         core.add_memory("acme", "s1", "owner", "written by the owner")
         (data_dir / LOCK_FILE).unlink()
         assert open_elsewhere(data_dir) == {"opened": False, "code": "STORE_LOCKED"}
-        assert core.graph.count("acme") == 1
+        assert core._graph.count("acme") == 1
 
 
 @pytest.mark.slow
@@ -77,7 +77,7 @@ def test_the_cli_is_refused_after_the_lock_file_is_deleted(tmp_path: Path) -> No
                               timeout=120, check=False)
         assert proc.returncode == 4, (proc.stdout, proc.stderr)
         assert json.loads(proc.stdout)["error"]["code"] == "STORE_LOCKED"
-        assert core.graph.count("acme") == 0
+        assert core._graph.count("acme") == 0
 
 
 @pytest.mark.slow
@@ -106,7 +106,7 @@ def test_a_write_is_refused_when_someone_else_holds_a_replaced_lock_file(tmp_pat
             assert info.value.code == "STORE_LOCKED"
             assert len(core.query_recent_turns("acme", "s1").turns) == 1  # reads keep answering
         core.add_memory("acme", "s1", "owner", "the other holder let go")
-        assert core.graph.count("acme") == 2
+        assert core._graph.count("acme") == 2
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from graph.sqlite.errors import as_graph_error
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.store_errors import graph_error, os_error
 
 

@@ -27,9 +27,9 @@ PROBE = """
 import json, sys, threading
 failures = []
 threading.excepthook = lambda args: failures.append(f"{type(args.exc_value).__name__}: {args.exc_value}")
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.embedding.local import shared_minilm
-from tools.bridge.deferred_core import open_stores, open_stores_warming
+from tools.serve.deferred_core import open_stores, open_stores_warming
 
 opener = open_stores_warming if sys.argv[2] == "shared" else open_stores
 core = opener(load_settings(environ={}), sys.argv[1])
@@ -41,7 +41,7 @@ except ImportError as exc:
     failures.append(f"{type(exc).__name__}: {exc}")
 for thread in threads:
     thread.join(300)
-print(json.dumps({"failures": failures, "chroma_open": core.vectors.inner.is_open,
+print(json.dumps({"failures": failures, "chroma_open": core._vectors.inner.is_open,
                   "model_loaded": shared_minilm()._session is not None}))
 core.close()
 """

@@ -31,9 +31,11 @@ from mcp_types import CallToolResult
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
 from tests.support.paths import ROOT
 from tools.mcp.server import build_server
+from tools.mcp.stores import OpenedCore
 from tools.registry import TOOL_SPECS
 
 LONG = os.environ.get("MEMORY_CORE_RELIABILITY", "").strip().lower() == "long"
@@ -236,7 +238,7 @@ def in_process_server(data_dir: Path, **overrides: Any) -> Iterator[InProcessSer
     settings = hash_settings(**overrides)
     core = MemoryCore.open(data_dir, settings=settings, embedder=HashEmbedder())
     with start_blocking_portal("asyncio") as portal, portal.wrap_async_context_manager(
-        Client(build_server(settings, core=core))
+        Client(build_server(settings, OpenedCore(core)))
     ) as client:
         yield InProcessServer(portal, client, core, settings)
 

@@ -23,11 +23,12 @@ from typing import Any
 
 import pytest
 
+from graph.api import MemoryRecord
 from graph.sqlite.txn import SqliteTxn
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreReadOnlyError, StoreUnavailableError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.memory import InMemoryVectorStore
@@ -164,7 +165,7 @@ def test_failing_vector_delete_hides_the_memory_and_recovery_finishes_it(harness
     assert victim not in tenant_view(core, "acme").graph
     harness.faulty.clear()
     core = harness.reopen()
-    assert [r["action"] for r in core.recovered] == ["finished delete"]
+    assert [r["action"] for r in core.operator_parts().recovered] == ["finished delete"]
     before["acme"].discard(victim)
     assert_stores_agree(core, before)
 
@@ -220,10 +221,10 @@ def test_graph_write_failing_after_the_chroma_write_rolls_both_back(
     real_write = SqliteTxn.write_memory
     calls = {"n": 0}
 
-    def failing_write(self: SqliteTxn, row: dict[str, Any]) -> None:
+    def failing_write(self: SqliteTxn, row: MemoryRecord) -> None:
         real_write(self, row)  # rows are inserted inside the transaction, then it fails
         calls["n"] += 1
-        if calls["n"] >= 2 or len(row["content"]) < 20:
+        if calls["n"] >= 2 or len(row.content) < 20:
             raise sqlite_failure(message, result_code, name)
 
     monkeypatch.setattr(SqliteTxn, "write_memory", failing_write)
@@ -284,7 +285,7 @@ UNWRITABLE_GRAPH_CHILD = """
 import json, subprocess, sys
 from pathlib import Path
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.embedding.local import HashEmbedder
 data_dir = Path(sys.argv[1])
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
@@ -345,7 +346,7 @@ def test_killed_chroma_server_gives_store_unavailable_and_adds_resume_after_rest
             items = [{"tenant": "newco", "session": "s1", "agent": "a", "content": f"row {i}"} for i in range(3)]
             expect_store_error(lambda: core.add_memories(items), "STORE_UNAVAILABLE")
             for tenant, refs in before.items():  # nothing reached the graph (Chroma cannot be asked now)
-                assert {f"mem:{i}" for i in core.graph.memory_ids(tenant)} == refs
+                assert {f"mem:{i}" for i in core._graph.memory_ids(tenant)} == refs
             assert len(core.query_recent_turns("acme", "s1").turns) == 2  # graph reads keep serving
             assert {r.content for r in core.get_contents("acme", sorted(before["acme"])).found} == {"first",
                                                                                                     "second"}
@@ -354,7 +355,7 @@ def test_killed_chroma_server_gives_store_unavailable_and_adds_resume_after_rest
             before["newco"] |= {r.ref for r in core.add_memories(items)}
             core.close()
             core = open_http(tmp_path / "data", server)
-            assert {r["action"] for r in core.recovered} <= {"rolled back unacknowledged add"}
+            assert {r["action"] for r in core.operator_parts().recovered} <= {"rolled back unacknowledged add"}
             assert_stores_agree(core, before)  # what was acknowledged before the kill survived it
         finally:
             core.close()

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor.run import check, repair
+from memory_core.operator.doctor.run import check_stores, repair_stores
 from memory_core.operator.doctor.secrets import memory_secrets, redacted_text
 from memory_core.secret_guard import SecretGuard, detect
 from tests.support.agreement import assert_stores_agree
@@ -73,15 +73,15 @@ def plant_secrets(core: MemoryCore) -> int:
     """Memories, metadata, a summary and extracted entities holding secrets, as a store written before
     the guard existed holds them (the guard set to allow while they are written); returns the id of
     one such memory whose row the damage then loses (its Chroma record is its only copy)."""
-    guard = core.writer.guard
-    core.writer.guard = SecretGuard("allow")
+    guard = core._writer.guard
+    core._writer.guard = SecretGuard("allow")
     try:
         ids = [int(core.add_memory("acme", "s2", "carol", text, metadata={"db": {"password": "hunter2!x"}}
                                    ).ref.split(":")[1]) for text in SECRET_TEXTS]
         core.summarize_session("acme", "s2")
     finally:
-        core.writer.guard = guard
-    assert check(core).findings, "the planted secrets are found"
+        core._writer.guard = guard
+    assert check_stores(core.operator_parts()).findings, "the planted secrets are found"
     return ids[-1]
 
 
@@ -96,18 +96,18 @@ def damage(core: MemoryCore) -> None:
     episode = core.summarize_session("acme", "s1")
     only_copies = [refs["acme", "planting apple trees"], refs["globex", "harvest plans for plums"]]
     delete_rows(core, [int(r.split(":")[1]) for r in only_copies] + [lost_secret])  # the Chroma record: the only copy
-    embed = core.embedder.embed
-    core.vectors.upsert("acme", ["mem:500"], embed(["the ghost remembers the orchard"]),
+    embed = core._embedder.embed
+    core._vectors.upsert("acme", ["mem:500"], embed(["the ghost remembers the orchard"]),
                         ["the ghost remembers the orchard"], [{**GHOST, "tenant": "acme"}])
     taken = f"mem:{episode.ref.split(':')[1]}"  # restoring it needs a new ref
-    core.vectors.upsert("acme", [taken], embed(["an orphan whose id an episode took"]),
+    core._vectors.upsert("acme", [taken], embed(["an orphan whose id an episode took"]),
                         ["an orphan whose id an episode took"], [{**GHOST, "tenant": "acme"}])
-    core.vectors.upsert("globex", ["mem:600"], embed([UNREBUILDABLE]), [UNREBUILDABLE],
+    core._vectors.upsert("globex", ["mem:600"], embed([UNREBUILDABLE]), [UNREBUILDABLE],
                         [{"tenant": "globex", "kind": "memory"}])
-    core.vectors.delete("acme", [refs["acme", "pruning the pear orchard"]])
+    core._vectors.delete("acme", [refs["acme", "pruning the pear orchard"]])
     plant_broken_chains(core)
     stale = refs["globex", "ship the cider on friday"]
-    core.vectors.upsert("globex", [stale], embed(["tampered text"]), ["tampered text"],
+    core._vectors.upsert("globex", [stale], embed(["tampered text"]), ["tampered text"],
                         [{**GHOST, "tenant": "globex", "session": "s1", "agent": "alice", "type": "turn"}])
 
 
@@ -116,24 +116,24 @@ def plant_broken_chains(core: MemoryCore) -> None:
     ids = [int(core.add_memory("initech", "s1", "ann", f"initech version {i}",
                                timestamp=f"2026-03-01T10:00:0{i}+00:00").ref.split(":")[1]) for i in range(5)]
     links = {ids[0]: ids[1], ids[1]: ids[0], ids[3]: ids[2], ids[4]: ids[2]}  # newer -> the version it corrects
-    with core.writer.lock, core.graph.transaction() as tx:
+    with core._writer.lock, core._graph.transaction() as tx:
         for new, old in links.items():
             tx.set_memory_state("initech", new, {"supersedes_id": old})
             tx.set_memory_state("initech", old, {"valid_to_us": 1_772_400_000_000_000})
             tx.write_edge("initech", f"mem:{new}", f"mem:{old}", "SUPERSEDES")
-    core.graph.invalidate()
+    core._graph.invalidate()
 
 
 def memories(core: MemoryCore) -> Counter[Memory]:
     """Every memory either store holds: graph rows, plus Chroma records that have no row (each
     content with its secrets redacted: a repair rewrites them, which loses no memory)."""
-    rows = [(m.node.id, m.node.tenant, m.content) for tenant in core.maintenance.tenants_present()
-            for m in core.maintenance.memory_rows(tenant)]
+    rows = [(m.node.id, m.node.tenant, m.content) for tenant in core.operator_parts().maintenance.tenants_present()
+            for m in core.operator_parts().maintenance.memory_rows(tenant)]
     held = Counter((str(t), redacted_text(str(c))) for _i, t, c in rows)
     ids = {(str(t), f"mem:{i}") for i, t, _c in rows}
-    for tenant in core.vectors.tenants():
-        orphans = sorted(r for r in core.vectors.all_ids(tenant) if r.startswith("mem:") and (tenant, r) not in ids)
-        for document, _meta in core.vectors.documents(tenant, orphans).values():
+    for tenant in core._vectors.tenants():
+        orphans = sorted(r for r in core._vectors.all_ids(tenant) if r.startswith("mem:") and (tenant, r) not in ids)
+        for document, _meta in core._vectors.documents(tenant, orphans).values():
             held[tenant, redacted_text(document)] += 1
     return held
 
@@ -141,15 +141,15 @@ def memories(core: MemoryCore) -> Counter[Memory]:
 def assert_no_secret_left(core: MemoryCore) -> None:
     """Graph rows, summaries, entities, the lexical index (doctor compares it to the rows) and every
     vector record hold no secret."""
-    for tenant in core.maintenance.tenants_present():
-        for m in core.maintenance.memory_rows(tenant):
+    for tenant in core.operator_parts().maintenance.tenants_present():
+        for m in core.operator_parts().maintenance.memory_rows(tenant):
             assert not memory_secrets(m.as_row())[0].found, f"{tenant} mem:{m.node.id} holds a secret"
-        assert not [e.id for e in core.graph.episodes(tenant) if detect(e.summary)]
-        refs = sorted(core.vectors.all_ids(tenant))
-        assert not [r for r, (doc, _m) in core.vectors.documents(tenant, refs).items() if detect(doc)]
-        names = [n for e in core.graph.entity_records(tenant) for n in (e.name, *e.aliases)]
+        assert not [e.id for e in core._graph.episodes(tenant) if detect(e.summary)]
+        refs = sorted(core._vectors.all_ids(tenant))
+        assert not [r for r, (doc, _m) in core._vectors.documents(tenant, refs).items() if detect(doc)]
+        names = [n for e in core._graph.entity_records(tenant) for n in (e.name, *e.aliases)]
         assert not [n for n in names if any(len(n) >= 16 and (n in v or v in n) for v in SECRET_VALUES)], names
-    assert not [f for f in check(core).findings if f.kind == "secret_stored"]
+    assert not [f for f in check_stores(core.operator_parts()).findings if f.kind == "secret_stored"]
 
 
 def quarantined(data_dir: Path) -> set[Memory]:
@@ -179,9 +179,9 @@ def damaged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     with template.opened() as core:
         damage(core)
         before = set(memories(core))
-        assert {f.kind for f in check(core).findings} >= {"vector_orphan", "vector_missing", "vector_stale",
-                                                          "lexical_stale", "dangling_edge", "secret_stored",
-                                                          "version_cycle", "version_fork"}
+        assert {f.kind for f in check_stores(core.operator_parts()).findings} >= {
+            "vector_orphan", "vector_missing", "vector_stale", "lexical_stale", "dangling_edge", "secret_stored",
+            "version_cycle", "version_fork"}
     return template, before
 
 
@@ -193,7 +193,7 @@ def test_a_repair_run_to_completion_restores_every_memory(damaged: tuple[Store, 
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1])["ok"] is True
     with store.opened() as core:
-        assert check(core).ok
+        assert check_stores(core.operator_parts()).ok
         held = memories(core)
         assert {m: n for m, n in held.items() if n != 1} == {}
         assert set(held) == before - {("globex", UNREBUILDABLE)}
@@ -225,10 +225,10 @@ def test_a_repair_killed_at_any_step_loses_no_memory(damaged: tuple[Store, set[M
             lost = before - kept
             if lost:
                 failures.append(f"killed at step {crash_at} ({where}): lost {sorted(lost)}")
-            report = repair(core)
+            report = repair_stores(core.operator_parts())
             held = memories(core)
             duplicated = {m: n for m, n in held.items() if n != 1}
-            if not report.ok or not check(core).ok or duplicated:
+            if not report.ok or not check_stores(core.operator_parts()).ok or duplicated:
                 failures.append(f"killed at step {crash_at} ({where}): the next repair left "
                                 f"{[f.to_dict() for f in report.remaining or []]}, duplicates {duplicated}")
             if set(held) | {("globex", UNREBUILDABLE)} != before | {("globex", UNREBUILDABLE)}:

@@ -28,7 +28,7 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor.run import check as doctor_check
+from memory_core.operator.doctor.run import check_stores
 from tests.reliability.fuzz_strategies import FOREIGN_TENANT, World, tool_arguments
 from tests.reliability.harness import (
     LONG,
@@ -219,7 +219,7 @@ def test_after_the_fuzzing_the_server_still_serves_the_neighbour_is_untouched_an
     found = payload(server.call("get_contents", {"tenant": OWN, "refs": [ref["ref"]]}))["found"]
     assert [r["content"] for r in found] == [text]
     assert set(tenant_view(server.core, FOREIGN_TENANT).graph) == foreign_before
-    report = doctor_check(server.core)
+    report = check_stores(server.core.operator_parts())
     row.errors = len(report.findings)
     row.notes = f"doctor: {len(report.findings)} findings over {len(report.counts)} tenants"
     assert report.ok, report.to_dict()["findings"][:20]
@@ -294,7 +294,7 @@ def test_after_fuzzing_over_stdio_the_server_still_serves_and_its_store_passes_d
     assert [r["content"] for r in found] == [text]
     stdio_server.stop()
     with MemoryCore.open(stdio_server.data_dir, settings=hash_settings()) as core:
-        report = doctor_check(core)
+        report = check_stores(core.operator_parts())
         row.notes = f"doctor after exit: {len(report.findings)} findings"
         assert report.ok, report.to_dict()["findings"][:20]
 

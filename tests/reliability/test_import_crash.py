@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor.run import check
+from memory_core.operator.doctor.run import check_stores
 from memory_core.operator.transfer import export_tenant
 from tests.support.backends import graph_backends, open_core
 from tests.support.import_crash import run_import
@@ -58,7 +58,7 @@ def populate(core: MemoryCore) -> None:
 
 def fingerprint(core: MemoryCore) -> Counter[tuple[Any, ...]]:
     """The tenant as a multiset of memories with everything but refs (which a rerun may assign anew)."""
-    lines = list(export_tenant(core, "acme"))
+    lines = list(export_tenant(core.operator_parts(), "acme"))
     content = {line["ref"]: line["content"] for line in lines}
     return Counter((
         line["session"], line["timestamp"], line["content"], line["agent"], line["type"], line["visibility"],
@@ -84,7 +84,8 @@ def jsonl_file(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
     try:
         populate(core)
         path = folder / "acme.jsonl"
-        path.write_text("".join(json.dumps(line) + "\n" for line in export_tenant(core, "acme")), encoding="utf-8")
+        exported = export_tenant(core.operator_parts(), "acme")
+        path.write_text("".join(json.dumps(line) + "\n" for line in exported), encoding="utf-8")
     finally:
         core.close()
     return path
@@ -122,7 +123,8 @@ def test_an_import_killed_at_any_step_and_run_again_ends_as_if_never_killed(
     assert steps >= 12, "the import should write in many steps"
     with reference.opened() as core:
         want = fingerprint(core)
-        assert check(core).ok and sum(want.values()) == json.loads(out.stdout.strip().splitlines()[-1])["written"]
+        written = json.loads(out.stdout.strip().splitlines()[-1])["written"]
+        assert check_stores(core.operator_parts()).ok and sum(want.values()) == written
     reference.remove()
     failures = []
     for crash_at in sorted({*range(1, steps + 1, STRIDE[target.backend]), steps}):
@@ -133,7 +135,7 @@ def test_an_import_killed_at_any_step_and_run_again_ends_as_if_never_killed(
         with store.opened() as core:  # recovery at open runs here
             again = run_import(core, kind, path)
             got = fingerprint(core)
-            report = check(core)
+            report = check_stores(core.operator_parts())
             if again["errors"] or got != want or not report.ok:
                 missing, extra = sorted((want - got).elements())[:3], sorted((got - want).elements())[:3]
                 failures.append(f"killed at step {crash_at} ({where}): rerun errors {again['errors']}, missing "

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 from mcp_types import CallToolResult
 
-from memory_core.operator.doctor.run import check as doctor_check
+from memory_core.operator.doctor.run import check_stores
 from memory_core.operator.transfer import export_tenant
 from tests.reliability.harness import (
     LONG,
@@ -470,7 +470,7 @@ class IsolationMachine(RuleBasedStateMachine):
     def export(self, t: int) -> None:
         self.step()
         tenant = self.tenants[t]
-        lines = list(export_tenant(self.run.server.core, tenant))
+        lines = list(export_tenant(self.run.server.core.operator_parts(), tenant))
         # An export is an operator's backup: the tenant's private rows belong in it, no other tenant's rows do.
         text = json.dumps(lines, ensure_ascii=False, default=str)
         foreign = [m for m in leaks(text, tenant, None) if not m.startswith(f"⟦{tenant}|")]
@@ -514,7 +514,7 @@ def test_no_row_of_one_tenant_ever_reaches_another_on_any_read_path(
     row.examples = next(run.counter)
     for tenant, refs in sorted(run.expected.items()):
         assert set(tenant_view(server.core, tenant).graph) == refs, f"{tenant}: the store differs from the model"
-    report = doctor_check(server.core)
+    report = check_stores(server.core.operator_parts())
     row.notes = (f"{row.examples} examples x up to {STEPS_PER_EXAMPLE} steps; "
                  f"calls {row.details.get('calls', {})}; doctor: {len(report.findings)} findings")
     assert report.ok, report.to_dict()["findings"][:20]

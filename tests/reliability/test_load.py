@@ -26,7 +26,7 @@ import anyio
 from mcp import Client
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.reliability.harness import (
     LONG,
     HarnessResult,

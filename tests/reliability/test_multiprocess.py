@@ -19,14 +19,14 @@ import pytest
 
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 
 # A second process: opens the directory, reports, then keeps it open until told to close.
 HOLDER = """
 import json, sys
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.embedding.local import HashEmbedder
 settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
 try:
@@ -38,7 +38,7 @@ ref = core.add_memory("acme", "s1", "holder", "written by the holder").ref
 print(json.dumps({"opened": True, "ref": ref}), flush=True)
 for line in sys.stdin:
     if line.strip() == "count":
-        print(json.dumps({"count": core.graph.count("acme")}), flush=True)
+        print(json.dumps({"count": core._graph.count("acme")}), flush=True)
     elif line.strip() == "close":
         break
 core.close()
@@ -113,7 +113,7 @@ def test_process_opening_second_is_refused_when_this_one_holds_the_directory(tmp
             assert other.first["opened"] is False
             assert other.first["code"] == "STORE_LOCKED"
             assert "memory-core serve --http" in str(other.first["message"])
-        assert core.graph.count("acme") == 1
+        assert core._graph.count("acme") == 1
         core.add_memory("acme", "s1", "here", "still writable after the refusal")
 
 
@@ -135,7 +135,7 @@ def test_a_killed_holder_does_not_leave_the_directory_locked(tmp_path: Path) -> 
         other.proc.kill()  # SIGKILL: no close(), the OS drops its lock
         other.proc.wait(30)
     with open_here(data_dir) as core:
-        assert core.graph.count("acme") == 1
+        assert core._graph.count("acme") == 1
 
 
 def test_second_open_in_the_same_process_is_refused_too(tmp_path: Path) -> None:
@@ -145,4 +145,4 @@ def test_second_open_in_the_same_process_is_refused_too(tmp_path: Path) -> None:
             open_here(data_dir)
         assert_refused_with_the_fix(info.value)
     with open_here(data_dir) as core:  # released by close()
-        assert core.graph.count("acme") == 0
+        assert core._graph.count("acme") == 0

@@ -29,8 +29,8 @@ import anyio
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor.run import check
-from memory_core.settings.schema import load_settings
+from memory_core.operator.doctor.run import check_stores
+from memory_core.settings import load_settings
 from tests.reliability.harness import HarnessResult, contract_problem, response_text
 from tests.reliability.test_load import EMBEDDER, TENANTS, LoadStats, drive, read_back_over_http
 from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, http_client, server_env, write_token_config
@@ -150,7 +150,7 @@ def test_three_replicas_serve_one_memory_under_load(
         lost_per_replica = [anyio.run(read_back_over_http, url, tokens, stats) for url in urls] if not (
             stats.errors) else []
     with _library(backends, tmp_path / "library") as core:
-        report = check(core)
+        report = check_stores(core.operator_parts())
         for tenant, acked in stats.acked.items():
             found = _contents(core, tenant, list(acked))
             assert found == acked, f"{tenant}: {len(set(acked) - set(found))} acknowledged adds missing"
@@ -247,7 +247,7 @@ def test_a_replica_killed_mid_adds_leaves_nothing_half_written_and_the_others_se
         anyio.run(after)
         journal_after = _journal_rows(dsn)
     with _library(backends, tmp_path / "library") as core:
-        report = check(core)
+        report = check_stores(core.operator_parts())
         found = _contents(core, tenant, list(acked))
     row.trials, row.steps, row.errors, row.lost = 1, len(acked), len(survivor_errors), len(set(acked) - set(found))
     row.notes = (f"killed 1 of 3 replicas inside an add; {len(acked)} acknowledged adds; it left {left_by_victim} "

@@ -29,8 +29,9 @@ from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.operator.transfer import export_tenant, import_lines
-from memory_core.settings.schema import load_settings
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
+from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
 from tests.support import secrets_corpus as corpus
 from tests.support.fake_llm import FakeLLM, fake_llm, ok
@@ -152,10 +153,11 @@ def write_through_the_library(core: MemoryCore, written: Written) -> None:
                          "salience": 0.5, "timestamp": "2026-03-01T10:00:00+00:00", "content": text,
                          "content_hash": content_hash(text), "metadata": {"password": IMPORTED}})
              for text in (f"db_password={IMPORTED} for the import", )]
-    counts = import_lines(core, lines, TENANT)
+    counts = import_lines(core.operator_parts(), lines, TENANT)
     assert counts.written == 1 and counts.errors == 0
     written.lib_refs.append(counts.refs["mem:900001"])
-    assert import_lines(core, lines, TENANT).written == 0, "a re-import of the same file writes nothing"
+    rewritten = import_lines(core.operator_parts(), lines, TENANT).written
+    assert rewritten == 0, "a re-import of the same file writes nothing"
 
 
 def read_everything(core: MemoryCore, written: Written) -> list[str]:
@@ -181,7 +183,7 @@ def read_everything(core: MemoryCore, written: Written) -> list[str]:
                                [t.to_dict() for t in recovery.turns.turns]]))
     out += [json.dumps([e.__dict__ if hasattr(e, "__dict__") else str(e) for e in core.list_entities(TENANT)],
                        default=str)]
-    out += [json.dumps(line) for line in export_tenant(core, TENANT)]
+    out += [json.dumps(line) for line in export_tenant(core.operator_parts(), TENANT)]
     client = TestClient(standalone_app(core), base_url="http://127.0.0.1:8766",
                         headers={"Authorization": f"Bearer {OPERATOR_TOKEN}"})
     pages = [("/ui/", {}), ("/ui/tenant", {"t": TENANT})]

@@ -297,7 +297,7 @@ class StoreMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.core.close()
         self.core = self.opener(self.data_dir)
-        assert self.core.recovered == []  # nothing was interrupted
+        assert self.core.operator_parts().recovered == []  # nothing was interrupted
 
     @rule(data=st.data(), tenant=st.sampled_from(TENANTS), session=st.sampled_from(SESSIONS),
           limit=st.integers(1, 7), meanwhile=st.sampled_from(["nothing", "nothing", "add", "reopen"]),
@@ -484,7 +484,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert set(views) <= set(TENANTS), f"rows under unknown tenants: {set(views) - set(TENANTS)}"
         for tenant in TENANTS:
             for ref, mem in self.model.live[tenant].items():
-                attrs = self.core.graph.memory(tenant, mem.id)
+                attrs = self.core._graph.memory(tenant, mem.id)
                 assert attrs is not None and attrs.tenant == tenant, f"{ref} crossed tenants"
                 assert attrs.session == mem.session and attrs.ts_us == mem.ts_us
                 assert attrs.locked == (ref in self.model.locked), f"{ref}: lock state"
@@ -499,7 +499,7 @@ class StoreMachine(RuleBasedStateMachine):
                     assert attrs.supersedes_id == self.model.live[tenant][prev].id, ref
                 for other in TENANTS:
                     if other != tenant:
-                        assert self.core.graph.memory(other, mem.id) is None
+                        assert self.core._graph.memory(other, mem.id) is None
 
     @invariant()
     def session_neighbours_are_the_models(self) -> None:
@@ -516,8 +516,8 @@ class StoreMachine(RuleBasedStateMachine):
                     before = rows[i - 1].order if i else None
                     after = rows[i + 1].order if i + 1 < len(rows) else None
                     want[mem.id] = (before, after)
-            nodes = self.core.graph.memories(tenant, [m.id for m in live]).values()
-            assert self.core.graph.adjacent_many(tenant, nodes) == want, tenant
+            nodes = self.core._graph.memories(tenant, [m.id for m in live]).values()
+            assert self.core._graph.adjacent_many(tenant, nodes) == want, tenant
 
 
 @pytest.mark.parametrize("backend", store_backends("memory", "persistent", "http", "postgres"))

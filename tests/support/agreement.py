@@ -34,7 +34,7 @@ def assert_stores_agree(core: MemoryCore) -> None:
         tenants = {str(r[0]) for r in conn.execute("SELECT DISTINCT tenant FROM memories")}
         fts = {str(t): str(n) for t, n in conn.execute("SELECT tenant, name FROM fts_tables")}
         assert conn.execute("SELECT count(*) FROM journal").fetchone()[0] == 0, "journal entries left behind"
-    for tenant in sorted(tenants | set(fts) | set(core.vectors.tenants())):
+    for tenant in sorted(tenants | set(fts) | set(core._vectors.tenants())):
         db = sqlite_db(core)
         assert db is not None
         with db.lock:
@@ -51,7 +51,7 @@ def _assert_postgres_agrees(core: MemoryCore) -> None:
         tenants = {str(r[0]) for r in conn.execute("SELECT DISTINCT tenant FROM memories")}
         journal = conn.execute("SELECT count(*) FROM journal").fetchone()
         assert journal is not None and journal[0] == 0, "journal entries left behind"
-        for tenant in sorted(tenants | set(core.vectors.tenants())):
+        for tenant in sorted(tenants | set(core._vectors.tenants())):
             rows: dict[int, Any] = dict(conn.execute("SELECT id, content FROM memories WHERE tenant = %s",
                                                      [tenant]).fetchall())
             indexed = {int(r[0]) for r in conn.execute(_PG_INDEXED, [tenant])}
@@ -59,12 +59,12 @@ def _assert_postgres_agrees(core: MemoryCore) -> None:
 
 
 def _assert_tenant_agrees(core: MemoryCore, tenant: str, rows: dict[int, Any], indexed: set[int]) -> None:
-    graph = {k[1] for k in core.graph.iter_newest(tenant, None)}
+    graph = {k[1] for k in core._graph.iter_newest(tenant, None)}
     refs = {memory_ref(i) for i in rows}
-    vectors = {ref for ref in core.vectors.all_ids(tenant) if ref.startswith("mem:")}
+    vectors = {ref for ref in core._vectors.all_ids(tenant) if ref.startswith("mem:")}
     assert vectors == refs, f"{tenant}: Chroma-only {vectors - refs}, graph-only {refs - vectors}"
     assert graph == set(rows), f"{tenant}: the graph store's time index differs from its rows"
     assert indexed == set(rows), f"{tenant}: index-only {indexed - set(rows)}, unindexed {set(rows) - indexed}"
-    records = core.vectors.documents(tenant, sorted(refs))  # type: ignore[attr-defined]
+    records = core._vectors.documents(tenant, sorted(refs))  # type: ignore[attr-defined]
     for ref, (document, meta) in records.items():
         assert meta.get("tenant") == tenant and document == rows[int(ref[4:])], ref

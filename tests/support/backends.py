@@ -24,9 +24,11 @@ from typing import Any
 import pytest
 from _pytest.mark.structures import ParameterSet
 
+from graph.open import BACKENDS
 from memory_core import MemoryCore
-from memory_core.embedding.local import Embedder, HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings import load_settings
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ STORES = {b.name: b for b in (StoreBackend("memory", "memory", "sqlite"),
                               StoreBackend("http", "http", "sqlite"),
                               StoreBackend("postgres", "http", "postgres"),
                               StoreBackend("postgres-embedded", "embedded", "postgres"))}
-GRAPHS = ("sqlite", "postgres")
+GRAPHS = tuple(BACKENDS)  # graph.open's registry: a backend registered there joins every graph test
 # the `core` fixture's backends: MEMORY_CORE_TEST_BACKENDS narrows or widens them
 DEFAULT = tuple(b for b in os.environ.get("MEMORY_CORE_TEST_BACKENDS", "memory,persistent,http").split(",") if b)
 

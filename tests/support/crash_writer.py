@@ -35,7 +35,7 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.models import to_us
 from memory_core.refs import memory_ref
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.store_checks import assert_stores_agree
 
 TENANTS = ("acme", "globex", "initech")
@@ -143,7 +143,7 @@ def run_writer(data_dir: Path, ack_file: Path, seed: int, storage: dict[str, Any
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # a writer that stalls shows where (to stderr)
     core = open_store(data_dir, storage)
     log = AckLog(ack_file)
-    log.write({"op": "opened", "pid": os.getpid(), "recovered": len(core.recovered)})
+    log.write({"op": "opened", "pid": os.getpid(), "recovered": len(core.operator_parts().recovered)})
     failures: list[str] = []
 
     def guarded(worker: int) -> None:
@@ -154,9 +154,9 @@ def run_writer(data_dir: Path, ack_file: Path, seed: int, storage: dict[str, Any
             log.write({"op": "error", "detail": traceback.format_exc()[-2000:]})
 
     def batch_counts() -> None:
-        while core.writer.batches is not None:
+        while core._writer.batches is not None:
             time.sleep(0.2)
-            log.write({"op": "batches", **core.writer.batches.stats()})
+            log.write({"op": "batches", **core._writer.batches.stats()})
 
     threads = [threading.Thread(target=guarded, args=(w,), daemon=True) for w in range(THREADS + FLEET)]
     threading.Thread(target=batch_counts, daemon=True).start()
@@ -178,7 +178,7 @@ def verify(data_dir: Path, ack_file: Path, storage: dict[str, Any] | None = None
     deleted = {a["ref"] for a in acks if a.get("op") == "deleted"}
     core = open_store(data_dir, storage)
     try:
-        recovered = core.recovered
+        recovered = core.operator_parts().recovered
         views = assert_stores_agree(core)  # same ids everywhere, FTS complete, journal empty
         live = {t: v.graph for t, v in views.items()}
         must_exist = {ref: a for ref, a in added.items() if ref not in deleting}
@@ -205,13 +205,13 @@ def verify(data_dir: Path, ack_file: Path, storage: dict[str, Any] | None = None
             assert res.ref == a["ref"] and not res.created, f"idempotency key {a['key']} lost its ref"
         for tenant, refs in live.items():
             for mem_id in (int(r.split(":", 1)[1]) for r in refs):
-                kinds = {e.kind for e in core.graph.edges_of(tenant, memory_ref(mem_id)) if e.direction == "out"}
+                kinds = {e.kind for e in core._graph.edges_of(tenant, memory_ref(mem_id)) if e.direction == "out"}
                 assert {"AUTHORED_BY", "IN_SESSION"} <= kinds, f"mem:{mem_id} lacks its edges: {kinds}"
         pages = 0
         for tenant in live:
             for session in SESSIONS:
                 turns = [
-                    a for a in (core.graph.memory(tenant, int(r.split(":", 1)[1])) for r in live[tenant])
+                    a for a in (core._graph.memory(tenant, int(r.split(":", 1)[1])) for r in live[tenant])
                     if a is not None and a.session == session and a.type == "turn"
                 ]
                 want = sorted((a.key for a in turns), reverse=True)
@@ -242,16 +242,16 @@ def _check_versions(core: MemoryCore, acks: list[dict[str, Any]], live: dict[str
     for a in acks:
         if a.get("op") != "updating":
             continue
-        old = core.graph.memory(a["tenant"], int(a["ref"].split(":", 1)[1]))
+        old = core._graph.memory(a["tenant"], int(a["ref"].split(":", 1)[1]))
         assert old is not None, f"{a['ref']}: the version being corrected is gone"
         if a["ref"] in updated:
             assert old.valid_to_us == updated[a["ref"]]["ts_us"], f"{a['ref']}: acknowledged correction not whole"
     whole = 0
     for tenant, refs in live.items():
-        nodes = core.graph.memories(tenant, (int(r.split(":", 1)[1]) for r in refs))
+        nodes = core._graph.memories(tenant, (int(r.split(":", 1)[1]) for r in refs))
         for node in nodes.values():
             if node.valid_to_us is not None:
-                newer = [nodes.get(i) for i in core.graph.superseders(tenant, [node.id]).get(node.id, [])]
+                newer = [nodes.get(i) for i in core._graph.superseders(tenant, [node.id]).get(node.id, [])]
                 succ = [n for n in newer if n is not None and n.supersedes_id == node.id]
                 assert len(succ) == 1 and succ[0].ts_us == node.valid_to_us, f"mem:{node.id} superseded by nothing"
                 whole += 1

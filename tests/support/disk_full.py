@@ -25,7 +25,7 @@ import numpy as np
 
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.chroma import ChromaVectorStore
 
 KEEP_FREE = 3_000_000  # bytes left free by the filler: enough for a few writes, then none

@@ -1,4 +1,4 @@
-"""``memory-core import`` killed at a chosen step, for tests/test_import_crash.py.
+"""``memory-core import`` killed at a chosen step, for tests/reliability/test_import_crash.py.
 
 ``python -m tests.support.import_crash <data_dir> <crash_at> <storage JSON> <source> <path>`` opens
 the store as tests/support/repair_crash.py does (embedded Chroma, the deterministic embedder;
@@ -32,8 +32,8 @@ def run_import(core: Any, kind: str, path: Path) -> dict[str, Any]:
     source.WRITE_BATCH = SOURCE_BATCH
     if kind == "jsonl":
         with path.open("rb") as fh:
-            return jsonl.import_lines(core, fh, TENANT).to_dict()
-    return import_source(core, kind, path, TENANT).to_dict()
+            return jsonl.import_lines(core.operator_parts(), fh, TENANT).to_dict()
+    return import_source(core.operator_parts(), kind, path, TENANT).to_dict()
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.mcp_harness import TEST_BUDGET_CHARS, Caller, error_code
 from tools.mcp.preview import preview_end
+from tools.registry import TOOL_SPECS
 
 TOOLS_NOW = {
     "add_memory",
@@ -32,6 +33,36 @@ TOOLS_NOW = {
     "unlock_memory",
 }
 PREVIEW_CHARS = 500
+# The smallest valid call of each tool (tenant aside: a Caller adds it), for probes that add one argument.
+VALID_CALLS: dict[str, dict[str, Any]] = {
+    "add_memory": {"session": "strict", "agent": "a", "content": "strict typing probe"},
+    "recall": {"query": "strict"},
+    "recall_with_context": {"query": "strict", "context": [{"role": "user", "content": "hi"}]},
+    "get_contents": {"refs": ["mem:1"]},
+    "query_recent_turns": {"session": "strict"},
+    "check_memory": {"ref": "mem:1"},
+    "related": {"entity": "strict"},
+    "create_handoff": {"session": "strict", "agent": "a", "content": "strict handoff probe"},
+    "delete_memory": {"ref": "mem:999999"},
+    "recover_context": {"session": "strict"},
+    "summarize_session": {"session": "strict"},
+    "update_memory": {"ref": "mem:999999", "agent": "a", "content": "strict update probe"},
+    "lock_memory": {"ref": "mem:999999"},
+    "unlock_memory": {"ref": "mem:999999"},
+}
+
+
+async def refuses_unknown_arguments(caller: Caller) -> set[str]:
+    """Every tool of the registry called with one argument it does not take: INVALID_INPUT naming it."""
+    probed: set[str] = set()
+    for spec in TOOL_SPECS:
+        result = await caller.call(spec.name, **{**VALID_CALLS[spec.name], "no_such_argument": "agent"})
+        assert error_code(result) == "INVALID_INPUT", (spec.name, result.content)
+        assert "'no_such_argument'" in result.content[0].text, result.content  # type: ignore[union-attr]
+        assert result.structured_content is not None
+        assert result.structured_content["error"]["field"] == "no_such_argument"
+        probed.add(spec.name)
+    return probed
 
 
 def long_text(keyword: str, chars: int) -> str:
@@ -142,10 +173,24 @@ class ToolContract:
         for code, result in cases.items():
             assert error_code(result) == code
 
-    async def test_unknown_arguments_are_ignored(self, acme: Caller) -> None:
-        added = await acme.ok("add_memory", session="fwd", agent="a", content="forward compatible", v9_flag=True)
-        recalled = await acme.ok("recall", query="forward compatible", session="fwd", rerank_with="gpt-9")
-        assert added["ref"] in refs_of(recalled)
+    async def test_an_argument_no_tool_takes_is_refused_naming_it_on_every_tool(self, acme: Caller) -> None:
+        assert await refuses_unknown_arguments(acme) == {spec.name for spec in TOOL_SPECS}
+
+    async def test_a_misspelt_visibility_is_refused_and_stores_nothing(self, acme: Caller) -> None:
+        # issue 46: the typo stored the row shared, and another agent read alice's private text
+        result = await acme.call("add_memory", session="typo", agent="alice", content="alice's private plan",
+                                 visiblity="agent")
+        assert error_code(result) == "INVALID_INPUT"
+        assert "'visiblity'" in result.content[0].text and "'visibility'" in result.content[0].text  # type: ignore[union-attr]
+        assert (await acme.ok("query_recent_turns", session="typo", viewer="alice"))["turns"] == []
+        assert (await acme.ok("recall", query="alice's private plan", session="typo", viewer="bob"))["messages"] == []
+
+    async def test_a_private_handoff_is_returned_only_to_its_author(self, acme: Caller) -> None:
+        ref = (await acme.ok("create_handoff", session="private-handoff", agent="alice",
+                             content="alice's private handoff: next, rotate the keys", visibility="agent"))["ref"]
+        assert (await acme.ok("recover_context", session="private-handoff", viewer="alice"))["handoff"]["ref"] == ref
+        assert (await acme.ok("recover_context", session="private-handoff", viewer="bob"))["handoff"] is None
+        assert (await acme.ok("get_contents", refs=[ref], viewer="bob"))["missing"] == [ref]
 
     async def test_wrong_argument_types_are_tool_errors(self, acme: Caller) -> None:
         bad_calls = [

@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 
+from graph.api import MemoryNode, MemoryRecord
 from graph.pg import PostgresGraphStore
 
 T = "acme"
@@ -16,20 +17,21 @@ _ts = count(1_000_000, 1000)
 
 def row(mem_id: int, content: str, *, ts: int | None = None, tenant: str = T, session: str = "s1",
         agent: str = "ann", type_: str = "turn", visibility: str = "tenant", channel: str | None = None,
-        source_id: str | None = None, project_id: str | None = None, key: str | None = None) -> dict[str, Any]:
-    return {"id": mem_id, "tenant": tenant, "session": session, "agent": agent, "type": type_, "role": "user",
-            "channel": channel, "source": {"id": source_id} if source_id else {}, "source_id": source_id,
-            "project_id": project_id, "salience": 0.5, "visibility": visibility,
-            "ts_us": next(_ts) if ts is None else ts, "metadata": {"b": 1, "a": [2]}, "content": content,
-            "content_len": len(content), "content_hash": hashlib.sha256(content.encode()).hexdigest(),
-            "idempotency_key": key}
+        source_id: str | None = None, project_id: str | None = None, key: str | None = None,
+        metadata: dict[str, Any] | None = None) -> MemoryRecord:
+    node = MemoryNode(id=mem_id, tenant=tenant, session=session, agent=agent, type=type_, role="user", channel=channel,
+                      source={"id": source_id} if source_id else {}, source_id=source_id, project_id=project_id,
+                      salience=0.5, visibility=visibility, ts_us=next(_ts) if ts is None else ts,
+                      metadata={"b": 1, "a": [2]} if metadata is None else metadata, content_len=len(content),
+                      content_hash=hashlib.sha256(content.encode()).hexdigest())
+    return MemoryRecord(node, content, key)
 
 
-def add(store: PostgresGraphStore, *rows: dict[str, Any]) -> list[int]:
+def add(store: PostgresGraphStore, *rows: MemoryRecord) -> list[int]:
     with store.transaction() as tx:
         for r in rows:
             tx.write_memory(r)
-    return [r["id"] for r in rows]
+    return [r.node.id for r in rows]
 
 
 def ids(store: PostgresGraphStore, n: int) -> list[int]:

@@ -2,7 +2,7 @@
 
 ``python -m tests.support.repair_crash <data_dir> <crash_at> [<storage JSON>]`` opens the store
 (embedded Chroma, the deterministic embedder; SQLite, or the graph the storage settings name:
-PostgreSQL) and runs :func:`memory_core.operator.doctor.run.repair`, counting every step at the store
+PostgreSQL) and runs :func:`memory_core.operator.doctor.run.repair_stores`, counting every step at the store
 boundaries while the repair runs: just before and just after each vector-store write (upsert,
 delete) and each graph write transaction (SQLite's or PostgreSQL's). At step
 ``crash_at`` the process ends with ``os._exit`` — no cleanup, no flush, as after SIGKILL.
@@ -23,8 +23,8 @@ from typing import Any
 from graph.sqlite.db import GraphDB
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.operator.doctor.run import repair
-from memory_core.settings.schema import load_settings
+from memory_core.operator.doctor.run import repair_stores
+from memory_core.settings import load_settings
 from memory_core.vectors.api import Metadata
 from memory_core.vectors.chroma import ChromaVectorStore
 
@@ -114,7 +114,7 @@ def main() -> None:
     count_transactions(steps, str(storage.get("graph", "sqlite")))
     core = open_store(data_dir, storage, steps)
     steps.armed = True  # recovery at open is not part of the repair
-    report = repair(core)
+    report = repair_stores(core.operator_parts())
     steps.armed = False
     core.close()
     print(json.dumps({"steps": steps.count, "ok": report.ok, "trace": steps.trace}), flush=True)

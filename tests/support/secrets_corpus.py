@@ -4,8 +4,16 @@ must stay untouched (git SHAs, UUIDs, sha256 digests, base64 images, long identi
 without credentials, version strings, placeholders, prose about passwords).
 
 Every secret is generated here from a fixed seed with the shape of the real thing (prefix,
-alphabet, length); none is or was ever a real credential. ``SAMPLES`` is what the tests and
-``bench/quality/secrets.py`` use: each sample's text and the (kind, value) pairs it holds.
+alphabet, length); none is or was ever a real credential. Each group is a list of samples: a text
+and the (kind, value) pairs it holds. ``bench/quality/secrets.py`` scores each group; the tests hold
+the guard to them.
+
+- ``SAMPLES`` (tuning) and ``HELD_OUT`` (written after tuning on it, never tuned on);
+- issue 46's groups: ``REALISTIC`` (credentials as real tools print them), ``EVASIONS`` (known
+  tokens behind zero-width characters, full-width forms, look-alike letters, hex, base64 and URL
+  encoding) and ``LOOKALIKES`` (what that detection must leave alone), all three tuned on; and
+  ``HELD_OUT_TOOL_OUTPUT``, written with them before the detector was extended and never tuned on:
+  its numbers are the honest estimate for the new detection.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from pathlib import Path
 ALNUM = string.ascii_letters + string.digits
 B64 = ALNUM + "+/"
 HEX = "0123456789abcdef"
+BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,47 @@ class Fake:
     def uuid(self) -> str:
         h = self.hex(32)
         return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
+
+    def long_password(self, n: int) -> str:
+        return self.chars(ALNUM + "!#%^*-_=+.~", n)
+
+    def vault(self, prefix: str = "hvs.") -> str:
+        return prefix + "CAESI" + self.chars(ALNUM + "_-", 86)
+
+    def age_secret(self) -> str:
+        return "AGE-SECRET-KEY-1" + self.chars(BECH32.upper(), 58)
+
+    def age_public(self) -> str:
+        return "age1" + self.chars(BECH32, 58)
+
+    def digitalocean(self, prefix: str = "dop_v1_") -> str:
+        return prefix + self.hex(64)
+
+    def discord_webhook(self, host: str = "discord.com") -> str:
+        return f"https://{host}/api/webhooks/{self.chars(string.digits, 19)}/{self.chars(ALNUM + '-_', 68)}"
+
+    def der_private_key(self, kind: str = "rsa") -> bytes:
+        """DER bytes shaped like a private key: the ASN.1 header real keys start with, random after it."""
+        head = {"rsa": bytes.fromhex("308204a302010002820101"), "pkcs8": bytes.fromhex(
+            "308204bd020100300d06092a864886f70d010101050004"), "ec": bytes.fromhex("307702010104")}[kind]
+        return head + bytes(self.rng.randrange(256) for _ in range(600 if kind != "ec" else 112))
+
+    def der_certificate(self) -> bytes:
+        return bytes.fromhex("3082037730820260a003020102") + bytes(self.rng.randrange(256) for _ in range(500))
+
+    def openssh_private(self) -> bytes:
+        return b"openssh-key-v1\x00\x00\x00\x00\x04none" + bytes(self.rng.randrange(256) for _ in range(300))
+
+
+def pem_lines(der: bytes, width: int = 64) -> list[str]:
+    """A DER blob as PEM body lines."""
+    b64 = base64.b64encode(der).decode()
+    return [b64[i : i + width] for i in range(0, len(b64), width)]
+
+
+def wrap(text: str, width: int) -> str:
+    """``text`` broken every ``width`` characters, as base64(1) and xxd -p print."""
+    return "\n".join(text[i : i + width] for i in range(0, len(text), width))
 
 
 def _pem(kind: str, body: list[str]) -> str:
@@ -466,8 +516,383 @@ the release notes for v2.14.3. Checksum: `{f.hex(64)}`. Build id {f.uuid()}.""")
     return out
 
 
+class _Collector:
+    """Collects samples, checking that each secret's value occurs in its text."""
+
+    def __init__(self) -> None:
+        self.out: list[Sample] = []
+
+    def __call__(self, name: str, text: str, *secrets: tuple[str, str]) -> None:
+        for _kind, value in secrets:
+            assert value in text, (name, value)
+        self.out.append(Sample(name, text, tuple(secrets)))
+
+
+def _b64(text: str | bytes) -> str:
+    return base64.b64encode(text.encode() if isinstance(text, str) else text).decode()
+
+
+def realistic(seed: int = 4600) -> list[Sample]:
+    """Credentials as real tools print them (issue 46's cases; tuned on, with :func:`evasions`)."""
+    f = Fake(seed)
+    add = _Collector()
+
+    ak, sk = f.aws_access_key(), f.aws_secret_key()
+    add("aws configure transcript", f"""$ aws configure --profile ci
+AWS Access Key ID [None]: {ak}
+AWS Secret Access Key [None]: {sk}
+Default region name [None]: eu-central-1
+Default output format [None]: json""", ("aws-access-key", ak), ("aws-secret-key", sk))
+
+    ak, sk, pw = f.aws_access_key(), f.aws_secret_key(), f.password()
+    add("aws console credentials.csv", f"""$ cat ~/Downloads/ci-deployer_credentials.csv
+User name,Password,Access key ID,Secret access key,Console login link
+ci-deployer,{pw},{ak},{sk},https://123456789012.signin.aws.amazon.com/console""",
+        ("password", pw), ("aws-access-key", ak), ("aws-secret-key", sk))
+
+    ghcr, hub = _b64(f"acme-ci:{f.github_classic()}"), _b64(f"acmeops:{f.password()}")
+    add("docker config.json", f"""$ cat ~/.docker/config.json
+{{
+	"auths": {{
+		"ghcr.io": {{
+			"auth": "{ghcr}"
+		}},
+		"https://index.docker.io/v1/": {{
+			"auth": "{hub}"
+		}}
+	}},
+	"credsStore": "desktop"
+}}""", ("github-token", ghcr), ("basic-auth", hub))  # base64 of user:token is named by the token it holds
+
+    pw = f.password()
+    add("maven settings.xml", f"""<settings xmlns="http://maven.apache.org/SETTINGS/1.0.0">
+  <servers>
+    <server>
+      <id>nexus-releases</id>
+      <username>deployer</username>
+      <password>{pw}</password>
+    </server>
+  </servers>
+</settings>""", ("password", pw))
+
+    pw, key = f.password(), f.hex(32)
+    add(".net appSettings", f"""<configuration>
+  <appSettings>
+    <add key="StorageAccountName" value="acmelogs" />
+    <add key="SmtpPassword" value="{pw}" />
+    <add key="PaymentsApiKey" value="{key}" />
+    <add key="RetryCount" value="3" />
+  </appSettings>
+</configuration>""", ("password", pw), ("secret", key))
+
+    heroku, gh = f.uuid(), f.github_classic()
+    add("netrc", f"""$ cat ~/.netrc
+machine api.heroku.com
+  login alice@acme.dev
+  password {heroku}
+machine github.com login alice password {gh}""", ("password", heroku), ("github-token", gh))
+
+    pw, pw2 = f.password(), f.password()
+    add("pgpass", f"""$ cat ~/.pgpass
+db.internal:5432:ledger:ledger:{pw}
+*:*:*:replicator:{pw2}
+$ chmod 600 ~/.pgpass""", ("password", pw), ("password", pw2))
+
+    pw = f.password()
+    add("curl -u", f"curl -s -X POST -u deploy:{pw} 'https://jenkins.acme.dev/job/ledger/build?delay=0sec'",
+        ("password", pw))
+
+    pw = f.password()
+    add("docker login -p", f"""$ docker login -u acme-ci -p {pw} registry.acme.dev
+WARNING! Using --password via the CLI is insecure. Use --password-stdin.
+Login Succeeded""", ("password", pw))
+
+    pw = f.password()
+    add("sshpass -p", f"sshpass -p '{pw}' ssh -o StrictHostKeyChecking=no deploy@10.0.3.17 'systemctl restart ledger'",
+        ("password", pw))
+
+    pw = f.password()
+    add("redis-cli -a", f"""$ redis-cli -h cache.internal -p 6379 -a {pw} CONFIG GET maxmemory
+Warning: Using a password with '-a' or '-u' option on the command line interface may not be safe.
+1) "maxmemory"
+2) "2147483648\"""", ("password", pw))
+
+    pw, pw2 = f.password(), f.password()
+    add("password in prose", f"The staging DB password is {pw}, the user is ledger. I set the root password "
+        f"to {pw2} on the new box and told Bob.", ("password", pw), ("password", pw2))
+
+    key_pem = _pem("RSA PRIVATE KEY", pem_lines(f.der_private_key("rsa")))
+    crt_pem = _pem("CERTIFICATE", pem_lines(f.der_certificate()))
+    tls_key, tls_crt = _b64(key_pem + "\n"), _b64(crt_pem + "\n")
+    add("base64 pem in a kubectl secret", f"""$ kubectl get secret ledger-tls -n ledger -o yaml
+apiVersion: v1
+data:
+  tls.crt: {tls_crt}
+  tls.key: {tls_key}
+kind: Secret
+metadata:
+  name: ledger-tls
+type: kubernetes.io/tls""", ("private-key", tls_key))
+
+    low = "-----begin rsa private key-----\n" + "\n".join(pem_lines(f.der_private_key("rsa"))) + \
+        "\n-----end rsa private key-----"
+    add("pem header in lower case", f"found in the old wiki page:\n{low}\n(rotated since?)", ("private-key", low))
+
+    body = "\n".join(pem_lines(f.der_private_key("pkcs8")))
+    add("pem body without its header", f"the tool stripped the armour lines, the key body is:\n{body}\nend of output",
+        ("private-key", body))
+
+    vt, acc = f.vault(), f.chars(ALNUM, 24)
+    add("vault hvs token", f"""$ vault token create -policy=ledger -ttl=1h
+Key                  Value
+---                  -----
+token                {vt}
+token_accessor       {acc}
+token_duration       1h
+token_renewable      true""", ("vault-token", vt))
+
+    age_pub, age_key = f.age_public(), f.age_secret()
+    add("age secret key", f"""$ age-keygen -o key.txt
+Public key: {age_pub}
+$ cat key.txt
+# created: 2026-03-02T10:14:07+01:00
+# public key: {age_pub}
+{age_key}""", ("age-secret-key", age_key))
+
+    do = f.digitalocean()
+    add("digitalocean token", f"doctl auth init --context acme --access-token {do}\nValidating token... OK",
+        ("digitalocean-token", do))
+
+    hook = f.discord_webhook()
+    add("discord webhook url", f"curl -H 'Content-Type: application/json' -d '{{\"content\": \"deploy done\"}}' {hook}",
+        ("discord-webhook", hook))
+
+    long_q, long_u = f.long_password(450), f.long_password(520)
+    add("password over 400 characters", f'{{"db": {{"user": "ledger", "password": "{long_q}"}}}}\n'
+        f"DB_PASSWORD={long_u}\n", ("password", long_q), ("password", long_u))
+    return add.out
+
+
+def evasions(seed: int = 4700) -> list[Sample]:
+    """Known tokens disguised: invisible characters, other scripts' look-alikes, encodings (tuned on)."""
+    f = Fake(seed)
+    add = _Collector()
+
+    gh = f.github_classic()
+    zw = gh[:2] + "\u200b" + gh[2:20] + "\u200b" + gh[20:]
+    add("zero-width spaces in a github token", f"GITHUB_PAT: {zw} (split so the scanner misses it)",
+        ("github-token", zw))
+    ak = f.aws_access_key()
+    zwj = ak[:4] + "\u200d" + ak[4:12] + "\u2060" + ak[12:]
+    add("zero-width joiner in an aws key", f"key id is {zwj} for the ci user", ("aws-access-key", zwj))
+    ak = f.aws_access_key()
+    wide = "".join(chr(ord(c) + 0xFEE0) for c in ak)  # full-width forms
+    add("full-width aws key", f"copied from the PDF: {wide}", ("aws-access-key", wide))
+    st = f.stripe_live()
+    wide_st = "".join(chr(ord(c) + 0xFEE0) if c.isalnum() else c for c in st[:12]) + st[12:]
+    add("full-width stripe prefix", f"stripe: {wide_st}", ("stripe-key", wide_st))
+    gh = f.github_classic()
+    cyr = gh.replace("p", "\u0440", 1)  # Cyrillic er looks like p
+    add("cyrillic look-alike in a github token", f"token={cyr}", ("github-token", cyr))
+    ak = f.aws_access_key()
+    cyr_ak = "\u0410" + ak[1:]  # Cyrillic A
+    add("cyrillic look-alike in an aws key", f"use {cyr_ak} with the secret from the vault", ("aws-access-key", cyr_ak))
+    an = f.anthropic()
+    hexed = an.encode().hex()
+    add("hex-encoded anthropic key", f">>> key.encode().hex()\n'{hexed}'", ("anthropic-key", hexed))
+    gl = f.gitlab()
+    xxd = wrap(gl.encode().hex(), 60)
+    add("xxd -p of a gitlab token", f"$ echo -n $GL_TOKEN | xxd -p\n{xxd}", ("gitlab-token", xxd))
+    sl = f.slack_bot()
+    b64 = _b64(sl)
+    add("base64 slack token", f"$ echo -n $SLACK_BOT_TOKEN | base64\n{b64}", ("slack-token", b64))
+    oa = f.openai_project()
+    b64w = wrap(_b64(oa), 76)
+    add("base64 of an openai key, wrapped", f"$ base64 <<< \"$OPENAI_API_KEY\"\n{b64w}", ("openai-key", b64w))
+    gh = f.github_classic()
+    pct = "".join(f"%{b:02X}" for b in gh.encode())
+    add("url-encoded github token", f"GET /callback?state={pct}&code=4/0Ab HTTP/1.1", ("github-token", pct))
+    an = f.anthropic()
+    body = "%7B%22key%22%3A%22" + an.replace("-", "%2D") + "%22%7D"
+    add("url-encoded json with an anthropic key", f"POST /relay?payload={body}",
+        ("anthropic-key", an.replace("-", "%2D")))
+    return add.out
+
+
+def lookalikes(seed: int = 4750) -> list[Sample]:
+    """What the new detection must leave alone (tuned on): lockfile digests, base64 and hex of ordinary
+    text, port flags, passwords in prose without one, placeholders and well-known defaults."""
+    f = Fake(seed)
+    add = _Collector()
+    add("lockfiles", f"""$ tail -n 12 poetry.lock
+[[package]]
+name = "httpx"
+version = "0.28.1"
+files = [
+    {{file = "httpx-0.28.1-py3-none-any.whl", hash = "sha256:{f.hex(64)}"}},
+    {{file = "httpx-0.28.1.tar.gz", hash = "sha256:{f.hex(64)}"}},
+]
+$ grep -A3 '"node_modules/ms"' package-lock.json
+      "resolved": "https://registry.npmjs.org/ms/-/ms-2.1.3.tgz",
+      "integrity": "sha512-{_b64(bytes(f.rng.randrange(256) for _ in range(64)))}",
+github.com/stretchr/testify v1.9.0 h1:{_b64(bytes(f.rng.randrange(256) for _ in range(32)))}
+checksum = "{f.hex(64)}\"""")
+    add("git and ids", f"""$ git log --oneline -3
+{f.hex(7)} fix(ledger): totals
+{f.hex(7)} chore: bump httpx
+$ git rev-parse HEAD
+{f.hex(40)}
+trace {f.uuid()} span {f.hex(16)} request {f.uuid()}""")
+    prose = ("The deploy finished at 10:14 and the ledger service is healthy again; the on-call rotation "
+             "moves to Carol on Monday. Remember to update the runbook.")
+    add("base64 of ordinary text", f"""Content-Type: text/plain; charset=utf-8
+Content-Transfer-Encoding: base64
+
+{wrap(_b64(prose), 76)}
+$ echo 'hello world, this is only a test' | base64
+{_b64("hello world, this is only a test" + chr(10))}""")
+    add("hex of ordinary text", f"bytes.hex() of the banner: {b'ledger-svc 2.14.3 ready on port 8080'.hex()}")
+    add("password in prose without a secret", """The password is required for the admin console. The password is
+stored in 1Password under "ledger prod". I set the password to expire in 90 days. Forgot your password? Reset it
+from the login page. The password is incorrect, says the log, and the password was rotated yesterday.""")
+    add("port flags", """$ psql -h db.internal -p 5432 -U ledger ledger
+$ ssh -p 2222 deploy@10.0.3.17
+$ redis-cli -h cache.internal -p 6379 ping
+PONG
+$ mysql -h db.internal -P 3306 -u root -p
+Enter password:
+$ scp -P 2222 dump.sql deploy@10.0.3.17:/tmp/""")
+    add("docker port mappings", """$ docker run -d -p 8080:80 -p 127.0.0.1:5432:5432 --name pg postgres:16
+$ kubectl port-forward svc/ledger 8080:80
+$ docker run -u 1000:1000 -v $PWD:/src ghcr.io/acme/ci:latest""")
+    add("curl with variables", """curl -u $USER https://nexus.acme.dev/service/rest/v1/status
+curl -u "$NEXUS_USER:$NEXUS_PASS" -T build.zip https://nexus.acme.dev/repository/raw/
+curl --user "${CI_USER}:${CI_TOKEN}" https://ci.acme.dev/api/json""")
+    add("placeholders and defaults", """docker login -u <user> -p <your-token> registry.acme.dev
+curl -u admin:admin http://localhost:8080/api/health
+sshpass -p "$SSH_PASS" ssh deploy@host
+redis-cli -a "$REDIS_PASSWORD" ping
+POSTGRES_PASSWORD=changeme
+keytool -list -keystore cacerts -storepass changeit
+machine api.example.com login <login> password <your-token>
+<password>${env.NEXUS_PASSWORD}</password>
+<add key="PasswordMinLength" value="12" />""")
+    add("other scripts and full-width text", """Пароль должен быть не короче 12 символов. Сервер api-01 перезапущен.
+パスワードは１２文字以上にしてください。ｄｅｐｌｏｙ完了。 👩‍💻 fixed the build""")
+    add("certificates and public keys in kubectl output", f"""data:
+  ca.crt: {_b64(_pem("CERTIFICATE", pem_lines(f.der_certificate())) + chr(10))}
+  age.pub: {f.age_public()}""")
+    add("colon-separated lines that are not pgpass", """10:14:07 INFO ready
+2026-03-02T10:14:07Z db.internal:5432 up
+root:x:0:0:root:/root:/bin/bash
+fe80::1:2:3:4
+ledger:5432:ok:3:ms""")
+    add("discord links and vault words", """Join https://discord.com/channels/123456789012345678/987654321098765432
+for updates.
+Vault service tokens start with hvs. and batch tokens with hvb.; see the Vault docs.
+doctl compute droplet list --format ID,Name --no-header""")
+    return add.out
+
+
+def held_out_tool_output(seed: int = 4800) -> list[Sample]:
+    """Written with :func:`realistic` and :func:`evasions`, before the detector was extended, and never
+    tuned on: other tools and other disguises of the same problems, and more look-alikes."""
+    f = Fake(seed)
+    add = _Collector()
+
+    ak, sk = f.aws_access_key(), f.aws_secret_key()
+    add("credentials.csv, access keys only", f"Access key ID,Secret access key\n{ak},{sk}\n",
+        ("aws-access-key", ak), ("aws-secret-key", sk))
+    sk = f.aws_secret_key()
+    add("aws configure set", f"aws configure set aws_secret_access_key {sk} --profile ci", ("aws-secret-key", sk))
+    gho = "gho_" + f.chars(ALNUM, 36)
+    add("gh hosts.yml", f"github.com:\n    user: alice\n    oauth_token: {gho}\n    git_protocol: ssh",
+        ("github-token", gho))
+    npm_auth = _b64(f"alice:{f.password()}")
+    add("npmrc _auth", f"registry=https://nexus.acme.dev/repository/npm/\n_auth={npm_auth}\nalways-auth=true",
+        ("basic-auth", npm_auth))
+    pw = f.password()
+    add("git credential fill", f"$ git credential fill\nprotocol=https\nhost=github.com\nusername=alice\npassword={pw}",
+        ("password", pw))
+    pw = f.password()
+    add("az login -p", f"az login -u ci@acme.dev -p {pw} --tenant acme.onmicrosoft.com", ("password", pw))
+    pw = f.password()
+    add("mongosh -p", f"mongosh --host mongo-0.mongo -u admin -p {pw} --authenticationDatabase admin",
+        ("password", pw))
+    pw = f.password()
+    add("ldapsearch -w", f"ldapsearch -x -H ldap://ldap.acme.dev -D 'cn=admin,dc=acme,dc=dev' -w {pw} '(uid=alice)'",
+        ("password", pw))
+    pw = f.password()
+    add("sqlcmd -P", f"sqlcmd -S sql.acme.dev -U sa -P {pw} -Q 'SELECT @@VERSION'", ("password", pw))
+    pw = f.password()
+    add("openssl passout", f"openssl pkcs12 -export -in cert.pem -inkey key.pem -out bundle.p12 -passout pass:{pw}",
+        ("password", pw))
+    pw = f.password()
+    add("smbclient -U user%pass", f"smbclient //files.acme.dev/finance -U alice%{pw} -c 'ls'", ("password", pw))
+    pw = f.password()
+    add("prose, other words", f"pw for the staging box: {pw} (don't share). The admin password was changed to "
+        f"{(pw2 := f.password())} yesterday.", ("password", pw), ("password", pw2))
+    hvb = f.vault("hvb.")
+    add("vault batch token in prose", f"use {hvb} until the policy is fixed", ("vault-token", hvb))
+    doo = f.digitalocean("doo_v1_")
+    add("digitalocean oauth token", f'{{"access_token": "{doo}", "token_type": "bearer"}}', ("digitalocean-token", doo))
+    hook = f.discord_webhook("discordapp.com")
+    add("discord webhook, old host", f"DISCORD_HOOK is {hook}", ("discord-webhook", hook))
+    ssh = "-----begin openssh private key-----\n" + "\n".join(pem_lines(f.openssh_private(), 70)) + \
+        "\n-----end openssh private key-----"
+    add("openssh key in lower case", ssh, ("private-key", ssh))
+    b64_ssh = _b64(_pem("OPENSSH PRIVATE KEY", pem_lines(f.openssh_private(), 70)) + "\n")
+    add("base64 openssh key in a secret", f"data:\n  id_ed25519: {b64_ssh}\n  known_hosts: Z2l0aHViLmNvbQo=",
+        ("private-key", b64_ssh))
+    ec_body = "\n".join(pem_lines(f.der_private_key("ec")))
+    add("ec key body without header", f"key material:\n{ec_body}", ("private-key", ec_body))
+    # disguises
+    sl = f.slack_bot()
+    zw = sl[:5] + "\u200c" + sl[5:]
+    add("zero-width non-joiner in a slack token", f"bot token {zw}", ("slack-token", zw))
+    oa = f.openai_project()
+    greek = oa[:3] + oa[3:].replace("o", "\u03bf")  # Greek omicron
+    add("greek look-alike in an openai key", f"OPENAI key: {greek}", ("openai-key", greek))
+    gk = f.google()
+    wide = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in gk)
+    add("full-width google key", f"maps key {wide}", ("google-api-key", wide))
+    sk = f.aws_secret_key()
+    b64_line = _b64(f"AWS_SECRET_ACCESS_KEY={sk}")
+    add("base64 of an env line", f"ci variable (base64): {b64_line}", ("aws-secret-key", b64_line))
+    npm = f.npm()
+    add("hex of an npm token", f"token hex: {npm.encode().hex()}", ("npm-token", npm.encode().hex()))
+    an = f.anthropic()
+    pct = "".join(f"%{b:02x}" for b in an.encode())
+    add("lower-case url encoding", f"?k={pct}", ("anthropic-key", pct))
+    # look-alikes
+    add("port and user flags", """docker run -p 5432:5432 -e POSTGRES_PASSWORD_FILE=/run/secrets/pg postgres:16
+ssh -p 2222 alice@bastion
+sshpass -f ~/.ssh/pw.txt ssh deploy@host
+curl -u "$CI_USER:$CI_TOKEN" https://ci.acme.dev/api
+mongosh -u admin -p --authenticationDatabase admin""")
+    add("more lockfiles", f"""$ head -3 go.sum
+golang.org/x/net v0.25.0 h1:{_b64(bytes(f.rng.randrange(256) for _ in range(32)))}
+golang.org/x/net v0.25.0/go.mod h1:{_b64(bytes(f.rng.randrange(256) for _ in range(32)))}
+[[package]]
+name = "serde"
+checksum = "{f.hex(64)}\"""")
+    payload = json.dumps({"event": "deploy", "service": "ledger", "ok": True})
+    add("base64 json without secrets", f"payload: {_b64(payload)}")
+    add("prose about passwords", """The password was rotated yesterday and the new one is in the vault. Your password
+is too short. The token is valid for an hour. We changed the password policy to 14 characters.""")
+    add("csr and timings", """-----BEGIN CERTIFICATE REQUEST-----
+MIICvDCCAaQCAQAwdzELMAkGA1UEBhMCVVMxDTALBgNVBAgMBFV0YWgxDzANBgNV
+-----END CERTIFICATE REQUEST-----
+12:30:00 job started; 12:31:07 job done in 67 s""")
+    return add.out
+
+
 SAMPLES = build()
 HELD_OUT = held_out()
+REALISTIC = realistic()
+EVASIONS = evasions()
+LOOKALIKES = lookalikes()
+HELD_OUT_TOOL_OUTPUT = held_out_tool_output()
 POSITIVE_KINDS = sorted({kind for s in SAMPLES for kind, _v in s.secrets})
 
 

@@ -21,7 +21,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from memory_core.settings.schema import ENV_PREFIX, Settings
+from memory_core.settings.schema import Settings
+from memory_core.settings.sources import ENV_PREFIX
 from tests.support.paths import ROOT
 
 DOC = ROOT / "docs" / "configuration.md"

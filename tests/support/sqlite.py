@@ -12,7 +12,7 @@ T = TypeVar("T")
 
 def sqlite_db(core: Any) -> GraphDB | None:
     """The SQLite database of ``core``'s graph store, or None on another backend (PostgreSQL)."""
-    db = getattr(core.graph, "db", None)
+    db = getattr(core._graph, "db", None)
     return db if isinstance(db, GraphDB) else None
 
 

@@ -31,27 +31,28 @@ class TenantView:
 
 def all_tenants(core: MemoryCore) -> set[str]:
     """Every tenant either store knows about (a leak in one store still shows up here)."""
-    return set(core.maintenance.tenants_present()) | set(core.vectors.tenants()) | set(core.graph.tenants())
+    parts = core.operator_parts()
+    return set(parts.maintenance.tenants_present()) | set(parts.vectors.tenants()) | set(parts.graph.tenants())
 
 
 def tenant_view(core: MemoryCore, tenant: str) -> TenantView:
-    sqlite_ids = {memory_ref(m.node.id) for m in core.maintenance.memory_rows(tenant)}
-    fts_ids = {memory_ref(i) for i in core.maintenance.lexical_state(tenant).indexed}
-    episode_ids = {f"ep:{i}" for i in core.maintenance.episode_ids(tenant)}
-    vectors = set(core.vectors.all_ids(tenant))
+    sqlite_ids = {memory_ref(m.node.id) for m in core.operator_parts().maintenance.memory_rows(tenant)}
+    fts_ids = {memory_ref(i) for i in core.operator_parts().maintenance.lexical_state(tenant).indexed}
+    episode_ids = {f"ep:{i}" for i in core.operator_parts().maintenance.episode_ids(tenant)}
+    vectors = set(core._vectors.all_ids(tenant))
     missing_episodes = episode_ids - vectors
     assert not missing_episodes, f"{tenant}: episodes without a Chroma record: {sorted(missing_episodes)[:5]}"
     return TenantView(
         vectors=vectors - episode_ids,  # an episode's record is checked above; the rest must be memories
-        graph={memory_ref(k[1]) for k in core.graph.iter_newest(tenant, None)},
+        graph={memory_ref(k[1]) for k in core._graph.iter_newest(tenant, None)},
         sqlite=sqlite_ids,
         fts=fts_ids,
-        count=core.graph.count(tenant),
+        count=core._graph.count(tenant),
     )
 
 
 def journal_rows(core: MemoryCore) -> list[tuple[str, str, str]]:
-    return [(e.op, e.tenant, e.item_id) for e in core.maintenance.journal()]
+    return [(e.op, e.tenant, e.item_id) for e in core.operator_parts().maintenance.journal()]
 
 
 def assert_stores_agree(core: MemoryCore, expected: dict[str, set[str]] | None = None) -> dict[str, TenantView]:
@@ -89,11 +90,11 @@ def assert_vector_records_match(core: MemoryCore, tenant: str, refs: set[str]) -
     """Each Chroma record carries its own tenant and the same content as the graph store."""
     if not refs:
         return
-    documents = getattr(core.vectors, "documents", None)
+    documents = getattr(core._vectors, "documents", None)
     assert documents is not None, "the vector store cannot list its documents"
     records = documents(tenant, sorted(refs))
     assert set(records) == refs
-    contents = core.graph.contents(tenant, [int(ref.split(":", 1)[1]) for ref in refs])
+    contents = core._graph.contents(tenant, [int(ref.split(":", 1)[1]) for ref in refs])
     assert {memory_ref(i) for i in contents} == refs
     for ref, (document, meta) in records.items():
         assert meta.get("tenant") == tenant, f"{ref}: Chroma metadata names tenant {meta.get('tenant')!r}"

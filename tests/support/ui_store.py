@@ -1,5 +1,5 @@
 """A small store for the inspector's tests: two tenants, a long session, a handoff chain,
-a private memory and memories whose text is HTML."""
+a private memory, memories whose text is HTML and a fact stored three times."""
 
 from __future__ import annotations
 
@@ -14,13 +14,16 @@ from pathlib import Path
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import ROOT, server_env
 from tools.auth import hash_token
 
 OPERATOR_TOKEN = "operator-secret-token"
 AGENT_TOKEN = "agent-acme-token"
 ADMIN_TOKEN = "admin-acme-token"  # an agent token with the admin scope: still not the operator's
+RESTATED = ("Ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml.",
+            "ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml",
+            "Ledger-svc reads its **feature flags** from /etc/flags/ledger-svc.yaml.")
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'"> & <b>bold</b>'
 START = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 TURNS = 60
@@ -35,6 +38,7 @@ class Refs:
     private: str
     other_tenant: str
     turns: list[str]  # s1's turns, oldest first
+    restated: list[str]  # one fact stored three times in s2, oldest first (recall collapses them)
 
 
 def ui_settings() -> dict[str, object]:
@@ -66,9 +70,12 @@ def populate(core: MemoryCore) -> Refs:
                                  entities=[{"name": "Staging Key", "kind": "secret"}]).ref
     private = core.add_memory("acme", "s2", "coder", "A private scratch thought about billing.", type="note",
                               visibility="agent", timestamp=(START + timedelta(days=1)).isoformat()).ref
+    restated = [core.add_memory("acme", "s2", agent, text, type="note",
+                                timestamp=(START + timedelta(hours=16 + i)).isoformat()).ref
+                for i, (agent, text) in enumerate(zip(("planner", "coder", "planner"), RESTATED, strict=True))]
     other = core.add_memory("globex", "g1", "bot", "Globex secret roadmap.", type="note",
                             timestamp=(START + timedelta(days=2)).isoformat()).ref
-    return Refs(hostile, first, second, private, other, [t.ref for t in turns])
+    return Refs(hostile, first, second, private, other, [t.ref for t in turns], restated)
 
 
 def make_store(tmp_path: Path) -> tuple[Path, Path, Refs]:

@@ -1,1 +1,1 @@
-"""stdio clients sharing one server per data directory: the bridge, its auth and the shared server."""
+"""The stdio client: ``memory-core serve`` bridged to its data directory's shared server, without the MCP SDK."""

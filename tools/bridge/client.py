@@ -6,7 +6,7 @@ response) is written to stdout, one line each. Requests run concurrently (one th
 so a slow recall does not hold up a ``tools/list``. After the handshake the bridge holds
 the session's GET stream open: it carries server-initiated messages; and for as long as the
 bridge runs it holds an attachment open, so the shared server counts this client as
-connected (see :mod:`tools.bridge.auth`).
+connected (see :mod:`tools.serve.bridged`).
 
 Every request gets exactly one answer. The answer is the server's, when its response carried
 one; otherwise the bridge answers with a coded error of its own, saying whether the call may
@@ -23,14 +23,15 @@ have been applied (``may_have_been_applied``):
                                                      -> ``SERVER_UNAVAILABLE``, may have been applied
 
 Every connection first has the server prove that it holds the secret of the data directory's
-record (:func:`tools.bridge.shared_server.connect_verified`): no token and no content ever reach a
+record (:func:`tools.bridge.locate.connect_verified`): no token and no content ever reach a
 process that merely listens on the recorded port. When the server goes away (killed, stopped
 after idling, restarted) the bridge says so in one line on stderr, and the next call starts or
-finds the server again (:func:`tools.bridge.shared_server.ensure_shared_server`), replays the
+finds the server again (:func:`tools.bridge.locate.ensure_shared_server`), replays the
 client's ``initialize`` and sends the call again — a transparent restart. Every wait is bounded;
 nothing hangs.
 
-Stdlib only (plus the stdlib-only :mod:`tools.bridge.shared_server`): this process must start fast.
+Stdlib only (plus the stdlib-only :mod:`tools.bridge.locate` and :mod:`tools.server_record`), and never
+the MCP SDK: this process must start fast.
 """
 
 from __future__ import annotations
@@ -44,21 +45,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from memory_core.errors import MemoryCoreError
+from memory_core import MemoryCoreError
 from tools.bridge.lines import read_line
-from tools.bridge.shared_server import (
-    Announcement,
-    BridgeBinding,
-    SharedServerError,
-    UnprovenServer,
-    bridge_token,
-    connect_verified,
-    say_on_stderr,
-)
+from tools.bridge.locate import SharedServerError, UnprovenServer, connect_verified, say_on_stderr
 from tools.registry import read_only_names
+from tools.server_record import ATTACH_PATH, MCP_PATH, Announcement, BridgeBinding, bridge_token
 
-MCP_PATH = "/mcp"
-ATTACH_PATH = "/mcp-bridge/attach"  # held open while the client is connected: the shared server is not idle
 # The 2026-07-28 wire: a request carries its protocol version in params._meta and repeats it,
 # its method and (tools/call, prompts/get, resources/read) its name in routing headers.
 VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"

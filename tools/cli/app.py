@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from memory_core.errors import MemoryCoreError
+from memory_core import MemoryCoreError
 from tools.cli import entities, hooks, inspect, maintenance, memories, related, serve, token, transfer, ui, versions
 from tools.cli.common import JSON_META, exit_code, report_error
 

@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memory_core import validation as v
-from memory_core.errors import (
+from memory_core import (
     ConfigError,
     EmbeddingError,
     InvalidInputError,
@@ -36,10 +35,13 @@ from memory_core.errors import (
     NotFoundError,
     StoreError,
     SupersededError,
+    validate_name,
+    validate_tenant,
 )
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core import MemoryCore
+    from memory_core.operator import OperatorParts
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -52,12 +54,12 @@ JSON_META = "memory_core.json"
 
 def tenant_of(tenant: str | None) -> str:
     """The ``--tenant`` a command acts on: required, never "all tenants" (TENANT_REQUIRED otherwise)."""
-    return v.tenant(tenant)
+    return validate_tenant(tenant)
 
 
 def required(value: str | None, what: str) -> str:
     """A required ``--session`` / ``--agent``: INVALID_INPUT naming it when missing or malformed."""
-    return str(v.name(value, what))
+    return str(validate_name(value, what))
 
 
 def exit_code(exc: MemoryCoreError) -> int:
@@ -115,8 +117,8 @@ class Common:
         """Open the store once for this command (settings: --config, then env), close it after.
         ``graph_only``: the command never embeds nor queries vectors (export, tenants), so a directory
         written with another embedding model opens too (the way to move it to a new model)."""
-        from memory_core.service import MemoryCore  # the store's modules load only for commands that open it
-        from tools.bridge.shared_server import ANNOUNCEMENT
+        from memory_core import MemoryCore  # the store's modules load only for commands that open it
+        from tools.server_record import ANNOUNCEMENT
 
         # STORE_LOCKED names the running server (pid, URL) that holds the directory, and how to stop it
         core = MemoryCore.open(self.data_dir, config_path=self.config, announcement=ANNOUNCEMENT,
@@ -125,6 +127,12 @@ class Common:
             yield core
         finally:
             core.close()
+
+    @contextmanager
+    def parts(self, graph_only: bool = False) -> Iterator[OperatorParts]:
+        """The store opened as :meth:`core` opens it, as operator commands take it (its operator parts)."""
+        with self.core(graph_only) as core:
+            yield core.operator_parts()
 
 
 def parse_json_object(text: str | None, what: str) -> dict[str, Any] | None:

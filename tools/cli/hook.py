@@ -35,16 +35,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from memory_core.errors import MemoryCoreError, TenantRequiredError
-from memory_core.harness.capture import Limits
-from memory_core.harness.payload import MAX_PAYLOAD_BYTES, SESSION_START, USER_PROMPT, HookEvent, parse_payload
-from memory_core.harness.runner import HookOptions, HookRunner, Outcome
-from memory_core.harness.state import StateStore
-from memory_core.harness.store import Binding, HookStore
+from memory_core import MemoryCoreError, TenantRequiredError
+from memory_core.harness import (
+    MAX_PAYLOAD_BYTES,
+    SESSION_START,
+    USER_PROMPT,
+    Binding,
+    HookEvent,
+    HookOptions,
+    HookRunner,
+    HookStore,
+    Limits,
+    Outcome,
+    StateStore,
+    parse_payload,
+)
 
 if TYPE_CHECKING:
-    from memory_core.provider.client import ModelClient
-    from memory_core.settings.schema import Settings
+    from memory_core import Settings
+    from memory_core.harness import ModelClient
 
 PREFIX = "memory-core hook: "
 CACHE_VERSION = 1
@@ -186,7 +195,7 @@ def resolve_config(args: argparse.Namespace, environ: os._Environ[str] | dict[st
 
 
 def _load_settings(args: argparse.Namespace) -> Settings:
-    from memory_core.settings.schema import load_settings
+    from memory_core import load_settings
 
     server = {k: v for k, v in (("tenant", args.tenant), ("agent", args.agent)) if v is not None}
     return load_settings(args.config, overrides={"server": server} if server else None)
@@ -247,17 +256,9 @@ def _write_cache(key: str, cfg: HookConfig) -> None:
 
 def _model_client(args: argparse.Namespace, deadline: float) -> ModelClient | None:
     """The provider's client, its timeouts cut to the hook's time left (None: the settings say no provider)."""
-    from dataclasses import replace
+    from memory_core.harness import hook_model_client
 
-    from memory_core.provider.client import ModelClient, endpoint
-
-    settings = _load_settings(args)
-    if not settings.model_provider.enabled:
-        return None
-    left = max(0.5, deadline - time.monotonic() - 1.0)
-    point = endpoint(settings.model_provider)
-    return ModelClient(replace(point, timeout_s=min(point.timeout_s, left), total_timeout_s=min(point.total_timeout_s,
-                                                                                                left)))
+    return hook_model_client(_load_settings(args).model_provider, max(0.5, deadline - time.monotonic() - 1.0))
 
 
 # ---- never blocking, never loud --------------------------------------------------------------------

@@ -29,24 +29,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_core.errors import MemoryCoreError, StoreUnavailableError
-from memory_core.harness.capture import CapturedRow
-from memory_core.harness.store import Ack, Added, Binding, DirectStore, HookStore, Recovered, StoredRow
-from memory_core.scopes import Scope, parse_scope
-from tools.bridge.shared_server import (
-    ANNOUNCEMENT,
-    Announcement,
-    BridgeBinding,
+from memory_core import MemoryCoreError, Scope, StoreUnavailableError, parse_scope
+from memory_core.harness import Ack, Added, Binding, CapturedRow, DirectStore, HookStore, Recovered, StoredRow
+from tools.bridge.locate import (
     SharedServerError,
     UnprovenServer,
-    bridge_token,
     connect_verified,
     ensure_shared_server,
     live_announcement,
 )
+from tools.server_record import ANNOUNCEMENT, Announcement, BridgeBinding, bridge_token
 
 if TYPE_CHECKING:
-    from memory_core.settings.schema import Settings
+    from memory_core import Settings
 
 PROTOCOL = "2026-07-28"
 MCP_PATH = "/mcp"

@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from memory_core.errors import InvalidInputError
-from memory_core.harness.install import entries, merge, read_settings, remove, write_settings
+from memory_core import InvalidInputError
+from memory_core.harness import hook_entries, merge_hooks, read_harness_settings, remove_hooks, write_harness_settings
 from tools.cli import hook as hook_command
 from tools.cli import render
 from tools.cli.common import JSON_META, ConfigOpt, DataDirOpt, JsonOpt
@@ -67,8 +67,8 @@ def install(
     ctx.meta[JSON_META] = json_out
     path = _target(project, user, settings)
     command = hook_command_line(data_dir=data_dir, config=config, tenant=tenant, agent=agent)
-    wanted = entries(command, prompt_injection=prompt_injection)
-    write_settings(path, merge(read_settings(path), wanted))
+    wanted = hook_entries(command, prompt_injection=prompt_injection)
+    write_harness_settings(path, merge_hooks(read_harness_settings(path), wanted))
     events = [e.event for e in wanted]
     if json_out:
         render.emit_json({"settings": str(path), "command": command, "events": events})
@@ -93,10 +93,10 @@ def uninstall(
     """
     ctx.meta[JSON_META] = json_out
     path = _target(project, user, settings)
-    current = read_settings(path)
-    left, removed = remove(current)
+    current = read_harness_settings(path)
+    left, removed = remove_hooks(current)
     if removed:
-        write_settings(path, left)
+        write_harness_settings(path, left)
     if json_out:
         render.emit_json({"settings": str(path), "removed": removed})
         return

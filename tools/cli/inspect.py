@@ -1,4 +1,4 @@
-"""Inspection commands: tenants (operator-wide), sessions, stats, graph — over memory_core.operator.stats."""
+"""Inspection commands: tenants (operator-wide), sessions, stats, graph — over :mod:`memory_core.operator`."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ def tenants(
     JSON: {"tenants": [{tenant, memories, vectors, episodes, episode_vectors, sessions, agents, last_activity}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
+    from memory_core.operator import list_tenants  # loads the graph store only when the command runs
 
-    with opts.core(graph_only=True) as core:  # counts only: lists a directory of another embedding model too
-        rows = Operator(core).tenants()
+    with opts.parts(graph_only=True) as parts:  # counts only: lists a directory of another embedding model too
+        rows = list_tenants(parts)
     if opts.json:
         render.emit_json({"tenants": [t.to_dict() for t in rows]})
         return
@@ -52,10 +52,10 @@ def sessions(
     JSON: {"sessions": [{session, memories, turns, first_activity, last_activity, latest_handoff, episode}, …]}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
+    from memory_core.operator import list_sessions  # loads the graph store only when the command runs
 
-    with opts.core() as core:
-        rows = Operator(core).sessions(tenant_of(tenant))
+    with opts.parts() as parts:
+        rows = list_sessions(parts, tenant_of(tenant))
     if opts.json:
         render.emit_json({"sessions": [s.to_dict() for s in rows]})
         return
@@ -91,10 +91,10 @@ def stats(
     without --vectors), disk_bytes}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
+    from memory_core.operator import tenant_stats  # loads the graph store only when the command runs
 
-    with opts.core() as core:
-        result = Operator(core).stats(tenant_of(tenant), count_vectors=vectors)
+    with opts.parts() as parts:
+        result = tenant_stats(parts, tenant_of(tenant), count_vectors=vectors)
     if opts.json:
         render.emit_json(result.to_dict())
         return
@@ -135,10 +135,10 @@ def graph(
     JSON: {node, kind, label, edges: [{direction, kind, node: {…}}], more}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    from memory_core.operator.stats import Operator  # loads the graph store only when the command runs
+    from memory_core.operator import graph_neighbourhood  # loads the graph store only when the command runs
 
-    with opts.core() as core:
-        result = Operator(core).graph_neighbourhood(tenant_of(tenant), ref, depth)
+    with opts.parts() as parts:
+        result = graph_neighbourhood(parts, tenant_of(tenant), ref, depth)
     if opts.json:
         render.emit_json(result)
     else:

@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_core.errors import InvalidInputError, StoreError
-from memory_core.settings import template_text
+from memory_core import InvalidInputError, StoreError, template_text
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt
 
 if TYPE_CHECKING:
-    from memory_core.operator.doctor import run as doctor_lib
+    from memory_core.operator import DoctorReport
 
 DEFAULT_CONFIG = Path("memory-core.toml")
 
@@ -40,11 +39,11 @@ def doctor(
     JSON: {"ok", "counts": […], "findings": [{kind, tenant, ref, detail}], "recovered_at_open": […],
     and with --repair "repairs": [{kind, tenant, ref, action}], "remaining": […]}
     """
-    from memory_core.operator.doctor import run as doctor_lib  # loads with the command, not with --help
+    from memory_core.operator import check_stores, repair_stores  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
-    with opts.core() as core:
-        report = doctor_lib.repair(core) if repair else doctor_lib.check(core)
+    with opts.parts() as parts:
+        report = repair_stores(parts) if repair else check_stores(parts)
     if opts.json:
         render.emit_json(report.to_dict())
     else:
@@ -53,11 +52,11 @@ def doctor(
         raise typer.Exit(EXIT_PROBLEMS)
 
 
-def _print_report(report: doctor_lib.DoctorReport) -> None:
+def _print_report(report: DoctorReport) -> None:
     render.table(
         "stores (all tenants)",
-        ["tenant", "sqlite", "graph", "vectors", "lexical"],
-        ([c.tenant, c.sqlite, c.graph, c.vectors, c.lexical] for c in report.counts),
+        ["tenant", "rows", "counted", "vectors", "lexical"],
+        ([c.tenant, c.rows, c.counted, c.vectors, c.lexical] for c in report.counts),
     )
     if report.recovered_at_open:
         render.table(

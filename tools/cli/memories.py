@@ -6,8 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memory_core.errors import NotFoundError
-from memory_core.models import MemoryRow
+from memory_core import AddFields, MemoryRow, NotFoundError
 from tools.cli import render
 from tools.cli.common import (
     Common,
@@ -56,7 +55,8 @@ def add(
     JSON: {"ref", "timestamp", "created", "duplicate_of"?, "redacted"?: {kind: count}}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
-    fields: dict[str, Any] = {
+    fields: AddFields = {  # every add field but entities and relations (a test holds them to AddFields)
+        "type": type_,
         "role": role,
         "channel": channel,
         "project_id": project_id,
@@ -70,7 +70,7 @@ def add(
     text = read_text_argument(content)
     with opts.core() as core:  # the service routes type=handoff through create_handoff (SUPERSEDES)
         who = (tenant_of(tenant), required(session, "session"), required(agent, "agent"))
-        result = core.add_memory(*who, text, type=type_, **fields)
+        result = core.add_memory(*who, text, **fields)
     if opts.json:
         render.emit_json(result.to_dict())
         return
@@ -111,9 +111,13 @@ def recall(
     A fact stored several times is one row, its newest copy, with "repeats" (copies) and "also"
     (the other refs, newest first); --no-collapse (or --deep) lists every copy.
 
-    JSON: {"messages": [row, …], "gate_fallback"?, "resolved_project_id"?, "warning"?}; each row
-    has ref, session, agent, type, timestamp, content (full), confidence, match_reason, and
-    repeats/also when it stands for copies. With
+    Rows come by confidence, best first; under --type handoff newest first (time orders the
+    handoffs that pass the quality gate; --deep ranks them by relevance); an empty query lists
+    the most recent. The table's title says which.
+
+    JSON: {"messages": [row, …], "gate_fallback"?, "order"?: "newest_first", "resolved_project_id"?,
+    "warning"?}; each row has ref, session, agent, type, timestamp, content (full), confidence,
+    match_reason, and repeats/also when it stands for copies. With
     --explain, also "diagnostics": {"stages_ms": {read, embed, vector, lexical, entities, wait,
     rank, rerank?}, "elapsed_ms", "candidates", "vector_path", "lexical_share", "quality", …}.
     """
@@ -130,7 +134,9 @@ def recall(
         out = recall_response(result, [m.to_dict() for m in result.messages])
         render.emit_json({**out, "diagnostics": result.diagnostics} if explain else out)
         return
-    render.memory_table(f"recall: {len(result.messages)} rows", result.messages, scored=True)
+    render.memory_table(render.recall_title(result, query), result.messages, scored=True)
+    if result.order == "newest_first":
+        typer.echo(render.NEWEST_FIRST_NOTE)
     if result.gate_fallback:
         typer.echo("Below the quality gate: showing the best lexical matches instead.")
     if result.operating_context_warning:

@@ -10,14 +10,14 @@ from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, ViewerOpt, tenant_of
 
 if TYPE_CHECKING:  # `memory-core --help` loads no store, graph or pydantic module
-    from memory_core.entities.related import RelatedItem
+    from memory_core import RelatedItem
 
 MAX_DEPTH = 3  # = memory_core.entities.related.MAX_DEPTH / MAX_LIMIT (tests/tools/cli/test_cli_related.py checks)
 MAX_LIMIT = 100
 
 
 def _item(item: RelatedItem) -> dict[str, Any]:
-    from memory_core.entities.related import entity_dict
+    from memory_core import entity_dict
 
     out: dict[str, Any] = {"ref": item.ref, "kind": item.kind, "score": item.score, "depth": item.depth,
                            "path": [step.to_dict() for step in item.path]}

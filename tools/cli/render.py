@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from memory_core.models import MemoryRow, iso
+from memory_core import MemoryRow, RecallResult
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -67,7 +67,7 @@ def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool =
     body = []
     for row in rows:
         ref = row.ref if row.repeats <= 1 else f"{row.ref} ×{row.repeats}"
-        cells: list[Any] = [ref, row.type, row.session, row.agent, iso(row.timestamp)[:19].replace("T", " ")]
+        cells: list[Any] = [ref, row.type, row.session, row.agent, row.timestamp.strftime("%Y-%m-%d %H:%M:%S")]
         if scored:
             reason = row.match_reason or {}
             cells += ["" if row.confidence is None else f"{row.confidence:.3f}", reason.get("signal", "")]
@@ -75,9 +75,24 @@ def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool =
     table(title, [*columns, "preview"], body)
 
 
+NEWEST_FIRST_NOTE = ("Newest first: under --type handoff, time orders the rows that pass the quality gate; "
+                     "confidence is why a row passed, not a ranking (--deep ranks by relevance).")
+
+
+def recall_title(result: RecallResult, query: str) -> str:
+    """The recall table's title: how many rows and in what order, so confidences are not misread as
+    a ranking when time orders the rows (``order: "newest_first"``, and the empty query's most recent)."""
+    n = len(result.messages)
+    if result.order == "newest_first":
+        return f"recall: {n} rows, newest first"
+    if not query.strip():
+        return f"recall: {n} most recent, newest first"
+    return f"recall: {n} rows by confidence"
+
+
 def recall_diagnostics(diagnostics: dict[str, Any]) -> None:
     """How a recall ran (``--explain``): its time per stage on one line, then the rest, key by key."""
-    from memory_core.recall.stages import describe
+    from memory_core import describe_stages
 
     rest = dict(diagnostics)
     stages = rest.pop("stages_ms", None)
@@ -85,7 +100,7 @@ def recall_diagnostics(diagnostics: dict[str, Any]) -> None:
     if elapsed is not None:
         typer.echo(f"elapsed: {elapsed} ms")
     if stages:
-        typer.echo(f"stages: {describe(stages)}")
+        typer.echo(f"stages: {describe_stages(stages)}")
     for key, value in rest.items():
         typer.echo(f"{key}: {value if isinstance(value, str) else json.dumps(value, default=str)}")
 

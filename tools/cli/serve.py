@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from memory_core.errors import ConfigError, MemoryCoreError
+from memory_core import ConfigError, MemoryCoreError
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, required, tenant_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from memory_core.settings.schema import Settings
-    from tools.bridge.shared_server import Announcement
+    from memory_core import Settings
+    from tools.server_record import Announcement
 
 
 def serve(
@@ -61,7 +61,7 @@ def serve(
     locate = _head_start(data_dir, config) if head_start and data_dir is not None else None
     import anyio
 
-    from memory_core.settings.schema import load_settings  # loads with the command, not with --help
+    from memory_core import load_settings
 
     opts = Common.of(ctx, config, data_dir, json_out)
     overrides: dict[str, Any] = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
@@ -69,22 +69,22 @@ def serve(
     where = None if data_dir is None else str(data_dir)
     try:
         if http or shared:
-            from tools.mcp import server as mcp_server  # the MCP SDK loads only where this process serves MCP itself
+            from tools.serve.http import serve_http  # the MCP SDK loads only where this process serves MCP itself
 
             on_ready = (lambda url: _announce_http(url, bool(settings.server.tokens), opts.json,
                                                   inspector=bool(settings.server.operator_token_sha256))
                         ) if announce else None
             try:
-                anyio.run(lambda: mcp_server.serve_http(settings, data_dir=where, announce=on_ready, shared=shared))
+                anyio.run(lambda: serve_http(settings, data_dir=where, announce=on_ready, shared=shared))
             except OSError as exc:  # binding the socket: port in use, address not local, …
                 address = f"{settings.server.host}:{settings.server.port}"
                 raise ConfigError(f"Cannot listen on {address}: {exc.strerror or exc}.", key="server.port") from exc
         elif exclusive:
-            from tools.mcp import server as mcp_server
+            from tools.serve.stdio import serve_stdio
 
             if announce:
                 _announce_stdio(data_dir, config, opts.json)
-            anyio.run(lambda: mcp_server.serve_stdio(settings, data_dir=where))
+            anyio.run(lambda: serve_stdio(settings, data_dir=where))
         else:
             if announce:
                 _announce_stdio(data_dir, config, opts.json)
@@ -100,8 +100,7 @@ def _bindings_look_valid() -> bool:
     will stop with CONFIG_INVALID must not first start (and leave running) a shared server."""
     import os
 
-    from memory_core.scopes import parse_scope
-    from memory_core.validation import NAME_PATTERN, TENANT_PATTERN
+    from memory_core import NAME_PATTERN, TENANT_PATTERN, parse_scope
 
     tenant, agent = os.environ.get("MEMORY_CORE_TENANT"), os.environ.get("MEMORY_CORE_AGENT")
     scope = os.environ.get("MEMORY_CORE_SCOPE")
@@ -110,7 +109,7 @@ def _bindings_look_valid() -> bool:
 
 
 def _head_start(data_dir: Path, config: Path | None) -> Callable[[], Announcement]:
-    from tools.bridge.shared_server import head_start  # stdlib only
+    from tools.bridge.locate import head_start  # stdlib only
 
     return head_start(data_dir.expanduser().resolve(), config)
 
@@ -119,7 +118,8 @@ def _bridge(settings: Settings, data_dir: Path | None, config: Path | None,
             locate: Callable[[], Announcement] | None) -> None:
     """Bridge stdin/stdout to the data directory's shared server, starting it if none runs."""
     from tools.bridge.client import Bridge  # stdlib only: a joining client answers tools/list in milliseconds
-    from tools.bridge.shared_server import BridgeBinding, ensure_shared_server
+    from tools.bridge.locate import ensure_shared_server
+    from tools.server_record import BridgeBinding
 
     root = Path(data_dir if data_dir is not None else settings.storage.data_dir).expanduser().resolve()
     binding = BridgeBinding(settings.server.tenant, settings.server.agent, settings.server.scope)

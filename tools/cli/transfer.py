@@ -6,21 +6,28 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated
 
 import typer
 
-from memory_core.errors import NotFoundError
+from memory_core import InvalidInputError, NotFoundError, StoreLockedError
 from tools.cli import render
 from tools.cli.common import EXIT_PROBLEMS, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, tenant_of
 
+LOCKED_ADVICE = ("An import needs the data directory to itself: stop the agents that use it (their MCP server: "
+                 "the shared one stdio clients start, or `memory-core serve`), run the import again (a rerun "
+                 "finishes an interrupted one), then start them again; nothing they stored is lost. See "
+                 "docs/import.md, 'While agents run'.")
 SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="Import the rest past refused lines (listed).")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; report what would be written.")]
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+
+    from memory_core import MemoryCore
 
 
 def _progress(quiet: bool) -> Progress:
@@ -58,15 +65,15 @@ def export(
 
     JSON (with --out): {"tenant", "exported", "out"}; without --out the JSONL goes to stdout.
     """
-    from memory_core.operator.transfer import export_count, export_tenant  # loads with the command, not with --help
+    from memory_core.operator import export_count, export_tenant  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
-    with opts.core(graph_only=True) as core:
-        total = export_count(core, tenant_of(tenant))
+    with opts.parts(graph_only=True) as parts:
+        total = export_count(parts, tenant_of(tenant))
         with _progress(opts.json or out is None) as bar, _sink(out) as fh:
             task = bar.add_task(f"export {tenant}", total=total)
             exported = 0
-            for line in export_tenant(core, tenant_of(tenant)):
+            for line in export_tenant(parts, tenant_of(tenant)):
                 fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
                 exported += 1
                 bar.advance(task)
@@ -97,13 +104,17 @@ def import_(
                                              "other tool's file or folder.")],
     tenant: TenantOpt = None,
     source: Annotated[str | None, typer.Option(
-        "--from", help="Move in from another tool: mcp-memory (memory.json), basic-memory (a notes folder), mem0 "
-                       "(an export or get_all JSON), markdown (CLAUDE.md or a folder of .md files).")] = None,
+        "--from", help="Move in from another tool: mcp-memory (memory.jsonl, or its read_graph JSON), basic-memory (a "
+                       "notes folder), mem0 (a whole get_all dump, JSON or JSONL), markdown (CLAUDE.md or a folder "
+                       "of .md files, a vault).")] = None,
     agent: Annotated[str | None, typer.Option(
         "--agent", help="With --from: the author of memories whose source names none (default: the format's "
                         "name).")] = None,
     skip_bad: SkipBadOpt = False,
     dry_run: DryRunOpt = False,
+    include_expired: Annotated[bool, typer.Option(
+        "--include-expired", help="With --from mem0: also import memories past their expiration_date, ended then "
+                                  "(default: skipped and counted).")] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -120,28 +131,33 @@ def import_(
     memories keep their refs when the id is free. Example: memory-core import acme.jsonl -t acme
 
     JSON: {"lines", "written", "skipped", "remapped", "edges", "states", "entities", "mentions",
-    "relations", "errors", "error_lines": [{line, code, message}], "notes", "stopped_at", "dry_run"}
+    "relations", "errors", "error_lines": [{line, field, code, message}], "notes", "stopped_at", "dry_run"}
     (+ "sample" with --dry-run; states: rows written with a version or lock state)
 
     --from FORMAT: FILE is that tool's file or folder; the mapping of each format (entities,
     relations, sessions, timestamps) is in docs/import.md.
     Example: memory-core import ~/.mcp/memory.json --from mcp-memory -t acme --dry-run
 
-    JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped",
-    "by_kind": {kind: {read, written, skipped}}, "entities", "relations", "sessions", "errors",
-    "error_items": [{file, line, field, code, message}], "notes", "stopped_at"} (+ "sample")
+    JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates",
+    "expired", "links_skipped", "redacted": {kind: count}, "by_kind": {kind: {read, written, skipped}},
+    "entities" (declared and extracted), "relations",
+    "sessions", "errors", "error_items": [{file, line, field, code, message}], "warnings", "notes",
+    "stopped_at"} (+ "sample")
     """
-    from memory_core.operator.jsonl_import import import_lines  # loads with the command, not with --help
+    from memory_core.operator import import_lines  # loads with the command, not with --help
 
     opts = Common.of(ctx, config, data_dir, json_out)
     if source is not None:
-        _import_source(opts, source, file, tenant_of(tenant), agent, skip_bad=skip_bad, dry_run=dry_run)
+        _import_source(opts, source, file, tenant_of(tenant), agent, skip_bad=skip_bad, dry_run=dry_run,
+                       include_expired=include_expired)
         return
+    if include_expired:
+        raise InvalidInputError("--include-expired applies to --from mem0.", field="include_expired")
     total = None if file == "-" else _count_lines(Path(file))
-    with _source(file) as lines, opts.core() as core, _progress(opts.json) as bar:
+    with _source(file) as lines, _store(opts, dry_run) as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
-        counts = import_lines(core, lines, tenant_of(tenant), lambda n: bar.advance(task, n), skip_bad=skip_bad,
-                              dry_run=dry_run)
+        counts = import_lines(core.operator_parts(), lines, tenant_of(tenant), lambda n: bar.advance(task, n),
+                              skip_bad=skip_bad, dry_run=dry_run)
     if opts.json:
         render.emit_json(counts.to_dict())
     else:
@@ -157,8 +173,8 @@ def import_(
         if counts.error_lines:
             render.table(
                 "refused lines",
-                ["line", "code", "message"],
-                ([e["line"], e["code"], e["message"]] for e in counts.error_lines),
+                ["line", "field", "code", "message"],
+                ([e["line"], e["field"] or "", e["code"], e["message"]] for e in counts.error_lines),
             )
         for note in counts.notes:
             typer.echo(f"note: line {note['line']}: {note['message']}")
@@ -170,15 +186,15 @@ def import_(
 
 
 def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str | None, *, skip_bad: bool,
-                   dry_run: bool) -> None:
+                   dry_run: bool, include_expired: bool) -> None:
     """import --from FORMAT PATH: another tool's memory, with a progress bar on a terminal."""
-    from memory_core.importers import import_source  # loads with the command, not with --help
+    from memory_core.operator import import_source  # loads with the command, not with --help
 
-    with opts.core() as core, _progress(opts.json) as bar:
+    with _store(opts, dry_run) as core, _progress(opts.json) as bar:
         task = bar.add_task(f"import {source} into {tenant}", total=None)
-        report = import_source(core, source, path, tenant, agent=agent, dry_run=dry_run, skip_bad=skip_bad,
-                               progress=lambda n: bar.advance(task, n),
-                               total=lambda n: bar.update(task, total=n))
+        report = import_source(core.operator_parts(), source, path, tenant, agent=agent, dry_run=dry_run,
+                               skip_bad=skip_bad, progress=lambda n: bar.advance(task, n),
+                               total=lambda n: bar.update(task, total=n), include_expired=include_expired)
     if opts.json:
         render.emit_json(report.to_dict())
     else:
@@ -198,12 +214,47 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
                           for e in report.error_items))
         for note in report.notes:
             typer.echo(f"note: {note['file']}:{note['line']}: {note['message']}")
+        if report.redacted:
+            typer.echo("Secrets redacted: " + ", ".join(f"{n} {kind}" for kind, n in report.redacted.items()) + ".")
+        if report.links_skipped:
+            typer.echo(f"{report.links_skipped} symbolic links were not followed (named in the notes).")
+        if report.duplicates:
+            typer.echo(f"{report.duplicates} memories the source holds twice were imported once.")
+        if report.expired:
+            typer.echo(f"{report.expired} memories had expired: " + (
+                "imported, ended at their expiration." if include_expired
+                else "skipped (--include-expired imports them, ended at their expiration)."))
+        for warning in report.warnings:
+            typer.echo(f"warning: {warning['file']}: {warning['message']}")
         if report.stopped_at is not None:
             typer.echo(f"Stopped at {report.stopped_at['file']}:{report.stopped_at['line']}; what comes before it "
                        "is imported. Fix it and run the import again (nothing is written twice), or pass --skip-bad "
                        "to import the rest.")
     if report.errors:
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+@contextlib.contextmanager
+def _store(opts: Common, dry_run: bool) -> Iterator[MemoryCore]:
+    """The store an import writes into. A dry run where there is no store yet (the data directory does
+    not exist, and the graph would live in it) reads a throwaway one instead: a dry run creates nothing."""
+    if dry_run:
+        from memory_core import load_settings
+
+        settings = load_settings(opts.config)
+        root = Path(opts.data_dir or settings.storage.data_dir).expanduser()
+        if not root.exists() and settings.storage.graph == "sqlite":
+            from memory_core import HashEmbedder, MemoryCore
+
+            with tempfile.TemporaryDirectory(prefix="memory-core-dry-run-") as tmp, MemoryCore.open(
+                    tmp, settings=settings, in_memory_vectors=True, embedder=HashEmbedder()) as core:
+                yield core
+            return
+    try:
+        with opts.core() as core:
+            yield core
+    except StoreLockedError as exc:  # the agents' server holds the directory: say what to do about it
+        raise StoreLockedError(f"{exc.message} {LOCKED_ADVICE}", **exc.fields) from exc
 
 
 def _count_lines(path: Path) -> int | None:

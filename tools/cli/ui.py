@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memory_core.errors import ConfigError
+from memory_core import ConfigError
 from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt
 
@@ -33,8 +33,7 @@ def ui(
 
     JSON (--announce --json): one line {"url"}
     """
-    from memory_core.service import MemoryCore
-    from memory_core.settings.schema import load_settings  # loads with the command, not with --help
+    from memory_core import MemoryCore, load_settings
     from tools.auth import is_loopback
 
     opts = Common.of(ctx, config, data_dir, json_out)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memory_core.models import MemoryRow
+from memory_core import MemoryRow
 from tools.cli import render
 from tools.cli.common import (
     Common,

@@ -38,7 +38,7 @@ import anyio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from memory_core.errors import ConfigError
+from memory_core import ConfigError
 from tools.auth import is_loopback
 
 INVALID_REQUEST = -32600

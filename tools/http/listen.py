@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 
-from memory_core.errors import ConfigError
+from memory_core import ConfigError
 
 
 def listen(host: str, port: int, *, key: str, backlog: int = 128) -> socket.socket:

@@ -14,16 +14,10 @@ from typing import Annotated
 
 from pydantic import Field
 
-from memory_core.errors import InvalidInputError
-from memory_core.scopes import Scope
+from memory_core import InvalidInputError, Scope
 from tools.mcp.context import ServerState
 
-Author = Annotated[
-    str | None,
-    Field(
-        description="Your agent id (the author)."
-    ),
-]
+Author = Annotated[str | None, Field()]  # the server instructions say it is the author, your agent id
 Viewer = Annotated[str | None, Field()]  # the server instructions say what it shows
 
 

@@ -1,10 +1,10 @@
 """Argument types shared by the MCP tools: their JSON Schema is the agents' contract.
 
 Caps live here, in the schema, not in the library: recall ``limit`` ≤ 50, ``get_contents``
-refs ≤ 20, ``query_recent_turns`` limit ≤ 100. Unknown arguments are ignored (pydantic's
-default), so newer clients can send fields an older server does not know yet. Known ones are
-validated strictly (``tools.mcp.server.ContainerJsonOnly``): ``"10"`` is not an integer, ``1``
-is not a boolean, ``true`` is not a number.
+refs ≤ 20, ``query_recent_turns`` limit ≤ 100. Arguments are validated strictly
+(``tools.mcp.arguments.ContainerJsonOnly``): one a tool does not take is refused, never dropped (a
+misspelt ``visibility`` stored a private row shared); ``"10"`` is not an integer, ``1`` is not a
+boolean, ``true`` is not a number.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ Content = Annotated[str, Field(description="Not empty, at most $max_content char
 MemoryRef = Annotated[str, Field()]  # 'mem:42': every response shows refs
 
 RecallQuery = Annotated[
-    str, Field(description="What to look for; empty: the most recent memories.")
+    str, Field(description="What to find; empty: the most recent memories.")
 ]
 RecallLimit = Annotated[
     int | None,
@@ -35,11 +35,11 @@ RecallLimit = Annotated[
 ]
 TypeFilter = Annotated[
     str | None,
-    Field(description="Only this type (note, decision, ...); favours the newest, handoffs come newest first."),
+    Field(description="Only this type; favours the newest (handoffs: newest first)."),
 ]
-SessionFilter = Annotated[str | None, Field(description="Only this session.")]
-AgentFilter = Annotated[str | None, Field(description="Only this agent's memories.")]
-ChannelFilter = Annotated[str | None, Field(description="Only this channel.")]
+SessionFilter = Annotated[str | None, Field()]  # only this session: the name says it
+AgentFilter = Annotated[str | None, Field(description="Only this author's memories.")]
+ChannelFilter = Annotated[str | None, Field()]  # only this channel
 SourceFilter = Annotated[
     str | None,
     Field(description="Prefix of source.id, e.g. 'discord:'."),
@@ -47,7 +47,7 @@ SourceFilter = Annotated[
 ProjectFilter = Annotated[
     str | None,
     Field(
-        description="Omit: all. '': global pool. 'X': X plus global. '@auto': your configured project "
+        description="Omit: all; '': global only; 'X': X and global; '@auto': your configured project "
         "(echoed as resolved_project_id)."
     ),
 ]
@@ -55,7 +55,7 @@ ExcludeContents = Annotated[
     list[str] | None,
     Field(
         max_length=EXCLUDE_CONTENTS_CAP,
-        description="Texts you hold (previews work): matching rows are skipped.",
+        description="Texts you hold (previews work): their rows are skipped.",
     ),
 ]
 Deep = Annotated[bool, Field(description="No time decay; exhaustive.")]
@@ -63,8 +63,7 @@ Collapse = Annotated[bool | None, Field()]  # omitted: true; the recall descript
 FullContent = Annotated[
     bool,
     Field(
-        description="Whole texts, up to $full_budget chars a response (then the least relevant stay "
-        "previews)."
+        description="Whole texts, up to $full_budget chars a response (the least relevant stay previews)."
     ),
 ]
 
@@ -93,31 +92,31 @@ TurnsLimit = Annotated[
 ]
 Cursor = Annotated[
     str | None,
-    Field(description="next_cursor of the previous page; omit for the newest."),
+    Field(description="From the previous page; omit for the newest."),
 ]
 
 MemoryType = Annotated[
     str,
     Field(
-        description="turn, note, decision, error, fact, task, ... (handoff: use create_handoff)."
+        description="turn, note, decision, error, fact, ...; handoffs: create_handoff."
     ),
 ]
-Role = Annotated[str | None, Field(description="For turns: user, assistant, system or tool.")]
-Channel = Annotated[str | None, Field(description="Where, e.g. 'discord'.")]
+Role = Annotated[str | None, Field(description="Turns: user, assistant, system or tool.")]
+Channel = Annotated[str | None, Field()]  # where it was said: the name says it
 Source = Annotated[
     dict[str, object] | None,
-    Field(description="Provenance, e.g. {'id': 'discord:123'}."),
+    Field(description="e.g. {'id': 'discord:123'}."),
 ]
-Project = Annotated[str | None, Field(description="Project; omit for the global pool.")]
+Project = Annotated[str | None, Field(description="Omit: the global pool.")]
 Salience = Annotated[
     float | None,
-    Field(ge=0.0, le=1.0, allow_inf_nan=False, description="Importance (default 0.5)."),
+    Field(ge=0, le=1, allow_inf_nan=False, description="Importance (default 0.5)."),
 ]
 Visibility = Annotated[
     Literal["tenant", "agent"],
     Field(description="'agent': only you see it; 'tenant': every agent."),
 ]
-Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit for now.")]
+Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit: now.")]
 IdempotencyKey = Annotated[
     str | None,
     Field(description="Calls with the same key store once."),
@@ -127,7 +126,7 @@ ENTITIES_CAP = 32
 Entities = Annotated[
     list[dict[str, object]] | None,
     Field(max_length=ENTITIES_CAP,
-          description="[{name, kind?, aliases?}] it is about; names in content are found too."),
+          description="[{name, kind?, aliases?}] it is about; names in content count too."),
 ]
 Relations = Annotated[
     list[dict[str, object]] | None,

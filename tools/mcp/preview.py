@@ -3,7 +3,7 @@
 The library always returns full content; only this module shapes it, so direct library
 callers (bench, CLI) are never held to a diet that exists to protect a context window.
 
-Contract (SPEC "Preview tier"):
+Contract (docs/tools.md, "The preview tier"):
 - ``content`` is a pure prefix of at most ``preview_chars`` characters (0 disables
   trimming), ending at a sentence or word end when one lies in its last fifth. No
   ellipsis: a preview fed back in ``exclude_contents`` still matches.
@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from memory_core.models import DEFAULT_SALIENCE, AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
+from memory_core import DEFAULT_SALIENCE, AddResult, CheckResult, Contents, RecallResult, RecentTurnsPage
 
 if TYPE_CHECKING:
-    from memory_core.sessions.episodes import Recovery  # the store's modules (networkx) load with the stores
+    from memory_core import Recovery  # the store's modules (networkx) load with the stores
 
 # Token economy: the response is already scoped to the caller's tenant, and fields at
 # their defaults or empty (``source: {}``) say nothing, so rows leave them out.

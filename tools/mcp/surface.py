@@ -1,16 +1,18 @@
 """What agents read in ``tools/list``: lean descriptions and schemas, shaped per connection.
 
-``tools/list`` is sent into every agent's context, so it is kept short (≤ 2,500 cl100k
-tokens, ``python -m bench.quality.token_economy --surface``) without losing what an agent needs:
+``tools/list`` is sent into every agent's context, so it is kept short (≤ 2,225 cl100k tokens,
+``bench.quality.token_economy.SURFACE_GOAL``) without losing what an agent needs:
 
-- Descriptions are the tool docstrings without their indentation, and their ``$name``
-  placeholders are filled from the live settings (:func:`surface_values`), so a default or
-  cap an operator changed is the one the agent reads.
+- Descriptions are the tool docstrings on one line, and their ``$name`` placeholders are filled
+  from the live settings (:func:`surface_values`), so a default or cap an operator changed is the
+  one the agent reads. They say what the answer does not: when to call, what an argument means,
+  defaults and caps; not the answer's field names, which the answer shows.
 - Schemas drop pydantic's ``title`` on every property and state an optional argument as its
   own type (``{"type": "string"}``, not ``anyOf [string, null]`` with ``default: null``);
   validation is the tool's pydantic model, so ``null`` is still accepted.
 - A model argument (``recall_with_context``'s context entries) is inlined, not a ``$ref`` into ``$defs``.
-- ``recall_with_context`` states recall's arguments without repeating their descriptions.
+- A tool whose spec names another in ``same_arguments_as`` (``recall_with_context``: recall;
+  ``create_handoff``: add_memory; ...) states the arguments they share without their descriptions.
 - On a connection bound to a tenant (token or config) ``tenant`` is not in the schemas at
   all; on one bound to an agent neither is ``viewer`` nor the author ``agent`` of writes.
   Unbound, they are ``required`` (the server instructions explain the binding once). The
@@ -21,7 +23,6 @@ tokens, ``python -m bench.quality.token_economy --surface``) without losing what
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from string import Template
 from typing import Any
@@ -29,8 +30,7 @@ from typing import Any
 from mcp.server.context import CallNext, ServerRequestContext
 from pydantic import BaseModel
 
-from memory_core.scopes import Scope
-from memory_core.settings.schema import Settings
+from memory_core import Scope, Settings
 from tools.mcp.params import GET_CONTENTS_REFS_CAP, RECALL_LIMIT_CAP, RECENT_TURNS_LIMIT_CAP
 from tools.registry import allowed_names, author_tools
 
@@ -84,8 +84,9 @@ def with_defaults(schema: Mapping[str, Any], keywords: Mapping[str, Mapping[str,
 
 
 def describe(fn: Callable[..., Any], values: Mapping[str, object]) -> str:
-    """The tool's description: its docstring, dedented, with the live values filled in."""
-    return Template(inspect.cleandoc(fn.__doc__ or "")).substitute(values)
+    """The tool's description: its docstring on one line (a line break costs a token, and says nothing
+    a space does not), with the live values filled in."""
+    return Template(" ".join((fn.__doc__ or "").split())).substitute(values)
 
 
 class _Recursive(Exception):

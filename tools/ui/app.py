@@ -35,9 +35,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from memory_core.errors import InvalidInputError, MemoryCoreError, NotFoundError
-from memory_core.operator.inspector import Inspector
-from memory_core.service import MemoryCore
+from memory_core import InvalidInputError, MemoryCore, MemoryCoreError, NotFoundError
+from memory_core.operator import Inspector
 from tools.http.guard import FORM_MAX_BYTES, HttpGuard
 from tools.ui import pages
 from tools.ui.auth import COOKIE, SESSION_TTL_S, Caller, HostCheck, OperatorAuth, safe_next
@@ -166,8 +165,9 @@ def build_ui_app(core: MemoryCore) -> Starlette:
         middleware=[Middleware(Guard)],
         exception_handlers={MemoryCoreError: _error, 404: lambda r, _e: pages.not_found(r)},
     )
+    parts = core.operator_parts()
     app.state.ui = pages.UIState(
-        core=core, inspector=Inspector(core), monitor=DoctorMonitor(core),
+        core=core, parts=parts, inspector=Inspector(parts), monitor=DoctorMonitor(parts),
         auth=OperatorAuth(settings.operator_token_sha256, settings.tokens.keys()), hosts=HostCheck(settings.host),
     )
     return app

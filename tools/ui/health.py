@@ -1,6 +1,6 @@
 """The Health page's doctor check, run in the background so the page never waits for it.
 
-A full check compares every Chroma record with SQLite and the lexical index: seconds on a
+A full check compares every Chroma record with the graph and the lexical index: seconds on a
 large store, and it holds the write lock while it runs, as ``memory-core doctor`` does. So
 the page shows the latest finished report with its age; viewing the page starts a new
 check when none ran in the last ``max_age_s`` seconds, and the page refreshes itself while
@@ -14,17 +14,17 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memory_core.operator.doctor import run as doctor
+from memory_core.operator import check_stores
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator import DoctorReport, OperatorParts
 
 MAX_AGE_S = 600.0
 
 
 @dataclass(frozen=True)
 class CheckState:
-    report: doctor.DoctorReport | None
+    report: DoctorReport | None
     finished_at: float | None  # time.time() of the report
     duration_s: float | None
     running: bool
@@ -32,8 +32,8 @@ class CheckState:
 
 
 class DoctorMonitor:
-    def __init__(self, core: MemoryCore, max_age_s: float = MAX_AGE_S) -> None:
-        self.core = core
+    def __init__(self, parts: OperatorParts, max_age_s: float = MAX_AGE_S) -> None:
+        self.parts = parts
         self.max_age_s = max_age_s
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -61,7 +61,7 @@ class DoctorMonitor:
         started = time.perf_counter()
         report, error = None, None
         try:
-            report = doctor.check(self.core)
+            report = check_stores(self.parts)
         except Exception as exc:  # top of a worker thread: the page shows what failed
             error = f"{type(exc).__name__}: {exc}"[:300]
         with self._lock:

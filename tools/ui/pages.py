@@ -1,8 +1,8 @@
 """The inspector's pages: each parses its query string, calls one read, renders one template.
 
 Handlers are plain functions (Starlette runs them on its thread pool, off the event loop);
-every read goes through ``MemoryCore`` / ``memory_core.operator.inspector`` / ``memory_core.operator.stats`` /
-``memory_core.operator.doctor.run``. Names travel in query strings (session names may hold ``/``).
+every read goes through ``MemoryCore`` (the agents' reads) or :mod:`memory_core.operator` (the inspector,
+the doctor check, disk use). Names travel in query strings (session names may hold ``/``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from memory_core.errors import InvalidInputError
-from memory_core.models import MEMORY_TYPES
-from memory_core.operator.inspector import Inspector
-from memory_core.recall.stages import describe
-from memory_core.service import MemoryCore
+from memory_core import MEMORY_TYPES, InvalidInputError, MemoryCore, describe_stages
+from memory_core.operator import Inspector, OperatorParts, disk_use
 from tools.ui.auth import HostCheck, OperatorAuth
 from tools.ui.health import DoctorMonitor
 from tools.ui.render import page
@@ -31,7 +28,8 @@ AGENT_LIST = 200
 
 @dataclass
 class UIState:
-    core: MemoryCore
+    core: MemoryCore  # the agents' reads (recall, recent turns)
+    parts: OperatorParts  # the same store as the operator reads it
     inspector: Inspector
     monitor: DoctorMonitor
     auth: OperatorAuth
@@ -75,7 +73,7 @@ def tenant(request: Request) -> HTMLResponse:
     st = state(request)
     name = _text(request, "t", required=True)
     sessions = st.inspector.sessions(name, _int(request, "offset", 0), SESSIONS_PAGE)  # type: ignore[arg-type]
-    agents = sorted(st.core.graph.agents(str(name)))
+    agents = st.inspector.agents(str(name))
     return page("tenant.html", context(request, tenant=name, nav="sessions", sessions=sessions, agents=agents,
                                        page_size=SESSIONS_PAGE))
 
@@ -118,7 +116,8 @@ def search(request: Request) -> HTMLResponse:
     st = state(request)
     name = str(_text(request, "t", required=True))
     form = {k: request.query_params.get(k, "") for k in
-            ("q", "type", "session", "agent", "channel", "source_id", "project", "project_id", "viewer", "deep")}
+            ("q", "type", "session", "agent", "channel", "source_id", "project", "project_id", "viewer", "deep",
+             "collapse")}
     limit = _int(request, "limit", 20)
     result, elapsed_ms = None, None
     if "q" in request.query_params:
@@ -129,13 +128,15 @@ def search(request: Request) -> HTMLResponse:
         elif form["project"] == "project":
             options["project_id"] = form["project_id"]
         started = time.perf_counter()
-        result = st.core.recall(name, form["q"], limit=limit, deep=form["deep"] == "on", **options)
+        result = st.core.recall(name, form["q"], limit=limit, deep=form["deep"] == "on",
+                                collapse=form["collapse"] != "off", **options)
         elapsed_ms = (time.perf_counter() - started) * 1000
-    agents = sorted(st.core.graph.agents(name))[:AGENT_LIST]
+    agents = st.inspector.agents(name)[:AGENT_LIST]
     return page("search.html", context(
         request, tenant=name, nav="search", form=form, limit=limit, limits=SEARCH_LIMITS, result=result,
         elapsed_ms=elapsed_ms, types=sorted(MEMORY_TYPES | {"episode"}), agents=agents,
-        stages=describe(result.diagnostics["stages_ms"]) if result and "stages_ms" in result.diagnostics else None,
+        stages=describe_stages(result.diagnostics["stages_ms"]) if result and "stages_ms" in result.diagnostics
+        else None,
         session_names=st.inspector.session_names(name),
     ))
 
@@ -144,20 +145,20 @@ def health(request: Request) -> HTMLResponse:
     st = state(request)
     check = st.monitor.state()
     journal_total, journal = st.inspector.journal()
-    core = st.core
-    settings = core.settings
+    parts = st.parts
+    settings = parts.settings
     stores = {
-        "data directory": str(core.data_dir),
+        "data directory": str(parts.data_dir),
         "vector store": f"Chroma ({settings.storage.chroma})",
-        "embedder": f"{core.embedder.name} ({core.embedder.dimension} dimensions)",
+        "embedder": f"{parts.embedder.name} ({parts.embedder.dimension} dimensions)",
         "summaries": (f"model {settings.model_provider.model}" if settings.model_provider.enabled
                       else "extractive (no model_provider configured)"),
-        "single adds": _batching(core),
+        "single adds": _batching(st.core),
     }
     return page("health.html", context(
         request, nav="health", check=check, age_s=(time.time() - check.finished_at) if check.finished_at else None,
-        journal=journal, journal_total=journal_total, disk=st.inspector.operator.disk_use(), stores=stores,
-        recovered=list(core.recovered),
+        journal=journal, journal_total=journal_total, disk=disk_use(parts), stores=stores,
+        recovered=list(parts.recovered),
     ))
 
 

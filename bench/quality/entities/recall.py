@@ -1,8 +1,8 @@
 """The entity branch of recall on and off, side by side on every workload, ingesting once.
 
-    python -m bench.quality.entities.recall [--variants '{"w_entity": 0.2}' ...]
+    python -m bench.quality.entities.recall [--variants '{"entity.weight": 0.2}' ...]
 
-Rows: ``off`` (the balanced preset without the entity branch: ``w_entity = entity_hop = 0``),
+Rows: ``off`` (the balanced preset without the entity branch: ``entity.weight = entity.hop = 0``),
 ``on`` (the balanced preset as shipped) and any extra variants (JSON overrides of the balanced
 preset). LoCoMo dev: any@5 and frac@10 per category and micro, then leave-one-conversation-out
 over the rows (``bench.quality.tune.loco``); MADial hit@5/any@5 (recall and recall_with_context);
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +36,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--madial", type=Path, default=Path("../shared/data/madial"))
     args = parser.parse_args(argv)
     base = presets.PRESETS["balanced"]
-    variants: list[tuple[str, dict[str, Any]]] = [("off", {"w_entity": 0.0, "entity_hop": 0.0}), ("on", {})]
+    variants: list[tuple[str, dict[str, Any]]] = [("off", {"entity.weight": 0.0, "entity.hop": 0.0}), ("on", {})]
     variants += [(v, json.loads(v)) for v in args.variants]
     for i, (_label, over) in enumerate(variants):
-        presets.PRESETS[f"entity{i}"] = replace(base, **over)
+        presets.PRESETS[f"entity{i}"] = base.tuned(over)
     rows: list[list[Any]] = []
     per_conv: dict[str, list[tuple[float, float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="entity-recall-") as tmp:

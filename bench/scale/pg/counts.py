@@ -18,25 +18,25 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from typing import Any
 
 from bench.common import postgres_database
 from bench.scale.pg.store import p50_ms
-from graph.api import EntitySpec
+from graph.api import EntitySpec, MemoryRecord
 from graph.keys import DAY_US
 from graph.pg import PostgresGraphStore
 
 DAY0 = 20_000
 
 
-def _row(mem_id: int, tenant: str) -> dict[str, Any]:
+def _row(mem_id: int, tenant: str) -> MemoryRecord:
     content = f"memory {mem_id}"
-    return {"id": mem_id, "tenant": tenant, "session": f"s{mem_id % 50}", "agent": f"a{mem_id % 8}",
+    return MemoryRecord.from_row({
+            "id": mem_id, "tenant": tenant, "session": f"s{mem_id % 50}", "agent": f"a{mem_id % 8}",
             "type": ("turn", "fact")[mem_id % 7 == 0], "role": "user", "channel": f"c{mem_id % 3}", "source": {},
             "source_id": None, "project_id": None, "salience": 0.5, "visibility": ("tenant", "agent")[mem_id % 5 == 0],
             "ts_us": (DAY0 + mem_id % 365) * DAY_US + mem_id, "metadata": {}, "content": content,
             "content_len": len(content), "content_hash": hashlib.sha256(content.encode()).hexdigest(),
-            "idempotency_key": None}
+            "idempotency_key": None})
 
 
 def _mentioned(i: int) -> list[EntitySpec]:

@@ -24,7 +24,7 @@ from typing import Any
 from bench.common import postgres_database
 from bench.data.locomo import Conversation, load_locomo
 from bench.quality.metrics import Scoreboard
-from graph.api import RowFilter
+from graph.api import MemoryRecord, RowFilter
 from graph.pg import PostgresGraphStore
 from graph.sqlite.db import GraphDB
 from graph.sqlite.store import SqliteGraphStore
@@ -33,13 +33,14 @@ from memory_core.recall.query import read_query
 LIMIT = 20
 
 
-def memory_row(mem_id: int, tenant: str, turn: Any) -> dict[str, Any]:
+def memory_row(mem_id: int, tenant: str, turn: Any) -> MemoryRecord:
     ts_us = int(turn.timestamp.timestamp() * 1_000_000) + turn.position
-    return {"id": mem_id, "tenant": tenant, "session": turn.session, "agent": turn.agent, "type": "turn",
+    return MemoryRecord.from_row({
+            "id": mem_id, "tenant": tenant, "session": turn.session, "agent": turn.agent, "type": "turn",
             "role": None, "channel": None, "source": {"id": turn.source_id}, "source_id": turn.source_id,
             "project_id": None, "salience": 0.5, "visibility": "tenant", "ts_us": ts_us, "metadata": {},
             "content": turn.content, "content_len": len(turn.content),
-            "content_hash": hashlib.sha256(turn.content.encode()).hexdigest(), "idempotency_key": None}
+            "content_hash": hashlib.sha256(turn.content.encode()).hexdigest(), "idempotency_key": None})
 
 
 def run(conversations: list[Conversation], dsn: str) -> None:

@@ -19,23 +19,23 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
 
 import psycopg
 
 from bench.common import postgres_database
-from graph.api import RowFilter
+from graph.api import MemoryRecord, RowFilter
 from graph.pg import PostgresGraphStore
 
 VOCABULARY = [f"w{i}" for i in range(3000)] + ["kiln", "thursday", "move", "the", "a", "to"] * 200
 
 
-def memory_row(mem_id: int, tenant: str, session: str, content: str) -> dict[str, Any]:
-    return {"id": mem_id, "tenant": tenant, "session": session, "agent": "ann", "type": "turn", "role": "user",
+def memory_row(mem_id: int, tenant: str, session: str, content: str) -> MemoryRecord:
+    return MemoryRecord.from_row({
+            "id": mem_id, "tenant": tenant, "session": session, "agent": "ann", "type": "turn", "role": "user",
             "channel": None, "source": {}, "source_id": None, "project_id": None, "salience": 0.5,
             "visibility": "tenant", "ts_us": mem_id * 1000, "metadata": {}, "content": content,
             "content_len": len(content), "content_hash": hashlib.sha256(content.encode()).hexdigest(),
-            "idempotency_key": None}
+            "idempotency_key": None})
 
 
 def p50_ms(fn: Callable[[int], object], n: int = 50) -> float:

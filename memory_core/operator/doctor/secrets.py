@@ -1,9 +1,12 @@
 """Secrets already stored: what doctor's scan reports and how its repair redacts them.
 
 A store written before the guard existed (or under ``security.secrets = "allow"``) may hold
-secrets in a memory's content, metadata or source, in a session summary (an EPISODE), and in the
-Chroma record written from them. :func:`memory_secrets` and :func:`episode_secrets` say where, by
-field and kind (never the value); :func:`redacted_memory` is the change a repair writes.
+secrets in a memory's content, metadata or source (and hashes of them there), in the labels of the
+relations it declared, in the names that address it (session, agent, …), in an entity's name,
+aliases or kind, in a session summary (an EPISODE), and in the Chroma record written from them.
+:func:`memory_secrets` and :func:`name_secrets` say where, by field and kind (never the value), and
+the first gives the change a repair writes; names that address rows are reported, never rewritten
+(renaming a session would make it another session: export, rename in the file, import).
 The repair itself (graph first, then the vector record, see :mod:`memory_core.operator.doctor.run`) is
 crash-safe because the graph is the reference: a repair killed after the graph rewrite leaves a
 vector record whose document differs from the graph's content, which the next scan reports as
@@ -13,13 +16,15 @@ vector record whose document differs from the graph's content, which the next sc
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from memory_core.secret_guard.detect import detect, redact
-from memory_core.secret_guard.guard import Scan, SecretGuard
+from memory_core.secret_guard.guard import Scan, SecretGuard, digests_of
 from memory_core.write.rows import content_hash
 
 REDACT = SecretGuard("redact")
+NAMES = ("session", "agent", "channel", "role", "project_id", "type", "idempotency_key")  # never rewritten
 
 
 def describe(scan: Scan) -> str:
@@ -32,12 +37,18 @@ def describe(scan: Scan) -> str:
                      for name, kinds in by_field.items())
 
 
-def memory_secrets(row: dict[str, Any]) -> tuple[Scan, dict[str, Any]]:
-    """The secrets a stored memory row holds, and the field changes that redact them (empty: none)."""
+def memory_secrets(row: dict[str, Any], labels: Sequence[str] = ()) -> tuple[Scan, dict[str, Any]]:
+    """The secrets a stored memory row holds (and ``labels``, those of the relations it declared), and
+    the field changes that redact them (empty: none; a relation label's secret is removed with the
+    relation)."""
     scan = Scan()
     content = REDACT.text(row["content"], "content", scan)
-    metadata = REDACT.json(row["metadata"], "metadata", scan)
-    source = REDACT.json(row["source"], "source", scan)
+    hashed = digests_of([row["content"], *(row["content"][x.start:x.end] for x in scan.found)]) if scan.found \
+        else frozenset()
+    metadata = REDACT.hashes(REDACT.json(row["metadata"], "metadata", scan), hashed, "metadata", scan)
+    source = REDACT.hashes(REDACT.json(row["source"], "source", scan), hashed, "source", scan)
+    for i, label in enumerate(labels):
+        scan.note(f"relations[{i}]", detect(label))
     changes: dict[str, Any] = {}
     if content != row["content"]:
         changes.update(content=content, content_len=len(content), content_hash=content_hash(content))
@@ -48,10 +59,19 @@ def memory_secrets(row: dict[str, Any]) -> tuple[Scan, dict[str, Any]]:
     return scan, changes
 
 
+def name_secrets(row: dict[str, Any]) -> Scan:
+    """The secrets in the names that address a stored memory (session, agent, channel, …)."""
+    scan = Scan()
+    for name in NAMES:
+        if row.get(name):
+            scan.note(name, detect(str(row[name])))
+    return scan
+
+
 def redacted_text(text: str) -> str:
     """``text`` with every secret replaced (summaries, vector documents, quarantined records)."""
     found = detect(text)
     return redact(text, found) if found else text
 
 
-__all__ = ["REDACT", "describe", "memory_secrets", "redacted_text"]
+__all__ = ["NAMES", "REDACT", "describe", "memory_secrets", "name_secrets", "redacted_text"]

@@ -1,6 +1,6 @@
-"""Version chains as doctor sees them: each kind of damage with the fix :func:`memory_core.operator.doctor.run.repair`
-applies (in one graph transaction per tenant, so a repair killed at any instant leaves a chain
-either as it was or mended).
+"""Version chains as doctor sees them: each kind of damage with the fix
+:func:`memory_core.operator.doctor.run.repair_stores` applies (in one graph transaction per tenant, so a
+repair killed at any instant leaves a chain either as it was or mended).
 
 A chain is the rows linked by ``supersedes_id`` (each names the version it corrects); a sound one
 is a line, oldest first, every version but the newest ended at its successor's time, each newer
@@ -28,7 +28,7 @@ from graph.api import SUPERSEDES
 from memory_core.refs import memory_ref
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
+    from memory_core.operator.parts import OperatorParts
 
 Row = dict[str, Any]
 
@@ -67,13 +67,13 @@ class VersionFix:
         return "; ".join(parts)
 
 
-def version_findings(core: MemoryCore, tenant: str, rows: dict[int, Row]) -> list[tuple[Finding, VersionFix]]:
+def version_findings(parts: OperatorParts, tenant: str, rows: dict[int, Row]) -> list[tuple[Finding, VersionFix]]:
     """Every broken version chain of the tenant's ``rows`` (id -> row), each with its fix."""
     links = {r["id"]: r["supersedes_id"] for r in rows.values()
              if r.get("supersedes_id") is not None and r["supersedes_id"] in rows}
     if not links:
         return []
-    edges = _supersedes_edges(core, tenant, links)
+    edges = _supersedes_edges(parts, tenant, links)
     out: list[tuple[Finding, VersionFix]] = []
     for members in _components(links):
         damaged = _damage(tenant, members, links, rows)
@@ -97,12 +97,12 @@ def version_findings(core: MemoryCore, tenant: str, rows: dict[int, Row]) -> lis
     return out
 
 
-def _supersedes_edges(core: MemoryCore, tenant: str, links: dict[int, int]) -> set[tuple[int, int]]:
+def _supersedes_edges(parts: OperatorParts, tenant: str, links: dict[int, int]) -> set[tuple[int, int]]:
     """The SUPERSEDES edges (src id, dst id) between memories that take part in version links."""
     ids = set(links) | set(links.values())
     found = set()
     for mem_id in sorted(ids):
-        for e in core.graph.edges_of(tenant, memory_ref(mem_id)):
+        for e in parts.graph.edges_of(tenant, memory_ref(mem_id)):
             if e.direction == "out" and e.kind == SUPERSEDES and e.other.startswith("mem:"):
                 other = int(e.other.split(":", 1)[1])
                 if other in ids:

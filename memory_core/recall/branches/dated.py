@@ -6,10 +6,10 @@ in a tenant of thousands of rows a question whose words are generic ("What did J
 about on 11 December, 2023?") misses the day it names: its rows are not near enough to join.
 
 For each absolute day the query names (not a month or a year: too many rows to be a hint; not a
-relative day, which is a guess about when the question is asked), the newest ``dated_rows``
+relative day, which is a guess about when the question is asked), the newest ``dated.rows``
 memories of that day (in the filter's session when one is set) are scored against the query's
 embedding over exactly those ids, beside the vector branch's own query, and the nearest
-``dated_pool`` of them join the vector pool as ordinary vector hits. They then pass the same
+``dated.pool`` of them join the vector pool as ordinary vector hits. They then pass the same
 filter checks as the vector branch's (before the cut). Rows below the cosine floor of the vector
 scale stay out, so joining rows do not move the scale the pool's own rows are scored on.
 """
@@ -60,9 +60,9 @@ def search(
     embedding: Sequence[float], cfg: RecallConfig,
 ) -> Future[list[VectorHit]] | None:
     """:func:`dated_hits` started beside the vector branch's own query, when the query names a day."""
-    if not _days(reading) or cfg.dated_rows <= 0 or cfg.dated_pool <= 0:
+    if not _days(reading) or cfg.dated.rows <= 0 or cfg.dated.pool <= 0:
         return None
-    return workers.submit(dated_hits, graph, vectors, filters, reading, embedding, cfg.dated_rows, cfg.dated_pool)
+    return workers.submit(dated_hits, graph, vectors, filters, reading, embedding, cfg.dated.rows, cfg.dated.pool)
 
 
 def joined(

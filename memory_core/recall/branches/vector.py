@@ -14,17 +14,32 @@ A metadata-filtered Chroma query scans the filter's clauses over the whole colle
    query runs over exactly those ids (Chroma scores a few hundred exactly, in numpy);
 3. ``where``: when no index narrows the filter (a project alone), Chroma's filtered scan.
 
-Every path keeps the rule that a filter applies before the top-N cut.
+Every path keeps the rule that a filter applies before the top-N cut. A day the question names
+brings that day's rows into the same list (:mod:`.dated`). In fusion a row's cosine counts min-max
+scaled over the list (:func:`vector_scale`), times the branch's weight.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from graph.api import GraphStore
+from memory_core.errors import StoreError
+from memory_core.recall.branches import dated
+from memory_core.recall.branches.api import Ask, Hit, Ranked
 from memory_core.recall.filters import RecallFilters
+from memory_core.recall.pool import VECTOR
+from memory_core.recall.presets import RecallConfig
+from memory_core.recall.scoring import COSINE_FLOOR
 from memory_core.refs import EPISODE, episode_ref, memory_ref, parse_ref
 from memory_core.vectors.api import VectorHit, VectorStore
+
+if TYPE_CHECKING:
+    from memory_core.recall.pool import Pool
+
+NAME = VECTOR  # also its list's name
+EMBEDDED = True
 
 IDS_MAX = 50_000  # admitted rows listed for an ids= query rather than a metadata scan
 OVERFETCH_MAX = 12  # an unfiltered over-fetch asks for at most this many pools
@@ -130,3 +145,56 @@ def filtered_hits(
     if ids is not None:
         return (vectors.query(f.tenant, embedding, min(pool, len(ids)), ids=ids) if ids else []), "ids"
     return vectors.query(f.tenant, embedding, pool, where), "where"
+
+
+def wanted(cfg: RecallConfig) -> bool:
+    """Whether the query is embedded and searched at all (reciprocal-rank fusion reads the ranks alone)."""
+    return cfg.vector.weight > 0 or cfg.fusion.method == "rrf"
+
+
+def search(ask: Ask) -> list[Ranked]:
+    """The vector pool under the filters, and the nearest rows of a day the query names. A failing vector
+    store costs only this branch: recall answers from the others (said in the diagnostics)."""
+    assert ask.embedding is not None
+    # the pool does not grow with ``limit`` up to its size: min-max scaling and neighbour joins over a
+    # wider pool would reorder the best rows
+    pool = min(ask.window, max(ask.cfg.vector.pool, ask.limit))
+    on_day = dated.search(ask.workers, ask.graph, ask.vectors, ask.filters, ask.reading, ask.embedding, ask.cfg)
+    hits: list[VectorHit] = []
+    cut = False
+    try:
+        hits, path = filtered_hits(ask.graph, ask.vectors, ask.filters, ask.embedding, pool)
+        ask.diagnostics["vector_path"] = path
+        cut = len(hits) >= pool  # the dated rows below are not part of the pool's scale
+        hits += dated.joined(on_day, hits, ask.diagnostics)
+    except StoreError as exc:  # a hung, down or failing Chroma: answer from the lexical side
+        ask.diagnostics["vector_search"] = f"unavailable: {exc.message}"
+    return [Ranked(VECTOR, [_hit(h) for h in hits], cut=cut, label="cosine")]
+
+
+def _hit(hit: VectorHit) -> Hit:
+    ref = parse_ref(hit.id)  # memories and episodes share one id space
+    return Hit(ref.id, 1.0 - hit.distance, episode=ref.kind == EPISODE)
+
+
+def vector_scale(cosines: list[float], cut: bool) -> tuple[float, float]:
+    """(lo, span) for min-max over the vector pool. When the pool holds the whole (filtered)
+    tenant (it was not ``cut``), its worst row is not a reference point, so ``lo`` drops to the cosine floor."""
+    if not cosines:
+        return 0.0, 1.0
+    lo, hi = min(cosines), max(cosines)
+    if not cut:
+        lo = min(lo, COSINE_FLOOR)
+    return lo, max(hi - lo, 1e-9)
+
+
+def fuse(pool: Pool) -> None:
+    """Adds ``vector.weight`` × the cosine min-max scaled over the pool (``Candidate.vec``) to each row's base."""
+    found = pool.lists.get(VECTOR)
+    cands = pool.cands.values()
+    lo, span = vector_scale([cos for c in cands if (cos := c.cosine) is not None], found is not None and found.cut)
+    weight = pool.cfg.vector.weight
+    for c in cands:
+        cos = c.cosine
+        v = c.vec = max(0.0, (cos - lo) / span) if cos is not None else 0.0
+        c.base += weight * v

@@ -124,7 +124,6 @@ def _summary_text(content: Any) -> str:
 
 __all__ = [
     "LiteLLMSummaryProvider",
-    "ModelProviderSettings",
     "SummaryProvider",
     "SummaryTurn",
     "format_turns",

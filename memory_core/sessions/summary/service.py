@@ -21,8 +21,9 @@ from memory_core.provider.errors import (
     provider_error_reason,
 )
 from memory_core.sessions.summary.extractive import extractive_summary
-from memory_core.sessions.summary.provider import ModelProviderSettings, SummaryProvider, SummaryTurn
+from memory_core.sessions.summary.provider import SummaryProvider, SummaryTurn
 from memory_core.sessions.summary.text import trim_to_chars
+from memory_core.settings.schema import ModelProviderSettings
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,8 @@ def summarize_with_fallback(
         return fallback(exc.reason)
     except Exception as exc:
         # Deliberately broad, and the only such catch: SummaryProvider is a Protocol, so a plug-in
-        # may raise anything, and the spec says a summary never fails the call. The class name is
-        # kept as the reason; the traceback goes to the log, not to the caller.
+        # may raise anything, and a summary never fails the call (docs/how-it-works.md, "Sessions and
+        # summaries"). The class name is kept as the reason; the traceback goes to the log, not to the caller.
         log.warning("miniSummary provider raised %s; using the extractive fallback", type(exc).__name__,
                     exc_info=True)
         return fallback(provider_error_reason(exc))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from memory_core.embedding import local as embedding
-from memory_core.embedding.local import Embedder, HashEmbedder, MiniLMEmbedder
+from memory_core.embedding.api import Embedder, embed_query
+from memory_core.embedding.local import HashEmbedder, MiniLMEmbedder
 from memory_core.embedding.runtime import session_of
 from memory_core.errors import EmbeddingError
 from tests.support.paths import ROOT
@@ -80,7 +81,7 @@ def test_texts_of_mixed_lengths_get_their_own_vectors_at_every_batch_size(minilm
 
 def test_the_threads_setting_reaches_the_model_runs() -> None:
     from memory_core.open import build_embedder
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
 
     one = build_embedder(load_settings(environ={"MEMORY_CORE_EMBEDDING_THREADS": "1"}))
     default = build_embedder(load_settings(environ={}))
@@ -180,7 +181,7 @@ def test_the_query_session_checks_the_model_file_it_loads(monkeypatch: pytest.Mo
 
 def test_embed_query_falls_back_to_embed_for_embedders_without_it() -> None:
     fake = HashEmbedder()
-    assert embedding.embed_query(fake, ["the kiln"]) == fake.embed(["the kiln"])
+    assert embed_query(fake, ["the kiln"]) == fake.embed(["the kiln"])
 
 
 def test_trimming_the_heap_is_a_no_op_where_the_c_library_has_no_malloc_trim(monkeypatch: pytest.MonkeyPatch) -> None:

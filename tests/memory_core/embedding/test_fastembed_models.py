@@ -16,10 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.embedding.local import Embedder, FastEmbedEmbedder, HashEmbedder, MiniLMEmbedder
+from memory_core.embedding.api import Embedder
+from memory_core.embedding.local import FastEmbedEmbedder, HashEmbedder, MiniLMEmbedder
 from memory_core.errors import ConfigError, EmbeddingError, MemoryCoreError
 from memory_core.open import build_embedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tools.cli.app import app
 
 BGE = "BAAI/bge-small-en-v1.5"
@@ -98,7 +99,7 @@ def test_a_directory_written_with_mpnet_names_the_way_to_move_it_and_export_stil
     data = tmp_path / "old"
     with MemoryCore.open(data, settings=load_settings(environ={}), embedder=HashEmbedder()) as core:
         core.add_memory("acme", "s", "a", "the kiln is fired on thursdays")
-        with core.graph.transaction() as tx:  # as the removed provider recorded it
+        with core._graph.transaction() as tx:  # as the removed provider recorded it
             tx.set_meta("embedder", "all-mpnet-base-v2-onnx/768", overwrite=True)
     runner = CliRunner()
     env = {"MEMORY_CORE_EMBEDDING_PROVIDER": "hash"}

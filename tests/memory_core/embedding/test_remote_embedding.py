@@ -11,7 +11,7 @@ import pytest
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.fake_llm import EMBEDDING_DIM, FakeLLM, fake_llm, status
 
 
@@ -55,7 +55,7 @@ def test_a_provider_that_is_down_fails_the_add_and_writes_nothing(tmp_path: Path
         with pytest.raises(MemoryCoreError) as err:
             core.add_memory("acme", "s", "a", "never stored")
         assert err.value.code == "EMBEDDING_UNAVAILABLE"
-        assert core.graph.count("acme") == 0 and core.vectors.count("acme") == 0
+        assert core._graph.count("acme") == 0 and core._vectors.count("acme") == 0
 
 
 @pytest.mark.slow
@@ -76,7 +76,7 @@ def test_a_store_refuses_to_open_with_a_different_embedder(provider: FakeLLM, tm
     assert err.value.code == "EMBEDDER_MISMATCH" and isinstance(err.value, ConfigError)
     assert "litellm:openai/fake-embedder" in err.value.message
     with open_remote(tmp_path / "d", provider.api_base) as core:  # the original settings still open it
-        assert core.graph.count("acme") == 1
+        assert core._graph.count("acme") == 1
 
 
 def test_litellm_provider_without_a_model_fails_at_start(tmp_path: Path) -> None:

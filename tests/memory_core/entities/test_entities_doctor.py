@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import MemoryCore
-from memory_core.operator.doctor.run import check, repair
+from memory_core.operator.doctor.run import check_stores, repair_stores
 from tests.support.backends import open_core
 from tests.support.sqlite import sqlite_db
 
@@ -33,8 +33,8 @@ def test_deleting_memories_leaves_no_finding_and_an_unmentioned_entity_stays(cor
     refs = _populate(core)
     for ref in refs[:2]:
         assert core.delete_memory("acme", ref)
-    assert check(core).findings == []
-    assert core.graph.all_mentions("acme") == [] and len(core.graph.entity_records("acme")) == 2
+    assert check_stores(core.operator_parts()).findings == []
+    assert core._graph.all_mentions("acme") == [] and len(core._graph.entity_records("acme")) == 2
     assert core.list_entities("acme") == []
 
 
@@ -44,10 +44,10 @@ def test_mentions_and_relations_whose_memory_or_entity_is_gone_are_found_and_del
     with sqlite_db(core).transaction() as cur:  # damage below the service: rows removed by hand
         cur.execute("INSERT INTO mentions VALUES (777, (SELECT min(id) FROM entities), 'acme', 1, 1, 'ann')")
         cur.execute("DELETE FROM entities WHERE id = (SELECT max(id) FROM entities WHERE tenant = 'acme')")
-    found = sorted((f.ref, f.detail) for f in check(core).findings if f.kind == "dangling_edge")
+    found = sorted((f.ref, f.detail) for f in check_stores(core.operator_parts()).findings if f.kind == "dangling_edge")
     assert sorted(ref for ref, _ in found) == sorted(["mem:777", refs[0], refs[0], refs[1]])
     assert any("RELATED" in detail for _, detail in found)
-    report = repair(core)
+    report = repair_stores(core.operator_parts())
     assert report.ok and len([r for r in report.repairs if r.kind == "dangling_edge"]) == 4
     assert [e.name for e in core.list_entities("acme")] == ["Alice"]
     assert [e.name for e in core.list_entities("globex")] == ["Gateway"]

@@ -45,11 +45,11 @@ def _names(core: MemoryCore) -> dict[str, str | None]:
 
 def test_the_model_s_entities_and_relations_are_linked_after_the_add(core: MemoryCore, llm: FakeLLM) -> None:
     ref = core.add_memory("acme", "s1", "ann", "she joined the company last week").ref
-    assert core.entity_worker is not None and core.entity_worker.drain(120)
+    assert core._entity_worker is not None and core._entity_worker.drain(120)
     assert _names(core) == {"Zeta Corp": "org", "Priya": "person"}  # the invalid items were dropped
-    priya = core.graph.entity_by_name("acme", "priya", None)
-    assert priya is not None and core.graph.entity_mentions("acme", [priya.id], None) == {priya.id: [int(ref[4:])]}
-    assert [r.label for r in core.graph.entity_relations("acme", [priya.id], None)] == ["works at"]
+    priya = core._graph.entity_by_name("acme", "priya", None)
+    assert priya is not None and core._graph.entity_mentions("acme", [priya.id], None) == {priya.id: [int(ref[4:])]}
+    assert [r.label for r in core._graph.entity_relations("acme", [priya.id], None)] == ["works at"]
     assert "she joined the company" in json.dumps(llm.requests[-1].body)
 
 
@@ -60,9 +60,9 @@ def test_a_failing_or_slow_model_never_fails_or_slows_an_add(core: MemoryCore, l
     started = time.monotonic()
     refs = [core.add_memory("acme", "s1", "ann", f"note {i}", entities=[{"name": "Declared"}]).ref for i in range(3)]
     assert time.monotonic() - started < 2.0 and len(set(refs)) == 3
-    assert core.entity_worker is not None and core.entity_worker.drain(120)
+    assert core._entity_worker is not None and core._entity_worker.drain(120)
     assert _names(core) == {"Declared": None}
-    assert core.entity_worker.stats.failed == 3 and core.entity_worker.stats.linked == 0
+    assert core._entity_worker.stats.failed == 3 and core._entity_worker.stats.linked == 0
 
 
 @pytest.mark.slow
@@ -70,8 +70,8 @@ def test_a_memory_deleted_before_the_model_answers_links_nothing(core: MemoryCor
     llm.default = slow(0.5, ANSWER)
     ref = core.add_memory("acme", "s1", "ann", "a note").ref
     assert core.delete_memory("acme", ref)
-    assert core.entity_worker is not None and core.entity_worker.drain(120)
-    assert core.graph.entity_records("acme") == []
+    assert core._entity_worker is not None and core._entity_worker.drain(120)
+    assert core._graph.entity_records("acme") == []
 
 
 def test_without_extract_entities_no_model_call_is_made(llm: FakeLLM, tmp_path: Path,
@@ -81,7 +81,7 @@ def test_without_extract_entities_no_model_call_is_made(llm: FakeLLM, tmp_path: 
     try:
         before = llm.request_count
         c.add_memory("acme", "s1", "ann", "a note")
-        assert c.entity_worker is None and llm.request_count == before
+        assert c._entity_worker is None and llm.request_count == before
     finally:
         c.close()
 

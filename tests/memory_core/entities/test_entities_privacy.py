@@ -13,7 +13,8 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
-from memory_core.operator.transfer import export_tenant, import_lines
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
 from tests.support.backends import open_core, store_backends
 
 
@@ -38,15 +39,15 @@ def test_another_agent_declaring_a_private_alias_gets_an_entity_of_its_own(core:
     core.add_memory("acme", "s1", "bob", "status", entities=[{"name": "nj", "aliases": ["Bird"]}])
     (his,) = core.list_entities("acme", viewer="bob")
     assert (his.name, his.aliases, his.kind) == ("nj", ("nj", "Bird"), None)
-    assert his.id != hers.id and core.graph.entity("acme", hers.id, "bob") is None
+    assert his.id != hers.id and core._graph.entity("acme", hers.id, "bob") is None
     assert _seen(core, "ann") == {"Project Nightjar": ("Project Nightjar", "Ann's secret codename", "NJ"),
                                   "nj": ("nj", "Bird")}
     for viewer in ("bob", None):
-        node = core.graph.entity_by_name("acme", "bird", viewer)
+        node = core._graph.entity_by_name("acme", "bird", viewer)
         assert node is not None and node.id == his.id and node.kind is None
-        assert core.graph.entity_by_name("acme", "ann's secret codename", viewer) is None
-        assert core.graph.entity_ids("acme", ["Project Nightjar", "Ann's secret codename"], viewer) == {}
-    mine = core.graph.entity_by_name("acme", "NJ", "ann")
+        assert core._graph.entity_by_name("acme", "ann's secret codename", viewer) is None
+        assert core._graph.entity_ids("acme", ["Project Nightjar", "Ann's secret codename"], viewer) == {}
+    mine = core._graph.entity_by_name("acme", "NJ", "ann")
     assert mine is not None and mine.id == hers.id  # her own name still names her entity for her
 
 
@@ -125,12 +126,12 @@ def test_an_export_and_import_keep_a_private_alias_private(core: MemoryCore, tmp
                     entities=[{"name": "Kestrel", "aliases": ["ann-kestrel"]}])
     core.add_memory("acme", "s1", "bob", "n", entities=[{"name": "Kestrel", "aliases": ["K"]}])
     core.add_memory("acme", "s1", "ann", "n", entities=[{"name": "Kestrel"}])
-    lines = [json.dumps(line) for line in export_tenant(core, "acme")]
+    lines = [json.dumps(line) for line in export_tenant(core.operator_parts(), "acme")]
     shared_lines = [json.loads(t) for t in lines if json.loads(t)["visibility"] == "tenant"]
     assert shared_lines and "ann-kestrel" not in json.dumps([line["entities"] for line in shared_lines])
     target = open_core(str(request.node.callspec.params["core"]), tmp_path / "b", request)
     try:
-        import_lines(target, lines, "acme")
+        import_lines(target.operator_parts(), lines, "acme")
         assert _seen(target, "bob") == _seen(core, "bob")
         assert _seen(target, "ann") == _seen(core, "ann")
         assert "ann-kestrel" not in json.dumps(_seen(target, "bob"))
@@ -143,7 +144,7 @@ def test_check_memory_lists_the_memorys_entities_as_the_viewer_sees_them(core: M
                     entities=[{"name": "Osprey", "kind": "project", "aliases": ["ann-osprey"]}])
     core.add_memory("acme", "s1", "ann", "n", entities=[{"name": "Osprey"}])  # ann makes "Osprey" public
     ref = core.add_memory("acme", "s1", "bob", "Osprey ships", entities=[{"name": "osprey", "aliases": ["OS"]}]).ref
-    osprey = core.graph.entity_by_name("acme", "OS", "bob")
+    osprey = core._graph.entity_by_name("acme", "OS", "bob")
     assert osprey is not None
     as_bob = core.check_memory("acme", ref, viewer="bob").neighbours["entities"]
     assert as_bob == [{"ref": osprey.ref, "name": "Osprey", "kind": "project", "aliases": ["Osprey", "OS"]}]
@@ -172,14 +173,14 @@ def test_an_imported_line_never_joins_another_agents_private_entity(core: Memory
     source = open_core(str(request.node.callspec.params["core"]), tmp_path / "src", request)
     try:
         source.add_memory("acme", "s9", "bob", "from elsewhere", entities=[{"name": "nightjar", "aliases": ["nj-7"]}])
-        lines = [json.dumps(line) for line in export_tenant(source, "acme")]
+        lines = [json.dumps(line) for line in export_tenant(source.operator_parts(), "acme")]
     finally:
         source.close()
-    import_lines(core, lines, "acme")
+    import_lines(core.operator_parts(), lines, "acme")
     (his,) = core.list_entities("acme", viewer="bob")
     assert (his.name, his.aliases, his.kind) == ("nightjar", ("nightjar", "nj-7"), None) and his.id != hers.id
     mine = {e.id: e for e in core.list_entities("acme", viewer="ann")}
     assert (mine[hers.id].name, mine[hers.id].aliases, mine[hers.id].kind) == ("Nightjar", ("Nightjar", "NJ-7"),
                                                                               "project")
-    import_lines(core, lines, "acme")  # a re-import writes nothing new
+    import_lines(core.operator_parts(), lines, "acme")  # a re-import writes nothing new
     assert {e.id for e in core.list_entities("acme", viewer="ann")} == {hers.id, his.id}

@@ -32,10 +32,10 @@ def test_declared_entities_and_relations_are_written_with_the_memory(core: Memor
         {"name": "Alice", "kind": "person"}], relations=[{"from": "alice", "to": "payments-api", "label": "owns"}]).ref
     assert _names(core) == {"Payments API": ("service", ("Payments API", "payments-api"), 1),
                             "Alice": ("person", ("Alice",), 1)}
-    api = core.graph.entity_by_name("acme", "payments api", None)
-    alice = core.graph.entity_by_name("acme", "ALICE", None)
+    api = core._graph.entity_by_name("acme", "payments api", None)
+    alice = core._graph.entity_by_name("acme", "ALICE", None)
     assert api is not None and alice is not None
-    assert [(r.src, r.dst, r.label, f"mem:{r.mem_id}") for r in core.graph.entity_relations("acme", [api.id], None)] \
+    assert [(r.src, r.dst, r.label, f"mem:{r.mem_id}") for r in core._graph.entity_relations("acme", [api.id], None)] \
         == [(alice.id, api.id, "owns", ref)]
 
 
@@ -61,19 +61,19 @@ def test_malformed_entities_or_relations_are_refused_before_anything_is_written(
     with pytest.raises(InvalidInputError) as err:
         core.add_memory("acme", "s1", "ann", "hello", entities=entities, relations=relations)
     assert err.value.code == "INVALID_INPUT" and err.value.fields["field"] == field
-    assert core.graph.count("acme") == 0 and core.graph.entity_records("acme") == []
+    assert core._graph.count("acme") == 0 and core._graph.entity_records("acme") == []
 
 
 def test_one_bad_item_in_a_batch_writes_none_of_it(core: MemoryCore) -> None:
     good = {"tenant": "acme", "session": "s1", "agent": "ann", "content": "a", "entities": [{"name": "Alice"}]}
     with pytest.raises(InvalidInputError):
         core.add_memories([good, {**good, "entities": [{"name": "Bob", "kind": 3}]}])
-    assert core.graph.count("acme") == 0 and core.graph.entity_records("acme") == []
+    assert core._graph.count("acme") == 0 and core._graph.entity_records("acme") == []
 
 
 def test_a_failing_graph_write_leaves_no_entity_and_no_memory(core: MemoryCore,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    original = core.graph.transaction
+    original = core._graph.transaction
 
     class Failing:
         def __init__(self, tx: Any) -> None:
@@ -93,13 +93,13 @@ def test_a_failing_graph_write_leaves_no_entity_and_no_memory(core: MemoryCore,
         with original() as tx:
             yield Failing(tx)
 
-    monkeypatch.setattr(core.graph, "transaction", failing)
+    monkeypatch.setattr(core._graph, "transaction", failing)
     with pytest.raises(Exception) as err:
         core.add_memory("acme", "s1", "ann", "hello", entities=[{"name": "Alice"}])
     assert getattr(err.value, "code", "").startswith("STORE")
     monkeypatch.undo()
-    assert core.graph.count("acme") == 0 and core.graph.entity_records("acme") == []
-    assert core.vectors.all_ids("acme") == set()
+    assert core._graph.count("acme") == 0 and core._graph.entity_records("acme") == []
+    assert core._vectors.all_ids("acme") == set()
 
 
 def test_a_private_memory_s_entities_are_listed_for_its_author_only(core: MemoryCore) -> None:
@@ -139,7 +139,7 @@ def test_deleting_a_memory_removes_its_mentions_and_the_unmentioned_entity_is_no
     core.add_memory("acme", "s1", "ann", "b", entities=[{"name": "Bob"}])
     assert core.delete_memory("acme", ref)
     assert _names(core) == {"Bob": (None, ("Bob",), 1)}
-    assert core.graph.all_relations("acme") == []
+    assert core._graph.all_relations("acme") == []
     assert core.add_memory("acme", "s1", "ann", "c", entities=[{"name": "alice"}]).created
     assert _names(core)["Alice"][2] == 1
 

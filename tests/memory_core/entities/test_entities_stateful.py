@@ -180,7 +180,7 @@ class EntityMachine(RuleBasedStateMachine):
         ids = self.entities.declare(tenant, agent, not private, specs)
         self.entities.mentions[res.ref] = set(ids)
         for (names, _kind), entity in zip(specs, ids, strict=True):  # the store resolves each name as its author
-            stored = self.core.graph.entity_ids(tenant, [names[0]], agent if private else None).get(names[0])
+            stored = self.core._graph.entity_ids(tenant, [names[0]], agent if private else None).get(names[0])
             assert stored is not None and self.stored[tenant].setdefault(entity, stored) == stored, "resolved apart"
         for rel in relations:
             src = self.entities.find(tenant, entity_norm(rel["from"]), agent, not private)
@@ -227,7 +227,7 @@ class EntityMachine(RuleBasedStateMachine):
     # ---- invariants ------------------------------------------------------------------------
     @invariant()
     def entities_match_the_model_for_every_tenant_and_viewer(self) -> None:
-        model, graph = self.entities, self.core.graph
+        model, graph = self.entities, self.core._graph
         live = {ref for t in TENANTS for ref in self.live[t]}
         for tenant in TENANTS:
             records = graph.entity_records(tenant)

@@ -122,3 +122,14 @@ def test_a_long_prose_memory_is_capped_at_max_mentions_in_text_order() -> None:
     out = extract_entities(" and ".join(f"Person{i} Smith" for i in range(1_000)))
     assert len(out) == MAX_MENTIONS
     assert [e.span for e in out] == sorted(e.span for e in out)
+
+
+@pytest.mark.parametrize("text", ["- Ask the on-call engineer", "[ ] Ask the on-call engineer",
+                                  "- [x] Send the summary", "1. Send the summary", "> Ask first", "| Ask | Send |"])
+def test_a_verb_after_a_markdown_marker_starts_a_sentence_and_is_no_name(text: str) -> None:
+    assert [e.name for e in extract_entities(text)] == []
+
+
+def test_names_after_markdown_markers_are_still_found() -> None:
+    assert [e.name for e in extract_entities("- [ ] Dana Ortiz reviews it\n| Acme Corp | owner |")] == [
+        "Dana Ortiz", "Acme Corp"]

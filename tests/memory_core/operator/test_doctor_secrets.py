@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from graph.api import RowFilter
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.operator.doctor.run import check, repair
+from memory_core.operator.doctor.run import check_stores, repair_stores
 from memory_core.operator.transfer import export_tenant
 from memory_core.secret_guard import detect
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.secrets_corpus import ALL_SECRETS, SAMPLES, file_leaks, leaks
 from tools.cli.app import app
 
@@ -42,7 +42,7 @@ def old_store(path: Path) -> list[str]:
 def test_the_scan_names_fields_and_kinds_of_stored_secrets_and_never_a_value(tmp_path: Path) -> None:
     refs = old_store(tmp_path / "data")
     with open_store(tmp_path / "data", "redact") as core:
-        report = check(core)
+        report = check_stores(core.operator_parts())
     found = [f for f in report.findings if f.kind == "secret_stored"]
     assert {f.ref for f in found} >= set(refs) and any(str(f.ref).startswith("ep:") for f in found)
     assert not [f for f in found if f.tenant == "globex"]
@@ -55,31 +55,31 @@ def test_the_scan_names_fields_and_kinds_of_stored_secrets_and_never_a_value(tmp
 def test_under_allow_stored_secrets_are_the_operators_choice(tmp_path: Path) -> None:
     old_store(tmp_path / "data")
     with open_store(tmp_path / "data", "allow") as core:
-        assert not [f for f in check(core).findings if f.kind == "secret_stored"]
-        assert check(core).ok
+        assert not [f for f in check_stores(core.operator_parts()).findings if f.kind == "secret_stored"]
+        assert check_stores(core.operator_parts()).ok
 
 
 def test_repair_redacts_every_store_and_the_words_of_a_secret_find_nothing(tmp_path: Path) -> None:
     refs = old_store(tmp_path / "data")
     token = next(v for s in WITH_SECRETS for k, v in s.secrets if k == "github-token")
     with open_store(tmp_path / "data", "redact") as core:
-        assert core.graph.lexical_phrases(RowFilter("acme"), [token.lower()], 10), "the token is indexed before"
-        report = repair(core)
+        assert core._graph.lexical_phrases(RowFilter("acme"), [token.lower()], 10), "the token is indexed before"
+        report = repair_stores(core.operator_parts())
         assert report.ok, [f.to_dict() for f in report.remaining or []]
         assert {r.ref for r in report.repairs if r.kind == "secret_stored"} >= set(refs)
         rows = core.get_contents("acme", refs).found
         assert len(rows) == len(refs) and all("[REDACTED:" in r.content for r in rows)
         assert rows[0].metadata == {"env": {"db_password": "[REDACTED:password]"}}
-        assert not core.graph.lexical_phrases(RowFilter("acme"), [token.lower()], 10)
-        documents = core.vectors.documents("acme", sorted(core.vectors.all_ids("acme")))
+        assert not core._graph.lexical_phrases(RowFilter("acme"), [token.lower()], 10)
+        documents = core._vectors.documents("acme", sorted(core._vectors.all_ids("acme")))
         assert not [ref for ref, (doc, _meta) in documents.items() if detect(doc)]
         reads = [json.dumps(r.to_dict()) for r in rows]
-        reads += [json.dumps(line) for line in export_tenant(core, "acme")]
+        reads += [json.dumps(line) for line in export_tenant(core.operator_parts(), "acme")]
         reads.append(json.dumps(core.summarize_session("acme", "s1").to_dict()))
         reads += [json.dumps(m.to_dict()) for m in core.recall("acme", token, limit=20).messages]
         assert leaks("\n".join(reads), ALL_SECRETS) == []
-        assert check(core).ok
-        again = repair(core)
+        assert check_stores(core.operator_parts()).ok
+        again = repair_stores(core.operator_parts())
         assert not [r for r in again.repairs if r.kind == "secret_stored"], "a second repair has nothing to do"
     graph_files = list((tmp_path / "data").glob("graph.sqlite3*"))
     assert graph_files and not [f for f in file_leaks(tmp_path / "data", ALL_SECRETS) if f.startswith("graph")]

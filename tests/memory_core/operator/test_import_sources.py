@@ -21,9 +21,9 @@ from typer.testing import CliRunner
 from memory_core import MemoryCore
 from memory_core.errors import NotFoundError
 from memory_core.importers import import_source
-from memory_core.operator.doctor.run import check
+from memory_core.operator.doctor.run import check_stores
 from memory_core.operator.transfer import export_tenant
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import open_core, store_backends
 from tests.support.paths import ROOT
@@ -49,7 +49,7 @@ def sqlite_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Mem
 
 
 def rows(core: MemoryCore, tenant: str = "acme") -> list[dict[str, Any]]:
-    return list(export_tenant(core, tenant))
+    return list(export_tenant(core.operator_parts(), tenant))
 
 
 def related_names(core: MemoryCore, name: str, tenant: str = "acme") -> dict[str, str]:
@@ -62,7 +62,7 @@ def related_names(core: MemoryCore, name: str, tenant: str = "acme") -> dict[str
 
 @pytest.mark.slow
 def test_an_mcp_memory_graph_imports_and_recall_and_related_find_what_it_knew(store: MemoryCore) -> None:
-    report = import_source(store, "mcp-memory", MCP, "acme")
+    report = import_source(store.operator_parts(), "mcp-memory", MCP, "acme")
     assert (report.errors, report.written, report.skipped) == (0, 17, 0)
     assert report.by_kind == {"observation": {"read": 11, "written": 11, "skipped": 0},
                               "entity": {"read": 1, "written": 1, "skipped": 0},
@@ -83,35 +83,36 @@ def test_an_mcp_memory_graph_imports_and_recall_and_related_find_what_it_knew(st
     assert alice.mentions >= 6  # four observations (both spellings) and two relations
     long = next(r for r in rows(store) if r["content"].startswith("Ledger Service: Quarterly planning"))
     assert len(long["content"]) > 14_000 and long["metadata"]["mcp-memory"]["entityType"] == "Software Project"
-    assert check(store).ok
+    assert check_stores(store.operator_parts()).ok
     assert_stores_agree(store)
 
 
 def test_importing_the_same_memory_json_again_adds_nothing(sqlite_store: MemoryCore) -> None:
-    import_source(sqlite_store, "mcp-memory", MCP, "acme")
+    import_source(sqlite_store.operator_parts(), "mcp-memory", MCP, "acme")
     before = rows(sqlite_store)
-    again = import_source(sqlite_store, "mcp-memory", MCP, "acme")
+    again = import_source(sqlite_store.operator_parts(), "mcp-memory", MCP, "acme")
     assert (again.written, again.skipped, again.errors) == (0, 17, 0)
     assert rows(sqlite_store) == before
 
 
 def test_a_newer_memory_json_adds_only_what_is_new(sqlite_store: MemoryCore, tmp_path: Path) -> None:
-    import_source(sqlite_store, "mcp-memory", MCP, "acme")
+    import_source(sqlite_store.operator_parts(), "mcp-memory", MCP, "acme")
     newer = tmp_path / "memory.json"
     newer.write_text(MCP.read_text(encoding="utf-8") + json.dumps(
         {"type": "entity", "name": "Acme Corp", "entityType": "organization",
          "observations": ["Opened an office in Lisbon"]}) + "\n", encoding="utf-8")
-    report = import_source(sqlite_store, "mcp-memory", newer, "acme")
+    report = import_source(sqlite_store.operator_parts(), "mcp-memory", newer, "acme")
     assert (report.written, report.skipped) == (1, 17)
 
 
 def test_the_import_reaches_no_other_tenant(sqlite_store: MemoryCore) -> None:
-    import_source(sqlite_store, "mcp-memory", MCP, "acme")
+    import_source(sqlite_store.operator_parts(), "mcp-memory", MCP, "acme")
     assert sqlite_store.recall("globex", "payments team").messages == []
     with pytest.raises(NotFoundError):
         sqlite_store.related("globex", "Alice Chen")
     assert sqlite_store.list_entities("globex") == []
-    dry = import_source(sqlite_store, "mcp-memory", MCP, "globex", dry_run=True)  # acme's keys are not globex's
+    # acme's keys are not globex's
+    dry = import_source(sqlite_store.operator_parts(), "mcp-memory", MCP, "globex", dry_run=True)
     assert (dry.written, dry.skipped) == (17, 0)
 
 
@@ -132,7 +133,7 @@ def broken_mcp(tmp_path: Path) -> Path:
 
 def test_malformed_input_stops_the_import_naming_file_line_and_field(sqlite_store: MemoryCore,
                                                                      tmp_path: Path) -> None:
-    report = import_source(sqlite_store, "mcp-memory", broken_mcp(tmp_path), "acme")
+    report = import_source(sqlite_store.operator_parts(), "mcp-memory", broken_mcp(tmp_path), "acme")
     assert report.written == 2 and report.errors == 1
     assert report.stopped_at == {"file": "memory.json", "line": 3, "field": None}
     assert report.error_items[0]["message"].startswith("Not JSON")
@@ -140,7 +141,7 @@ def test_malformed_input_stops_the_import_naming_file_line_and_field(sqlite_stor
 
 
 def test_skip_bad_imports_every_good_item_and_lists_the_rest(sqlite_store: MemoryCore, tmp_path: Path) -> None:
-    report = import_source(sqlite_store, "mcp-memory", broken_mcp(tmp_path), "acme", skip_bad=True)
+    report = import_source(sqlite_store.operator_parts(), "mcp-memory", broken_mcp(tmp_path), "acme", skip_bad=True)
     refused = [(e["line"], e["field"], e["code"]) for e in report.error_items]
     assert refused == [(3, None, "INVALID_INPUT"), (4, "name", "INVALID_INPUT"), (5, "relationType", "INVALID_INPUT"),
                        (6, "observations[0]", "CONTENT_TOO_LARGE"), (7, "observations[1]", "INVALID_INPUT"),
@@ -152,16 +153,16 @@ def test_skip_bad_imports_every_good_item_and_lists_the_rest(sqlite_store: Memor
 
 def test_a_dry_run_writes_nothing_and_reports_counts_and_the_first_rows(sqlite_store: MemoryCore,
                                                                        tmp_path: Path) -> None:
-    report = import_source(sqlite_store, "mcp-memory", MCP, "acme", dry_run=True)
+    report = import_source(sqlite_store.operator_parts(), "mcp-memory", MCP, "acme", dry_run=True)
     assert rows(sqlite_store) == [] and sqlite_store.list_entities("acme") == []
     assert (report.written, report.entities, report.relations, report.sessions) == (17, 6, 5, 1)
     assert [s["content"] for s in report.sample[:2]] == ["Alice Chen: Leads the payments team",
                                                          "Alice Chen: Prefers async standups over meetings"]
     assert report.sample[0]["entities"] == ["Alice Chen"] and len(report.sample) == 5
-    broken = import_source(sqlite_store, "mcp-memory", broken_mcp(tmp_path), "acme", dry_run=True)
+    broken = import_source(sqlite_store.operator_parts(), "mcp-memory", broken_mcp(tmp_path), "acme", dry_run=True)
     assert broken.errors == 6 and broken.stopped_at is None and rows(sqlite_store) == []
-    import_source(sqlite_store, "mcp-memory", MCP, "acme")
-    again = import_source(sqlite_store, "mcp-memory", MCP, "acme", dry_run=True)
+    import_source(sqlite_store.operator_parts(), "mcp-memory", MCP, "acme")
+    again = import_source(sqlite_store.operator_parts(), "mcp-memory", MCP, "acme", dry_run=True)
     assert (again.written, again.skipped, again.sample) == (0, 17, [])
 
 
@@ -169,7 +170,7 @@ def test_a_dry_run_writes_nothing_and_reports_counts_and_the_first_rows(sqlite_s
 
 @pytest.mark.slow
 def test_basic_memory_notes_become_sessions_typed_observations_and_declared_relations(store: MemoryCore) -> None:
-    report = import_source(store, "basic-memory", FIXTURES / "basic-memory", "acme")
+    report = import_source(store.operator_parts(), "basic-memory", FIXTURES / "basic-memory", "acme")
     assert report.errors == 0 and report.sessions == 3
     assert report.by_kind["observation"]["written"] == 9 and report.by_kind["relation"]["written"] == 7
     by_content = {r["content"]: r for r in rows(store)}
@@ -195,14 +196,14 @@ def test_basic_memory_notes_become_sessions_typed_observations_and_declared_rela
     assert kinds["Platform Roadmap"] == "note"  # title from its first heading: the notes linking it find it
     assert "Søren Kierkegaard-Hansen" in kinds
     assert all(".basic-memory" not in str(r["metadata"]) for r in rows(store))
-    assert (import_source(store, "basic-memory", FIXTURES / "basic-memory", "acme").written) == 0
-    assert check(store).ok
+    assert (import_source(store.operator_parts(), "basic-memory", FIXTURES / "basic-memory", "acme").written) == 0
+    assert check_stores(store.operator_parts()).ok
 
 
 # ---- mem0 -----------------------------------------------------------------------------------------------
 
 def test_mem0_memories_keep_their_user_agent_run_metadata_and_times(sqlite_store: MemoryCore) -> None:
-    report = import_source(sqlite_store, "mem0", FIXTURES / "mem0" / "get_all.json", "acme")
+    report = import_source(sqlite_store.operator_parts(), "mem0", FIXTURES / "mem0" / "get_all.json", "acme")
     assert (report.errors, report.written) == (0, 7)
     got = {(r["content"], r["session"]): r for r in rows(sqlite_store)}
     seats = got["Prefers window seats on long flights", "trip-2026-03"]
@@ -215,10 +216,10 @@ def test_mem0_memories_keep_their_user_agent_run_metadata_and_times(sqlite_store
     assert got["Allergic to peanuts", "user:alice"]["agent"] == "mem0"
     zurich = got["Lives in Zürich and commutes by tram 🚋", "user:alice"]
     assert zurich["timestamp"] == "2026-01-07T10:00:00.000000+00:00"  # no zone: UTC
-    assert len(zurich["metadata"]["mem0"]["hash"]) == 32  # computed as mem0 does when the export has none
+    assert "hash" not in zurich["metadata"]["mem0"]  # never computed here: a hash of the clear text is not kept
     near = {name.casefold(): via for name, via in related_names(sqlite_store, "alice").items()}
     assert near["zürich"] == "RELATED:lives_in"
-    jsonl = import_source(sqlite_store, "mem0", FIXTURES / "mem0" / "memories.jsonl", "acme")
+    jsonl = import_source(sqlite_store.operator_parts(), "mem0", FIXTURES / "mem0" / "memories.jsonl", "acme")
     assert (jsonl.written, jsonl.skipped) == (0, 2)  # the same memories, one a line: nothing new
 
 
@@ -227,15 +228,16 @@ def test_a_mem0_export_names_the_line_and_field_of_a_bad_memory(sqlite_store: Me
     path.write_text(json.dumps({"results": [{"id": "a", "memory": "fine"}, {"id": "b", "memory": ""},
                                             {"id": "c", "memory": "bad time", "created_at": "yesterday"}]},
                                indent=2), encoding="utf-8")
-    report = import_source(sqlite_store, "mem0", path, "acme", skip_bad=True)
+    report = import_source(sqlite_store.operator_parts(), "mem0", path, "acme", skip_bad=True)
     assert [(e["line"], e["field"]) for e in report.error_items] == [(7, "memory"), (11, "created_at")]
     assert report.written == 1
 
 
 # ---- markdown -------------------------------------------------------------------------------------------
 
-def test_markdown_headings_become_sessions_and_blocks_memories(sqlite_store: MemoryCore) -> None:
-    report = import_source(sqlite_store, "markdown", FIXTURES / "markdown", "acme")
+def test_markdown_headings_become_sessions_and_blocks_memories(sqlite_store: MemoryCore, tmp_path: Path) -> None:
+    notes = shutil.copytree(FIXTURES / "markdown", tmp_path / "markdown")  # its own vault (no .git above it)
+    report = import_source(sqlite_store.operator_parts(), "markdown", notes, "acme")
     assert report.errors == 0
     sessions: dict[str, list[str]] = {}
     for r in rows(sqlite_store):
@@ -249,19 +251,20 @@ def test_markdown_headings_become_sessions_and_blocks_memories(sqlite_store: Mem
     assert sessions["notes-decisions"] == ["Loose notes before any heading go to the file's own session."]
     assert len(sessions["notes-decisions/decisions"]) == 2
     first = rows(sqlite_store)[0]
-    assert first["metadata"]["markdown"] == {"file": "CLAUDE.md", "headings": ["Project conventions"]}
+    assert first["metadata"]["markdown"] == {"file": "CLAUDE.md", "title": "Project conventions",
+                                             "headings": ["Project conventions"]}
     assert report.by_kind.keys() == {"paragraph", "item", "code", "table"}
     recalled = sqlite_store.recall("acme", "which tool enforces the line length").messages
     assert recalled[0].content == "Line length 120, enforced by ruff."
-    assert import_source(sqlite_store, "markdown", FIXTURES / "markdown", "acme").written == 0
+    assert import_source(sqlite_store.operator_parts(), "markdown", notes, "acme").written == 0
 
 
 def test_an_edited_markdown_file_adds_only_its_new_blocks(sqlite_store: MemoryCore, tmp_path: Path) -> None:
     claude = tmp_path / "CLAUDE.md"
     shutil.copy(FIXTURES / "markdown" / "CLAUDE.md", claude)
-    first = import_source(sqlite_store, "markdown", claude, "acme")
+    first = import_source(sqlite_store.operator_parts(), "markdown", claude, "acme")
     claude.write_text(claude.read_text(encoding="utf-8") + "\n- Never commit to main.\n", encoding="utf-8")
-    again = import_source(sqlite_store, "markdown", claude, "acme")
+    again = import_source(sqlite_store.operator_parts(), "markdown", claude, "acme")
     assert (again.written, again.skipped) == (1, first.written)
 
 
@@ -318,6 +321,6 @@ def test_timestamps_of_markdown_follow_the_file(sqlite_store: MemoryCore, tmp_pa
     import os
 
     os.utime(note, (when, when))
-    import_source(sqlite_store, "markdown", note, "acme")
+    import_source(sqlite_store.operator_parts(), "markdown", note, "acme")
     assert [r["timestamp"] for r in rows(sqlite_store)] == ["2025-06-01T12:00:00.000000+00:00",
                                                             "2025-06-01T12:00:00.000001+00:00"]

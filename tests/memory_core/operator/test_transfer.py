@@ -9,7 +9,9 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import InvalidTenantError, LockedError, SupersededError, TenantRequiredError
-from memory_core.operator.transfer import ExportLine, export_tenant, import_lines
+from memory_core.operator.export_format import ExportLine
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.operator.transfer import export_tenant
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import open_core
 
@@ -30,7 +32,7 @@ def populate(core: MemoryCore) -> None:
 
 
 def lines_of(core: MemoryCore, tenant: str) -> list[dict]:
-    return list(export_tenant(core, tenant))
+    return list(export_tenant(core.operator_parts(), tenant))
 
 
 def as_jsonl(lines: list[dict]) -> list[str]:
@@ -81,7 +83,7 @@ def test_import_into_an_empty_store_gives_identical_recall_and_recent_turn_pages
     core: MemoryCore, second: MemoryCore
 ) -> None:
     populate(core)
-    counts = import_lines(second, as_jsonl(lines_of(core, "acme")), "acme")
+    counts = import_lines(second.operator_parts(), as_jsonl(lines_of(core, "acme")), "acme")
     assert (counts.written, counts.skipped, counts.remapped, counts.errors) == (9, 0, 0, 0)
     assert counts.edges == 1  # the SUPERSEDES link between the two handoffs
     assert lines_of(second, "acme") == lines_of(core, "acme")
@@ -111,12 +113,12 @@ def test_import_into_an_empty_store_gives_identical_recall_and_recent_turn_pages
 def test_reimporting_the_same_file_writes_nothing_new(core: MemoryCore, second: MemoryCore) -> None:
     populate(core)
     file = as_jsonl(lines_of(core, "acme"))
-    import_lines(second, file, "acme")
+    import_lines(second.operator_parts(), file, "acme")
     before = lines_of(second, "acme")
-    again = import_lines(second, file, "acme")
+    again = import_lines(second.operator_parts(), file, "acme")
     assert (again.written, again.skipped, again.errors) == (0, 9, 0)
     assert lines_of(second, "acme") == before
-    again = import_lines(core, file, "acme")  # into the store it came from
+    again = import_lines(core.operator_parts(), file, "acme")  # into the store it came from
     assert (again.written, again.skipped) == (0, 9)
 
 
@@ -126,15 +128,15 @@ def test_rows_whose_ids_are_taken_get_new_refs_and_still_import_once(core: Memor
     for i in range(4):  # occupy ids 1..4 in the target with another tenant's rows
         second.add_memory("initech", "s", "x", f"unrelated row {i}")
     file = as_jsonl(lines_of(core, "acme"))
-    counts = import_lines(second, file, "acme")
+    counts = import_lines(second.operator_parts(), file, "acme")
     assert (counts.written, counts.remapped) == (9, 4)
     assert sorted(line["content"] for line in lines_of(second, "acme")) == sorted(
         line["content"] for line in lines_of(core, "acme"))
     handoffs = [line for line in lines_of(second, "acme") if line["type"] == "handoff"]
     assert {"kind": "SUPERSEDES", "node": handoffs[0]["ref"]} in handoffs[1]["edges"]
-    again = import_lines(second, file, "acme")
+    again = import_lines(second.operator_parts(), file, "acme")
     assert (again.written, again.skipped) == (0, 9)
-    assert second.graph.count("acme") == 9
+    assert second._graph.count("acme") == 9
 
 
 @pytest.mark.slow
@@ -153,9 +155,10 @@ def test_import_refuses_lines_of_another_tenant_and_malformed_lines_without_writ
         "\n",
         json.dumps(good) + "\n",
     ]
-    stopped = import_lines(second, lines, "acme")  # by default the import stops at the first refused line
+    # by default the import stops at the first refused line
+    stopped = import_lines(second.operator_parts(), lines, "acme")
     assert (stopped.lines, stopped.written, stopped.errors, stopped.stopped_at) == (1, 0, 1, 1)
-    counts = import_lines(second, lines, "acme", skip_bad=True)
+    counts = import_lines(second.operator_parts(), lines, "acme", skip_bad=True)
     assert (counts.lines, counts.written, counts.errors, counts.stopped_at) == (6, 1, 5, None)
     assert [e["code"] for e in counts.error_lines] == [
         "TENANT_MISMATCH", "INVALID_INPUT", "INVALID_INPUT", "INVALID_INPUT", "INVALID_INPUT"]
@@ -163,7 +166,7 @@ def test_import_refuses_lines_of_another_tenant_and_malformed_lines_without_writ
     assert lines_of(second, "globex") == []
     assert [line["content"] for line in lines_of(second, "acme")] == [good["content"]]
     with pytest.raises(TenantRequiredError):
-        import_lines(second, as_jsonl([good]), "")
+        import_lines(second.operator_parts(), as_jsonl([good]), "")
 
 
 def _versioned(core: MemoryCore) -> dict[str, str]:
@@ -184,7 +187,7 @@ def test_export_and_import_carry_version_chains_their_ends_and_locks(core: Memor
     lines = {line["ref"]: line for line in lines_of(core, "acme")}
     assert lines[refs["v2"]]["supersedes"] == refs["v1"] and lines[refs["v1"]]["superseded"] is True
     assert lines[refs["v3"]]["locked"] is True and lines[refs["v3"]]["valid_to"] is None
-    counts = import_lines(second, as_jsonl(list(lines.values())), "acme")
+    counts = import_lines(second.operator_parts(), as_jsonl(list(lines.values())), "acme")
     assert (counts.written, counts.states, counts.errors) == (6, 6, 0)
     assert lines_of(second, "acme") == lines_of(core, "acme")
     assert [r.ref for r in second.history("acme", refs["v1"])] == [refs["v1"], refs["v2"], refs["v3"]]
@@ -203,12 +206,12 @@ def test_reimporting_versions_writes_nothing_new_even_under_new_refs(core: Memor
     for i in range(3):  # occupy ids so the chain is remapped: links follow the new refs
         second.add_memory("initech", "s", "x", f"unrelated row {i}")
     file = as_jsonl(lines_of(core, "acme"))
-    first = import_lines(second, file, "acme")
+    first = import_lines(second.operator_parts(), file, "acme")
     assert first.remapped == 3 and first.states == 6
     mapped = first.refs
     chain = second.history("acme", mapped[refs["v3"]])
     assert [r.ref for r in chain] == [mapped[refs["v1"]], mapped[refs["v2"]], mapped[refs["v3"]]]
-    again = import_lines(second, file, "acme")
+    again = import_lines(second.operator_parts(), file, "acme")
     assert (again.written, again.states, again.skipped) == (0, 0, 6)
-    again = import_lines(core, file, "acme")  # into the store it came from
+    again = import_lines(core.operator_parts(), file, "acme")  # into the store it came from
     assert (again.written, again.states) == (0, 0)

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.ui_store import OPERATOR_TOKEN, ui_settings
 from tools.cli.app import app
 from tools.ui import standalone_app
@@ -41,9 +41,9 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
             core.add_memory("globex", "g1", "zed", f"globex turn {i}")
         lost = core.add_memory("initech", "i1", "bo", "initech turn 0").ref
         core.add_memory("initech", "i1", "bo", "initech turn 1")
-        core.vectors.delete("initech", [lost])
+        core._vectors.delete("initech", [lost])
         core.add_memory("hooli", "h1", "gav", "hooli turn")
-        core.vectors.delete("hooli", [core.summarize_session("hooli", "h1").ref])
+        core._vectors.delete("hooli", [core.summarize_session("hooli", "h1").ref])
     yield path
 
 
@@ -96,13 +96,14 @@ def test_the_inspector_flags_only_real_disagreement(data_dir: Path) -> None:
 
 
 def test_every_vector_backend_counts_episode_vectors_apart_and_only_in_their_tenant(core: MemoryCore) -> None:
-    from memory_core.operator.stats import Operator
+    from memory_core.operator.stats import list_tenants
 
     for i in range(3):
         core.add_memory("acme", "s1", "ann", f"turn {i} about the harvest")
     core.summarize_session("acme", "s1")
     core.add_memory("globex", "g1", "zed", "globex turn")
-    counts = {t.tenant: (t.memories, t.vectors, t.episodes, t.episode_vectors) for t in Operator(core).tenants()}
+    counts = {t.tenant: (t.memories, t.vectors, t.episodes, t.episode_vectors)
+              for t in list_tenants(core.operator_parts())}
     assert counts == {"acme": (3, 3, 1, 1), "globex": (1, 1, 0, 0)}
-    assert core.vectors.count("globex", {"kind": "episode"}) == 0
-    assert core.vectors.count("acme", {"kind": "episode"}) == 1 and core.vectors.count("acme") == 4
+    assert core._vectors.count("globex", {"kind": "episode"}) == 0
+    assert core._vectors.count("acme", {"kind": "episode"}) == 1 and core._vectors.count("acme") == 4

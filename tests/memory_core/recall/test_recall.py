@@ -212,6 +212,20 @@ def test_limit_beyond_the_scan_window_is_refused(core: MemoryCore, limit: object
     assert err.value.code == "INVALID_INPUT"
 
 
+def test_an_option_recall_does_not_know_is_refused_by_name(core: MemoryCore) -> None:
+    core.add_memory("acme", "s", "a", "The kiln fires on Thursday.")
+    context = [{"role": "user", "content": "when does the kiln fire?"}]
+    for recall in (lambda **o: core.recall("acme", "kiln", **o),  # type: ignore[arg-type]
+                   lambda **o: core.recall_with_context("acme", "kiln", context, **o)):  # type: ignore[arg-type]
+        with pytest.raises(MemoryCoreError) as err:
+            recall(limitt=3, bogus=1)  # a typo must not silently change nothing
+        assert err.value.code == "INVALID_INPUT"
+        assert "'limitt'" in err.value.message and "'bogus'" in err.value.message
+        assert "'limit'" in err.value.message  # the option it probably meant
+        assert err.value.fields["field"] == "limitt"
+        assert recall(limit=3).messages  # the known ones still work
+
+
 def test_the_library_accepts_limits_up_to_the_scan_window(core: MemoryCore) -> None:
     core.add_memories([{"tenant": "acme", "session": "s", "agent": "a", "content": f"fact {i} about llamas"}
                        for i in range(120)])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +55,7 @@ class _TopicEmbedder:
 
 def test_a_when_question_ranks_the_matching_row_that_says_when_first(tmp_path: Path, request: pytest.FixtureRequest,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(presets.PRESETS, "no-answer-type", replace(presets.PRESETS["balanced"], w_answer=0.0))
+    monkeypatch.setitem(presets.PRESETS, "no-answer-type", presets.PRESETS["balanced"].tuned({"answer.weight": 0.0}))
     core = open_core("memory", tmp_path / "d", request, embedder=_TopicEmbedder())
     try:
         core.add_memory("acme", "s1", "Maria", "Maria: the beach trip was lovely")
@@ -76,7 +75,7 @@ def test_a_when_question_ranks_the_matching_row_that_says_when_first(tmp_path: P
 
 def test_a_row_that_ends_by_asking_ranks_below_one_that_tells(tmp_path: Path, request: pytest.FixtureRequest,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(presets.PRESETS, "no-asking", replace(presets.PRESETS["balanced"], asking_penalty=0.0))
+    monkeypatch.setitem(presets.PRESETS, "no-asking", presets.PRESETS["balanced"].tuned({"answer.asking_penalty": 0.0}))
     core = open_core("memory", tmp_path / "d", request, embedder=_TopicEmbedder())
     try:
         tells = core.add_memory("acme", "s1", "Maria", "Maria: the beach trip was lovely").ref

@@ -17,11 +17,12 @@ from typer.testing import CliRunner
 
 from memory_core import MemoryCore
 from memory_core.recall.collapse import Copy, collapse, fact_key
-from memory_core.settings.schema import Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
 from tests.support.backends import open_core
+from tests.support.mcp_in_process import served
 from tools.cli.app import app
 from tools.mcp.preview import expand_rows
-from tools.mcp.server import build_server
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 FLAGS = "Ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml."
@@ -163,7 +164,7 @@ async def test_the_recall_tools_return_one_row_per_fact_with_its_repeats(tmp_pat
     data, settings, refs = restated_store(tmp_path)
     query = {"tenant": "acme", "query": "where does ledger-svc read its feature flags from", "limit": 5}
     context = [{"role": "user", "content": "which config file?"}]
-    async with Client(build_server(settings, data_dir=str(data))) as client:
+    async with Client(served(settings, str(data))) as client:
         for tool, extra in (("recall", {}), ("recall_with_context", {"context": context})):
             rows = expand_rows((await client.call_tool(tool, {**query, **extra})).structured_content or {})
             flags = [r for r in rows if "/etc/flags/" in r["content"]]

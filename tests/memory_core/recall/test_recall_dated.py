@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from concurrent.futures import Future
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,7 +46,7 @@ def test_a_day_the_question_names_brings_its_row_into_a_busy_tenant(core: Memory
     row = next(m for m in res.messages if m.ref == wanted)
     assert row.match_reason is not None and row.match_reason["time"] == 1.0
     # without the branch the day's row is not near enough to the question to join the pools
-    monkeypatch.setitem(presets.PRESETS, "balanced", replace(presets.PRESETS["balanced"], dated_pool=0))
+    monkeypatch.setitem(presets.PRESETS, "balanced", presets.PRESETS["balanced"].tuned({"dated.pool": 0}))
     assert wanted not in _refs(core)
 
 

@@ -5,17 +5,18 @@ presets are untouched."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from memory_core.embedding.local import HashEmbedder, MiniLMEmbedder
-from memory_core.recall import scoring
+from memory_core.recall import fusion
+from memory_core.recall.branches.api import Hit
+from memory_core.recall.engine import BRANCHES
+from memory_core.recall.pool import Candidate, Pool
 from memory_core.recall.presets import EMBEDDER_DEFAULTS, PRESETS, resolve_preset
-from memory_core.recall.scoring import Candidate
 from memory_core.service import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 
 SETTINGS = load_settings(environ={}).recall
 STRONGER = "a-stronger-model"  # an embedder measured with bench.quality.tune to want a lighter own-text weight
@@ -23,33 +24,33 @@ STRONGER = "a-stronger-model"  # an embedder measured with bench.quality.tune to
 
 @pytest.fixture(autouse=True)
 def stronger_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(EMBEDDER_DEFAULTS, STRONGER, {"w_own": 0.3})
+    monkeypatch.setitem(EMBEDDER_DEFAULTS, STRONGER, {"lexical.own": 0.3})
 
 
 def test_balanced_takes_the_embedders_own_text_weight() -> None:
-    assert resolve_preset(None, SETTINGS, STRONGER).w_own == 0.3
-    assert resolve_preset(None, SETTINGS, MiniLMEmbedder.name).w_own is None
-    assert resolve_preset(None, SETTINGS, None).w_own is None
+    assert resolve_preset(None, SETTINGS, STRONGER).lexical.own == 0.3
+    assert resolve_preset(None, SETTINGS, MiniLMEmbedder.name).lexical.own is None
+    assert resolve_preset(None, SETTINGS, None).lexical.own is None
 
 
 @pytest.mark.parametrize("name", ["lexical", "semantic", "rsf", "rrf", "vector"])
 def test_a_preset_that_sets_the_weight_keeps_it_whatever_the_embedder(name: str) -> None:
-    assert resolve_preset(name, SETTINGS, STRONGER).w_own == PRESETS[name].w_own is not None
+    assert resolve_preset(name, SETTINGS, STRONGER).lexical.own == PRESETS[name].lexical.own is not None
 
 
 def _scored(w_own: float | None) -> dict[int, Candidate]:
-    cands = {1: Candidate(1, dialogue=False, cosine=0.5, turn=4.0),  # a note matched on its own text
-             2: Candidate(2, dialogue=True, cosine=0.5, window=4.0, turn=4.0),  # a turn, same evidence
-             3: Candidate(3, dialogue=False, cosine=0.9)}  # the vector branch's best
-    cfg = replace(PRESETS["balanced"], w_own=w_own)
-    scoring.base_scores(cands, cfg, vector_full=False, named=frozenset(), authors={})
+    cands = {1: Candidate(1, dialogue=False, hits={"vector": Hit(1, 0.5), "bm25": Hit(1, 0.0, turn=4.0)}),  # a note
+             2: Candidate(2, dialogue=True, hits={"vector": Hit(2, 0.5), "bm25": Hit(2, 4.0, turn=4.0)}),  # a turn
+             3: Candidate(3, dialogue=False, hits={"vector": Hit(3, 0.9)})}  # the vector branch's best
+    cfg = PRESETS["balanced"].tuned({"lexical.own": w_own})
+    fusion.fuse(Pool(None, None, None, cfg, 10, cands=cands, branches=BRANCHES))  # type: ignore[arg-type]
     return cands
 
 
 def test_the_own_text_weight_scales_non_dialogue_rows_only() -> None:
     default, light = _scored(None), _scored(0.3)
     cfg = PRESETS["balanced"]
-    lex = (cfg.w_window + cfg.w_turn) - 0.3  # the lexical weight the note lost
+    lex = (cfg.lexical.window + cfg.lexical.turn) - 0.3  # the lexical weight the note lost
     assert light[1].base == pytest.approx(default[1].base - lex)
     assert light[2].base == pytest.approx(default[2].base)  # the dialogue turn: window + turn, as before
     assert light[3].base == pytest.approx(default[3].base)

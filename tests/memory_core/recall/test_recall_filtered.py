@@ -56,10 +56,10 @@ def cosines(core: MemoryCore, f: RecallFilters, query: list[float]) -> dict[str,
     """Every row the filter admits, with its exact cosine (HashEmbedder vectors are unit length)."""
     q = np.asarray(query)
     out = {}
-    for mem_id in core.graph.memory_ids("acme"):
-        attrs = core.graph.memory("acme", mem_id)
+    for mem_id in core._graph.memory_ids("acme"):
+        attrs = core._graph.memory("acme", mem_id)
         if attrs is not None and f.admits(attrs):
-            text = core.graph.contents("acme", [mem_id])[mem_id]
+            text = core._graph.contents("acme", [mem_id])[mem_id]
             out[f"mem:{mem_id}"] = float(np.asarray(HashEmbedder().embed([text])[0]) @ q)
     return out
 
@@ -87,7 +87,7 @@ def test_the_vector_pool_under_a_filter_is_the_brute_force_top_n_of_the_rows_it_
     admitted = cosines(store, f, query)
     assert admitted, "every filter here admits some rows"
     for pool in (5, 20):
-        hits, path = filtered_hits(store.graph, store.vectors, f, query, pool)
+        hits, path = filtered_hits(store._graph, store._vectors, f, query, pool)
         got = [h.id for h in hits]
         assert set(got) <= set(admitted), (path, set(got) - set(admitted))  # no row the filter refuses
         # the best `pool` cosines of the admitted rows (ties at the cut may pick either row)
@@ -106,7 +106,7 @@ def test_the_vector_pool_under_a_filter_is_the_brute_force_top_n_of_the_rows_it_
 def test_a_rare_type_among_rows_identical_to_the_query_is_found_by_recall(store: MemoryCore) -> None:
     out = store.recall("acme", CROWD, type="decision", limit=10)
     refs = {m.ref for m in out.messages}
-    decisions = {f"mem:{i}" for i in set(store.graph.field_ids("acme", "type", "decision", None))}
+    decisions = {f"mem:{i}" for i in set(store._graph.field_ids("acme", "type", "decision", None))}
     assert len(decisions) == 3 and refs == decisions
     assert out.diagnostics["vector_path"] == "ids"
 
@@ -120,16 +120,16 @@ def test_every_path_serves_the_same_pool(store: MemoryCore, monkeypatch: pytest.
     """The over-fetch, the ids query (exact in numpy, or Chroma's own) and the where scan agree."""
     f = build(None, type="turn")  # turns hold distinct texts: no ties in the ranking
     query = HashEmbedder().embed(["orion vault billing"])[0]
-    over, path = filtered_hits(store.graph, store.vectors, f, query, 10)
+    over, path = filtered_hits(store._graph, store._vectors, f, query, 10)
     assert path == "overfetch" and len(over) == 10
     monkeypatch.setattr(vector_branch, "OVERFETCH_MAX", 0)  # as if the turns were rare
-    by_ids, path = filtered_hits(store.graph, store.vectors, f, query, 10)
+    by_ids, path = filtered_hits(store._graph, store._vectors, f, query, 10)
     assert path == "ids" and same(by_ids, over)
     monkeypatch.setattr(vector_store, "BRUTE_FORCE_MAX", 0)  # Chroma's own ids-restricted search
-    by_chroma, path = filtered_hits(store.graph, store.vectors, f, query, 10)
+    by_chroma, path = filtered_hits(store._graph, store._vectors, f, query, 10)
     assert path == "ids" and same(by_chroma, over)
     monkeypatch.setattr(vector_branch, "IDS_MAX", 0)  # as if no index narrowed the filter
-    scanned, path = filtered_hits(store.graph, store.vectors, f, query, 10)
+    scanned, path = filtered_hits(store._graph, store._vectors, f, query, 10)
     assert path == "where" and same(scanned, over)
 
 
@@ -139,19 +139,19 @@ def test_the_field_index_follows_deletes_and_is_rebuilt_at_open(tmp_path: Path,
     refs = [core.add_memory("acme", "s1", "a", f"row {i}", type="decision" if i < 2 else "turn",
                             channel="chat", source={"id": f"discord:{9 - i}"}).ref for i in range(4)]
     core.delete_memory("acme", refs[0])
-    ids = {f"mem:{i}" for i in set(core.graph.field_ids("acme", "type", "decision", None))}
+    ids = {f"mem:{i}" for i in set(core._graph.field_ids("acme", "type", "decision", None))}
     assert ids == {refs[1]}
-    assert core.graph.source_prefix_ids("acme", "discord:9", None) == []
+    assert core._graph.source_prefix_ids("acme", "discord:9", None) == []
     core.close()
     core = open_core("persistent", tmp_path / "d", request)
     try:
-        assert {f"mem:{i}" for i in set(core.graph.field_ids("acme", "type", "decision", None))} == {refs[1]}
-        assert set(core.graph.field_ids("acme", "channel", "chat", None)) == {int(r.split(":")[1]) for r in refs[1:]}
-        assert core.graph.session_has_channel("acme", "s1", "chat")
-        assert not core.graph.session_has_channel("acme", "s1", "mail")
-        assert core.graph.source_prefix_ids("acme", "discord:", None) == [int(r.split(":")[1]) for r in refs[:0:-1]]
+        assert {f"mem:{i}" for i in set(core._graph.field_ids("acme", "type", "decision", None))} == {refs[1]}
+        assert set(core._graph.field_ids("acme", "channel", "chat", None)) == {int(r.split(":")[1]) for r in refs[1:]}
+        assert core._graph.session_has_channel("acme", "s1", "chat")
+        assert not core._graph.session_has_channel("acme", "s1", "mail")
+        assert core._graph.source_prefix_ids("acme", "discord:", None) == [int(r.split(":")[1]) for r in refs[:0:-1]]
         core.add_memory("acme", "s1", "a", "row 4", source={"id": "discord:55"})
-        assert len(core.graph.source_prefix_ids("acme", "discord:5", None)) == 1
+        assert len(core._graph.source_prefix_ids("acme", "discord:5", None)) == 1
     finally:
         core.close()
 

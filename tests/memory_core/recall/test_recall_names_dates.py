@@ -40,7 +40,7 @@ def test_recall_reads_names_through_the_tenant_index_without_touching_each_agent
     core.add_memories([{"tenant": "acme", "session": "s", "agent": f"bot-{i}.x", "content": f"status line {i}"}
                        for i in range(400)])
     core.add_memory("acme", "s", "caroline", "the kiln firing schedule moved to Thursday")
-    index = core.graph.agent_names("acme")
+    index = core._graph.agent_names("acme")
     before = index.probes
     res = core.recall("acme", "what did Caroline say about the kiln?")
     assert res.messages[0].agent == "caroline"

@@ -1,4 +1,4 @@
-"""Recall's neighbour join (``Recaller._join_neighbours``): which pool rows link to the turn right
+"""Recall's neighbour join (``memory_core.recall.neighbours.link``): which pool rows link to the turn right
 before and after them in their session, which absent neighbours join the pool, and what it reads.
 
 A row can link only to the pool row right beside it in its session, so the join reads the session
@@ -17,7 +17,8 @@ import pytest
 from graph.api import MemoryNode
 from memory_core import MemoryCore
 from memory_core.recall.filters import UNSET, RecallFilters, resolve_project
-from memory_core.recall.scoring import Candidate
+from memory_core.recall.neighbours import link
+from memory_core.recall.pool import Candidate
 from tests.support.backends import open_core
 
 T0 = datetime(2024, 3, 1, 12, tzinfo=UTC)
@@ -43,7 +44,7 @@ def test_pool_rows_link_to_pool_rows_beside_them_and_only_seeds_pull_in_absent_n
     b = _session(core, "b", 5, 10)  # b[2] alone in the pool, not a seed: nothing to link to
     c = _session(core, "c", 5, 20)  # c[2] alone in the pool, a seed: its neighbours join
     pool = [a[1], a[2], b[2], c[2]]
-    graph = core.graph
+    graph = core._graph
     asked: list[int] = []
     adjacent_many = graph.adjacent_many
 
@@ -56,7 +57,7 @@ def test_pool_rows_link_to_pool_rows_beside_them_and_only_seeds_pull_in_absent_n
     filters = RecallFilters.build("acme", None, resolve_project(UNSET, None, ()))
     attrs = dict(graph.memories("acme", pool))
     cands = {i: Candidate(i, dialogue=True, base=1.0) for i in pool}
-    core.recaller._join_neighbours(cands, {c[2]}, attrs, filters)
+    link(graph, cands, {c[2]}, attrs, filters)
 
     assert cands[a[2]].prev == a[1] and cands[a[1]].next == a[2]
     assert cands[a[1]].prev is None and cands[a[2]].next is None  # a[0], a[3]: not in the pool, not a seed's
@@ -70,9 +71,9 @@ def test_a_neighbour_of_another_tenant_or_session_is_never_linked(core: MemoryCo
     mine = _session(core, "s", 3, 0)
     core.add_memories([{"tenant": "other", "session": "s", "agent": "ann", "type": "turn",
                         "content": "other tenant", "timestamp": T0 + timedelta(minutes=1, seconds=30)}])
-    graph = core.graph
+    graph = core._graph
     filters = RecallFilters.build("acme", None, resolve_project(UNSET, None, ()))
     attrs = dict(graph.memories("acme", [mine[1]]))
     cands = {mine[1]: Candidate(mine[1], dialogue=True, base=1.0)}
-    core.recaller._join_neighbours(cands, {mine[1]}, attrs, filters)
+    link(graph, cands, {mine[1]}, attrs, filters)
     assert sorted(cands) == sorted(mine)  # its own session's turns, none of the other tenant's

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,8 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import EmbeddingError
 from memory_core.recall import presets, rerank
-from memory_core.recall.scoring import Candidate
-from memory_core.settings.schema import load_settings
+from memory_core.recall.pool import Candidate
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import Caller, stdio_params
 from tools.mcp.preview import expand_rows
 
@@ -47,9 +46,9 @@ def test_the_model_reorders_the_head_and_confidence_still_orders_the_rows(core: 
     target = core.add_memory("acme", "s1", "planner", "kiln glaze test results came back cloudy", type="note").ref
     plain = core.recall("acme", "kiln schedule firing", limit=10)
     assert plain.messages[0].ref != target and "reranked" not in plain.diagnostics
-    core.recaller.reranker = scorer = Scorer("cloudy")
+    core._recaller.reranker = scorer = Scorer("cloudy")
     # at weight 1 the model alone orders the head
-    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    monkeypatch.setitem(presets.PRESETS, RERANK, presets.PRESETS[RERANK].tuned({"rerank.weight": 1.0}))
     res = core.recall("acme", "kiln schedule firing", limit=10, preset=RERANK)
     assert res.messages[0].ref == target
     assert res.diagnostics["reranked"] == len(scorer.read[0][1]) >= 2
@@ -93,7 +92,7 @@ def test_a_turn_is_read_after_the_turn_before_it_when_the_viewer_may_see_that_tu
     after_private = core.add_memory("acme", "chat", "planner", "the celadon bowls sold out", type="turn").ref
     core.add_memory("other", "chat", "user", "other tenant: which celadon glaze for the bowls?", type="turn")
     core.add_memory("other", "chat", "planner", "other tenant: the celadon bowls", type="turn")
-    core.recaller.reranker = scorer = Scorer()
+    core._recaller.reranker = scorer = Scorer()
     res = core.recall("acme", "celadon glaze bowls", limit=10, viewer="planner", preset=RERANK)
     assert {answer, after_private} <= {m.ref for m in res.messages}
     read = scorer.read[-1][1]
@@ -125,13 +124,13 @@ def test_recall_with_the_model_lifts_the_answer_over_word_overlap(core: MemoryCo
     question = "Which city did Mara move to?"
     assert core.recall("acme", question, limit=5).messages[0].ref != answer
     # the shipped model, through recall, with its order alone
-    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    monkeypatch.setitem(presets.PRESETS, RERANK, presets.PRESETS[RERANK].tuned({"rerank.weight": 1.0}))
     assert core.recall("acme", question, limit=5, preset=RERANK).messages[0].ref == answer
 
 
 def test_with_context_the_model_reads_the_query_after_the_turn_it_answers(core: MemoryCore) -> None:
     _notes(core, 3)
-    core.recaller.reranker = scorer = Scorer()
+    core._recaller.reranker = scorer = Scorer()
     context = [{"role": "assistant", "content": "What did the kiln log say?"},
                {"role": "user", "content": "   "},
                {"role": "assistant", "content": "How did the   kiln firing go on Saturday?"}]
@@ -158,7 +157,7 @@ def test_a_long_turn_before_the_query_is_cut_never_the_query() -> None:
 
 def test_the_shipped_model_ranks_a_replys_memory_by_the_turn_it_answers(core: MemoryCore,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(presets.PRESETS, RERANK, replace(presets.PRESETS[RERANK], rerank_weight=1.0))
+    monkeypatch.setitem(presets.PRESETS, RERANK, presets.PRESETS[RERANK].tuned({"rerank.weight": 1.0}))
     pottery = core.add_memory("acme", "2024-05", "memory-bank", "Took a pottery class on Saturday and threw a "
                               "first bowl on the wheel.", type="event").ref
     for text in ("Loved the jazz concert in the park, it was great.", "Great dinner with my sister, loved it.",

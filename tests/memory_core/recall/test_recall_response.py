@@ -10,9 +10,9 @@ from mcp import Client
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
+from tests.support.mcp_in_process import served
 from tools.cli.app import app
-from tools.mcp.server import build_server
 
 CONFIG = '[embedding]\nprovider = "hash"\n[operating_context.agents]\nalice = "alpha"\n'
 
@@ -39,7 +39,7 @@ async def test_the_cli_and_the_mcp_recall_carry_the_same_envelope(
                                    "--config", str(config), "--data-dir", str(data), "--json"])  # fmt: skip
     assert cli.exit_code == 0, cli.output
     by_cli = json.loads(cli.stdout)
-    async with Client(build_server(settings, data_dir=str(data))) as client:
+    async with Client(served(settings, str(data))) as client:
         by_mcp = json.loads((await client.call_tool("recall", query)).content[0].text)  # type: ignore[union-attr]
     envelope = {"messages", "gate_fallback", "resolved_project_id", "warning"}
     assert set(by_cli) <= envelope and set(by_mcp) <= envelope | {"shared", "full_content_budget_chars"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -33,7 +32,7 @@ class _PicnicEmbedder:
 
 @pytest.fixture
 def picnic_core(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> MemoryCore:
-    monkeypatch.setitem(presets.PRESETS, "no-context", replace(presets.PRESETS["balanced"], w_context=0.0))
+    monkeypatch.setitem(presets.PRESETS, "no-context", presets.PRESETS["balanced"].tuned({"context.weight": 0.0}))
     core = open_core("memory", tmp_path / "d", request, embedder=_PicnicEmbedder())
     request.addfinalizer(core.close)
     return core

@@ -219,7 +219,7 @@ def test_recover_context_without_storing_writes_nothing_and_calls_no_model(
     fresh = core.recover_context("acme", "s", store_summary=False).episode
     assert fresh is not None and fresh.ref is None and fresh.summary_source == "fallback"
     assert fresh.summary_error == "read-only: summary not stored" and "Postgres" in fresh.summary
-    assert core.graph.session_episode("acme", "s") is None and llm.request_count == asked
+    assert core._graph.session_episode("acme", "s") is None and llm.request_count == asked
     llm.enqueue(ok("The team picked Postgres for the ledger."))
     stored = core.summarize_session("acme", "s")
     again = core.recover_context("acme", "s", store_summary=False).episode
@@ -227,6 +227,6 @@ def test_recover_context_without_storing_writes_nothing_and_calls_no_model(
     core.add_memory("acme", "s", "a", "The ledger migration starts Monday.")
     newer = core.recover_context("acme", "s", store_summary=False).episode
     assert newer is not None and newer.ref is None and "Monday" in newer.summary
-    kept = core.graph.session_episode("acme", "s")
+    kept = core._graph.session_episode("acme", "s")
     assert kept is not None and f"mem:{kept.last_id}" == stored.last_ref  # the stored summary did not move
     assert llm.request_count == asked + 1  # summarize_session's request only

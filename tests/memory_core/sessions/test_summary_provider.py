@@ -17,15 +17,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memory_core.sessions.summary import (
-    ModelProviderSettings,
-    SummaryOutcome,
-    SummaryTurn,
-    extractive_summary,
-    summarize_with_fallback,
-)
+from memory_core.sessions.summary import SummaryOutcome, SummaryTurn, extractive_summary, summarize_with_fallback
 from memory_core.sessions.summary.provider import LiteLLMSummaryProvider
 from memory_core.sessions.summary.text import ELLIPSIS
+from memory_core.settings.schema import ModelProviderSettings
 from tests.support.fake_llm import (
     FakeLLM,
     empty,
@@ -285,7 +280,8 @@ def test_litellm_is_loaded_offline_and_only_talks_to_the_configured_server() -> 
             elif event == "socket.connect" and isinstance(args[1], tuple):
                 seen.append(("connect", str(args[1][0])))
         sys.addaudithook(hook)
-        from memory_core.sessions.summary import ModelProviderSettings, SummaryTurn, summarize_with_fallback
+        from memory_core.sessions.summary import SummaryTurn, summarize_with_fallback
+        from memory_core.settings.schema import ModelProviderSettings
         from memory_core.sessions.summary.provider import LiteLLMSummaryProvider
         from tests.support.fake_llm import fake_llm, ok
         with fake_llm(ok("Offline fine.")) as fake:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import Settings, TokenBinding, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings, TokenBinding
 from tests.support.paths import ROOT
 
 

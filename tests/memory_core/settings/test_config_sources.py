@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import ModelProviderSettings, Settings, load_settings
+from memory_core.settings import load_settings
+from memory_core.settings.schema import ModelProviderSettings, Settings
 from tests.support.paths import ROOT
 
 
@@ -78,7 +79,7 @@ def test_a_missing_or_broken_file_fails_naming_the_file(tmp_path: Path) -> None:
 
 
 def test_the_summary_provider_reads_the_one_model_provider_section() -> None:
-    from memory_core.sessions.summary import ModelProviderSettings as SummarySettings
+    from memory_core.settings.schema import ModelProviderSettings as SummarySettings
 
     assert SummarySettings is ModelProviderSettings
     assert isinstance(load_settings(environ={}).model_provider, ModelProviderSettings)

@@ -12,7 +12,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.chroma import ChromaVectorStore
 
 FD_DIR = Path("/proc/self/fd")

@@ -15,7 +15,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors.api import VectorHit, index_loaded
 from memory_core.vectors.memory import InMemoryVectorStore
 
@@ -48,7 +48,7 @@ def store(tmp_path: Path) -> Iterator[Path]:
 
 
 def loaded(core: MemoryCore) -> set[str]:
-    return {t for t in TENANTS if index_loaded(core.vectors, t)}
+    return {t for t in TENANTS if index_loaded(core._vectors, t)}
 
 
 def test_a_fresh_process_has_no_index_loaded_and_a_recall_loads_its_tenants(store: Path) -> None:

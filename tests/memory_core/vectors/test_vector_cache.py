@@ -20,7 +20,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import ConfigError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors import chroma as vector_store
 from memory_core.vectors.cache import ROW_OVERHEAD, VectorCacheBudget
 from memory_core.vectors.chroma import ChromaVectorStore
@@ -190,7 +190,7 @@ def test_settings_build_the_budget_over_embedded_chroma_and_recall_stays_right_a
                 core.add_memories([{"tenant": tenant, "session": "s", "agent": "a",
                                     "content": f"{tenant} note {i} about topic{i}"}
                                    for i in range(start, min(rows, start + 200))])
-        budget = core.vectors.inner.open()  # type: ignore[attr-defined]
+        budget = core._vectors.inner.open()  # type: ignore[attr-defined]
         assert isinstance(budget, VectorCacheBudget)
         assert budget.releases >= 2
         for tenant in ("acme", "beta", "gamma", "acme"):

@@ -21,8 +21,8 @@ import pytest
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
-from memory_core.operator.doctor.run import check, repair
-from memory_core.settings.schema import load_settings
+from memory_core.operator.doctor.run import check_stores, repair_stores
+from memory_core.settings import load_settings
 from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.deadline import vector_store_wedged
 from memory_core.vectors.memory import InMemoryVectorStore
@@ -91,7 +91,7 @@ def returns(fn: Callable[[], Any]) -> Any:
 def wait_until_healthy(core: MemoryCore) -> None:
     """The stuck call was released: wait (briefly) until its thread has returned."""
     for _ in range(600):
-        if vector_store_wedged(core.vectors) is None:
+        if vector_store_wedged(core._vectors) is None:
             return
         threading.Event().wait(0.05)
     raise AssertionError("the released call never returned")
@@ -115,9 +115,9 @@ def test_a_hung_upsert_fails_the_add_by_the_deadline_and_frees_the_writer_lock(s
     store.vectors.hang_upserts = True
     error = refused(lambda: core.add_memory("acme", "s1", "alice", "lost in the hang"))
     assert "storage.vector_deadline_s" in error.message and error.fields["wedged"] is True
-    assert core.writer.lock.acquire(timeout=5), "the writer lock is still held after the deadline"
-    core.writer.lock.release()
-    assert {f"mem:{i}" for i in core.graph.memory_ids("acme")} == refs  # nothing reached the graph
+    assert core._writer.lock.acquire(timeout=5), "the writer lock is still held after the deadline"
+    core._writer.lock.release()
+    assert {f"mem:{i}" for i in core._graph.memory_ids("acme")} == refs  # nothing reached the graph
 
 
 @pytest.mark.slow
@@ -138,9 +138,9 @@ def test_while_a_call_is_stuck_every_write_says_the_store_is_wedged_and_reads_ke
     result = returns(lambda: core.recall("acme", "apples orchard"))
     assert [m.ref for m in result.messages][:1] == [min(refs)]  # lexical recall still answers
     assert result.diagnostics["vector_search"].startswith("unavailable")
-    report = returns(lambda: check(core))
+    report = returns(lambda: check_stores(core.operator_parts()))
     assert [f.kind for f in report.findings] == ["vector_store_wedged"] and not report.ok
-    assert [f.kind for f in returns(lambda: repair(core)).remaining] == ["vector_store_wedged"]
+    assert [f.kind for f in returns(lambda: repair_stores(core.operator_parts())).remaining] == ["vector_store_wedged"]
 
 
 @pytest.mark.slow
@@ -154,7 +154,7 @@ def test_once_the_hang_clears_writes_work_again_and_the_refused_add_leaves_nothi
     refs.add(returns(lambda: core.add_memory("acme", "s1", "alice", "after the hang")).ref)
     assert journal_rows(core) == []  # the next write cleaned up what the refused add left
     assert_stores_agree(core, {"acme": refs})
-    assert check(core).ok
+    assert check_stores(core.operator_parts()).ok
     assert_stores_agree(store.reopen(), {"acme": refs})
 
 
@@ -166,7 +166,7 @@ def test_a_hung_undo_keeps_the_journal_entry_and_a_later_write_finishes_it(store
     store.vectors.hang_deletes = True  # the undo of the failed add hangs too
     refused(lambda: core.add_memory("acme", "s1", "alice", "refused"))
     assert len(journal_rows(core)) == 1  # recovery's to finish, nothing visible meanwhile
-    assert {f"mem:{i}" for i in core.graph.memory_ids("acme")} == refs
+    assert {f"mem:{i}" for i in core._graph.memory_ids("acme")} == refs
     store.vectors.clear()
     store.vectors.release()
     wait_until_healthy(core)

@@ -27,7 +27,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreUnavailableError
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.vectors import deadline as vd
 from memory_core.vectors.api import Metadata, VectorHit, index_loaded
 from memory_core.vectors.chroma import ChromaVectorStore

@@ -29,7 +29,7 @@ def vcore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryCore
 def _pg_core(request: pytest.FixtureRequest, data_dir: Path) -> MemoryCore:
     """PostgreSQL graph with in-memory vectors (the graph side is what versions change)."""
     from memory_core.embedding.local import HashEmbedder
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
     from tests.support.backends import postgres_database as _postgres_database
 
     settings = load_settings(environ={}, overrides={
@@ -48,20 +48,20 @@ def test_an_update_writes_a_new_version_that_supersedes_the_old_one_which_is_kep
                            metadata={"src": "standup"}, channel="ops", project_id="web")
     new = vcore.update_memory("acme", old.ref, content="The deploy target is staging-4")
     assert new.supersedes == old.ref and new.added.ref != old.ref and new.added.created
-    kept = vcore.graph.memory("acme", _id(old.ref))
-    head = vcore.graph.memory("acme", _id(new.added.ref))
+    kept = vcore._graph.memory("acme", _id(old.ref))
+    head = vcore._graph.memory("acme", _id(new.added.ref))
     assert kept is not None and head is not None
     assert kept.valid_to_us == to_us(new.added.timestamp) and head.valid_to_us is None
     assert head.supersedes_id == kept.id and kept.supersedes_id is None
     # same session, author, type, channel, project and metadata; only the content changed
     assert (head.session, head.agent, head.type, head.channel, head.project_id, dict(head.metadata)) == \
            ("s1", "ann", "fact", "ops", "web", {"src": "standup"})
-    assert {(e.kind, e.other) for e in vcore.graph.edges_of("acme", new.added.ref) if e.direction == "out"} >= \
+    assert {(e.kind, e.other) for e in vcore._graph.edges_of("acme", new.added.ref) if e.direction == "out"} >= \
            {("SUPERSEDES", old.ref)}
     got = vcore.get_contents("acme", [old.ref, new.added.ref]).found
     assert [r.content for r in got] == ["The deploy target is staging-3", "The deploy target is staging-4"]
     assert got[0].valid_to is not None and got[1].supersedes == old.ref
-    assert vcore.graph.count("acme") == 2  # the old version is kept, not replaced
+    assert vcore._graph.count("acme") == 2  # the old version is kept, not replaced
 
 
 @pytest.mark.slow
@@ -96,7 +96,7 @@ def test_updating_a_superseded_version_is_refused_naming_the_head(vcore: MemoryC
     with pytest.raises(SupersededError) as err:
         vcore.update_memory("acme", old.ref, content="Standup is at 8")
     assert err.value.code == "SUPERSEDED" and err.value.fields["head"] == head.added.ref
-    assert vcore.graph.count("acme") == 3  # nothing written
+    assert vcore._graph.count("acme") == 3  # nothing written
 
 
 def test_check_memory_and_history_show_the_whole_chain_oldest_first(vcore: MemoryCore) -> None:
@@ -126,7 +126,7 @@ def test_a_locked_memory_cannot_be_updated_or_deleted_until_it_is_unlocked(vcore
         with pytest.raises(LockedError) as err:
             attempt()
         assert err.value.code == "LOCKED"
-    assert vcore.graph.count("acme") == 1
+    assert vcore._graph.count("acme") == 1
     assert vcore.unlock_memory("acme", m.ref) is True and vcore.unlock_memory("acme", m.ref) is False
     new = vcore.update_memory("acme", m.ref, content="Rotate the prod key with the runbook")
     assert new.supersedes == m.ref and vcore.delete_memory("acme", new.added.ref)
@@ -142,7 +142,7 @@ def test_another_agents_private_memory_reads_as_missing_to_update_lock_and_histo
         with pytest.raises(NotFoundError):
             attempt()
     mine = vcore.update_memory("acme", m.ref, content="my better idea", agent="ann")
-    head = vcore.graph.memory("acme", _id(mine.added.ref))
+    head = vcore._graph.memory("acme", _id(mine.added.ref))
     assert head is not None and head.visibility == "agent" and head.agent == "ann"
     assert vcore.recall("acme", "idea", viewer="bob").messages == []
     assert [r.ref for r in vcore.recall("acme", "idea", viewer="ann").messages] == [mine.added.ref]
@@ -157,7 +157,7 @@ def test_another_agents_private_memory_reads_as_missing_to_update_lock_and_histo
 def test_a_shared_memory_corrected_by_another_agent_is_authored_by_that_agent(vcore: MemoryCore) -> None:
     m = vcore.add_memory("acme", "s1", "ann", "the build uses node 18", type="fact")
     new = vcore.update_memory("acme", m.ref, content="the build uses node 20", agent="bob")
-    head = vcore.graph.memory("acme", _id(new.added.ref))
+    head = vcore._graph.memory("acme", _id(new.added.ref))
     assert head is not None and head.agent == "bob" and head.session == "s1"
 
 
@@ -167,7 +167,7 @@ def test_a_ref_of_another_tenant_reads_as_missing(vcore: MemoryCore) -> None:
                     lambda: vcore.lock_memory("globex", m.ref), lambda: vcore.history("globex", m.ref)):
         with pytest.raises(NotFoundError):
             attempt()
-    node = vcore.graph.memory("acme", _id(m.ref))
+    node = vcore._graph.memory("acme", _id(m.ref))
     assert node is not None and not node.locked and node.valid_to_us is None
 
 
@@ -185,7 +185,7 @@ def test_bad_updates_are_invalid_input_and_write_nothing(vcore: MemoryCore) -> N
                     lambda: vcore.lock_memory("acme", str(ep.ref))):
         with pytest.raises(InvalidInputError):
             attempt()
-    assert vcore.graph.count("acme") == 2
+    assert vcore._graph.count("acme") == 2
 
 
 def test_the_handoff_chain_is_not_a_version_chain(vcore: MemoryCore) -> None:
@@ -216,7 +216,7 @@ def test_an_update_whose_vector_write_fails_leaves_the_old_version_current_and_n
         request: pytest.FixtureRequest, tmp_path: Path) -> None:
     from memory_core.embedding.local import HashEmbedder
     from memory_core.errors import StoreUnavailableError
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
     from memory_core.vectors.memory import InMemoryVectorStore
 
     faulty = FaultyVectorStore(InMemoryVectorStore())
@@ -228,9 +228,9 @@ def test_an_update_whose_vector_write_fails_leaves_the_old_version_current_and_n
         with pytest.raises(MemoryCoreError):
             c.update_memory("acme", old.ref, content="retry budget is 5")
         faulty.clear()
-        node = c.graph.memory("acme", _id(old.ref))
-        assert node is not None and node.valid_to_us is None and c.graph.count("acme") == 1
-        assert faulty.all_ids("acme") == {old.ref} and c.graph.journal_size() == 0
+        node = c._graph.memory("acme", _id(old.ref))
+        assert node is not None and node.valid_to_us is None and c._graph.count("acme") == 1
+        assert faulty.all_ids("acme") == {old.ref} and c._graph.journal_size() == 0
         assert c.update_memory("acme", old.ref, content="retry budget is 5").supersedes == old.ref
     finally:
         c.close()
@@ -270,7 +270,7 @@ def test_two_replicas_correcting_one_version_at_once_make_exactly_one_new_versio
             outcomes = _race_updates([a, b], head)
             assert sorted(v == "SUPERSEDED" for v in outcomes.values()) == [False, True], outcomes
         chain = a.history("acme", old.ref)
-        assert len(chain) == 6 and a.graph.count("acme") == 6  # one new version per round, no orphan
+        assert len(chain) == 6 and a._graph.count("acme") == 6  # one new version per round, no orphan
         assert [r.valid_to is None for r in chain] == [False] * 5 + [True]
     finally:
         a.close()
@@ -279,7 +279,7 @@ def test_two_replicas_correcting_one_version_at_once_make_exactly_one_new_versio
 
 def test_a_store_from_before_versions_opens_with_every_memory_current_and_unlocked(
         request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    from graph.sqlite.db import SCHEMA_VERSION
+    from graph.sqlite.migrations import SCHEMA_VERSION
 
     c = open_core("memory", tmp_path / "data", request)
     m = c.add_memory("acme", "s1", "ann", "an old fact", type="fact")
@@ -292,7 +292,7 @@ def test_a_store_from_before_versions_opens_with_every_memory_current_and_unlock
     c = open_core("memory", tmp_path / "data", request)
     try:
         assert sqlite_db(c) is not None and sqlite_db(c).meta("schema_version") == str(SCHEMA_VERSION)
-        node = c.graph.memory("acme", _id(m.ref))
+        node = c._graph.memory("acme", _id(m.ref))
         assert node is not None and node.valid_to_us is None and not node.locked and node.supersedes_id is None
         assert c.update_memory("acme", m.ref, content="a new fact").supersedes == m.ref
     finally:
@@ -331,26 +331,26 @@ def test_threads_of_one_process_correcting_one_version_at_once_make_exactly_one_
     old = vcore.add_memory("acme", "s1", "ann", "the on-call is Dana", type="fact")
     outcomes = _race_updates([vcore] * 4, old.ref)
     assert sorted(v == "SUPERSEDED" for v in outcomes.values()) == [False, True, True, True], outcomes
-    assert len(vcore.history("acme", old.ref)) == 2 and vcore.graph.count("acme") == 2
-    assert vcore.graph.journal_size() == 0 and len(vcore.vectors.all_ids("acme")) == 2  # the losers left nothing
+    assert len(vcore.history("acme", old.ref)) == 2 and vcore._graph.count("acme") == 2
+    assert vcore._graph.journal_size() == 0 and len(vcore._vectors.all_ids("acme")) == 2  # the losers left nothing
 
 
 def test_doctor_restores_a_lost_old_version_superseded_and_linked_again(vcore: MemoryCore) -> None:
-    from memory_core.operator.doctor.run import check, repair
+    from memory_core.operator.doctor.run import check_stores, repair_stores
 
     v1 = vcore.add_memory("acme", "s1", "ann", "the cache TTL is 60s", type="fact").ref
     v2 = vcore.update_memory("acme", v1, content="the cache TTL is 300s").added.ref
-    assert check(vcore).ok
-    with vcore.graph.transaction() as tx:  # damage: the old version's graph row is lost, its vector record stays
+    assert check_stores(vcore.operator_parts()).ok
+    with vcore._graph.transaction() as tx:  # damage: the old version's graph row is lost, its vector record stays
         tx.erase_memory("acme", _id(v1))
-    vcore.graph.invalidate()
-    assert [(f.kind, f.ref) for f in check(vcore).findings] == [("vector_orphan", v1)]
-    report = repair(vcore)
+    vcore._graph.invalidate()
+    assert [(f.kind, f.ref) for f in check_stores(vcore.operator_parts()).findings] == [("vector_orphan", v1)]
+    report = repair_stores(vcore.operator_parts())
     assert report.ok and report.remaining == []
     assert {r.kind for r in report.repairs} >= {"vector_orphan", "version_open"}
     assert [r.ref for r in vcore.history("acme", v1)] == [v1, v2]
     assert [r.ref for r in vcore.recall("acme", "cache TTL").messages] == [v2]
-    assert check(vcore).ok
+    assert check_stores(vcore.operator_parts()).ok
 
 
 def test_a_metadata_only_correction_is_not_reported_as_a_duplicate_of_what_it_corrects(vcore: MemoryCore) -> None:

@@ -60,7 +60,7 @@ Outcome = AddResult | MemoryCoreError
 def in_one_batch(core: MemoryCore, embedder: GatedEmbedder, calls: list[Callable[[], AddResult]]) -> list[Outcome]:
     """Run ``calls`` from threads of their own so that all of them are written as one batch: a
     first add leads a batch of its own and waits at the gate while the others queue behind it."""
-    assert core.writer.batches is not None
+    assert core._writer.batches is not None
     embedder.open.clear()
     embedder.entered.clear()
 
@@ -83,14 +83,14 @@ def in_one_batch(core: MemoryCore, embedder: GatedEmbedder, calls: list[Callable
     for t in threads:
         t.start()
     deadline = time.monotonic() + 10
-    while core.writer.batches.pending() + sum(isinstance(o, MemoryCoreError) for o in out) < len(calls):
+    while core._writer.batches.pending() + sum(isinstance(o, MemoryCoreError) for o in out) < len(calls):
         assert time.monotonic() < deadline, "the callers never queued"
         time.sleep(0.005)
-    before = core.writer.batches.stats()["batches"]
+    before = core._writer.batches.stats()["batches"]
     embedder.open.set()
     for t in [first, *threads]:
         t.join(30)
-    assert core.writer.batches.stats()["batches"] == before + 1, "the queued adds were not one batch"
+    assert core._writer.batches.stats()["batches"] == before + 1, "the queued adds were not one batch"
     return [o for o in out if o is not None]
 
 
@@ -128,7 +128,7 @@ def test_two_callers_with_one_idempotency_key_in_one_batch_get_one_memory(
     assert all(r.duplicate_of is None for r in acme)
     other = results[2]
     assert isinstance(other, AddResult) and other.created and other.ref != acme[0].ref
-    assert core.graph.count("acme") == 1  # one memory for the two calls
+    assert core._graph.count("acme") == 1  # one memory for the two calls
     # a later retry answers the same way as the repeat in the batch did
     again = core.add_memory("acme", "s1", "a", "third try", idempotency_key="k1")
     assert (again.ref, again.created, again.duplicate_of) == (acme[0].ref, False, None)
@@ -198,8 +198,8 @@ class RefusingVectors:
 def test_a_row_that_fails_its_batch_fails_alone_and_the_others_are_written(
         gated: tuple[MemoryCore, GatedEmbedder]) -> None:
     core, embedder = gated
-    refusing = RefusingVectors(core.writer.vectors, poison="POISON")
-    core.writer.vectors = refusing  # type: ignore[assignment]
+    refusing = RefusingVectors(core._writer.vectors, poison="POISON")
+    core._writer.vectors = refusing  # type: ignore[assignment]
     results = in_one_batch(core, embedder, [
         adder(core, "acme", "s1", "a", "good one"),
         adder(core, "acme", "s1", "a", "POISON row"),
@@ -207,7 +207,7 @@ def test_a_row_that_fails_its_batch_fails_alone_and_the_others_are_written(
     ])
     assert isinstance(results[0], AddResult) and isinstance(results[2], AddResult)
     assert isinstance(results[1], StoreError)
-    assert core.writer.batches is not None and core.writer.batches.stats()["retried_alone"] == 3
+    assert core._writer.batches is not None and core._writer.batches.stats()["retried_alone"] == 3
     assert refusing.upserts[-4:] == [3, 1, 1, 1]  # the batch, then each row alone
     got = core.get_contents("acme", [results[0].ref, results[2].ref])
     assert [r.content for r in got.found] == ["good one", "good two"]
@@ -217,14 +217,14 @@ def test_a_row_that_fails_its_batch_fails_alone_and_the_others_are_written(
 def test_a_store_failure_is_reported_to_every_caller_of_the_batch_and_nothing_is_written(
         gated: tuple[MemoryCore, GatedEmbedder]) -> None:
     core, embedder = gated
-    refusing = RefusingVectors(core.writer.vectors, poison="\x00never")
-    core.writer.vectors = refusing  # type: ignore[assignment]
-    before = core.graph.count("acme")
+    refusing = RefusingVectors(core._writer.vectors, poison="\x00never")
+    core._writer.vectors = refusing  # type: ignore[assignment]
+    before = core._graph.count("acme")
     refusing.down = True
     results = in_one_batch(core, embedder, [adder(core, "acme", "s1", "a", f"row {i}") for i in range(4)])
     assert all(isinstance(r, StoreUnavailableError) for r in results)
     assert refusing.upserts[-1] == 4  # tried once as a batch, never row by row
-    assert core.graph.count("acme") == before
+    assert core._graph.count("acme") == before
     refusing.down = False
     assert core.add_memory("acme", "s1", "a", "after the outage").created
     assert_stores_agree(core)
@@ -237,8 +237,8 @@ def test_a_lone_caller_leads_at_once_and_waits_for_nobody(tmp_path: Path, reques
         for i in range(5):
             core.add_memory("acme", "s1", "a", f"alone {i}")
         assert time.perf_counter() - start < 2.0  # a 500 ms window paid five times would be 2.5 s
-        assert core.writer.batches is not None
-        stats = core.writer.batches.stats()
+        assert core._writer.batches is not None
+        stats = core._writer.batches.stats()
         assert (stats["batches"], stats["largest"], stats["waited_s"]) == (5, 1, 0.0)
     finally:
         core.close()
@@ -247,7 +247,7 @@ def test_a_lone_caller_leads_at_once_and_waits_for_nobody(tmp_path: Path, reques
 def test_batch_max_one_writes_each_add_alone_as_before(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     core = open_core("memory", tmp_path / "data", request, write={"batch_max": 1})
     try:
-        assert core.writer.batches is None
+        assert core._writer.batches is None
         assert core.add_memory("acme", "s1", "a", "written alone").created
     finally:
         core.close()
@@ -271,8 +271,8 @@ def test_many_threads_adding_at_once_share_batches_and_lose_nothing(
             t.join(120)
         flat = [r for rs in refs for r in rs]
         assert len(flat) == len(set(flat)) == 400
-        assert core.writer.batches is not None
-        stats = core.writer.batches.stats()
+        assert core._writer.batches is not None
+        stats = core._writer.batches.stats()
         assert stats["rows"] == 400 and stats["batches"] < 400 and stats["largest"] <= 8
         views = assert_stores_agree(core)
         assert views["acme"].graph == set(flat)
@@ -333,7 +333,7 @@ def test_replicas_writing_batches_over_the_same_sessions_in_opposite_orders_neve
     """Two replicas on one PostgreSQL database, each writing batches that span the same sessions (as
     group commit forms them from their own callers), in opposite orders: no batch may fail for a lock
     cycle between the two (a deadlock PostgreSQL breaks by failing one of them)."""
-    from memory_core.settings.schema import load_settings
+    from memory_core.settings import load_settings
 
     def replica(name: str) -> MemoryCore:
         settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"},
@@ -362,10 +362,22 @@ def test_replicas_writing_batches_over_the_same_sessions_in_opposite_orders_neve
         for t in threads:
             t.join(120)
         assert failures == []
-        assert cores[0].graph.count("acme") == 4 * 30 * len(sessions)
+        assert cores[0]._graph.count("acme") == 4 * 30 * len(sessions)
     finally:
         for c in cores:
             c.close()
+
+
+@contextlib.contextmanager
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt in the main thread for the block, whatever the process inherited."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_caller_interrupted_while_queued_leaves_nothing_behind_and_the_next_caller_still_leads() -> None:
@@ -396,10 +408,13 @@ def test_a_caller_interrupted_while_queued_leaves_nothing_behind_and_the_next_ca
     while not group.stats()["batches"]:
         assert time.monotonic() < deadline
         time.sleep(0.005)
-    # Ctrl-C while this (main) thread waits in the queue
-    threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        group.add(prepared("interrupted"))
+    # Ctrl-C while this (main) thread waits in the queue. A process started in the background by a
+    # non-interactive shell (`make check &`, a CI script) inherits SIGINT ignored: Python then installs no
+    # KeyboardInterrupt handler, so the test installs it for itself
+    with sigint_raises():
+        threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            group.add(prepared("interrupted"))
     assert group.pending() == 0  # it left the queue
     gate.set()
     leader.join(10)
@@ -440,16 +455,15 @@ def test_a_ctrl_c_the_kernel_hands_to_another_thread_still_interrupts_the_caller
     idle = threading.Event()
     bystander = threading.Thread(target=idle.wait)  # the thread the kernel picks for the signal
     bystander.start()
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        threading.Timer(0.2, signal.pthread_kill, args=(bystander.ident, signal.SIGINT)).start()
-        started = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
-            group.add(prepared("interrupted"))
+        with sigint_raises():
+            threading.Timer(0.2, signal.pthread_kill, args=(bystander.ident, signal.SIGINT)).start()
+            started = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                group.add(prepared("interrupted"))
         assert time.monotonic() - started < 5  # not when the leader's batch ends (10 s)
         assert group.pending() == 0
     finally:
-        signal.signal(signal.SIGINT, previous)
         idle.set()
         gate.set()
         leader.join(10)

@@ -106,7 +106,7 @@ def test_prepare_redacts_content_metadata_source_and_entities_and_counts_the_kin
     prepared = prepare_add(item(f"push with {gh}", metadata=metadata,
                                 source={"id": "tool:curl", "url": f"https://ci:{f.password()}@ci.acme.dev/job"},
                                 entities=[{"name": "deploy key", "aliases": [gh]}]), LIMITS)
-    row = prepared.row
+    row = prepared.row.as_row()
     assert row["content"] == "push with [REDACTED:github-token]"
     assert row["metadata"] == {"env": {"AWS_ACCESS_KEY_ID": "[REDACTED:aws-access-key]",
                                        "db_password": "[REDACTED:password]"}}
@@ -120,8 +120,8 @@ def test_the_content_hash_is_the_hash_of_what_is_stored() -> None:
     from memory_core.write.rows import content_hash
 
     prepared = prepare_add(item(f"token {Fake(4).github_classic()}"), LIMITS)
-    assert prepared.row["content_hash"] == content_hash(prepared.row["content"])
-    assert prepared.row["content_len"] == len(prepared.row["content"])
+    assert prepared.row.node.content_hash == content_hash(prepared.row.content)
+    assert prepared.row.node.content_len == len(prepared.row.content)
 
 
 def test_reject_names_fields_kinds_and_spans_but_never_the_secret() -> None:
@@ -144,7 +144,7 @@ def test_a_secret_used_as_a_metadata_key_is_redacted_and_never_named_in_a_path()
     with pytest.raises(SecretRejectedError) as caught:
         prepare_add(item("fine", metadata={gh: 1}), LIMITS, guard=SecretGuard("reject"))
     assert gh not in json.dumps(caught.value.to_dict())
-    assert prepare_add(item("fine", metadata={gh: 1}), LIMITS).row["metadata"] == {"[REDACTED:github-token]": 1}
+    assert prepare_add(item("fine", metadata={gh: 1}), LIMITS).row.node.metadata == {"[REDACTED:github-token]": 1}
 
 
 def test_reject_refuses_before_a_later_validation_error_could_quote_a_value() -> None:
@@ -157,7 +157,7 @@ def test_reject_refuses_before_a_later_validation_error_could_quote_a_value() ->
 def test_allow_stores_the_text_as_given() -> None:
     gh = Fake(9).github_classic()
     prepared = prepare_add(item(f"token {gh}", metadata={"password": "hunter2!x"}), LIMITS, guard=SecretGuard("allow"))
-    assert gh in prepared.row["content"] and prepared.row["metadata"] == {"password": "hunter2!x"}
+    assert gh in prepared.row.content and prepared.row.node.metadata == {"password": "hunter2!x"}
     assert prepared.redacted == {}
 
 
@@ -181,7 +181,7 @@ def test_scan_reports_nothing_for_clean_text() -> None:
 def test_the_keyword_list_is_detect_secrets_own() -> None:
     from detect_secrets.plugins.keyword import DENYLIST
 
-    from memory_core.secret_guard.detect import KEYWORD_DENYLIST
+    from memory_core.secret_guard.values import KEYWORD_DENYLIST
 
     assert tuple(KEYWORD_DENYLIST) == tuple(DENYLIST)
 
@@ -190,7 +190,7 @@ def test_importing_the_guard_loads_no_detect_secrets_until_the_first_scan() -> N
     import subprocess
     import sys
 
-    code = ("import sys, memory_core.secret_guard as g; a = 'detect_secrets' in sys.modules; g.detect('x'); "
-            "print(a, 'detect_secrets' in sys.modules)")
+    code = ("import sys, memory_core.secret_guard as g; a = 'detect_secrets' in sys.modules; "
+            "g.detect('a note on the deploy'); print(a, 'detect_secrets' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["False", "True"]

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import SecretRejectedError
-from memory_core.operator.transfer import import_lines
-from memory_core.settings.schema import load_settings
+from memory_core.operator.jsonl_import import import_lines
+from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
 from tests.support.mcp_harness import Caller, error_code, stdio_params
 from tests.support.secrets_corpus import Fake
@@ -32,9 +32,9 @@ def open_store(path: Path, policy: str) -> MemoryCore:
 
 
 def assert_empty(core: MemoryCore, tenant: str = "acme") -> None:
-    assert core.graph.count(tenant) == 0
-    assert not [r for r in core.vectors.all_ids(tenant) if r.startswith("mem:")]
-    assert core.graph.journal() == []
+    assert core._graph.count(tenant) == 0
+    assert not [r for r in core._vectors.all_ids(tenant) if r.startswith("mem:")]
+    assert core._graph.journal() == []
 
 
 def test_reject_refuses_every_library_write_path_and_writes_nothing(tmp_path: Path) -> None:
@@ -66,11 +66,11 @@ def test_reject_reports_an_imported_line_with_a_secret_and_imports_the_others(tm
                            "content_hash": content_hash(text)})
 
     with open_store(tmp_path / "data", "reject") as core:
-        counts = import_lines(core, [line(1, "a clean note"), line(2, f"aws key {AK}")], "acme")
+        counts = import_lines(core.operator_parts(), [line(1, "a clean note"), line(2, f"aws key {AK}")], "acme")
         assert (counts.written, counts.errors) == (1, 1)
         assert counts.error_lines[0]["line"] == 2 and counts.error_lines[0]["code"] == "SECRET_REJECTED"
         assert AK not in json.dumps(counts.to_dict())
-        assert core.graph.count("acme") == 1
+        assert core._graph.count("acme") == 1
 
 
 def test_allow_stores_secrets_as_given(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from tests.support.raw_bridge import RawBridge, tool_error
 from tests.tools.bridge.test_shared_server import stop_servers
-from tools.bridge.shared_server import ANNOUNCEMENT, ensure_shared_server
+from tools.bridge.locate import ensure_shared_server
+from tools.server_record import ANNOUNCEMENT
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

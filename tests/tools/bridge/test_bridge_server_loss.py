@@ -22,7 +22,8 @@ import pytest
 from tests.support.raw_bridge import RawBridge, tool_error
 from tests.support.store_checks import LONG
 from tests.tools.bridge.test_shared_server import stop_servers
-from tools.bridge.shared_server import Announcement, is_alive, read_announcement
+from tools.bridge.locate import is_alive
+from tools.server_record import Announcement, read_announcement
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

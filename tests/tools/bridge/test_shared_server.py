@@ -25,14 +25,8 @@ from mcp.shared.exceptions import MCPError
 from tests.support.mcp_contract import ToolContract
 from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, stdio_params
 from tests.support.processes import shared_servers, stop_shared_servers
-from tools.bridge.shared_server import (
-    ANNOUNCEMENT,
-    BridgeBinding,
-    bridge_token,
-    is_alive,
-    live_announcement,
-    read_announcement,
-)
+from tools.bridge.locate import is_alive, live_announcement
+from tools.server_record import ANNOUNCEMENT, BridgeBinding, bridge_token, read_announcement
 
 CALL_TIMEOUT_S = 90  # every step that waits is bounded: a hang fails the test
 
@@ -286,7 +280,7 @@ async def test_bridged_clients_join_a_server_with_configured_tokens_and_keep_the
 
 
 def test_an_unwritable_data_directory_fails_with_a_coded_error(tmp_path: Path) -> None:
-    from tools.bridge.shared_server import SharedServerError, ensure_shared_server
+    from tools.bridge.locate import SharedServerError, ensure_shared_server
 
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
@@ -296,7 +290,7 @@ def test_an_unwritable_data_directory_fails_with_a_coded_error(tmp_path: Path) -
 
 def test_bridge_tokens_carry_their_binding_and_scope_and_reject_any_change() -> None:
     from memory_core.scopes import Scope
-    from tools.bridge.shared_server import read_bridge_token
+    from tools.server_record import read_bridge_token
 
     token = bridge_token("s3cret", BridgeBinding("acme", "alice", Scope.READ))
     assert read_bridge_token("s3cret", token) == BridgeBinding("acme", "alice", Scope.READ)
@@ -313,7 +307,7 @@ def test_bridge_tokens_carry_their_binding_and_scope_and_reject_any_change() -> 
 
 def test_an_unstartable_shared_server_fails_with_its_own_code(tmp_path: Path) -> None:
     from memory_core.errors import ConfigError
-    from tools.bridge.shared_server import ensure_shared_server
+    from tools.bridge.locate import ensure_shared_server
 
     bad = tmp_path / "bad.toml"
     bad.write_text("[server]\nshared_idle_s = -1\n")

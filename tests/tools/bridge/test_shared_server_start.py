@@ -18,7 +18,8 @@ from mcp import Client
 
 from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, http_client
 from tests.tools.bridge.test_shared_server import CALL_TIMEOUT_S, bridged, stop_servers
-from tools.bridge.shared_server import BridgeBinding, bridge_token, ensure_shared_server, read_announcement
+from tools.bridge.locate import ensure_shared_server
+from tools.server_record import BridgeBinding, bridge_token, read_announcement
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

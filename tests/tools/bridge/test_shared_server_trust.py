@@ -22,16 +22,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import shared_servers
 from tests.support.raw_bridge import RawBridge, tool_error
-from tests.tools.bridge.test_shared_server import shared_servers, stop_servers
-from tools.bridge.shared_server import (
-    ANNOUNCEMENT,
-    announce,
-    ensure_shared_server,
-    is_alive,
-    live_announcement,
-    read_announcement,
-)
+from tests.tools.bridge.test_shared_server import stop_servers
+from tools.bridge.locate import ensure_shared_server, is_alive, live_announcement
+from tools.server_record import ANNOUNCEMENT, announce, read_announcement
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

@@ -4,7 +4,7 @@ loopback stand-in for the model API (tests/support/model_standin.py).
 A session of several prompts runs real tool calls (Write, Read, Bash, one failing), one prompt holds a
 secret, ``/compact`` compacts it, and the request the stand-in receives after that must hold the
 newest handoff and the last user request, within the block's budget, without the secret, and without
-the agent having called a memory tool. ``make claude-cli`` installs the CLI (``make test`` does).
+the agent having called a memory tool. ``make node-clients`` installs the CLI (``make test`` does).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.support.model_standin import StandIn, texts
 from tests.support.paths import ROOT
 from tests.support.processes import stop_shared_servers
 
-CLAUDE = ROOT / ".claude-cli" / "node_modules" / ".bin" / "claude"
+CLAUDE = ROOT / "tests" / "support" / "node" / "node_modules" / ".bin" / "claude"
 SECRET = "ghp_" + "Zq7Xw2Vb9Nm4Lk8Jh3Gf6Ds1" + "Ab5Cd"
 FAILING = "python3 -c 'import sys; sys.exit(\"FAILED test_list: cursor is None\")'"
 LAST_REQUEST = "Now document the cursor format in docs/api.md and keep the failing test in mind"
@@ -33,7 +33,7 @@ BLOCK = re.compile(re.escape(OPEN) + r".*?" + re.escape(CLOSE), re.DOTALL)
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not CLAUDE.exists(), reason="the Claude Code CLI is not installed (make claude-cli)"),
+    pytest.mark.skipif(not CLAUDE.exists(), reason="the Claude Code CLI is not installed (make node-clients)"),
 ]
 
 

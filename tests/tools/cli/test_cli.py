@@ -13,8 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.settings import template_text
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings, template_text
 from tests.support.agreement import assert_stores_agree
 from tests.support.paths import ROOT
 from tests.support.sqlite import sqlite_db
@@ -123,6 +122,27 @@ def test_recall_applies_every_filter_and_shows_scores(data_dir: Path) -> None:
     assert table.exit_code == 0 and "confidence" in table.stdout and "mem:" in table.stdout
 
 
+def test_recall_says_when_its_rows_are_newest_first_rather_than_ranked(data_dir: Path) -> None:
+    newer = run_json(data_dir, "add", "-t", "acme", "-s", "s1", "-a", "bob", "--type", "handoff",
+                     "handoff: cider pressed, bottling next")["ref"]
+    query = ["recall", "apples picked, cider next", "-t", "acme"]
+    handoffs = run_json(data_dir, *query, "--type", "handoff")
+    assert handoffs["order"] == "newest_first" and handoffs["messages"][0]["ref"] == newer  # the library's word
+    table = run(data_dir, *query, "--type", "handoff")
+    assert table.exit_code == 0, table.stdout
+    assert "recall: 2 rows, newest first" in table.stdout
+    assert ("Newest first: under --type handoff, time orders the rows that pass the quality gate; "
+            "confidence is why a row passed, not a ranking (--deep ranks by relevance).") in table.stdout
+    ranked = run(data_dir, *query)
+    assert "rows by confidence" in ranked.stdout and "newest first" not in ranked.stdout.lower()
+    assert "order" not in run_json(data_dir, *query)
+    deep = run(data_dir, *query, "--type", "handoff", "--deep")
+    assert "rows by confidence" in deep.stdout and "order" not in run_json(data_dir, *query, "--type", "handoff",
+                                                                           "--deep")
+    recent = run(data_dir, "recall", "", "-t", "acme", "-n", "3")
+    assert "recall: 3 most recent, newest first" in recent.stdout
+
+
 def test_recall_explain_prints_the_time_per_stage_and_the_pool(data_dir: Path) -> None:
     plain = run_json(data_dir, "recall", "apple harvest", "-t", "acme")
     assert "diagnostics" not in plain
@@ -165,7 +185,7 @@ def test_tenants_is_operator_wide_while_sessions_stats_and_graph_stay_in_one_ten
     stats = run_json(data_dir, "stats", "-t", "acme")
     assert stats["by_type"] == {"decision": 1, "handoff": 1, "note": 1, "turn": 7}
     assert stats["private"] == 1 and stats["agents"] == ["alice", "bob", "carol"]
-    assert stats["disk_bytes"]["graph_sqlite"] > 0 and stats["disk_bytes"]["chroma_dir"] > 0
+    assert stats["disk_bytes"]["graph_database"] > 0 and stats["disk_bytes"]["chroma_dir"] > 0
     handoff = sessions["s1"]["latest_handoff"]
     tree = run_json(data_dir, "graph", handoff, "-t", "acme", "--depth", "2")
     assert tree["node"] == handoff and {e["kind"] for e in tree["edges"]} >= {"AUTHORED_BY", "IN_SESSION"}
@@ -285,11 +305,11 @@ def test_doctor_finds_and_repairs_planted_inconsistencies_without_losing_healthy
     assert run_json(data_dir, "doctor")["ok"] is True
     before = export_lines(data_dir, "acme")
     with MemoryCore.open(data_dir, settings=load_settings()) as core:
-        vector = core.embedder.embed(["a ghost memory"])
+        vector = core._embedder.embed(["a ghost memory"])
         meta = {"tenant": "acme", "session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
                 "visibility": "tenant", "salience": 0.5, "project_id": "", "kind": "memory"}
-        core.vectors.upsert("acme", ["mem:900"], vector, ["a ghost memory"], [meta])
-        core.vectors.delete("acme", ["mem:2"])
+        core._vectors.upsert("acme", ["mem:900"], vector, ["a ghost memory"], [meta])
+        core._vectors.delete("acme", ["mem:2"])
         with sqlite_db(core).lock:
             fts = sqlite_db(core).conn.execute("SELECT name FROM fts_tables WHERE tenant = 'acme'").fetchone()[0]
         with sqlite_db(core).transaction() as cur:

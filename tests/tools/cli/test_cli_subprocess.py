@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import http_client
 from tests.support.paths import ROOT
 
@@ -85,7 +85,7 @@ def test_export_piped_into_import_rebuilds_an_identical_tenant_and_reimport_writ
 
 def test_doctor_repairs_a_planted_inconsistency_across_processes(store: Path) -> None:
     with MemoryCore.open(store, settings=load_settings(environ={"MEMORY_CORE_EMBEDDING_PROVIDER": "hash"})) as core:
-        core.vectors.delete("acme", ["mem:1"])
+        core._vectors.delete("acme", ["mem:1"])
     found = cli_json("doctor", data_dir=store, code=1)
     assert [(f["kind"], f["ref"]) for f in found["findings"]] == [("vector_missing", "mem:1")]
     repaired = cli("doctor", "--repair", data_dir=store).stdout

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tools.cli.app import app
 
 runner = CliRunner()

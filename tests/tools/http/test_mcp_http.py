@@ -27,6 +27,7 @@ from tests.support.mcp_harness import (
     server_env,
     write_token_config,
 )
+from tools.auth import hash_token
 from tools.cli.common import EXIT_CONFIG, EXIT_STORE
 
 TOKENS = {"token-for-acme": "acme", "token-for-beta": "beta"}
@@ -143,6 +144,23 @@ def test_a_plaintext_token_in_the_config_refuses_to_start(tmp_path: Path) -> Non
     )  # fmt: skip
     assert run.returncode == EXIT_CONFIG
     assert "sha256" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.slow
+def test_a_token_listed_twice_refuses_to_start_naming_the_key(tmp_path: Path) -> None:
+    # issue 46: read-only in lower case, admin in upper case; the server started and granted admin
+    digest = hash_token("one-token")
+    config = tmp_path / "twice.toml"
+    config.write_text(f'[server.tokens]\n"{digest}" = {{ tenant = "acme", scope = "read" }}\n'
+                      f'"{digest.upper()}" = {{ tenant = "acme", scope = "admin" }}\n', encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, *SERVER_COMMAND, "--http", "--port", "0", "--config", str(config),
+         "--data-dir", str(tmp_path / "data")],
+        cwd=ROOT, env=server_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == EXIT_CONFIG
+    assert "CONFIG_INVALID" in run.stderr and "server.tokens" in run.stderr and "twice" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "data").exists()
 
 
 @pytest.mark.slow

@@ -15,7 +15,9 @@ from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
 from memory_core.errors import AgentMismatchError, ConfigError
-from memory_core.settings.schema import TokenBinding, load_settings
+from memory_core.scopes import Scope
+from memory_core.settings import load_settings
+from memory_core.settings.schema import TokenBinding
 from tests.support.mcp_harness import ROOT, SERVER_COMMAND, server_env
 from tools.auth import TenantScope, TokenTenantVerifier, check_token_hashes, hash_token
 from tools.cli.common import EXIT_CONFIG
@@ -40,6 +42,35 @@ def test_a_malformed_token_entry_fails_at_start_with_its_key(tmp_path: Path, ent
     with pytest.raises(ConfigError) as err:
         load_settings(cfg, environ={})
     assert err.value.fields["key"] == key
+
+
+def test_one_token_listed_twice_in_two_cases_fails_at_start_with_its_key(tmp_path: Path) -> None:
+    # issue 46: its lower-case hash read-only and its upper-case hash admin, the server granted admin
+    digest = hash_token("shared-secret")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[server.tokens]\n"{digest}" = {{ tenant = "acme", scope = "read" }}\n'
+                   f'"{digest.upper()}" = {{ tenant = "acme", scope = "admin" }}\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg, environ={})
+    assert err.value.code == "CONFIG_INVALID" and err.value.fields["key"] == "server.tokens"
+    assert "twice" in err.value.message and digest[:12] in err.value.message
+
+
+def test_one_token_listed_twice_across_the_file_and_the_environment_fails_at_start(tmp_path: Path) -> None:
+    digest = hash_token("shared-secret")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[server.tokens]\n"{digest.upper()}" = {{ tenant = "acme", scope = "read" }}\n')
+    environ = {"MEMORY_CORE_SERVER_TOKENS": f'{{"{digest}": {{"tenant": "beta", "scope": "admin"}}}}'}
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg, environ=environ)
+    assert err.value.fields["key"] == "server.tokens"
+
+
+def test_token_hashes_are_read_in_lower_case(tmp_path: Path) -> None:
+    digest = hash_token("t")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[server.tokens]\n"{digest.upper()}" = {{ tenant = "acme", scope = "admin" }}\n')
+    assert load_settings(cfg, environ={}).server.tokens == {digest: TokenBinding(tenant="acme", scope=Scope.ADMIN)}
 
 
 def test_check_token_hashes_refuses_a_bad_tenant_in_a_table_entry() -> None:

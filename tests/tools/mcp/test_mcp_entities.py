@@ -8,7 +8,7 @@ import pytest
 from mcp import Client
 
 from memory_core import MemoryCore
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import Caller, error_code, stdio_params
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
@@ -38,8 +38,8 @@ async def test_add_memory_over_mcp_declares_entities_and_refuses_malformed_ones(
                                    entities=[{"name": f"e{i}"} for i in range(33)])
         assert too_many.is_error
     with MemoryCore.open(data, settings=load_settings(environ={"MEMORY_CORE_EMBEDDING_PROVIDER": "hash"})) as core:
-        assert core.graph.count("acme") == 1
+        assert core._graph.count("acme") == 1
         listed = {e.name: (e.kind, e.aliases, e.mentions) for e in core.list_entities("acme")}
         assert listed == {"Payments API": ("service", ("Payments API", "payments-api"), 1),
                           "Alice": (None, ("Alice",), 1)}
-        assert [r.label for r in core.graph.all_relations("acme")] == ["owns"]
+        assert [r.label for r in core._graph.all_relations("acme")] == ["owns"]

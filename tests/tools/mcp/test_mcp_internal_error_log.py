@@ -10,8 +10,8 @@ import pytest
 from mcp import Client
 
 from memory_core.service import MemoryCore
-from memory_core.settings.schema import load_settings
-from tools.mcp.server import build_server
+from memory_core.settings import load_settings
+from tests.support.mcp_in_process import served
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +29,7 @@ async def test_an_unexpected_failure_is_logged_with_its_traceback(
     monkeypatch.setattr(MemoryCore, "recall", broken)
     settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
     with caplog.at_level(logging.ERROR):
-        async with Client(build_server(settings, data_dir=str(tmp_path))) as client:
+        async with Client(served(settings, str(tmp_path))) as client:
             result = await client.call_tool("recall", {"tenant": "acme", "query": "anything"})
     assert result.is_error and result.content[0].text.startswith("INTERNAL_ERROR")  # type: ignore[union-attr]
     assert "injected recall bug" not in result.content[0].text  # type: ignore[union-attr]

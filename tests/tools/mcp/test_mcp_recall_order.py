@@ -1,6 +1,7 @@
 """The handoff ordering rule over the real MCP client (stdio subprocess): recall and
 recall_with_context filtered by ``type: "handoff"`` put the newest handoff first and say so
-(``order: "newest_first"``); a decision filter keeps the confidence order (issue 37, point 1)."""
+(``order: "newest_first"``); a decision filter keeps the confidence order (issue 37, point 1); newer
+handoffs of other work stay out (issue 47, point 1)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from mcp import Client
 
-from tests.memory_core.recall.test_recall_type_order import GAPS, QUERY, WRITE_UPS
+from tests.memory_core.recall.test_recall_type_order import GAPS, QUERY, UNRELATED, WRITE_UPS
 from tests.support.mcp_harness import Caller, stdio_params
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
@@ -63,3 +64,14 @@ async def test_a_decision_filter_keeps_the_confidence_order_and_says_nothing_abo
     order = [m["ref"] for m in recalled["messages"]]
     assert order[-1] == refs[2] and set(order) == set(refs)
     assert "order" not in recalled
+
+
+@pytest.mark.anyio
+async def test_newer_handoffs_of_other_work_stay_out_of_a_handoff_search(client: Client) -> None:
+    acme = Caller(client, "acme-other-work")
+    refs = await write_ups(acme, "handoff")
+    for text in UNRELATED:  # newer than every billing handoff; "handoff" is all they share with the query
+        await acme.ok("create_handoff", session="misc", agent="planner", content=f"handoff: {text}")
+    recalled = await acme.ok("recall", query="handoff for the billing queue migration", type="handoff")
+    assert [m["ref"] for m in recalled["messages"]] == list(reversed(refs))
+    assert recalled["order"] == "newest_first"

@@ -14,8 +14,9 @@ from mcp import Client
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tools.mcp.server import build_server
+from tools.mcp.stores import OpenedCore
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 
@@ -44,7 +45,7 @@ def test_recover_context_for_a_500_turn_session_stays_under_2000_tokens(tmp_path
                         "next: backfill the duplicate invoices from May and alert finance. " * 3)
 
     async def call() -> str:
-        async with Client(build_server(settings, core=core)) as client:
+        async with Client(build_server(settings, OpenedCore(core))) as client:
             result = await client.call_tool("recover_context", {"tenant": "acme", "session": "long"})
             assert not result.is_error
             return result.content[0].text  # type: ignore[union-attr]

@@ -11,10 +11,10 @@ from mcp import Client
 from mcp_types import Tool
 
 from memory_core.scopes import Scope
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
+from tests.support.mcp_in_process import served
 from tools.bridge import client as bridge
 from tools.mcp import surface as mcp_surface
-from tools.mcp.server import build_server
 from tools.registry import SPECS_BY_NAME, TOOL_SPECS, Effect, allowed_names, read_only_names
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +27,7 @@ def anyio_backend() -> str:
 
 async def listed(tmp_path: Path) -> list[Tool]:
     settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, "server": {"scope": "admin"}})
-    async with Client(build_server(settings, data_dir=str(tmp_path))) as client:
+    async with Client(served(settings, str(tmp_path))) as client:
         return list((await client.list_tools()).tools)
 
 

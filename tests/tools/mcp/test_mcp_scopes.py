@@ -29,7 +29,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from memory_core import MemoryCore
 from memory_core.scopes import Scope
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import (
     BASE_ENV,
     ROOT,

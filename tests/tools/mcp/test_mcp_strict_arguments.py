@@ -5,36 +5,26 @@ pydantic's lax mode used to coerce: ``limit: "10"`` became 10, ``deep: "yes"`` T
 refuses another JSON type with INVALID_INPUT naming the argument, and nothing is written.
 Lists and objects sent as JSON strings (``refs: '["mem:1"]'``, ``metadata: '{...}'``) were decoded
 by the SDK; they are refused the same way (issue 37, point 15), over stdio and HTTP.
+An argument a tool does not take (``visiblity: "agent"``, a typo that stored a private row shared)
+is refused the same way, naming it (issue 46, point 5), never ignored.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
 
+from memory_core.settings import load_settings
+from tests.support.mcp_contract import VALID_CALLS, refuses_unknown_arguments
 from tests.support.mcp_harness import Caller, error_code, http_client, running_http_server, stdio_params
+from tests.support.mcp_in_process import served
+from tools.registry import TOOL_SPECS
 
-# The smallest valid call of each tool; the wrong-typed argument is added to it.
-VALID_CALLS: dict[str, dict[str, Any]] = {
-    "add_memory": {"session": "strict", "agent": "a", "content": "strict typing probe"},
-    "recall": {"query": "strict"},
-    "recall_with_context": {"query": "strict", "context": [{"role": "user", "content": "hi"}]},
-    "get_contents": {"refs": ["mem:1"]},
-    "query_recent_turns": {"session": "strict"},
-    "check_memory": {"ref": "mem:1"},
-    "related": {"entity": "strict"},
-    "create_handoff": {"session": "strict", "agent": "a", "content": "strict handoff probe"},
-    "delete_memory": {"ref": "mem:999999"},
-    "recover_context": {"session": "strict"},
-    "summarize_session": {"session": "strict"},
-    "update_memory": {"ref": "mem:999999", "agent": "a", "content": "strict update probe"},
-    "lock_memory": {"ref": "mem:999999"},
-    "unlock_memory": {"ref": "mem:999999"},
-}
 WRONG_VALUES: dict[str, list[Any]] = {
     "integer": ["10", True, 10.5, "1e1"],
     "boolean": ["yes", "true", 1, 0, "false"],
@@ -178,3 +168,25 @@ async def test_list_and_object_arguments_sent_as_json_strings_are_refused_over_h
     assert {"refs", "entities", "metadata", "source", "exclude_contents", "context"} <= probed
 
 
+
+
+def test_the_probes_cover_every_tool_of_the_registry() -> None:
+    assert set(VALID_CALLS) == {spec.name for spec in TOOL_SPECS}
+
+
+@pytest.mark.anyio
+async def test_an_unknown_argument_is_refused_naming_it_on_every_tool_in_process(tmp_path: Path) -> None:
+    # the contract runs the same probe over stdio, the bridge and HTTP (tests/support/mcp_contract.py)
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
+    async with Client(served(settings, str(tmp_path))) as client:
+        caller = Caller(client, "acme")
+        assert await refuses_unknown_arguments(caller) == set(VALID_CALLS)
+        typo = await caller.call("add_memory", session="s", agent="alice", content="private", visiblity="agent")
+        assert typo.content[0].text == (  # type: ignore[union-attr]
+            "INVALID_INPUT: Argument 'visiblity' is not an argument of this tool (did you mean 'visibility'?).")
+        several = await caller.call("recall", query="x", tenant_id="acme", lmit=3)
+        assert error_code(several) == "INVALID_INPUT"
+        assert several.content[0].text == (  # type: ignore[union-attr]
+            "INVALID_INPUT: Argument 'tenant_id' is not an argument of this tool (did you mean 'tenant'?) "
+            "(1 more problem(s)).")
+        assert (await caller.ok("query_recent_turns", session="s", viewer="alice"))["turns"] == []

@@ -16,8 +16,9 @@ from mcp import Client
 from mcp_types import Tool
 
 from bench.quality.token_economy import SURFACE_GOAL, tool_list_tokens
-from memory_core.settings.schema import Settings, load_settings
-from tools.mcp.server import build_server
+from memory_core.settings import load_settings
+from memory_core.settings.schema import Settings
+from tests.support.mcp_in_process import served
 from tools.mcp.surface import inline_definitions
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +34,7 @@ def settings_with(**sections: Mapping[str, object]) -> Settings:
 
 
 async def listed(settings: Settings, tmp_path: Path) -> dict[str, Tool]:
-    async with Client(build_server(settings, data_dir=str(tmp_path))) as client:
+    async with Client(served(settings, str(tmp_path))) as client:
         return {tool.name: tool for tool in (await client.list_tools()).tools}
 
 
@@ -49,7 +50,7 @@ def walk(schema: Any) -> Iterator[Mapping[str, Any]]:
 
 @pytest.fixture
 async def client(tmp_path: Path) -> AsyncIterator[Client]:
-    async with Client(build_server(settings_with(), data_dir=str(tmp_path))) as connected:
+    async with Client(served(settings_with(), str(tmp_path))) as connected:
         yield connected
 
 
@@ -113,7 +114,7 @@ async def test_a_bound_connection_is_not_offered_the_arguments_its_binding_fills
 
 
 async def test_a_bound_connection_may_still_name_its_own_tenant(tmp_path: Path) -> None:
-    async with Client(build_server(settings_with(server={"tenant": "acme"}), data_dir=str(tmp_path))) as client:
+    async with Client(served(settings_with(server={"tenant": "acme"}), str(tmp_path))) as client:
         ok = await client.call_tool("add_memory", {"tenant": "acme", "session": "s", "agent": "a", "content": "x"})
         assert not ok.is_error
         other = await client.call_tool("add_memory", {"tenant": "beta", "session": "s", "agent": "a", "content": "x"})
@@ -132,10 +133,8 @@ async def test_recover_context_is_not_announced_as_read_only(client: Client) -> 
     assert tools["recall"].annotations is not None and tools["recall"].annotations.read_only_hint is True
 
 
-async def test_the_instructions_explain_the_tenant_binding_once(client: Client) -> None:
-    instructions = client.initialize_result.instructions if hasattr(client, "initialize_result") else None
-    if instructions is None:
-        instructions = build_server(settings_with()).instructions
+async def test_the_instructions_explain_the_tenant_binding_once(tmp_path: Path) -> None:
+    instructions = served(settings_with(), tmp_path).instructions
     assert instructions is not None and "TENANT_MISMATCH" in instructions and "TENANT_REQUIRED" in instructions
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.mcp_harness import Caller, error_code, stdio_params
-from tools.mcp.server import build_server
+from tests.support.mcp_in_process import served
 
 pytestmark = pytest.mark.anyio
 VERSION_TOOLS = ("update_memory", "lock_memory", "unlock_memory")
@@ -26,7 +26,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 async def ann(tmp_path: Path) -> AsyncIterator[Caller]:
     settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}})
-    async with Client(build_server(settings, data_dir=str(tmp_path / "data"))) as client:
+    async with Client(served(settings, str(tmp_path / "data"))) as client:
         yield Caller(client, "acme")
 
 

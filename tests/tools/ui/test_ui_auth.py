@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.ui_store import ADMIN_TOKEN, AGENT_TOKEN, OPERATOR_TOKEN, populate, ui_settings
 from tools.ui import standalone_app
 from tools.ui.auth import COOKIE, safe_next

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from memory_core import MemoryCore
+from memory_core.embedding.local import HashEmbedder
+from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 from tests.support.ui_store import HOSTILE, OPERATOR_TOKEN, make_store, running_ui
 
@@ -34,8 +37,21 @@ def count(page: Page, selector: str) -> int:
     return int(page.eval(f"document.querySelectorAll({json.dumps(selector)}).length"))
 
 
+def correct_a_fact(data: Path, config: Path) -> tuple[str, str, str]:
+    """A fact about an entity corrected with update_memory (in s2): the old ref, the new one, the entity's."""
+    settings = load_settings(config, environ={}, overrides={"embedding": {"provider": "hash"}})
+    with MemoryCore.open(data, settings=settings, embedder=HashEmbedder()) as core:
+        old = core.add_memory("acme", "s2", "planner", "The Orion outage lasted 40 minutes.",
+                              entities=[{"name": "Orion", "kind": "incident"}]).ref
+        new = core.update_memory("acme", old, content="The Orion outage lasted 55 minutes.").added.ref
+        entity = core._graph.entity_by_name("acme", "orion", None)
+        assert entity is not None
+        return old, new, entity.ref
+
+
 def test_an_operator_inspects_the_store_in_a_real_browser(tmp_path: Path) -> None:
     data, config, refs = make_store(tmp_path)
+    forty, fifty_five, orion = correct_a_fact(data, config)
     with running_ui(data, config) as url, chromium_page(str(CHROMIUM)) as page:
         # log in: an unauthenticated visit lands on the form
         page.goto(url)
@@ -121,6 +137,47 @@ def test_an_operator_inspects_the_store_in_a_real_browser(tmp_path: Path) -> Non
         assert "Handoff two" in top and "confidence" in top and "signal = confidence" in top
         assert "bm25 =" in top and "cosine =" in top
         page.screenshot(SHOTS / "search.png")
+
+        # a fact stored three times is one row marked ×3, with links to the other two copies
+        page.goto(f"{url}search?t=acme&q=where+does+ledger-svc+read+its+feature+flags")
+        page.wait_for("document.querySelector('#results') !== null")
+        flags = "[...document.querySelectorAll('#results > li.item')].find(li => li.innerText.includes('/etc/flags/'))"
+        assert page.eval(f"{flags}.querySelector('.badge.repeats').innerText") == "×3"
+        assert page.eval(f"{flags}.querySelector('a.ref').innerText") == refs.restated[-1]
+        also = page.eval(f"[...{flags}.querySelectorAll('a.also-ref')].map(a => a.innerText)")
+        assert also == [refs.restated[1], refs.restated[0]]
+        page.eval(f"{flags}.scrollIntoView({{block: 'center'}})")
+        page.screenshot(SHOTS / "search-repeats.png")
+        page.click_and_wait(f"a.also-ref[href$='{refs.restated[0].replace(':', '%3A')}']",
+                            "document.querySelector('#memory-ref') !== null")
+        assert text(page, "#memory-ref") == refs.restated[0]
+
+        # a handoff search says its rows come newest first, above bars drawn as "admitted", not ranked
+        page.click_and_wait("#nav-search", "document.querySelector('#search-form') !== null")
+        page.type_into("#q", "rotate the staging key")
+        page.eval("document.querySelector('select[name=type]').value = 'handoff'")
+        page.click_and_wait("#search-submit", "document.querySelector('#results') !== null")
+        note = text(page, "#order-note")
+        assert note.startswith("Newest first") and "not a ranking" in note
+        assert page.eval("[...document.querySelectorAll('#results a.ref')].map(a => a.innerText)") == [
+            refs.second_handoff, refs.first_handoff]
+        assert count(page, "#results .score.admitted") == 2
+        assert text(page, "#results > li.item .by-time") == "· #1 by time"
+        page.screenshot(SHOTS / "search-handoffs.png")
+
+        # an entity page: the corrected fact once, current, its old version folded under it
+        page.goto(f"{url}entity?t=acme&ref={orion}")
+        page.wait_for("document.querySelector('#mentions') !== null")
+        assert page.eval("[...document.querySelectorAll('#mentions > li.item')].map(li => li.dataset.ref)") == [
+            fifty_five]
+        assert not page.eval("document.querySelector('#mentions details.older').open")
+        assert not page.eval(f"document.querySelector('[data-version=\"{forty}\"]').checkVisibility()")
+        page.click("#mentions details.older summary")
+        page.wait_for(f"document.querySelector('[data-version=\"{forty}\"]').checkVisibility()")
+        assert "40 minutes" in text(page, "#mentions details.older")
+        page.screenshot(SHOTS / "entity-history.png")
+        page.click_and_wait("#mentions details.older summary a", "document.querySelector('#chain') !== null")
+        assert text(page, "#memory-ref") == fifty_five and forty in text(page, "#chain")
 
         page.click_and_wait("#nav-health", "document.querySelector('#doctor') !== null")
         page.wait_for("document.querySelector('#doctor-status')?.innerText.includes('agree')", timeout=30)

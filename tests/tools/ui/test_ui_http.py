@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from tests.support.paths import ROOT
 from tests.support.sqlite import sqlite_db
 from tests.support.ui_store import HOSTILE, OPERATOR_TOKEN, TURNS, Refs, populate, ui_settings
@@ -92,7 +92,7 @@ def test_session_page_reads_without_writing_an_episode(store: tuple[MemoryCore, 
     core, _ = store
     client.get("/ui/session", params={"t": "acme", "s": "s1"})
     with sqlite_db(core).lock:
-        assert core.graph.session_episode("acme", "s1") is None
+        assert core._graph.session_episode("acme", "s1") is None
 
 
 def test_turns_only_view_matches_query_recent_turns(store: tuple[MemoryCore, Refs], client: TestClient) -> None:
@@ -189,7 +189,7 @@ def test_health_page_shows_the_doctor_report_journal_store_sizes_and_embedder(
     assert "All stores agree." in html
     assert "empty: no interrupted writes" in html
     assert "hash-" in html or "hash" in html  # the embedder in use
-    assert "Chroma (embedded)" in html and "graph (SQLite)" in html
+    assert "Chroma (embedded)" in html and "graph database" in html
 
 
 def test_graph_endpoint_returns_a_bounded_neighbourhood_for_depths_one_to_three(client: TestClient,
@@ -254,3 +254,56 @@ def test_an_episode_opens_as_a_memory_page_with_what_it_covers(tmp_path: Path) -
         assert f">{episode.ref}<" in session and "stale" not in session
         graph = client.get("/ui/api/graph", params={"t": "acme", "ref": str(episode.ref), "depth": 2}).json()
         assert {"SUMMARIZES", "IN_SESSION"} <= {e["kind"] for e in graph["edges"]}
+
+
+def _result_rows(html: str) -> list[str]:
+    return html.split('<li class="item')[1:]
+
+
+def test_a_search_row_standing_for_repeats_shows_the_count_and_links_the_other_copies(
+        client: TestClient, refs: Refs) -> None:
+    html = client.get("/ui/search", params={"t": "acme", "q": "where does ledger-svc read its feature flags"}).text
+    flags = [r for r in _result_rows(html) if "/etc/flags/" in r]
+    assert len(flags) == 1, "the three copies are one row"
+    newest, *others = reversed(refs.restated)
+    row = flags[0]
+    assert f'class="ref" href="/ui/memory?t=acme&amp;ref={newest.replace(":", "%3A")}">{newest}<' in row
+    assert re.search(r'class="badge repeats"[^>]*>×3<', row), row
+    also = re.findall(r'class="also-ref" href="([^"]+)">(mem:\d+)<', row)
+    assert [ref for _href, ref in also] == others  # newest first, as recall's `also`
+    assert [href for href, _ref in also] == [f"/ui/memory?t=acme&amp;ref={r.replace(':', '%3A')}" for r in others]
+    for href, ref in also:  # each link opens that copy
+        assert client.get(href.replace("&amp;", "&")).text.count(f'id="memory-ref">{ref}<') == 1
+    assert "2 more copies of shown facts folded into their newest" in html
+
+
+def test_search_shows_every_copy_unmarked_when_asked_not_to_collapse(client: TestClient, refs: Refs) -> None:
+    html = client.get("/ui/search", params={"t": "acme", "q": "where does ledger-svc read its feature flags",
+                                            "collapse": "off"}).text
+    shown = re.findall(r'class="ref" href="[^"]*">(mem:\d+)<', html)
+    assert set(refs.restated) <= set(shown)
+    assert 'class="badge repeats"' not in html and 'class="also-ref"' not in html
+    assert re.search(r'<input type="checkbox" name="collapse" value="off"[^>]*checked', html)
+
+
+def test_a_handoff_search_says_its_rows_are_newest_first_not_ranked_by_the_confidence_bars(
+        client: TestClient, refs: Refs) -> None:
+    html = client.get("/ui/search", params={"t": "acme", "q": "rotate the staging key", "type": "handoff"}).text
+    assert re.findall(r'class="ref" href="[^"]*">(mem:\d+)<', html) == [refs.second_handoff, refs.first_handoff]
+    note = re.search(r'<p class="order newest-first" id="order-note">(.+?)</p>', html, re.S)
+    assert note is not None, html
+    assert "Newest first" in note.group(1) and "not a ranking" in note.group(1)
+    assert html.index('id="order-note"') < html.index('id="results"')
+    assert html.count('class="score admitted"') == 2  # every bar is drawn as "admitted", not ranked
+
+
+def test_searches_say_how_their_rows_are_ordered(client: TestClient) -> None:
+    ranked = client.get("/ui/search", params={"t": "acme", "q": "rotate the staging key"}).text
+    assert re.search(r'<p class="order" id="order-note">Ranked by confidence, best first\.</p>', ranked)
+    assert 'class="score admitted"' not in ranked
+    deep = client.get("/ui/search", params={"t": "acme", "q": "rotate the staging key", "type": "handoff",
+                                            "deep": "on"}).text  # deep turns time off: ranked again
+    assert "Ranked by confidence, best first." in deep
+    recent = client.get("/ui/search", params={"t": "acme", "q": ""}).text
+    assert "The most recent memories, newest first" in recent
+    assert 'id="order-note"' not in client.get("/ui/search", params={"t": "acme"}).text  # no search yet

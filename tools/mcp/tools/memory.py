@@ -56,9 +56,8 @@ async def add_memory(
     entities: Entities = None,
     relations: Relations = None,
 ) -> dict[str, Any]:
-    """Store one memory (turn, note, decision, ...): {ref, timestamp, created}. A retry with the same
-    idempotency_key returns the first ref, created=false; the same content just before in the session:
-    duplicate_of. Secrets become [REDACTED:kind] (counted in redacted).
+    """Store a memory. A repeated idempotency_key returns the first ref (created=false); the same
+    content just before in the session adds duplicate_of. Secrets become [REDACTED:kind].
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -83,16 +82,18 @@ async def create_handoff(
     tenant: Tenant = None,
     project_id: Project = None,
     idempotency_key: IdempotencyKey = None,
+    visibility: Visibility = "tenant",
 ) -> dict[str, Any]:
-    """Write a handoff (done, in progress, next) before a compaction or your session's end;
-    recover_context returns it first. Salience 0.95: {ref, timestamp, created}.
+    """Write a handoff (done, in progress, next) before a compaction or session end; recover_context
+    returns it first. Salience 0.95, else as add_memory.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
     result = await state.call(
         lambda core: core.create_handoff(
-            tenant_id, session, author, content, project_id=project_id, idempotency_key=idempotency_key
+            tenant_id, session, author, content, project_id=project_id, idempotency_key=idempotency_key,
+            visibility=visibility,
         )
     )
     return state.shaper.added(result)
@@ -100,8 +101,7 @@ async def create_handoff(
 
 @mcp_tool
 async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Delete one memory permanently: {ref, deleted}; false when it is not found or is another agent's
-    private memory."""
+    """Delete a memory for good; deleted=false if not found or another agent's private memory."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -112,8 +112,8 @@ async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, view
 
 @mcp_tool
 async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Full rows for up to $refs_cap refs: {found, missing}, keyed by the ref you sent (requested=<it>
-    when it differs from the row's ref). Malformed, deleted or hidden: missing."""
+    """Full rows for up to $refs_cap refs; missing: malformed, deleted or hidden ones; requested: the
+    ref you sent, when not the row's."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -123,8 +123,8 @@ async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: V
 
 @mcp_tool
 async def check_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """One memory in full with its graph neighbours: {memory, neighbours: {author, session, previous,
-    next, edges, versions}} (previous/next as previews). Unknown ref: NOT_FOUND."""
+    """One memory in full with its neighbours: author, session, previous and next (previews), edges,
+    versions. Unknown ref: NOT_FOUND."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
@@ -142,8 +142,8 @@ async def query_recent_turns(
     cursor: Cursor = None,
     viewer: Viewer = None,
 ) -> dict[str, Any]:
-    """A session's turns, newest first, as previews: {turns, next_cursor}; pass next_cursor back for
-    older ones (null: no more)."""
+    """A session's turns, newest first, as previews; pass next_cursor back for older ones (null: no
+    more)."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)

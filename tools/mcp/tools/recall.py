@@ -10,7 +10,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from memory_core.recall.request import RecallOptions
+from memory_core import RecallOptions
 from tools.mcp.context import Ctx, ServerState, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import (
@@ -65,11 +65,10 @@ async def recall(
     full_content: FullContent = False,
     collapse: Collapse = None,
 ) -> dict[str, Any]:
-    """Relevant memories, best first (semantic + keyword + entity search): {messages, shared?}.
-    Row: ref, content (at most $preview_chars chars; a cut one adds content_truncated, content_len:
-    expand with get_contents or full_content), match_reason (ranking signal, per-branch scores), type
-    unless 'turn', repeats, also (its copies; collapse=false: rows); values every row shares go once
-    in shared. gate_fallback=true: only weak matches.
+    """Relevant memories, best first. Row content: at most $preview_chars chars (if cut: content_truncated,
+    content_len; expand with get_contents or full_content); type unless 'turn'; repeats, also: its
+    copies (collapse=false lists them). shared: values all rows share. gate_fallback=true: weak
+    matches only.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -93,8 +92,8 @@ def takes_recall_arguments(fn: F) -> F:
 @mcp_tool
 @takes_recall_arguments
 async def recall_with_context(ctx: Ctx, *, context: ContextEntries, **args: Any) -> dict[str, Any]:
-    """recall steered by the conversation you pass in context; rows it already holds are skipped.
-    Same arguments and rows as recall; the response also echoes context as previews."""
+    """recall steered by the conversation in context, skipping rows it holds: same arguments and
+    rows, plus context echoed as previews."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(args.get("tenant"))
     options = _options(state, args)

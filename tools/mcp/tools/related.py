@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from memory_core.entities.related import MAX_DEPTH, RelatedItem, RelatedResult, entity_dict
+from memory_core import RELATED_MAX_DEPTH, RelatedItem, RelatedResult, entity_dict
 from tools.mcp.context import Ctx, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import Tenant
@@ -16,7 +16,7 @@ RELATED_LIMIT_CAP = 50
 RELATED_LIMIT_DEFAULT = 10
 
 EntityOrRef = Annotated[str, Field()]
-Depth = Annotated[int, Field(ge=1, le=MAX_DEPTH)]
+Depth = Annotated[int, Field(ge=1, le=RELATED_MAX_DEPTH)]
 RelatedLimit = Annotated[int, Field(ge=1, le=RELATED_LIMIT_CAP)]
 
 
@@ -30,8 +30,8 @@ async def related(
     limit: RelatedLimit = RELATED_LIMIT_DEFAULT,
     viewer: Viewer = None,
 ) -> dict[str, Any]:
-    """Memories and entities linked (mentions, relations) to an entity (name, alias, ent:N) or a
-    memory (mem:N), best first, with their paths."""
+    """Memories and entities an entity (name, alias, ent:N) or a memory (mem:N) links to by mentions and
+    relations, best first, with their paths."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)

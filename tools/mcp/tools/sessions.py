@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from memory_core.scopes import Scope
+from memory_core import Scope
 from tools.mcp.context import Ctx, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import RECENT_TURNS_LIMIT_CAP, Session, Tenant
@@ -20,7 +20,7 @@ RecoverTurns = Annotated[
     Field(
         ge=1,
         le=RECENT_TURNS_LIMIT_CAP,
-        description="Newest turns (fewer past a budget).",
+        description="Newest turns (fewer past a size budget).",
     ),
 ]
 
@@ -34,10 +34,9 @@ async def recover_context(
     viewer: Viewer = None,
     turns: RecoverTurns = None,
 ) -> dict[str, Any]:
-    """Call FIRST after a context compaction or when resuming: {handoff, summary, turns, next_cursor}:
-    the latest handoff in full (or null); the session's miniSummary (summary_source model|fallback;
-    stale=true: a newer one is coming); the newest turns as $recover_chars-char previews; next_cursor
-    for query_recent_turns.
+    """Call FIRST after a context compaction or when resuming: the latest handoff whole (or null),
+    the session summary (stale=true: a newer one is coming), the newest turns as $recover_chars-char
+    previews, next_cursor for query_recent_turns.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -50,9 +49,8 @@ async def recover_context(
 
 @mcp_tool
 async def summarize_session(ctx: Ctx, *, session: Session, tenant: Tenant = None) -> dict[str, Any]:
-    """Summarize a session's shared memories in at most $summary_chars chars, stored as an episode:
-    {ref, summary, summary_source, covers, turn_count, ...}; a slow or missing model: summary_source=
-    fallback, summary_error. No shared memories: NOT_FOUND.
+    """Summarize a session's shared memories in at most $summary_chars chars, stored as an episode;
+    with a slow or missing model, summary_source=fallback. None shared: NOT_FOUND.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)

@@ -15,7 +15,7 @@ from tools.mcp.context import Ctx, mcp_tool, state_of
 from tools.mcp.identity import Author, Viewer, author_of, own_only, viewer_of
 from tools.mcp.params import MemoryRef, Metadata, Salience, Tenant
 
-NewContent = Annotated[str | None, Field(description="New text (omitted: kept).")]
+NewContent = Annotated[str | None, Field()]  # the description says omitted fields are kept
 
 
 @mcp_tool
@@ -29,8 +29,8 @@ async def update_memory(
     agent: Author = None,
     tenant: Tenant = None,
 ) -> dict[str, Any]:
-    """Correct a memory with a new version (new ref; omitted fields kept): {ref, supersedes}. ref stays
-    as history; recall shows the newest. SUPERSEDED: update error.head instead."""
+    """Correct a memory: a new version (new ref; omitted fields kept) supersedes ref, kept as
+    history. SUPERSEDED: update error.head instead."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     author = author_of(state, agent)
@@ -54,11 +54,11 @@ async def _set_lock(ctx: Ctx, ref: str, tenant: str | None, viewer: str | None, 
 
 @mcp_tool
 async def lock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Refuse update and delete of ref (LOCKED) until unlock_memory: {ref, locked, changed}."""
+    """Refuse update and delete of ref (LOCKED) until unlock_memory."""
     return await _set_lock(ctx, ref, tenant, viewer, True)
 
 
 @mcp_tool
 async def unlock_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
-    """Undo lock_memory: {ref, locked, changed}."""
+    """Undo lock_memory."""
     return await _set_lock(ctx, ref, tenant, viewer, False)

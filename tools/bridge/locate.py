@@ -1,40 +1,29 @@
-"""One shared MCP server per data directory: its announcement, its secret, and starting it.
+"""Finding the data directory's shared server, trusting it, and starting it when none runs.
 
-Every ``memory-core serve --http`` announces itself in its data directory
-(``mcp-server.json``, mode 0600: URL, pid and a fresh per-start secret) and withdraws the
-file when it stops. A stdio launch (``memory-core serve``) reads the file and bridges to
-that server (:mod:`tools.bridge.client`); when none runs it starts one, detached, on 127.0.0.1 and
-a free port (``serve --http --shared``), which stops itself after ``server.shared_idle_s``
-without clients. Two launches at once meet at a lock file (``mcp-server.start.lock``), so
-they end with one server.
+A stdio launch (``memory-core serve``) reads the record a running ``serve --http`` keeps in the
+data directory (:mod:`tools.server_record`) and bridges to that server (:mod:`tools.bridge.client`);
+when none runs it starts one, detached, on 127.0.0.1 and a free port (``serve --http --shared``),
+which stops itself after ``server.shared_idle_s`` without clients. Two launches at once meet at a
+lock file (``mcp-server.start.lock``), so they end with one server.
 
-Trust runs both ways, and rests on the secret in the 0600 file (docs/shared-server.md):
-
-- The client authenticates the server before it sends it anything: on every connection it
-  first asks ``GET /mcp-bridge/hello?nonce=…`` and expects ``HMAC(secret, port|nonce)``
-  (:func:`connect_verified`); only then does the bearer token or any content go out, on that
-  same connection. A stale record (a server killed with SIGKILL) whose pid and port now belong
-  to someone else's process is therefore ignored: the client starts its own server.
-- The server authenticates bridged connections by their *bridge token*: the binding of the
-  stdio client (tenant and agent, ``None`` when unbound, and its access scope) signed with the
-  secret (HMAC-SHA256). The server takes the binding from the token alone, so a bridged client cannot
-  act outside it; only a process that can read the 0600 file (the owner of the data directory)
-  can mint one.
+The client authenticates the server before it sends it anything: on every connection it first
+asks ``GET /mcp-bridge/hello?nonce=…`` and expects ``HMAC(secret, port|nonce)``
+(:func:`connect_verified`); only then does the bearer token or any content go out, on that same
+connection. A stale record (a server killed with SIGKILL) whose pid and port now belong to someone
+else's process is therefore ignored: the client starts its own server. A record that is not this
+user's own, or that others may read, is not trusted either (docs/shared-server.md).
 
 Stdlib only: the bridge imports this module and must start in a fraction of a second.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
-import hashlib
 import hmac
 import http.client
 import json
 import os
-import re
 import secrets
 import socket
 import subprocess
@@ -42,20 +31,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from memory_core.errors import ConfigError, EmbedderMismatchError, MemoryCoreError, StoreError, StoreLockedError
-from memory_core.scopes import DEFAULT_SCOPE, Scope, parse_scope
+from memory_core import ConfigError, EmbedderMismatchError, MemoryCoreError, StoreError, StoreLockedError
+from tools.server_record import ANNOUNCEMENT, HELLO_PATH, Announcement, read_announcement, server_proof
 
-ANNOUNCEMENT = "mcp-server.json"
 START_LOCK = "mcp-server.start.lock"
 SERVER_LOG = "mcp-server.log"
 START_OUTPUT = "mcp-server.out"
-TOKEN_PREFIX = "mcb1."
-HELLO_PATH = "/mcp-bridge/hello"
-NONCE = re.compile(r"[0-9a-f]{32,128}")
 MAX_HELLO_BYTES = 1024  # the proof's answer is ~80 bytes; an impostor may send anything
 START_TIMEOUT_S = 60.0
 _BINDING_ENV = ("MEMORY_CORE_TENANT", "MEMORY_CORE_AGENT", "MEMORY_CORE_SCOPE", "MEMORY_CORE_SERVER_TENANT",
@@ -68,59 +51,6 @@ class SharedServerError(StoreError):
     code = "SERVER_UNAVAILABLE"
 
 
-@dataclass(frozen=True)
-class Announcement:
-    """What a running server says about itself in its data directory."""
-
-    url: str
-    pid: int
-    secret: str
-    shared: bool
-    max_request_bytes: int | None = None  # the server's server.max_request_bytes (None: an older record)
-
-    @property
-    def address(self) -> tuple[str, int]:
-        parts = urlsplit(self.url)
-        return parts.hostname or "127.0.0.1", parts.port or 80
-
-
-# ---- the announcement file -----------------------------------------------------------------
-def announce(data_dir: Path, url: str, secret: str, *, shared: bool, max_request_bytes: int | None = None) -> None:
-    """Write the announcement atomically, readable by the owner only (it holds the secret)."""
-    record: dict[str, object] = {"url": url, "pid": os.getpid(), "secret": secret, "shared": shared}
-    if max_request_bytes is not None:
-        record["max_request_bytes"] = max_request_bytes  # bridges refuse larger requests without sending them
-    body = json.dumps(record)
-    tmp = data_dir / f".{ANNOUNCEMENT}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # whatever the umask or a leftover file said
-        os.write(fd, body.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, data_dir / ANNOUNCEMENT)
-
-
-def withdraw(data_dir: Path) -> None:
-    """Remove the announcement if it is still this process's own."""
-    found = read_announcement(data_dir)
-    if found is not None and found.pid == os.getpid():
-        with contextlib.suppress(FileNotFoundError):
-            (data_dir / ANNOUNCEMENT).unlink()
-
-
-def read_announcement(data_dir: Path) -> Announcement | None:
-    """The announcement, or None when there is none or it is unreadable/malformed."""
-    try:
-        raw = json.loads((data_dir / ANNOUNCEMENT).read_text())
-        limit = raw.get("max_request_bytes")
-        return Announcement(str(raw["url"]), int(raw["pid"]), str(raw["secret"]), bool(raw.get("shared")),
-                            limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 class UnprovenServer(OSError):
     """The announced address did not prove that it is the announced server: gone, or someone else."""
 
@@ -129,15 +59,6 @@ class UnprovenServer(OSError):
         super().__init__(f"{found.url} {what}")
         self.found = found
         self.impostor = impostor  # something listens there and failed the proof
-
-
-def server_proof(secret: str, nonce: str, port: int) -> str:
-    """The server's answer to a hello: its secret's HMAC of the port it was reached on and the client's nonce.
-
-    The port is in it so that a listener on another port cannot pass on a proof it obtained
-    from the real server.
-    """
-    return _sign(secret, f"memory-core-server-proof|{port}|{nonce}")
 
 
 def connect_verified(found: Announcement, timeout_s: float) -> http.client.HTTPConnection:
@@ -242,57 +163,6 @@ def say_on_stderr(text: str) -> None:
     with contextlib.suppress(OSError):
         sys.stderr.write(f"memory-core: {text}\n")
         sys.stderr.flush()
-
-
-# ---- bridge tokens -------------------------------------------------------------------------
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _sign(secret: str, payload: str) -> str:
-    return hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
-
-
-@dataclass(frozen=True)
-class BridgeBinding:
-    """What a bridged stdio client is bound to: tenant and agent (None: unbound) and its scope."""
-
-    tenant: str | None
-    agent: str | None
-    scope: Scope = DEFAULT_SCOPE
-
-
-def bridge_token(secret: str, binding: BridgeBinding) -> str:
-    """The bearer token of a bridged connection: its binding, signed with the directory's secret."""
-    body = {"tenant": binding.tenant, "agent": binding.agent, "scope": binding.scope.value}
-    payload = _b64(json.dumps(body, separators=(",", ":")).encode())
-    return f"{TOKEN_PREFIX}{payload}.{_sign(secret, payload)}"
-
-
-def read_bridge_token(secret: str, token: str) -> BridgeBinding | None:
-    """The binding a valid bridge token carries; None for anything else (a forged or altered one).
-
-    A token without a scope (a bridge of a version before scopes) has the default scope."""
-    if not token.startswith(TOKEN_PREFIX):
-        return None
-    payload, _, signature = token[len(TOKEN_PREFIX):].partition(".")
-    if not hmac.compare_digest(_sign(secret, payload), signature):
-        return None
-    try:
-        binding = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except ValueError:
-        return None
-    if not isinstance(binding, dict):
-        return None
-    tenant, agent, scope = binding.get("tenant"), binding.get("agent"), binding.get("scope", DEFAULT_SCOPE.value)
-    if not all(value is None or isinstance(value, str) for value in (tenant, agent)):
-        return None
-    parsed = parse_scope(scope)
-    return None if parsed is None else BridgeBinding(tenant, agent, parsed)
-
-
-def new_secret() -> str:
-    return secrets.token_hex(32)
 
 
 # ---- starting the shared server ------------------------------------------------------------

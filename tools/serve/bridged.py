@@ -1,6 +1,6 @@
-"""The HTTP server's side of bridged stdio clients: bridge tokens, and knowing when it is idle.
+"""The serving process's side of bridged stdio clients: bridge tokens, the hello proof, and knowing when it is idle.
 
-- :class:`BridgeTokenVerifier` accepts the bridge tokens of :mod:`tools.bridge.shared_server` (the
+- :class:`BridgeTokenVerifier` accepts the bridge tokens of :mod:`tools.server_record` (the
   binding of one stdio client — tenant, agent, scope — signed with this start's secret). The
   claims carry that binding, unbound included (``BRIDGE_CLAIM``): :class:`tools.auth.TenantScope` then ignores
   the server's own ``server.tenant`` / ``server.agent`` for the connection.
@@ -10,7 +10,7 @@
   401, and no token is anonymous — unless ``require`` (the shared background server, which
   serves bridged clients only).
 - :class:`ServerProof` answers a bridge's hello with the proof that this server holds the
-  secret of its data directory's record (:func:`tools.bridge.shared_server.server_proof`), before the
+  secret of its data directory's record (:func:`tools.server_record.server_proof`), before the
   bridge sends anything else.
 - :class:`ActivityTracker` counts authenticated requests in flight (a bridge holds an
   attachment open for as long as its client is connected); the shared server stops after
@@ -32,7 +32,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tools.auth import AGENT_CLAIM, BRIDGE_CLAIM, SCOPE_CLAIM, TENANT_CLAIM
-from tools.bridge.shared_server import HELLO_PATH, NONCE, TOKEN_PREFIX, read_bridge_token, server_proof
+from tools.server_record import ATTACH_PATH, HELLO_PATH, MCP_PATH, NONCE, TOKEN_PREFIX, read_bridge_token, server_proof
 
 
 class BridgeTokenVerifier:
@@ -69,7 +69,8 @@ class ChainedTokenVerifier:
         return None
 
 
-def _bearer(scope: Scope) -> str | None:
+def bearer(scope: Scope) -> str | None:
+    """The request's bearer token, if it sent one."""
     for name, value in scope.get("headers", []):
         if name == b"authorization":
             kind, _, token = value.decode("latin-1").partition(" ")
@@ -93,10 +94,10 @@ class BridgeAuth:
         self.require = require
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope.get("path", "").startswith("/mcp"):
+        if scope["type"] != "http" or not scope.get("path", "").startswith(MCP_PATH):
             await self.app(scope, receive, send)
             return
-        token = _bearer(scope)
+        token = bearer(scope)
         if token is None or not token.startswith(TOKEN_PREFIX):
             if self.require:
                 await _unauthorized(send, "This server serves bridged memory-core clients only.")
@@ -112,9 +113,6 @@ class BridgeAuth:
             await self.app(scope, receive, send)
         finally:
             auth_context_var.reset(bound)
-
-
-ATTACH_PATH = "/mcp-bridge/attach"
 
 
 class ServerProof:
@@ -161,6 +159,7 @@ class ActivityTracker:
         self.app = app
         self.verifier = verifier
         self.in_flight = 0
+        self.attached = 0  # bridges attached now: the stdio clients connected (the shared_clients metric)
         self._since = time.monotonic()
 
     def idle_for(self) -> float:
@@ -170,7 +169,7 @@ class ActivityTracker:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        token = _bearer(scope)
+        token = bearer(scope)
         authenticated = token is not None and self.verifier.verify(token) is not None
         inner: ASGIApp = self.app
         if scope.get("path") == ATTACH_PATH:
@@ -189,7 +188,11 @@ class ActivityTracker:
             self._since = time.monotonic()
 
     async def _attached(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        self.attached += 1
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self.attached -= 1

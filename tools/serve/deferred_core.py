@@ -1,4 +1,7 @@
-"""The shared server's stores, opened right after it answers: tool calls wait for them, bounded.
+"""How a serving process opens its stores: before it serves, or right after it answers.
+
+:func:`open_core` opens them on a worker thread before the transport starts (``serve --http``,
+``serve --exclusive``); the server gets them as :class:`tools.mcp.stores.OpenedCore`.
 
 The shared background server (``serve --http --shared``) claims its data directory's lock
 first (milliseconds: STORE_LOCKED still fails its start, and reaches the launching client as
@@ -8,9 +11,6 @@ embedder) on a worker thread. A tool call waits for the open, at most ``OPEN_WAI
 (STORE_UNAVAILABLE after that; the open goes on). An open that fails has released the lock and
 answers the calls waiting for it with its own coded error (STORE_ERROR, CONFIG_INVALID, …); the
 next call tries again, so a store repaired meanwhile serves without restarting any client.
-
-:class:`OpenedCore` is the same interface over stores opened before the server started
-(``serve --http``, ``serve --exclusive``, tests).
 """
 
 from __future__ import annotations
@@ -20,45 +20,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memory_core.dir_lock import DirLock, claim
-from memory_core.errors import MemoryCoreError, StoreError, StoreLockedError, StoreUnavailableError
-from memory_core.heavy_imports import importing
-from tools.bridge import shared_server
+from memory_core import DirLock, MemoryCoreError, StoreError, StoreLockedError, StoreUnavailableError, claim_data_dir
+from tools.server_record import ANNOUNCEMENT
 
 if TYPE_CHECKING:
-    from memory_core.service import MemoryCore
-    from memory_core.settings.schema import Settings
+    from memory_core import MemoryCore, Settings
 
 OPEN_WAIT_S = 60.0  # as long as a launch waited for the whole server to start before the open was deferred
 log = logging.getLogger(__name__)
-
-
-class Stores(Protocol):
-    """Where a tool gets the open ``MemoryCore`` from."""
-
-    async def get(self) -> MemoryCore: ...
-
-    async def close(self) -> None: ...
-
-
-class OpenedCore:
-    """Stores opened before the server started."""
-
-    def __init__(self, core: MemoryCore) -> None:
-        self.core = core
-
-    async def get(self) -> MemoryCore:
-        return self.core
-
-    async def close(self) -> None:
-        await anyio.to_thread.run_sync(self.core.close)
 
 
 @dataclass
@@ -73,20 +48,22 @@ class DeferredCore:
     """Stores that open in the background once :meth:`begin` is called (see the module docstring).
 
     ``open_core(lock)`` opens them: with the lock claimed at start for the first attempt, with
-    None (claim it again) for a retry. ``on_open`` runs once they are open (the warm-up).
+    None (claim it again) for a retry. ``on_open`` runs once they are open (the warm-up); it may be set
+    until :meth:`begin`.
     """
 
     def __init__(self, open_core: Callable[[DirLock | None], MemoryCore], lock: DirLock | None, *,
                  on_open: Callable[[MemoryCore], object] | None = None, wait_s: float = OPEN_WAIT_S) -> None:
         self._open_core = open_core
         self._claimed = lock
-        self._on_open = on_open
+        self.on_open = on_open
         self._wait_s = wait_s
         self._mutex = threading.Lock()
         self._core: MemoryCore | None = None
         self._attempt: _Attempt | None = None
         self._closed = False
         self._tasks: TaskGroup | None = None
+        self.last_error: MemoryCoreError | None = None  # the last open's failure, until one succeeds (/readyz)
 
     def bind(self, tasks: TaskGroup) -> None:
         """The task group that runs the opens (the server's own: they end with it)."""
@@ -110,6 +87,10 @@ class DeferredCore:
         raise StoreUnavailableError(
             f"The stores are still opening after {self._wait_s:g} s (a large store, or one recovering from a "
             "crash); retry the call shortly.")
+
+    def peek(self) -> MemoryCore | None:
+        """The stores if they are open, without waiting or starting an open (``/readyz``)."""
+        return self._core
 
     async def close(self) -> None:
         """Close the stores; an open still running closes what it opens as soon as it is done."""
@@ -136,10 +117,11 @@ class DeferredCore:
         finally:
             if attempt.core is not None:
                 self._core = attempt.core
+            self.last_error = attempt.error
             self._attempt = None  # after a failure, the next call tries again
             attempt.done.set()
-        if attempt.core is not None and self._on_open is not None:
-            self._on_open(attempt.core)
+        if attempt.core is not None and self.on_open is not None:
+            self.on_open(attempt.core)
 
     def _open_into(self, attempt: _Attempt) -> None:
         try:
@@ -162,20 +144,23 @@ class DeferredCore:
 
 def open_stores(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
     """Open the stores (blocking); STORE_LOCKED names the announced server that holds them."""
-    with importing():  # beside a warm-up importing onnxruntime or chromadb (memory_core.heavy_imports)
-        from memory_core.service import MemoryCore
+    from memory_core import MemoryCore  # under the heavy packages' import lock, beside a warm-up (see memory_core)
 
-    return MemoryCore.open(data_dir, settings=settings, lock=lock, announcement=shared_server.ANNOUNCEMENT)
+    return MemoryCore.open(data_dir, settings=settings, lock=lock, announcement=ANNOUNCEMENT)
 
 
 def open_stores_warming(settings: Settings, data_dir: str | Path | None, lock: DirLock | None = None) -> MemoryCore:
     """The shared server's background open: the local model starts loading beside the graph, not after it."""
     if settings.embedding.provider == "minilm":
-        from memory_core.embedding.local import shared_minilm
-        from memory_core.warm_up import warm_up_in_background
+        from memory_core import shared_minilm, warm_up_in_background
 
         warm_up_in_background(shared_minilm(settings.embedding.threads))  # the store's embedder: this instance
     return open_stores(settings, data_dir, lock)
+
+
+async def open_core(settings: Settings, data_dir: str | None) -> MemoryCore:
+    """Open the stores on a worker thread (loading a model or recovering may take a while)."""
+    return await anyio.to_thread.run_sync(lambda: open_stores(settings, data_dir))
 
 
 async def claim_when_free(settings: Settings, data_dir: str | None, wait_s: float = 5.0) -> DirLock:
@@ -184,35 +169,8 @@ async def claim_when_free(settings: Settings, data_dir: str | None, wait_s: floa
     deadline = anyio.current_time() + wait_s
     while True:
         try:
-            return claim(root, announcement=shared_server.ANNOUNCEMENT)
+            return claim_data_dir(root, announcement=ANNOUNCEMENT)
         except StoreLockedError:
             if anyio.current_time() >= deadline:
                 raise
             await anyio.sleep(0.2)
-
-
-class DeferredUI:
-    """The inspector's ASGI app, built over the stores once they are open (first ``/ui`` request)."""
-
-    def __init__(self, stores: Stores, build: Callable[[MemoryCore], ASGIApp]) -> None:
-        self._stores = stores
-        self._build = build
-        self._app: ASGIApp | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        app = self._app
-        if app is None:
-            try:
-                core = await self._stores.get()
-            except MemoryCoreError as exc:
-                await _unavailable(send, f"{exc.code}: {exc.message}")
-                return
-            app = await anyio.to_thread.run_sync(self._build, core)  # imports jinja2; two first pages: one kept
-            self._app = app
-        await app(scope, receive, send)
-
-
-async def _unavailable(send: Send, text: str) -> None:
-    await send({"type": "http.response.start", "status": 503,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
-    await send({"type": "http.response.body", "body": text.encode()})
