@@ -24,7 +24,7 @@ def core(tmp_path: Path) -> Iterator[MemoryCore]:
 
 
 def assert_nothing_written(core: MemoryCore) -> None:
-    assert core.graph.count("acme") == 0 and core.graph.journal() == []
+    assert core._graph.count("acme") == 0 and core._graph.journal() == []
 
 
 def test_the_field_names_derive_from_the_types() -> None:
