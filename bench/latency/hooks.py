@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import percentiles, print_table
-from tools.bridge.shared_server import read_announcement
+from tools.server_record import read_announcement
 
 EVENTS = ("Stop", "PreCompact", "SessionStart", "UserPromptSubmit")  # the order they come in around a compaction
 

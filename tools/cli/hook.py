@@ -209,9 +209,8 @@ def _cache_dir() -> Path | None:
 def _cache_key(args: argparse.Namespace, environ: os._Environ[str] | dict[str, str]) -> str:
     """Every input the hook's settings depend on: a change to any of them is a new key."""
     import memory_core
-    import memory_core.settings
 
-    schema = Path(memory_core.settings.__file__).with_name("schema.py")
+    schema = Path(memory_core.__file__).with_name("settings") / "schema.py"  # the settings' shape
     config_file = args.config or environ.get("MEMORY_CORE_CONFIG")
     inputs = {
         "v": CACHE_VERSION, "package": memory_core.__version__, "schema": _stat(schema),

@@ -12,7 +12,7 @@
   PostgreSQL and Chroma's server mode, tests.
 
 This is the one module of the hook that knows the shared server's record, secret and proof
-(``tools.bridge.shared_server``): it authenticates the server before sending anything (the
+(``tools.server_record``, ``tools.bridge.locate``): it authenticates the server before sending anything (the
 hello and its HMAC proof), then sends self-contained MCP requests (the 2026-07-28 wire: no
 session to open) with a bridge token that binds the hook's tenant, agent and scope, on one
 keep-alive connection. Stdlib only: a warm event must not pay for the MCP SDK.
@@ -275,7 +275,7 @@ def open_hook_store(settings: Settings | None, data_dir: Path, config: Path | No
 
     ``settings`` are needed (and loaded by the caller) only for ``direct``."""
     if mode == "direct":
-        from memory_core.service import MemoryCore
+        from memory_core import MemoryCore
 
         if settings is None:
             raise StoreUnavailableError("The direct hook store needs the settings loaded.")

@@ -19,7 +19,7 @@ from tests.support.claude_transcript import Transcript, payload
 from tests.support.mcp_harness import server_env
 from tests.support.paths import ROOT
 from tests.support.processes import stop_shared_servers
-from tools.bridge.shared_server import live_announcement
+from tools.bridge.locate import live_announcement
 from tools.cli.hook_store import SharedStore
 
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
@@ -175,7 +175,9 @@ def test_a_warm_event_loads_no_pydantic_and_no_store(data_dir: Path, tmp_path: P
     t.prompt("one more")
     warm = run_hook(data_dir, tmp_path, payload("Stop", t), PYTHONPROFILEIMPORTTIME="1")
     imported = {line.split("|")[-1].strip() for line in warm.stderr.decode().splitlines() if "import time" in line}
-    assert warm.returncode == 0 and "memory_core.harness.runner" in imported
+    # the runner ran (it loads through memory_core.harness's lazy names, which -X importtime does not list:
+    # importlib.import_module bypasses its hook; what the runner itself imports is listed)
+    assert warm.returncode == 0 and {"memory_core.harness.block", "memory_core.harness.transcript"} <= imported
     assert not {"pydantic", "chromadb", "networkx", "typer", "mcp"} & imported
 
 
