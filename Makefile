@@ -44,7 +44,7 @@ chromium:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
 		echo "chromium could not be installed: the browser test will skip"
 
-# PostgreSQL for the graph store's tests (tests/support/postgres.py starts throwaway servers); Debian keeps
+# PostgreSQL for the graph store's tests (testbed/postgres.py starts throwaway servers); Debian keeps
 # initdb in /usr/lib/postgresql/<version>/bin, off PATH. A no-op where it is installed.
 postgres:
 	@command -v initdb >/dev/null 2>&1 || test -x "$(PG_BINDIR)/initdb" || \
