@@ -74,11 +74,12 @@ test: $(STAMP) chromium postgres promtool node-clients
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# the fast inner loop: lint, types and every test not marked slow (see docs/architecture.md)
+# the fast inner loop: lint, types and every test not marked slow (see docs/architecture.md); it names
+# its ten slowest tests, so a test that grew slow is seen where it ran
 check: $(STAMP) postgres
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
