@@ -104,9 +104,13 @@ class FusionConfig:
 
 @dataclass(frozen=True)
 class SpeakerConfig:
-    """The row's author is an agent the query names (:mod:`.scoring`)."""
+    """The row's author is an agent the query names (:mod:`.scoring`).
 
-    weight: float = 2.0
+    A lift, not a filter: a question can name the wrong agent (LoCoMo's adversarial category), and a turn
+    by another agent that says what was asked must still come first. At 2.0 it did not (docs/performance.md).
+    """
+
+    weight: float = 1.0
     plain_name_share: float = 0.25  # share of the weight when the name reads as an ordinary word ("the user")
     scaled: bool = False  # the bonus times the row's share of the best base
 
