@@ -137,7 +137,10 @@ class Recaller:
             tenant, viewer, scope, type=o.get("type"), session=o.get("session"), agent=o.get("agent"),
             channel=o.get("channel"), source_id=o.get("source_id"), exclude_contents=o.get("exclude_contents"),
             held_context=held_context, include_superseded=o.get("include_superseded", False) or deep,
+            as_of=o.get("as_of"),
         )
+        if anchor is None and filters.as_of_us is not None:
+            anchor = from_us(filters.as_of_us)  # relative dates of an as_of recall count from that instant
         result = RecallResult([], resolved_project_id=scope.resolved_project_id,
                               operating_context_warning=scope.warning)
         if not query.strip() and not (context_text or "").strip():
