@@ -422,7 +422,9 @@ def _set_version_state(p: PreparedAdd, state: Mapping[str, Any] | None) -> None:
     if isinstance(supersedes, ItemRef):
         p.supersedes_item, supersedes = supersedes, None
     p.row = replace(p.row, node=replace(node, supersedes_id=supersedes, locked=bool(state.get("locked", node.locked)),
-                                        valid_to_us=state.get("valid_to_us", node.valid_to_us)))
+                                        valid_to_us=state.get("valid_to_us", node.valid_to_us),
+                                        end_reason=state.get("end_reason", node.end_reason),
+                                        ended_by=state.get("ended_by", node.ended_by)))
 
 
 def _journal_op(p: PreparedAdd) -> str:
