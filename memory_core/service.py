@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -122,22 +123,24 @@ class MemoryCore:
     def update_memory(
         self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
         salience: float | None = None, agent: str | None = None, own_only: bool = False,
+        valid_from: str | datetime | None = None,
     ) -> UpdateResult:
         """Correct a memory: a new version (new ref) that SUPERSEDES ``ref``, which is kept with its
-        ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
-        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked;
+        ``valid_to``: where the new one starts (``valid_from``, ISO-8601, when the change happened before it
+        was recorded; default now). ``agent`` acts (and authors the new version; default the old author);
+        another agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked;
         ``own_only`` (a write scope): SCOPE_DENIED unless ``agent`` wrote it."""
         return self._versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
-                                     salience=salience, own_only=own_only)
+                                     salience=salience, own_only=own_only, valid_from=valid_from)
 
     @coded_graph_errors("updating a memory")
     def update_memory_as_operator(
         self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
-        salience: float | None = None, agent: str | None = None,
+        salience: float | None = None, agent: str | None = None, valid_from: str | datetime | None = None,
     ) -> UpdateResult:
         """The operator's update (CLI): any memory of the tenant, private or not."""
         return self._versions.update(tenant, ref, agent=agent, operator=True, content=content, metadata=metadata,
-                                     salience=salience)
+                                     salience=salience, valid_from=valid_from)
 
     @coded_graph_errors("ending a memory")
     def end_memory(self, tenant: str, ref: str, reason: str, *, agent: str | None = None,

@@ -96,6 +96,7 @@ class RecallFilters(RowFilter):
     held_context: tuple[str, ...] = ()  # recall_with_context's entries: see :func:`holds`
     include_superseded: bool = False  # also versions a newer one corrected (update_memory)
     as_of_us: int | None = None  # as_of: the rows valid at that instant, whatever their state now
+    include_stale: bool = False  # rows a newer one contradicts rank as they would (recall/stale.py)
 
     @classmethod
     def build(cls, tenant: str, viewer: object, scope: ProjectScope, **fields: Any) -> RecallFilters:
@@ -121,6 +122,7 @@ class RecallFilters(RowFilter):
             held_context=tuple(n for n in (normalize(x) for x in held) if n),
             include_superseded=bool(fields.get("include_superseded")),
             as_of_us=v.instant_us(fields.get("as_of"), "as_of"),
+            include_stale=bool(fields.get("include_stale")),
         )
 
     def admits(self, a: MemoryNode) -> bool:

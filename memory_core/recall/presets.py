@@ -170,6 +170,19 @@ class SupersedeConfig:
 
 
 @dataclass(frozen=True)
+class StaleConfig:
+    """Stale facts (:mod:`.stale`): among the best ``pool`` kept rows (0: off), an older row a newer one about
+    the same entity contradicts (cosine in [``low``, ``high``), texts differ) gets at most ``step`` × its
+    confidence. Measured with ``python -m bench.quality.updates`` (docs/performance.md)."""
+
+    pool: int = 24
+    low: float = 0.75
+    high: float = 1.01  # a restatement of the same value steps aside too; an exact copy is a repeat (collapse)
+    step: float = 0.9
+    skip_types: frozenset[str] = frozenset({"turn", "handoff"})
+
+
+@dataclass(frozen=True)
 class ConfidenceConfig:
     """confidence = (1 - recency - salience weights) × relevance + recency weight × recency + salience weight ×
     salience (:mod:`.scoring`); recall filtered to a type weighs recency more (the recency values come from
@@ -237,6 +250,7 @@ class RecallConfig:
     session: SessionConfig = SessionConfig()
     answer: AnswerConfig = AnswerConfig()
     supersede: SupersedeConfig = SupersedeConfig()
+    stale: StaleConfig = StaleConfig()
     confidence: ConfidenceConfig = ConfidenceConfig()
     gate: GateConfig = GateConfig()
     asked: AskedConfig = AskedConfig()

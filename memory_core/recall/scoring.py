@@ -161,6 +161,9 @@ def reason(conf: float, c: Candidate, rrf_k: int, refs: dict[int, str], labels: 
         out["neighbour_of"] = refs[c.neighbour_of]
     if c.superseded_by is not None and c.superseded_by in refs:
         out["superseded_by"] = refs[c.superseded_by]
+    if c.stale is not None and c.stale.newer in refs:
+        out["stale"] = {"newer": refs[c.stale.newer], "cosine": c.stale.cosine,
+                        "entities": [f"ent:{e}" for e in c.stale.entities]}
     if c.rerank is not None:
         out["rerank"] = round(c.rerank, 4)
     return out

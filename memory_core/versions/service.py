@@ -103,12 +103,15 @@ class VersionService:
     def update(
         self, tenant: str, ref: str, *, agent: str | None, operator: bool, content: str | None = None,
         metadata: Mapping[str, Any] | None = None, salience: float | None = None, own_only: bool = False,
+        valid_from: object = None,
     ) -> UpdateResult:
-        """Write a new version of ``ref`` that supersedes it (see the module's rules)."""
+        """Write a new version of ``ref`` that supersedes it (see the module's rules). ``valid_from``: when the
+        new version became true, if not now (after the old one began); the old one ends there."""
         tenant = v.tenant(tenant)
         agent = v.name(agent, "agent", required=False)
-        if content is None and metadata is None and salience is None:
-            raise InvalidInputError("Give at least one of content, metadata or salience to update.")
+        valid_from_us = v.instant_us(valid_from, "valid_from")
+        if content is None and metadata is None and salience is None and valid_from_us is None:
+            raise InvalidInputError("Give at least one of content, metadata, salience or valid_from to update.")
         # Checked here, outside the writer lock (the new version is embedded meanwhile, as an add's
         # is); the write re-checks in its graph transaction, where a version another writer
         # superseded or locked in between refuses it (SUPERSEDED) and nothing is written.
@@ -119,6 +122,9 @@ class VersionService:
         self._check_head(tenant, old, agent, operator)
         if old.locked:
             raise LockedError(f"{memory_ref(old.id)} is locked; unlock it first.", ref=memory_ref(old.id))
+        if valid_from_us is not None and valid_from_us <= old.valid_since_us:
+            raise InvalidInputError(f"'valid_from' must be after {memory_ref(old.id)} became valid "
+                                    f"({iso(from_us(old.valid_since_us))}).", field="valid_from")
         text = content
         if text is None:
             text = self.graph.contents(tenant, [old.id]).get(old.id)
@@ -132,6 +138,7 @@ class VersionService:
             "visibility": old.visibility, "source": dict(old.source),
             "metadata": dict(old.metadata) if metadata is None else metadata,
             "salience": old.salience if salience is None else salience, "timestamp": from_us(ts_us),
+            "valid_from": None if valid_from_us is None else from_us(valid_from_us),
         }
         added = self.writer.add_many([item], edges=[[(mem_node(old.id), SUPERSEDES)]], supersedes=[old.id])[0]
         return UpdateResult(added, memory_ref(old.id))
