@@ -15,13 +15,13 @@ as it was), side by side:
   declares as an entity, as an agent using add_memory's ``entities`` would). Questions: each value now, and
   each value at a date between two changes (``as_of``).
 
-A question is met when the value valid now (or at the date) is in the first ``DEPTH`` rows and ranks above
-every other value of the same thing that is shown; an as-of question is "only then" when no other value of
-the thing is shown at all (what the store's validity alone gives: exact for corrections; a restated fact
-never ended, so its older values are still valid and can only rank below). The marks are checked too: a
-``possibly_stale`` row whose ``newer`` is about another attribute is a false mark. The cosine table shows
-where the thresholds of ``stale`` sit (pairs of one attribute's values vs pairs of one service's different
-attributes) on the embedder used.
+A question's value is found when it is in the first ``DEPTH`` rows at all; it is met when it is found and
+ranks above every other value of the same thing shown. An as-of question is "only then" when no other
+value of the thing is shown at all: what the store's validity alone gives (exact for corrections; a
+restated fact is never ended, so its older values stay valid and can only rank below). The marks are
+checked too: a ``possibly_stale`` row whose ``newer`` is about another attribute is a false mark. The
+cosine table shows where the thresholds of ``stale`` sit (pairs of one attribute's values vs pairs of one
+service's different attributes) on the embedder used.
 """
 
 from __future__ import annotations
@@ -157,14 +157,15 @@ def ingest_sequences(core: MemoryCore, data: Loaded, rng: random.Random) -> None
 @dataclass
 class Board:
     n: int = 0
+    found: int = 0  # the value valid now (or then) is among the rows at all
     met: int = 0
     exact: int = 0  # as_of: the value valid then and no other value of the thing
     marked: int = 0
     false_marks: int = 0
 
     def row(self) -> list[str]:
-        return [str(self.n), f"{self.met / self.n:.3f}" if self.n else "-",
-                f"{self.exact / self.n:.3f}" if self.n else "-", str(self.marked), str(self.false_marks)]
+        shares = (f"{x / self.n:.3f}" if self.n else "-" for x in (self.found, self.met, self.exact))
+        return [str(self.n), *shares, str(self.marked), str(self.false_marks)]
 
 
 def score(core: MemoryCore, data: Loaded, include_stale: bool) -> dict[str, Board]:
@@ -177,6 +178,7 @@ def score(core: MemoryCore, data: Loaded, include_stale: bool) -> dict[str, Boar
         rows = core.recall(TENANT, q.text, **options).messages
         refs = [r.ref for r in rows]
         board.n += 1
+        board.found += q.current in refs
         # met: the value valid now (or then) is shown, above every other value of the thing shown
         board.met += q.current in refs and all(refs.index(q.current) < refs.index(r) for r in q.stale if r in refs)
         if q.as_of:  # as of a date: no value from after it (the store's validity), whatever the ranking
@@ -233,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedder", default="minilm", help="minilm, or fastembed:<model> (of fastembed's catalogue)")
     args = parser.parse_args(argv)
     result = run(args.embedder)
-    header = ["questions", "n", "met", "only then", "marked", "false marks"]
+    header = ["questions", "n", "found", "met", "only then", "marked", "false marks"]
     for title, key in (("stale facts step aside (default)", "stale_steps_aside"),
                        ("include_stale (every row as it was)", "include_stale")):
         print_table(f"{title} — {result['questions']} questions", header,
