@@ -172,10 +172,12 @@ class SupersedeConfig:
 @dataclass(frozen=True)
 class StaleConfig:
     """Stale facts (:mod:`.stale`): among the best ``pool`` kept rows (0: off), an older row a newer one about
-    the same entity contradicts (cosine in [``low``, ``high``), texts differ) gets at most ``step`` × its
-    confidence. Measured with ``python -m bench.quality.updates`` (docs/performance.md)."""
+    the same entities (at most ``unshared`` not shared, each side) contradicts (cosine in [``low``, ``high``),
+    texts differ) gets at most ``step`` × its confidence. Measured with ``python -m bench.quality.updates``
+    and the coding set (docs/performance.md)."""
 
     pool: int = 24
+    unshared: int = 1
     low: float = 0.75
     high: float = 1.01  # a restatement of the same value steps aside too; an exact copy is a repeat (collapse)
     step: float = 0.9

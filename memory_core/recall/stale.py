@@ -5,7 +5,9 @@ row is *possibly stale* when a newer one (later in validity: ``valid_from``, els
 
 - is a statement, not a conversation turn (neither is of a type in ``stale.skip_types``: turns and
   handoffs, which have their own order and chains),
-- mentions at least one entity the older one mentions (it is about the same thing),
+- is about the same entities: they share at least one, and each mentions at most ``stale.unshared`` the
+  other does not (the value that changed; two fixes of one exception in different functions differ by two,
+  the function and the file, and are not a change of one fact),
 - is near it in meaning, but not a copy: the cosine of their stored vectors (Chroma's, not embedded again)
   is in ``[stale.low, stale.high)`` and their texts differ (a copy is a repeat, :mod:`.collapse`).
 
@@ -41,10 +43,12 @@ def step_aside(pool: Pool) -> None:
         return
     ids = [c.id for _conf, c in facts]
     about = pool.graph.memory_entities(pool.filters.tenant, ids)
+    ents = {i: set(about.get(i, ())) for i in ids}
     pairs = [(old, new) for old in ids for new in ids
              if _later(attrs[new].valid_since_us, new, attrs[old].valid_since_us, old)
              and attrs[new].content_hash != attrs[old].content_hash
-             and set(about.get(old, ())) & set(about.get(new, ()))]
+             and ents[old] & ents[new]
+             and len(ents[old] - ents[new]) <= cfg.unshared and len(ents[new] - ents[old]) <= cfg.unshared]
     if not pairs:
         return
     involved = sorted({i for pair in pairs for i in pair})
@@ -59,7 +63,7 @@ def step_aside(pool: Pool) -> None:
             continue
         known = marks.get(old)
         if known is None or _later(attrs[new].valid_since_us, new, attrs[known.newer].valid_since_us, known.newer):
-            shared = tuple(sorted(set(about.get(old, ())) & set(about.get(new, ()))))
+            shared = tuple(sorted(ents[old] & ents[new]))
             marks[old] = StaleMark(new, round(cos, 4), shared)
     if not marks:
         return
