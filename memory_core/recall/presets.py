@@ -181,7 +181,8 @@ class StaleConfig:
     low: float = 0.75
     high: float = 1.01  # a restatement of the same value steps aside too; an exact copy is a repeat (collapse)
     step: float = 0.9
-    skip_types: frozenset[str] = frozenset({"turn", "handoff"})
+    # records of what happened do not go stale (a turn, an event, an error); handoffs have their own chains
+    skip_types: frozenset[str] = frozenset({"turn", "handoff", "event", "error"})
 
 
 @dataclass(frozen=True)

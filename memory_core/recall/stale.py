@@ -3,8 +3,8 @@
 Without a model: among the rows the gate kept (the best ``stale.pool`` of them by confidence), an older
 row is *possibly stale* when a newer one (later in validity: ``valid_from``, else its timestamp)
 
-- is a statement, not a conversation turn (neither is of a type in ``stale.skip_types``: turns and
-  handoffs, which have their own order and chains),
+- is a statement of how things are, not a record of what happened (neither is of a type in
+  ``stale.skip_types``: turns, events and errors stay true as records; handoffs have their own chains),
 - is about the same entities: they share at least one, and each mentions at most ``stale.unshared`` the
   other does not (the value that changed; two fixes of one exception in different functions differ by two,
   the function and the file, and are not a change of one fact),
