@@ -332,6 +332,9 @@ class MemoryRows(Protocol):
     def by_idempotency_key(self, tenant: str, key: str) -> MemoryNode | None: ...
     def memory_ids(self, tenant: str) -> list[int]:
         """Every memory id of the tenant, newest first (scans: doctor, exports, tests)."""
+    def review_due(self, tenant: str, now_us: int, limit: int) -> list[MemoryNode]:
+        """The tenant's current memories whose ``review_after_us`` is at or before ``now_us``, the longest due
+        first (the inspector's review list); at most ``limit``."""
 
 
 class EpisodeRows(Protocol):

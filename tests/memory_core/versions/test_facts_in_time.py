@@ -148,6 +148,11 @@ def test_review_after_marks_the_row_review_due_once_past(tcore: MemoryCore) -> N
     rows = {r.ref: r.to_dict() for r in tcore.recall("acme", "deploy freeze window").messages}
     assert rows[past]["review_due"] is True and "review_after" in rows[past]
     assert "review_due" not in rows[future] and "review_after" in rows[future]
+    now_us = int(datetime.now(UTC).timestamp() * 1_000_000)
+    assert [f"mem:{n.id}" for n in tcore._graph.review_due("acme", now_us, 10)] == [past]  # the inspector's list
+    assert tcore._graph.review_due("other", now_us, 10) == []
+    tcore.end_memory("acme", past, "checked: lifted")
+    assert tcore._graph.review_due("acme", now_us, 10) == []
 
 
 def test_as_of_reads_stay_inside_the_tenant_and_the_viewer(tcore: MemoryCore) -> None:
