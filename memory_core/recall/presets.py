@@ -178,6 +178,7 @@ class StaleConfig:
 
     pool: int = 24
     unshared: int = 1
+    near: float = 0.85  # only for a newer row that answers the query about as well: confidence ≥ near × its own
     low: float = 0.75
     high: float = 1.01  # a restatement of the same value steps aside too; an exact copy is a repeat (collapse)
     step: float = 0.9

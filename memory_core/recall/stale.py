@@ -8,6 +8,8 @@ row is *possibly stale* when a newer one (later in validity: ``valid_from``, els
 - is about the same entities: they share at least one, and each mentions at most ``stale.unshared`` the
   other does not (the value that changed; two fixes of one exception in different functions differ by two,
   the function and the file, and are not a change of one fact),
+- answers the query about as well (its confidence is at least ``stale.near`` × the older row's: when the
+  query matches the older row much better, that row is what was asked for),
 - is near it in meaning, but not a copy: the cosine of their stored vectors (Chroma's, not embedded again)
   is in ``[stale.low, stale.high)`` and their texts differ (a copy is a repeat, :mod:`.collapse`).
 
@@ -44,8 +46,10 @@ def step_aside(pool: Pool) -> None:
     ids = [c.id for _conf, c in facts]
     about = pool.graph.memory_entities(pool.filters.tenant, ids)
     ents = {i: set(about.get(i, ())) for i in ids}
+    conf = {c.id: value for value, c in pool.kept}
     pairs = [(old, new) for old in ids for new in ids
              if _later(attrs[new].valid_since_us, new, attrs[old].valid_since_us, old)
+             and conf[new] >= cfg.near * conf[old]
              and attrs[new].content_hash != attrs[old].content_hash
              and ents[old] & ents[new]
              and len(ents[old] - ents[new]) <= cfg.unshared and len(ents[new] - ents[old]) <= cfg.unshared]
@@ -67,7 +71,6 @@ def step_aside(pool: Pool) -> None:
             marks[old] = StaleMark(new, round(cos, 4), shared)
     if not marks:
         return
-    conf = {c.id: value for value, c in pool.kept}
     for _ in range(len(marks)):  # a chain of three settles in as many passes: each below the one after it
         moved = False
         for old, mark in marks.items():

@@ -300,7 +300,7 @@ class StoreMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.core.close()
         self.core = self.opener(self.data_dir)
-        assert self.core.operator_parts().recovered == []  # nothing was interrupted
+        assert self.core.operator_parts().recovered == ()  # nothing was interrupted (a tuple)
 
     @rule(data=st.data(), tenant=st.sampled_from(TENANTS), session=st.sampled_from(SESSIONS),
           limit=st.integers(1, 7), meanwhile=st.sampled_from(["nothing", "nothing", "add", "reopen"]),
