@@ -16,7 +16,8 @@ as it was), side by side:
   each value at a date between two changes (``as_of``).
 
 A question's value is found when it is in the first ``DEPTH`` rows at all; it is met when it is found and
-ranks above every other value of the same thing shown. An as-of question is "only then" when no other
+ranks above every other value of the same thing shown; "none above" when no other value of the thing
+ranks above it (none is shown, when it is not). An as-of question is "only then" when no other
 value of the thing is shown at all: what the store's validity alone gives (exact for corrections; a
 restated fact is never ended, so its older values stay valid and can only rank below). The marks are
 checked too: a ``possibly_stale`` row whose ``newer`` is about another attribute is a false mark. The
@@ -159,12 +160,13 @@ class Board:
     n: int = 0
     found: int = 0  # the value valid now (or then) is among the rows at all
     met: int = 0
+    none_above: int = 0  # no other value of the thing ranks above it (none shown when it is not)
     exact: int = 0  # as_of: the value valid then and no other value of the thing
     marked: int = 0
     false_marks: int = 0
 
     def row(self) -> list[str]:
-        shares = (f"{x / self.n:.3f}" if self.n else "-" for x in (self.found, self.met, self.exact))
+        shares = (f"{x / self.n:.3f}" if self.n else "-" for x in (self.found, self.met, self.none_above, self.exact))
         return [str(self.n), *shares, str(self.marked), str(self.false_marks)]
 
 
@@ -181,6 +183,8 @@ def score(core: MemoryCore, data: Loaded, include_stale: bool) -> dict[str, Boar
         board.found += q.current in refs
         # met: the value valid now (or then) is shown, above every other value of the thing shown
         board.met += q.current in refs and all(refs.index(q.current) < refs.index(r) for r in q.stale if r in refs)
+        at = refs.index(q.current) if q.current in refs else len(refs)
+        board.none_above += not any(r in refs[:at] for r in q.stale)
         if q.as_of:  # as of a date: no value from after it (the store's validity), whatever the ranking
             board.exact += q.current in refs and not any(r in refs for r in q.stale)
         for r in rows:
@@ -223,8 +227,9 @@ def run(embedder: str = "minilm") -> dict[str, Any]:
         finally:
             core.close()
     cfg = StaleConfig()
-    return {"questions": len(data.questions), "stale_config": {"low": cfg.low, "high": cfg.high, "step": cfg.step,
-                                                               "pool": cfg.pool},
+    return {"questions": len(data.questions),
+            "stale_config": {"low": cfg.low, "unshared": cfg.unshared, "near": cfg.near, "step": cfg.step,
+                             "pool": cfg.pool},
             "stale_steps_aside": {k: vars(b) for k, b in stepped.items()},
             "include_stale": {k: vars(b) for k, b in as_was.items()}, "cosines": table}
 
@@ -235,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedder", default="minilm", help="minilm, or fastembed:<model> (of fastembed's catalogue)")
     args = parser.parse_args(argv)
     result = run(args.embedder)
-    header = ["questions", "n", "found", "met", "only then", "marked", "false marks"]
+    header = ["questions", "n", "found", "met", "none above", "only then", "marked", "false marks"]
     for title, key in (("stale facts step aside (default)", "stale_steps_aside"),
                        ("include_stale (every row as it was)", "include_stale")):
         print_table(f"{title} — {result['questions']} questions", header,
