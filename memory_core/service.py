@@ -22,6 +22,7 @@ from typing import Any, Unpack
 
 from graph.api import EntityNode
 from memory_core import validation as v
+from memory_core.dir_lock import DirLock
 from memory_core.entities.related import RelatedResult
 from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityService, MergedEntity
@@ -213,6 +214,11 @@ class MemoryCore:
         viewer = v.name(viewer, "viewer", required=False)
         return related_walk(self._graph, self._reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer,
                             as_of_us=v.instant_us(as_of, "as_of"))
+
+    @property
+    def dir_lock(self) -> DirLock | None:
+        """The data directory's lock this store holds (None for replicas, which hold none): ``/readyz`` checks it."""
+        return self._parts.lock
 
     def warm_up_in_background(self) -> list[threading.Thread]:
         """Load the embedding model and open Chroma side by side on daemon threads (servers, right after
