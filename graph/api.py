@@ -270,6 +270,12 @@ class GraphTxn(Protocol):
     def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
         """End a current, unlocked memory's validity at ``valid_to_us``; False (nothing written)
         when it is missing, foreign, already superseded or locked."""
+    def end_memory(self, tenant: str, mem_id: int, valid_to_us: int | None, reason: str | None,
+                   by: str | None) -> bool:
+        """End a current, unlocked memory without a replacement (``reason`` and ``by`` kept), or with
+        ``valid_to_us`` None revive one so ended; False (nothing written) when it is missing, foreign,
+        locked, or not in the state the change starts from (the guard is in the UPDATE, as for
+        :meth:`supersede_memory`: a correction or an end by another replica wins)."""
     def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
         """Set any of ``locked``, ``valid_to_us``, ``supersedes_id`` (locks, imports, repairs);
         False when the tenant has no such memory."""

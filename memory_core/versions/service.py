@@ -192,8 +192,8 @@ class VersionService:
                 raise LockedError(f"{memory_ref(attrs.id)} is locked; unlock it first.", ref=memory_ref(attrs.id))
             now_us = max(time.time_ns() // 1000, attrs.valid_since_us + 1)
             with self.graph.transaction() as tx:
-                tx.set_memory_state(tenant, attrs.id, {"valid_to_us": now_us, "end_reason": text,
-                                                       "ended_by": agent})
+                if not tx.end_memory(tenant, attrs.id, now_us, text, agent):
+                    raise _changed_meanwhile(attrs.id)
             return EndResult(memory_ref(attrs.id), True, _iso_us(now_us), text, redacted or None)
 
     def revive(self, tenant: str, ref: str, *, agent: str | None, operator: bool, own_only: bool = False) -> EndResult:
@@ -209,7 +209,8 @@ class VersionService:
             if attrs.locked:
                 raise LockedError(f"{memory_ref(attrs.id)} is locked; unlock it first.", ref=memory_ref(attrs.id))
             with self.graph.transaction() as tx:
-                tx.set_memory_state(tenant, attrs.id, {"valid_to_us": None, "end_reason": None, "ended_by": None})
+                if not tx.end_memory(tenant, attrs.id, None, None, None):
+                    raise _changed_meanwhile(attrs.id)
             return EndResult(memory_ref(attrs.id), True, None)
 
     def at(self, tenant: str, viewer: str | None, as_of: object, *, operator: bool = False) -> ChainAt | None:
@@ -253,3 +254,9 @@ class VersionService:
 
 def _iso_us(ts_us: int | None) -> str | None:
     return None if ts_us is None else iso(from_us(ts_us))
+
+
+def _changed_meanwhile(mem_id: int) -> SupersededError:
+    """Another writer (a replica) corrected, ended, revived or locked the memory between the check and the write."""
+    return SupersededError(f"{memory_ref(mem_id)} changed while it was being ended or revived (corrected, ended "
+                           "or locked by another writer); read it again.", ref=memory_ref(mem_id))

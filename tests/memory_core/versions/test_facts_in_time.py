@@ -211,3 +211,24 @@ def test_a_step_8_sqlite_store_gains_the_validity_columns_and_keeps_its_rows(
         assert core.history("acme", ref)[0].ended == {"reason": "repainted green", "by": None}
     finally:
         core.close()
+
+
+def test_the_graph_guards_an_end_and_a_revive_in_its_update(tcore: MemoryCore) -> None:
+    """What two replicas racing see: an end of a row another writer corrected or locked meanwhile, and a
+    revive of a row not ended, write nothing (the service then answers SUPERSEDED)."""
+    ref = tcore.add_memory("acme", "s", "ann", "The build runs on runner-a", type="fact").ref
+    mem_id = int(ref[4:])
+    graph = tcore._graph
+    with graph.transaction() as tx:
+        assert not tx.end_memory("acme", mem_id, None, None, None)  # not ended: nothing to revive
+        assert not tx.end_memory("other", mem_id, 1, "x", None)  # another tenant's id
+    with graph.transaction() as tx:
+        assert tx.supersede_memory("acme", mem_id, 10**15)  # a correction by another writer
+    with graph.transaction() as tx:
+        assert not tx.end_memory("acme", mem_id, 10**15 + 1, "gone", "bob")
+    node = graph.memory("acme", mem_id)
+    assert node is not None and node.end_reason is None and node.valid_to_us == 10**15
+    locked = int(tcore.add_memory("acme", "s", "ann", "The cache is warm", type="fact").ref[4:])
+    tcore.lock_memory("acme", f"mem:{locked}")
+    with graph.transaction() as tx:
+        assert not tx.end_memory("acme", locked, 10**15, "cold", None)
