@@ -64,7 +64,8 @@ SUPERSEDES = "SUPERSEDES"
 Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenant, a page
 
 INDEXED_FIELDS = ("type", "agent", "channel")
-MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked")  # what GraphTxn.set_memory_state sets
+# what GraphTxn.set_memory_state sets: versions, locks, and an end without a replacement (end_memory)
+MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked", "end_reason", "ended_by")
 # what GraphTxn.rewrite_memory may replace (doctor: secrets stored before the guard, redacted in place)
 REWRITE_FIELDS = ("content", "content_len", "content_hash", "metadata", "source", "source_id")
 
@@ -106,14 +107,27 @@ class MemoryNode:
     content_len: int
     content_hash: str
     supersedes_id: int | None = None  # the version this one corrects (update_memory); None for handoffs
-    valid_to_us: int | None = None  # set when a newer version superseded this one: its time
+    valid_to_us: int | None = None  # set when a newer version superseded this one (its time), or it was ended
     locked: bool = False  # lock_memory: no update or delete until unlocked
+    valid_from_us: int | None = None  # when it became true, if the writer said (None: its timestamp)
+    review_after_us: int | None = None  # when it should be checked again (recall marks it review_due after)
+    end_reason: str | None = None  # ended without a replacement (end_memory): why; None for a correction
+    ended_by: str | None = None  # who ended it (end_memory), when it was ended without a replacement
     kind: str = AGENT_MEMORY
 
     @property
     def current(self) -> bool:
-        """Not superseded by a newer version (recall's default view)."""
+        """Not superseded by a newer version nor ended (recall's default view)."""
         return self.valid_to_us is None
+
+    @property
+    def valid_since_us(self) -> int:
+        """When it became valid: ``valid_from_us`` when the writer gave one, else its timestamp."""
+        return self.ts_us if self.valid_from_us is None else self.valid_from_us
+
+    def valid_at(self, at_us: int) -> bool:
+        """Valid at the instant ``at_us``: begun by then, not ended by then (``as_of`` reads)."""
+        return self.valid_since_us <= at_us and (self.valid_to_us is None or self.valid_to_us > at_us)
 
     @property
     def key(self) -> Key:
@@ -256,6 +270,12 @@ class GraphTxn(Protocol):
     def supersede_memory(self, tenant: str, mem_id: int, valid_to_us: int) -> bool:
         """End a current, unlocked memory's validity at ``valid_to_us``; False (nothing written)
         when it is missing, foreign, already superseded or locked."""
+    def end_memory(self, tenant: str, mem_id: int, valid_to_us: int | None, reason: str | None,
+                   by: str | None) -> bool:
+        """End a current, unlocked memory without a replacement (``reason`` and ``by`` kept), or with
+        ``valid_to_us`` None revive one so ended; False (nothing written) when it is missing, foreign,
+        locked, or not in the state the change starts from (the guard is in the UPDATE, as for
+        :meth:`supersede_memory`: a correction or an end by another replica wins)."""
     def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
         """Set any of ``locked``, ``valid_to_us``, ``supersedes_id`` (locks, imports, repairs);
         False when the tenant has no such memory."""
@@ -318,6 +338,9 @@ class MemoryRows(Protocol):
     def by_idempotency_key(self, tenant: str, key: str) -> MemoryNode | None: ...
     def memory_ids(self, tenant: str) -> list[int]:
         """Every memory id of the tenant, newest first (scans: doctor, exports, tests)."""
+    def review_due(self, tenant: str, now_us: int, limit: int) -> list[MemoryNode]:
+        """The tenant's current memories whose ``review_after_us`` is at or before ``now_us``, the longest due
+        first (the inspector's review list); at most ``limit``."""
 
 
 class EpisodeRows(Protocol):

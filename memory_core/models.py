@@ -52,8 +52,13 @@ class MemoryRow:
     confidence: float | None = None
     match_reason: dict[str, Any] | None = None
     supersedes: str | None = None  # the version this row corrects (update_memory)
-    valid_to: datetime | None = None  # set on a superseded version: when the newer one replaced it
+    valid_to: datetime | None = None  # set on a superseded or ended version: when it stopped being valid
     locked: bool = False
+    valid_from: datetime | None = None  # when it became true, when the writer said so (else its timestamp)
+    review_after: datetime | None = None  # when it should be checked again
+    review_due: bool = False  # review_after has passed
+    ended: dict[str, str | None] | None = None  # ended without a replacement: {reason, by}
+    newer: str | None = None  # recall: possibly stale, a newer memory about the same things (see recall/stale.py)
     # recall only: the copies of this fact among the rows ranked (this one is the newest), and the
     # others' refs, newest first (see memory_core.recall.collapse)
     repeats: int = 1
@@ -61,6 +66,10 @@ class MemoryRow:
 
     def scored(self, confidence: float, match_reason: dict[str, Any] | None) -> MemoryRow:
         return replace(self, confidence=confidence, match_reason=match_reason)
+
+    def stale(self, newer: str) -> MemoryRow:
+        """This row marked possibly stale: ``newer`` says something else about the same things."""
+        return replace(self, newer=newer)
 
     def with_repeats(self, also: Sequence[str]) -> MemoryRow:
         """This row standing for itself and the copies ``also`` of the same fact."""
@@ -85,9 +94,21 @@ class MemoryRow:
         }
         if self.supersedes is not None:
             out["supersedes"] = self.supersedes
+        if self.valid_from is not None:
+            out["valid_from"] = iso(self.valid_from)
         if self.valid_to is not None:
-            out["superseded"] = True
+            if self.ended is None:
+                out["superseded"] = True
             out["valid_to"] = iso(self.valid_to)
+        if self.ended is not None:
+            out["ended"] = dict(self.ended)
+        if self.review_after is not None:
+            out["review_after"] = iso(self.review_after)
+        if self.review_due:
+            out["review_due"] = True
+        if self.newer is not None:
+            out["possibly_stale"] = True
+            out["newer"] = self.newer
         if self.locked:
             out["locked"] = True
         if self.repeats > 1:

@@ -7,12 +7,14 @@ ref or id reads exactly like a missing one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
+from typing import Protocol
 
 from graph.api import EntityIndex, EpisodeNode, GraphStore, Key, MemoryNode, agent_node, session_node
 from memory_core.errors import InvalidInputError, InvalidRefError, NotFoundError, ScopeDeniedError
-from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us
+from memory_core.models import EPOCH, CheckResult, Contents, MemoryRow, RecentTurnsPage, from_us, iso
 from memory_core.refs import EPISODE, CursorCodec, CursorPosition, episode_ref, memory_ref, parse_ref
 
 EPISODE_AGENT = "memory-core"
@@ -60,7 +62,10 @@ def check_own(attrs: MemoryNode, actor: str | None, field: str) -> None:
             "its own memories (an admin scope may change anyone's).", ref=ref, scope="write", needed="admin")
 
 
-def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
+def row_from_attrs(attrs: MemoryNode, content: str, now_us: int | None = None) -> MemoryRow:
+    """The row a caller sees of a memory; ``review_due`` when its review_after is past ``now_us`` (default now)."""
+    review = attrs.review_after_us
+    due = review is not None and review <= (time.time_ns() // 1000 if now_us is None else now_us)
     return MemoryRow(
         ref=memory_ref(attrs.id),
         id=attrs.id,
@@ -82,6 +87,10 @@ def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
         supersedes=memory_ref(attrs.supersedes_id) if attrs.supersedes_id is not None else None,
         valid_to=from_us(attrs.valid_to_us) if attrs.valid_to_us is not None else None,
         locked=attrs.locked,
+        valid_from=from_us(attrs.valid_from_us) if attrs.valid_from_us is not None else None,
+        review_after=from_us(review) if review is not None else None,
+        review_due=due,
+        ended=None if attrs.end_reason is None else {"reason": attrs.end_reason, "by": attrs.ended_by},
     )
 
 
@@ -94,6 +103,16 @@ def memory_entity_list(graph: EntityIndex, tenant: str, mem_id: int, viewer: str
     ids = graph.memory_entities(tenant, [mem_id]).get(mem_id, [])[:MEMORY_ENTITY_CAP]
     nodes = [graph.entity(tenant, i, viewer) for i in ids]
     return [{"ref": n.ref, "name": n.name, "kind": n.kind, "aliases": list(n.aliases)} for n in nodes if n is not None]
+
+
+class VersionAt(Protocol):
+    """An ``as_of`` read's resolver: the version of a memory's chain valid at ``at_us`` that the reader may
+    read (None: none was); :meth:`memory_core.versions.service.VersionService.at` makes one."""
+
+    @property
+    def at_us(self) -> int: ...
+
+    def __call__(self, node: MemoryNode) -> MemoryNode | None: ...
 
 
 class Reader:
@@ -151,8 +170,11 @@ class Reader:
         next_cursor = self.cursors.encode(scope, CursorPosition(*keys[-1])) if more and keys else None
         return RecentTurnsPage(turns, next_cursor)
 
-    def get_contents(self, tenant: str, refs: Sequence[object], viewer: str | None) -> Contents:
+    def get_contents(self, tenant: str, refs: Sequence[object], viewer: str | None,
+                     at: VersionAt | None = None) -> Contents:
         """Resolve refs to full rows; malformed, foreign, hidden and deleted refs go to missing.
+        ``at`` (an ``as_of`` read): each memory's version valid then (missing when none was), episodes
+        written by then.
 
         Every requested ref is accounted for once per time it was asked, under the exact string
         the caller sent: as a found row (``requested`` keeps the caller's string, e.g. ' mem:6'
@@ -167,26 +189,37 @@ class Reader:
             except InvalidRefError:
                 missing.append(label)
                 continue
+            item_id = ref.id
             if ref.kind == EPISODE:
-                found = self.graph.episode(tenant, ref.id) is not None
+                ep = self.graph.episode(tenant, ref.id)
+                found = ep is not None and (at is None or ep.created_us <= at.at_us)
             else:
                 attrs = self.graph.memory(tenant, ref.id)
                 found = attrs is not None and visible(attrs, viewer)
+                if found and at is not None and attrs is not None:
+                    then = at(attrs)
+                    found, item_id = then is not None, then.id if then is not None else item_id
             if found:
-                wanted.append((label, ref.id))
+                wanted.append((label, item_id))
             else:
                 missing.append(label)
         rows = {row.id: row for row in self.rows_any(tenant, dict.fromkeys(i for _, i in wanted), viewer)}
         kept = [(label, rows[i]) for label, i in wanted if i in rows]
         return Contents([row for _, row in kept], missing, [label for label, _ in kept])
 
-    def check(self, tenant: str, ref_text: object, viewer: str | None) -> CheckResult:
+    def check(self, tenant: str, ref_text: object, viewer: str | None, at: VersionAt | None = None) -> CheckResult:
+        """One memory with its neighbourhood; ``at`` (an ``as_of`` read): its version valid then."""
         ref = parse_ref(ref_text)
         if ref.kind == EPISODE:
             return self._check_episode(tenant, ref.id, viewer)
         attrs = self.graph.memory(tenant, ref.id)
         if attrs is None or not visible(attrs, viewer):
             raise NotFoundError(f"No memory {ref} in this tenant.", ref=str(ref))
+        if at is not None:
+            then = at(attrs)
+            if then is None:
+                raise NotFoundError(f"No version of {ref} was valid at {iso(from_us(at.at_us))}.", ref=str(ref))
+            attrs, ref = then, parse_ref(memory_ref(then.id))
         row = self.rows(tenant, [ref.id], viewer)[0]
         turns = attrs.type == "turn"
         adjacent = {

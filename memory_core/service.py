@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -43,7 +44,7 @@ from memory_core.settings.schema import Settings
 from memory_core.store_errors import coded_graph_errors
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.vectors.preload import newest_tenants, preload_indexes
-from memory_core.versions.service import UpdateResult, VersionService
+from memory_core.versions.service import EndResult, UpdateResult, VersionService
 from memory_core.warm_up import warm_up_in_background
 from memory_core.write.path import WritePath
 from memory_core.write.request import (
@@ -123,22 +124,48 @@ class MemoryCore:
     def update_memory(
         self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
         salience: float | None = None, agent: str | None = None, own_only: bool = False,
+        valid_from: str | datetime | None = None,
     ) -> UpdateResult:
         """Correct a memory: a new version (new ref) that SUPERSEDES ``ref``, which is kept with its
-        ``valid_to``. ``agent`` acts (and authors the new version; default the old author); another
-        agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked;
+        ``valid_to``: where the new one starts (``valid_from``, ISO-8601, when the change happened before it
+        was recorded; default now). ``agent`` acts (and authors the new version; default the old author);
+        another agent's private memory reads as missing. SUPERSEDED for an older version, LOCKED when locked;
         ``own_only`` (a write scope): SCOPE_DENIED unless ``agent`` wrote it."""
         return self._versions.update(tenant, ref, agent=agent, operator=False, content=content, metadata=metadata,
-                                     salience=salience, own_only=own_only)
+                                     salience=salience, own_only=own_only, valid_from=valid_from)
 
     @coded_graph_errors("updating a memory")
     def update_memory_as_operator(
         self, tenant: str, ref: str, *, content: str | None = None, metadata: Mapping[str, Any] | None = None,
-        salience: float | None = None, agent: str | None = None,
+        salience: float | None = None, agent: str | None = None, valid_from: str | datetime | None = None,
     ) -> UpdateResult:
         """The operator's update (CLI): any memory of the tenant, private or not."""
         return self._versions.update(tenant, ref, agent=agent, operator=True, content=content, metadata=metadata,
-                                     salience=salience)
+                                     salience=salience, valid_from=valid_from)
+
+    @coded_graph_errors("ending a memory")
+    def end_memory(self, tenant: str, ref: str, reason: str, *, agent: str | None = None,
+                   own_only: bool = False) -> EndResult:
+        """End a fact without a replacement (wrong, or no longer true): its validity ends now, with
+        ``reason`` and ``agent`` kept; recall leaves it out (``as_of`` before the end still reads it),
+        :meth:`revive_memory` undoes it. SUPERSEDED for a corrected version, LOCKED when locked;
+        ``own_only`` (a write scope): SCOPE_DENIED unless ``agent`` wrote it."""
+        return self._versions.end(tenant, ref, reason, agent=agent, operator=False, own_only=own_only)
+
+    @coded_graph_errors("ending a memory")
+    def end_memory_as_operator(self, tenant: str, ref: str, reason: str, *, agent: str | None = None) -> EndResult:
+        """The operator's end (CLI): any memory of the tenant, private or not."""
+        return self._versions.end(tenant, ref, reason, agent=agent, operator=True)
+
+    @coded_graph_errors("reviving a memory")
+    def revive_memory(self, tenant: str, ref: str, *, agent: str | None = None, own_only: bool = False) -> EndResult:
+        """Undo :meth:`end_memory`: the fact is valid again (changed False when it was not ended)."""
+        return self._versions.revive(tenant, ref, agent=agent, operator=False, own_only=own_only)
+
+    @coded_graph_errors("reviving a memory")
+    def revive_memory_as_operator(self, tenant: str, ref: str) -> EndResult:
+        """The operator's revive (CLI): any memory of the tenant."""
+        return self._versions.revive(tenant, ref, agent=None, operator=True)
 
     @coded_graph_errors("locking a memory")
     def lock_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:
@@ -180,11 +207,13 @@ class MemoryCore:
 
     @coded_graph_errors("walking the entity graph")
     def related(self, tenant: str, entity_or_ref: str, *, depth: int = 2, limit: int = 20,
-                viewer: str | None = None) -> RelatedResult:
+                viewer: str | None = None, as_of: object = None) -> RelatedResult:
         """Memories and entities around an entity (name, alias or ``ent:`` ref) or a memory (``mem:``),
-        best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100)."""
+        best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100). ``as_of`` (ISO-8601):
+        only memories valid at that instant, and the relations they declared."""
         viewer = v.name(viewer, "viewer", required=False)
-        return related_walk(self._graph, self._reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)
+        return related_walk(self._graph, self._reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer,
+                            as_of_us=v.instant_us(as_of, "as_of"))
 
     @property
     def dir_lock(self) -> DirLock | None:
@@ -312,20 +341,24 @@ class MemoryCore:
         return self._reader.recent_turns(tenant, session, limit, cursor, viewer)
 
     @coded_graph_errors("reading memories")
-    def get_contents(self, tenant: str, refs: Sequence[object], *, viewer: str | None = None) -> Contents:
-        """Full rows for refs; foreign, deleted or malformed refs are listed in ``missing``."""
+    def get_contents(self, tenant: str, refs: Sequence[object], *, viewer: str | None = None,
+                     as_of: object = None) -> Contents:
+        """Full rows for refs; foreign, deleted or malformed refs are listed in ``missing``. ``as_of``
+        (ISO-8601): each ref's version valid at that instant (missing when none was)."""
         tenant = v.tenant(tenant)
         if isinstance(refs, str) or not isinstance(refs, Sequence):
             raise InvalidInputError("'refs' must be a list of refs.", field="refs")
         if len(refs) > self.settings.recall.scan_window:
             raise InvalidInputError(f"At most {self.settings.recall.scan_window} refs per call.", field="refs")
-        return self._reader.get_contents(tenant, refs, viewer)
+        viewer = v.name(viewer, "viewer", required=False)
+        return self._reader.get_contents(tenant, refs, viewer, self._versions.at(tenant, viewer, as_of))
 
     @coded_graph_errors("reading a memory")
-    def check_memory(self, tenant: str, ref: str, *, viewer: str | None = None) -> CheckResult:
+    def check_memory(self, tenant: str, ref: str, *, viewer: str | None = None, as_of: object = None) -> CheckResult:
         """One memory with full content and its graph neighbours (author, session, adjacent), and
-        its version chain (``neighbours["versions"]``, oldest first) when it has one."""
-        return self._versions.check(v.tenant(tenant), ref, viewer)
+        its version chain (``neighbours["versions"]``, oldest first) when it has one. ``as_of``
+        (ISO-8601): the version of its chain valid at that instant (NOT_FOUND when none was)."""
+        return self._versions.check(v.tenant(tenant), ref, viewer, as_of)
 
     # ---- recall ----------------------------------------------------------------------------
     @coded_graph_errors("recalling")
@@ -337,6 +370,9 @@ class MemoryCore:
         pool, 'X' = X ∪ global, '@auto'; deep: no time decay. An empty query returns the most
         recent memories. Only the newest version of a corrected memory is returned (its row says
         ``supersedes``); ``include_superseded`` or ``deep`` add the older versions, marked ``valid_to``.
+        ``as_of`` (ISO-8601): the memories valid at that instant instead (versions current then).
+        A row a newer memory about the same things contradicts ranks below it, marked ``possibly_stale``
+        with ``newer`` (``include_stale``: as it was; :mod:`memory_core.recall.stale`).
         Copies of one fact are one row, the newest, with ``repeats`` and the others' refs in ``also``
         (:mod:`memory_core.recall.collapse`), so ``limit`` counts distinct facts; ``collapse=False`` or
         ``deep`` return every copy.

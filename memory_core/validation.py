@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memory_core.errors import (
@@ -110,26 +110,34 @@ def salience(value: object, default: float) -> float:
     return float(value)
 
 
-def timestamp(value: object) -> datetime:
-    """Explicit timestamps must carry a timezone; they are stored in UTC."""
+def timestamp(value: object, field: str = "timestamp") -> datetime:
+    """Explicit timestamps must carry a timezone; they are stored in UTC. None: now. ``field`` names the
+    argument in the error (``timestamp``, ``valid_from``, ``as_of``, ...)."""
     if value is None:
         return datetime.now(UTC)
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError as exc:
-            raise InvalidInputError("'timestamp' must be ISO-8601.", field="timestamp") from exc
+            raise InvalidInputError(f"'{field}' must be ISO-8601.", field=field) from exc
     if not isinstance(value, datetime):
-        raise InvalidInputError("'timestamp' must be an ISO-8601 string or datetime.", field="timestamp")
+        raise InvalidInputError(f"'{field}' must be an ISO-8601 string or datetime.", field=field)
     if value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidInputError("'timestamp' must include a timezone (e.g. +00:00).", field="timestamp")
+        raise InvalidInputError(f"'{field}' must include a timezone (e.g. +00:00).", field=field)
     try:
         ts = value.astimezone(UTC)
     except OverflowError as exc:  # e.g. 0001-01-01T00:00+14:00 leaves the calendar in UTC
-        raise InvalidInputError("'timestamp' is out of range.", field="timestamp") from exc
+        raise InvalidInputError(f"'{field}' is out of range.", field=field) from exc
     if not 1970 <= ts.year <= 9998:
-        raise InvalidInputError("'timestamp' is out of range.", field="timestamp")
+        raise InvalidInputError(f"'{field}' is out of range.", field=field)
     return ts
+
+
+def instant_us(value: object, field: str) -> int | None:
+    """An optional instant (``as_of``, ``valid_from``, ``review_after``) in µs since the epoch; None stays None."""
+    if value is None:
+        return None
+    return (timestamp(value, field) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def json_object(value: object, what: str, max_bytes: int, max_depth: int) -> dict[str, Any]:

@@ -40,6 +40,12 @@ class PgMemoryRows(MemoryRows):
     def contents(self, tenant: str, ids: Iterable[int]) -> dict[int, str]:
         return self.cache.by_id(tenant, "content", ids, _CONTENTS, _content)
 
+    def review_due(self, tenant: str, now_us: int, limit: int) -> list[MemoryNode]:
+        rows = self.q.rows(f"SELECT {NODE_SELECT} FROM memories m WHERE m.tenant = %s AND m.review_after_us <= %s "
+                           "AND m.valid_to_us IS NULL ORDER BY m.review_after_us, m.id LIMIT %s",
+                           [tenant, now_us, limit])
+        return [memory_node(r) for r in rows]
+
     def by_idempotency_key(self, tenant: str, key: str) -> MemoryNode | None:
         rows = self.q.rows(f"SELECT {NODE_SELECT} FROM memories m WHERE m.tenant = %s AND m.idempotency_key = %s",
                            [tenant, key])

@@ -23,6 +23,8 @@ transactional in PostgreSQL: a failing step leaves the store exactly as it was.
 8. ``memories_tenant_id`` on (tenant, id): the lexical sample's newest rows of one tenant.
 9. Entity mention counts per viewer in ``counts`` (scope ``mention``, see :mod:`graph.pg.counts`),
    counted once from the mention rows; every write transaction keeps them from then on.
+10. Facts in time: ``valid_from_us`` (when a fact became valid, if not at its timestamp),
+    ``review_after_us``, and ``end_reason``/``ended_by`` (ended without a replacement).
 """
 
 from __future__ import annotations
@@ -232,6 +234,12 @@ def _v9(cur: Cursor[tuple[object, ...]]) -> None:
     cur.execute(f"INSERT INTO counts (tenant, scope, key, n) {counts.MENTION_SQL}")
 
 
+def _v10(cur: Cursor[tuple[object, ...]]) -> None:
+    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS valid_from_us bigint, ADD COLUMN IF NOT EXISTS "
+                "review_after_us bigint, ADD COLUMN IF NOT EXISTS end_reason text, "
+                "ADD COLUMN IF NOT EXISTS ended_by text")
+
+
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
     ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
@@ -250,7 +258,7 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
 
 
 MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [
-    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7), (8, _v8), (9, _v9),
+    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7), (8, _v8), (9, _v9), (10, _v10),
 ]
 LATEST = MIGRATIONS[-1][0]
 

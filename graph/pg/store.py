@@ -108,6 +108,7 @@ class PostgresGraphStore:
         rows, eps, tl, counts = self.memory_rows, self.episode_rows, self.timeline, self.counts
         self.memory, self.memories, self.contents = rows.memory, rows.memories, rows.contents
         self.by_idempotency_key, self.memory_ids = rows.by_idempotency_key, rows.memory_ids
+        self.review_due = rows.review_due
         self.episode, self.session_episode, self.episodes = eps.episode, eps.session_episode, eps.episodes
         self.page, self.iter_newest, self.adjacent = tl.page, tl.iter_newest, tl.adjacent
         self.adjacent_many, self.bounds = tl.adjacent_many, tl.bounds

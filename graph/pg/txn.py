@@ -222,6 +222,17 @@ class PgTxn:
             self._tenants[tenant] += 1
         return done is not None
 
+    def end_memory(self, tenant: str, mem_id: int, valid_to_us: int | None, reason: str | None,
+                   by: str | None) -> bool:
+        """End (or revive) a memory, guarded in the UPDATE (see graph.api.GraphTxn.end_memory)."""
+        guard = "valid_to_us IS NULL" if valid_to_us is not None else "end_reason IS NOT NULL"
+        done = self._x(f"UPDATE memories SET valid_to_us = %s, end_reason = %s, ended_by = %s WHERE id = %s AND "
+                       f"tenant = %s AND {guard} AND NOT locked RETURNING id",
+                       [valid_to_us, reason, by, mem_id, tenant]).fetchone()
+        if done is not None:
+            self._tenants[tenant] += 1
+        return done is not None
+
     def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
         unknown = set(state) - set(MEMORY_STATE_FIELDS)
         if unknown:

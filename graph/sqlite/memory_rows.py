@@ -72,6 +72,12 @@ class SqliteMemoryRows(MemoryRows):
     def memory_ids(self, tenant: str) -> list[int]:
         return [k[1] for k in self.timeline.iter_newest(tenant, None)]
 
+    def review_due(self, tenant: str, now_us: int, limit: int) -> list[MemoryNode]:
+        rows = self.q.all(f"SELECT {NODE_SELECT} FROM memories WHERE tenant = ? AND review_after_us <= ? "
+                          "AND valid_to_us IS NULL ORDER BY review_after_us, id LIMIT ?", (tenant, now_us, limit),
+                          tuples=True)
+        return [node_from_row(r) for r in rows]
+
     def committed(self, fx: Effects) -> None:
         """The cache learns the committed rows: erased ones leave it, written ones replace theirs."""
         for _tenant, mem_id in fx.erased:

@@ -178,8 +178,19 @@ def _v8(cur: sqlite3.Cursor, fresh: bool) -> None:
     cur.execute("CREATE INDEX IF NOT EXISTS edges_supersedes ON edges (tenant, dst) WHERE kind = 'SUPERSEDES'")
 
 
+def _v9(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """Facts in time (memory_core.versions): when a fact became valid if not at its timestamp, when it should
+    be reviewed, and why and by whom it was ended without a replacement. Existing rows: valid from their
+    timestamp, no review, not ended (a superseded row keeps its valid_to_us)."""
+    present = {str(r[1]) for r in cur.execute("PRAGMA table_info(memories)")}
+    for column, decl in (("valid_from_us", "INTEGER"), ("review_after_us", "INTEGER"), ("end_reason", "TEXT"),
+                         ("ended_by", "TEXT")):
+        if column not in present:
+            cur.execute(f"ALTER TABLE memories ADD COLUMN {column} {decl}")
+
+
 # Numbered steps after the version-1 schema (SCHEMA_V1); a fresh store runs every step with
 # fresh=True. Append a step (and nothing else) to change the schema.
 MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [
-    (2, _v2), (3, _v3), (4, _v4), (6, _v6), (7, _v7), (8, _v8)]
+    (2, _v2), (3, _v3), (4, _v4), (6, _v6), (7, _v7), (8, _v8), (9, _v9)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -168,6 +168,14 @@ class SqliteTxn:
                          "AND locked = 0", (valid_to_us, mem_id, tenant))
         return self._state_written(tenant, mem_id)
 
+    def end_memory(self, tenant: str, mem_id: int, valid_to_us: int | None, reason: str | None,
+                   by: str | None) -> bool:
+        """End (or revive) a memory, guarded in the UPDATE (see graph.api.GraphTxn.end_memory)."""
+        guard = "valid_to_us IS NULL" if valid_to_us is not None else "end_reason IS NOT NULL"
+        self.cur.execute(f"UPDATE memories SET valid_to_us = ?, end_reason = ?, ended_by = ? WHERE id = ? AND "
+                         f"tenant = ? AND {guard} AND locked = 0", (valid_to_us, reason, by, mem_id, tenant))
+        return self._state_written(tenant, mem_id)
+
     def set_memory_state(self, tenant: str, mem_id: int, state: Mapping[str, Any]) -> bool:
         unknown = set(state) - set(MEMORY_STATE_FIELDS)
         if unknown:

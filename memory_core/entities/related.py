@@ -106,14 +106,16 @@ class _Reached:
 
 
 def related(graph: RelatedGraph, reader: RowReader, tenant: str, start: object, *, depth: object = 2,
-            limit: object = 20, viewer: str | None = None) -> RelatedResult:
-    """Memories and entities around ``start`` (an entity name or alias, an ``ent:`` ref, a ``mem:`` ref)."""
+            limit: object = 20, viewer: str | None = None, as_of_us: int | None = None) -> RelatedResult:
+    """Memories and entities around ``start`` (an entity name or alias, an ``ent:`` ref, a ``mem:`` ref).
+    A memory is walked through while it is valid (now, or at ``as_of_us``), and so is a relation while the
+    memory that declared it is."""
     tenant = v.tenant(tenant)
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
         raise InvalidInputError(f"'depth' must be an integer from 1 to {MAX_DEPTH}.", field="depth")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInputError(f"'limit' must be an integer from 1 to {MAX_LIMIT}.", field="limit")
-    walk = _Walk(graph, tenant, viewer)
+    walk = _Walk(graph, tenant, viewer, as_of_us)
     first = walk.resolve(start)
     walk.run(first, depth)
     ranked = sorted(((key, r) for key, r in walk.reached.items() if key != first),
@@ -130,13 +132,13 @@ def related(graph: RelatedGraph, reader: RowReader, tenant: str, start: object, 
 
 
 class _Walk:
-    def __init__(self, graph: RelatedGraph, tenant: str, viewer: str | None) -> None:
-        self.graph, self.tenant, self.viewer = graph, tenant, viewer
+    def __init__(self, graph: RelatedGraph, tenant: str, viewer: str | None, as_of_us: int | None = None) -> None:
+        self.graph, self.tenant, self.viewer, self.as_of_us = graph, tenant, viewer, as_of_us
         self.total = max(1, graph.count(tenant))
         self.entities: dict[int, EntityNode] = {}
         self.reached: dict[tuple[str, int], _Reached] = {}
         self.truncated = False
-        self.current: dict[int, bool] = {}  # memory id -> not superseded by a newer version
+        self.current: dict[int, bool] = {}  # memory id -> valid (now: not superseded nor ended; or at as_of)
 
     def resolve(self, start: object) -> tuple[str, int]:
         if not isinstance(start, str) or not start.strip():
@@ -151,6 +153,8 @@ class _Walk:
             attrs = g.memory(self.tenant, ref.id)
             if attrs is None or not visible(attrs, self.viewer):
                 raise NotFoundError(f"No memory {ref} in this tenant.", ref=str(ref))
+            if self.as_of_us is not None and not attrs.valid_at(self.as_of_us):
+                raise NotFoundError(f"{ref} was not valid at that instant.", ref=str(ref))
             key = ("mem", ref.id)
             self.reached[key] = _Reached(1.0, 0, (PathStep(str(ref)),))
             return key
@@ -179,7 +183,11 @@ class _Walk:
                 for ent_id, mem_ids in self.graph.entity_mentions(self.tenant, ents, self.viewer, FANOUT).items():
                     w = self._weight(ent_id)
                     steps += [(("ent", ent_id), ("mem", m), "MENTIONED_BY", w) for m in mem_ids]
-                for rel in self.graph.entity_relations(self.tenant, ents, self.viewer):
+                relations = self.graph.entity_relations(self.tenant, ents, self.viewer)
+                self._load_current([rel.mem_id for rel in relations])
+                for rel in relations:
+                    if not self.current.get(rel.mem_id, False):
+                        continue  # declared by a memory not valid (then): the relation is not either
                     for a, b in ((rel.src, rel.dst), (rel.dst, rel.src)):
                         if a in ents:
                             steps.append((("ent", a), ("ent", b), f"RELATED:{rel.label}", RELATED_STEP))
@@ -218,7 +226,9 @@ class _Walk:
         todo = [m for m in dict.fromkeys(ids) if m not in self.current]
         if todo:
             nodes = self.graph.memories(self.tenant, todo)
-            self.current.update({m: m in nodes and nodes[m].valid_to_us is None for m in todo})
+            at = self.as_of_us
+            self.current.update({m: m in nodes and (nodes[m].valid_to_us is None if at is None
+                                                    else nodes[m].valid_at(at)) for m in todo})
 
     def _weight(self, ent_id: int) -> float:
         node = self.entities.get(ent_id)

@@ -247,8 +247,9 @@ class Inspector:
         return SummaryPeek(text, "fallback", "not summarized yet (extractive, not stored)", None, False, len(rows))
 
     # ---- a memory --------------------------------------------------------------------------
-    def memory(self, tenant: str, ref: str) -> MemoryDetail:
-        """Full row, neighbours (author, session, adjacent, edges) and the SUPERSEDES chain."""
+    def memory(self, tenant: str, ref: str, as_of: str | None = None) -> MemoryDetail:
+        """Full row, neighbours (author, session, adjacent, edges) and the SUPERSEDES chain; ``as_of``
+        (ISO-8601): the version of its chain that was valid at that instant."""
         tenant = v.tenant(tenant)
         parsed = parse_ref(ref)
         viewer = None
@@ -258,13 +259,21 @@ class Inspector:
                 raise NotFoundError(f"No memory {parsed} in this tenant.", ref=str(parsed))
             viewer = attrs.agent if attrs.visibility == "agent" else None  # the operator sees it as its author
         with graph_errors("reading a memory"):
-            check = self.parts.versions.check(tenant, str(parsed), viewer)
+            check = self.parts.versions.check(tenant, str(parsed), viewer, as_of or None)
         chain: list[MemoryRow] = []
         entities: list[EntityView] = []
         if parsed.kind != EPISODE_KIND:
-            chain = self.rows(tenant, self._chain(tenant, parsed.id))
-            entities = operator_memory_entities(self.graph, tenant, parsed.id)
+            chain = self.rows(tenant, self._chain(tenant, check.memory.id))
+            entities = operator_memory_entities(self.graph, tenant, check.memory.id)
         return MemoryDetail(check, chain if len(chain) > 1 else [], entities)
+
+    def review_due(self, tenant: str, limit: int = 50) -> list[MemoryRow]:
+        """The tenant's current memories whose review_after has passed, the longest due first (private ones
+        too: the operator's view)."""
+        tenant = v.tenant(tenant)
+        with graph_errors("reading the memories due for review"):
+            nodes = self.graph.review_due(tenant, time.time_ns() // 1000, limit)
+        return self.rows(tenant, [n.id for n in nodes])
 
     def entity(self, tenant: str, ref: str) -> EntityDetail:
         """An entity with every name and alias and the memories that mention it, newest first: one

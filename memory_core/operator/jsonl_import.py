@@ -418,6 +418,9 @@ class _JsonlImport:
             state["valid_to_us"] = to_us(v.timestamp(line.valid_to))
         if line.locked:
             state["locked"] = True
+        if line.ended is not None and line.valid_to is not None:  # an end is its reason with its valid_to
+            state["end_reason"] = str(line.ended.get("reason") or "ended")[:500]
+            state["ended_by"] = line.ended.get("by")
         return edges, state
 
     def _dry(self, todo: list[tuple[int, ExportLine]]) -> list[str]:

@@ -63,6 +63,7 @@ def _export_chunk(parts: OperatorParts, tenant: str, ids: list[int], entities: E
             raise StoreError(f"{memory_ref(mem_id)} has an id past the largest a ref can name ({MAX_ID}), so an "
                              "export cannot write it; `memory-core doctor` lists such rows.", ref=memory_ref(mem_id))
         row = row_from_attrs(a, contents[mem_id]).to_dict()
+        row.pop("review_due", None)  # derived from review_after and the clock
         edges = [ExportEdge(kind=e.kind, node=e.other) for e in graph.edges_of(tenant, memory_ref(mem_id))
                  if e.direction == "out"]
         key = public_idempotency_key(keys.get(mem_id))

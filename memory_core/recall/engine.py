@@ -50,6 +50,7 @@ from memory_core.recall import (
     order,
     rerank,
     scoring,
+    stale,
     superseded,
     turn_context,
 )
@@ -93,6 +94,7 @@ STAGES: tuple[Stage, ...] = (
     gate.gate,  # the quality gate (or its lexical fallback)
     asked.narrow,  # newest first: only the rows of what was asked
     rerank.reread,  # the cross-encoder (balanced-rerank)
+    stale.step_aside,  # older facts a newer one contradicts: below it, marked
     order.order,  # by confidence, or newest first
 )
 
@@ -137,7 +139,10 @@ class Recaller:
             tenant, viewer, scope, type=o.get("type"), session=o.get("session"), agent=o.get("agent"),
             channel=o.get("channel"), source_id=o.get("source_id"), exclude_contents=o.get("exclude_contents"),
             held_context=held_context, include_superseded=o.get("include_superseded", False) or deep,
+            as_of=o.get("as_of"), include_stale=o.get("include_stale", False) or deep,
         )
+        if anchor is None and filters.as_of_us is not None:
+            anchor = from_us(filters.as_of_us)  # relative dates of an as_of recall count from that instant
         result = RecallResult([], resolved_project_id=scope.resolved_project_id,
                               operating_context_warning=scope.warning)
         if not query.strip() and not (context_text or "").strip():
@@ -217,7 +222,8 @@ class Recaller:
             result.gate_fallback = bool(result.messages)
             return
         top = pool.ranked
-        refs = {k: memory_ref(k) for _conf, c in top for k in (c.neighbour_of, c.superseded_by, c.entity_via)
+        refs = {k: memory_ref(k) for _conf, c in top
+                for k in (c.neighbour_of, c.superseded_by, c.entity_via, c.stale.newer if c.stale else None)
                 if k is not None}
         labels, rrf_k = pool.labels(), pool.cfg.fusion.rrf_k
         if pool.collapsing:
@@ -227,12 +233,12 @@ class Recaller:
                 conf, c = by_id[mem_id]
                 return conf, scoring.reason(conf, c, rrf_k, refs, labels)
 
-            result.messages = self._distinct_rows(filters, [attrs[c.id] for _, c in top], limit,
-                                                  result.diagnostics, score)
+            result.messages = _marked(self._distinct_rows(filters, [attrs[c.id] for _, c in top], limit,
+                                                          result.diagnostics, score), by_id, refs)
             return
         rows = {r.id: r for r in self.reader.rows_any(filters.tenant, [c.id for _, c in top], filters.viewer)}
-        result.messages = [rows[c.id].scored(conf, scoring.reason(conf, c, rrf_k, refs, labels))
-                           for conf, c in top if c.id in rows]
+        result.messages = _marked([rows[c.id].scored(conf, scoring.reason(conf, c, rrf_k, refs, labels))
+                                   for conf, c in top if c.id in rows], {c.id: (conf, c) for conf, c in top}, refs)
 
     # ---- empty query ---------------------------------------------------------------------
     def _most_recent(self, filters: RecallFilters, limit: int, collapsing: bool,
@@ -287,3 +293,13 @@ class Recaller:
         blended = [(1 - w) * a + w * b for a, b in zip(vecs[0], vecs[1], strict=True)]
         norm = math.sqrt(sum(x * x for x in blended)) or 1.0
         return [x / norm for x in blended]
+
+
+def _marked(rows: list[MemoryRow], by_id: dict[int, tuple[float, Candidate]], refs: dict[int, str]) -> list[MemoryRow]:
+    """The rows a newer one contradicts marked ``possibly_stale`` with its ref (:mod:`.stale`)."""
+    out = []
+    for row in rows:
+        found = by_id.get(row.id)
+        mark = found[1].stale if found is not None else None
+        out.append(row.stale(refs[mark.newer]) if mark is not None and mark.newer in refs else row)
+    return out

@@ -95,6 +95,8 @@ class RecallFilters(RowFilter):
     exclude: tuple[str, ...] = ()  # exclude_contents: prefix either way (docs/tools.md, ``recall``)
     held_context: tuple[str, ...] = ()  # recall_with_context's entries: see :func:`holds`
     include_superseded: bool = False  # also versions a newer one corrected (update_memory)
+    as_of_us: int | None = None  # as_of: the rows valid at that instant, whatever their state now
+    include_stale: bool = False  # rows a newer one contradicts rank as they would (recall/stale.py)
 
     @classmethod
     def build(cls, tenant: str, viewer: object, scope: ProjectScope, **fields: Any) -> RecallFilters:
@@ -119,6 +121,8 @@ class RecallFilters(RowFilter):
             exclude=tuple(n for n in (normalize(x) for x in exclude) if n),
             held_context=tuple(n for n in (normalize(x) for x in held) if n),
             include_superseded=bool(fields.get("include_superseded")),
+            as_of_us=v.instant_us(fields.get("as_of"), "as_of"),
+            include_stale=bool(fields.get("include_stale")),
         )
 
     def admits(self, a: MemoryNode) -> bool:
@@ -127,7 +131,10 @@ class RecallFilters(RowFilter):
             return False
         if a.visibility == "agent" and a.agent != self.viewer:
             return False
-        if a.valid_to_us is not None and not self.include_superseded:
+        if self.as_of_us is not None:
+            if not a.valid_at(self.as_of_us):
+                return False
+        elif a.valid_to_us is not None and not self.include_superseded:
             return False
         if self.type and a.type != self.type:
             return False
@@ -157,6 +164,8 @@ class RecallFilters(RowFilter):
           ``session_has_channel``); without it, none is.
         """
         if a.tenant != self.tenant or self.agent:
+            return False
+        if self.as_of_us is not None and a.created_us > self.as_of_us:
             return False
         if self.source_prefix and not self.channel:
             return False

@@ -34,6 +34,15 @@ KEYWORD = "keyword"  # BM25 of an exact phrase of the query
 ENTITY = "entity"  # the mean weight² of the query's entities the row mentions
 
 
+@dataclass(frozen=True, slots=True)
+class StaleMark:
+    """Why a row is possibly stale (:mod:`.stale`): the newer row, their cosine, the entities they share."""
+
+    newer: int
+    cosine: float
+    entities: tuple[int, ...]
+
+
 @dataclass(slots=True)
 class Candidate:
     """A row of the pool: what the branches found of it and what the stages made of it."""
@@ -49,6 +58,7 @@ class Candidate:
     neighbour_of: int | None = None  # joined the pool only as an adjacent memory of this one
     speaker: str | None = None
     superseded_by: int | None = None
+    stale: StaleMark | None = None  # a newer row about the same things says something else (:mod:`.stale`)
     entity: float = 0.0  # what the entity branch added to base (query entities and one hop)
     entities: tuple[str, ...] = ()  # the entities that carried it
     entity_via: int | None = None  # the pool row it shares a rare entity with (one hop)

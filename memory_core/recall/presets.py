@@ -174,6 +174,23 @@ class SupersedeConfig:
 
 
 @dataclass(frozen=True)
+class StaleConfig:
+    """Stale facts (:mod:`.stale`): among the best ``pool`` kept rows (0: off), an older row a newer one about
+    the same entities (at most ``unshared`` not shared, each side) contradicts (cosine in [``low``, ``high``),
+    texts differ) gets at most ``step`` × its confidence. Measured with ``python -m bench.quality.updates``
+    and the coding set (docs/performance.md)."""
+
+    pool: int = 24
+    unshared: int = 1
+    near: float = 0.85  # only for a newer row that answers the query about as well: confidence ≥ near × its own
+    low: float = 0.75
+    high: float = 1.01  # a restatement of the same value steps aside too; an exact copy is a repeat (collapse)
+    step: float = 0.9
+    # records of what happened do not go stale (a turn, an event, an error); handoffs have their own chains
+    skip_types: frozenset[str] = frozenset({"turn", "handoff", "event", "error"})
+
+
+@dataclass(frozen=True)
 class ConfidenceConfig:
     """confidence = (1 - recency - salience weights) × relevance + recency weight × recency + salience weight ×
     salience (:mod:`.scoring`); recall filtered to a type weighs recency more (the recency values come from
@@ -241,6 +258,7 @@ class RecallConfig:
     session: SessionConfig = SessionConfig()
     answer: AnswerConfig = AnswerConfig()
     supersede: SupersedeConfig = SupersedeConfig()
+    stale: StaleConfig = StaleConfig()
     confidence: ConfidenceConfig = ConfidenceConfig()
     gate: GateConfig = GateConfig()
     asked: AskedConfig = AskedConfig()

@@ -34,6 +34,8 @@ class RecallOptions(TypedDict, total=False):
     preset: str | None  # a retrieval preset (memory_core.recall.presets; default recall.preset)
     now: datetime | str | None  # the time relative dates in the query count from (default: the newest memory)
     include_superseded: bool  # also versions a newer one corrected, marked valid_to
+    as_of: datetime | str | None  # what was valid at that instant (ISO 8601 with a timezone): versions current then
+    include_stale: bool  # rows a newer memory contradicts rank as they would (not moved below it, not marked)
     collapse: bool  # copies of one fact as one row (default true; deep shows them all)
 
 

@@ -117,21 +117,23 @@ def confidence(c: Candidate, ts_us: int, salience: float, now_us: int, w_r: floa
 
 
 def confidences(cands: Mapping[int, Candidate], attrs: Mapping[int, MemoryNode], cfg: RecallConfig, *,
-                typed: bool, deep: bool) -> list[Scored]:
-    """Each candidate with its confidence: recall filtered to a type weighs recency more, ``deep`` not at all."""
+                typed: bool, deep: bool, now_us: int | None = None) -> list[Scored]:
+    """Each candidate with its confidence: recall filtered to a type weighs recency more, ``deep`` not at all.
+    Recency counts from ``now_us`` (an ``as_of`` recall: that instant; default now)."""
     conf = cfg.confidence
     if typed:
         w_r, tau = conf.type_recency_weight, conf.type_recency_half_life_days
     else:
         w_r, tau = conf.recency_weight, conf.recency_half_life_days
-    now_us, w_r = time.time_ns() // 1000, 0.0 if deep else w_r
+    now_us, w_r = time.time_ns() // 1000 if now_us is None else now_us, 0.0 if deep else w_r
     return [(confidence(c, attrs[k].ts_us, attrs[k].salience, now_us, w_r, tau, conf.salience_weight), c)
             for k, c in cands.items()]
 
 
 def weigh(pool: Pool) -> None:
     """Stage: every row's relevance weighed with its recency and salience into its confidence (``pool.scored``)."""
-    pool.scored = confidences(pool.cands, pool.attrs, pool.cfg, typed=bool(pool.filters.type), deep=pool.deep)
+    pool.scored = confidences(pool.cands, pool.attrs, pool.cfg, typed=bool(pool.filters.type), deep=pool.deep,
+                              now_us=pool.filters.as_of_us)
 
 
 def reason(conf: float, c: Candidate, rrf_k: int, refs: dict[int, str], labels: Mapping[str, str]) -> dict[str, object]:
@@ -159,6 +161,9 @@ def reason(conf: float, c: Candidate, rrf_k: int, refs: dict[int, str], labels: 
         out["neighbour_of"] = refs[c.neighbour_of]
     if c.superseded_by is not None and c.superseded_by in refs:
         out["superseded_by"] = refs[c.superseded_by]
+    if c.stale is not None and c.stale.newer in refs:
+        out["stale"] = {"newer": refs[c.stale.newer], "cosine": c.stale.cosine,
+                        "entities": [f"ent:{e}" for e in c.stale.entities]}
     if c.rerank is not None:
         out["rerank"] = round(c.rerank, 4)
     return out

@@ -5,6 +5,7 @@ are followed: another agent's private version ends the chain as if it were absen
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from graph.api import EdgeIndex, MemoryNode, MemoryRows
@@ -63,3 +64,21 @@ def head_of(graph: ChainGraph, tenant: str, node: MemoryNode, viewer: str | None
     """The newest readable version of ``node``'s chain (None: no readable version is current)."""
     last = chain_of(graph, tenant, node, viewer, private_too=private_too)[-1]
     return last if last.valid_to_us is None else None
+
+
+@dataclass(frozen=True)
+class ChainAt:
+    """An ``as_of`` read's resolver (:class:`memory_core.reads.VersionAt`): the version of a memory's chain
+    that was valid at ``at_us`` and that ``viewer`` may read (None when none was: not yet written, or ended)."""
+
+    graph: ChainGraph
+    tenant: str
+    viewer: str | None
+    at_us: int
+    private_too: bool = False
+
+    def __call__(self, node: MemoryNode) -> MemoryNode | None:
+        if node.valid_at(self.at_us):
+            return node
+        chain = chain_of(self.graph, self.tenant, node, self.viewer, private_too=self.private_too)
+        return next((n for n in chain if n.valid_at(self.at_us)), None)

@@ -17,6 +17,10 @@ Rules, the same at every boundary:
 - ``own_only`` (a write-scoped MCP connection): only memories the acting agent wrote;
   another's shared memory is SCOPE_DENIED (:func:`memory_core.reads.check_own`).
 - Handoffs are not corrected in place: a new handoff (``create_handoff``) supersedes the last.
+- A fact can be ended without a replacement (``end``: wrong, or no longer true): its validity ends now
+  (``valid_to_us``) with the reason and who ended it; the row stays, readable by ``history`` and by
+  ``as_of`` reads before the end. ``revive`` undoes an end (not a correction: update the head instead).
+  An ended memory is not updated (SUPERSEDED, ``ended: true``): revive it first.
 - The new version keeps the old one's session, type, visibility, role, channel, source and
   project; content, metadata (replaced, not merged) and salience are the old ones unless given.
   Its author is the agent that corrected it (the old author when none is named).
@@ -35,11 +39,32 @@ from memory_core.errors import InvalidInputError, LockedError, NotFoundError, Su
 from memory_core.models import AddResult, CheckResult, MemoryRow, from_us, iso
 from memory_core.reads import Reader, check_own, row_from_attrs, visible
 from memory_core.refs import MEMORY, memory_ref, parse_ref
-from memory_core.versions.chain import chain_of, head_of
+from memory_core.secret_guard import Scan
+from memory_core.versions.chain import ChainAt, chain_of, head_of
 from memory_core.write.path import WritePath
 from memory_core.write.request import AddItem
 
 HANDOFF = "handoff"
+MAX_REASON_CHARS = 500
+
+
+@dataclass(frozen=True)
+class EndResult:
+    """An end or a revive: the memory, whether its state changed, and its validity now."""
+
+    ref: str
+    changed: bool
+    valid_to: str | None
+    reason: str | None = None
+    redacted: dict[str, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ref": self.ref, "changed": self.changed, "valid_to": self.valid_to}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.redacted:
+            out["redacted"] = dict(self.redacted)
+        return out
 
 
 @dataclass(frozen=True)
@@ -78,12 +103,15 @@ class VersionService:
     def update(
         self, tenant: str, ref: str, *, agent: str | None, operator: bool, content: str | None = None,
         metadata: Mapping[str, Any] | None = None, salience: float | None = None, own_only: bool = False,
+        valid_from: object = None,
     ) -> UpdateResult:
-        """Write a new version of ``ref`` that supersedes it (see the module's rules)."""
+        """Write a new version of ``ref`` that supersedes it (see the module's rules). ``valid_from``: when the
+        new version became true, if not now (after the old one began); the old one ends there."""
         tenant = v.tenant(tenant)
         agent = v.name(agent, "agent", required=False)
-        if content is None and metadata is None and salience is None:
-            raise InvalidInputError("Give at least one of content, metadata or salience to update.")
+        valid_from_us = v.instant_us(valid_from, "valid_from")
+        if content is None and metadata is None and salience is None and valid_from_us is None:
+            raise InvalidInputError("Give at least one of content, metadata, salience or valid_from to update.")
         # Checked here, outside the writer lock (the new version is embedded meanwhile, as an add's
         # is); the write re-checks in its graph transaction, where a version another writer
         # superseded or locked in between refuses it (SUPERSEDED) and nothing is written.
@@ -94,6 +122,9 @@ class VersionService:
         self._check_head(tenant, old, agent, operator)
         if old.locked:
             raise LockedError(f"{memory_ref(old.id)} is locked; unlock it first.", ref=memory_ref(old.id))
+        if valid_from_us is not None and valid_from_us <= old.valid_since_us:
+            raise InvalidInputError(f"'valid_from' must be after {memory_ref(old.id)} became valid "
+                                    f"({iso(from_us(old.valid_since_us))}).", field="valid_from")
         text = content
         if text is None:
             text = self.graph.contents(tenant, [old.id]).get(old.id)
@@ -107,6 +138,7 @@ class VersionService:
             "visibility": old.visibility, "source": dict(old.source),
             "metadata": dict(old.metadata) if metadata is None else metadata,
             "salience": old.salience if salience is None else salience, "timestamp": from_us(ts_us),
+            "valid_from": None if valid_from_us is None else from_us(valid_from_us),
         }
         added = self.writer.add_many([item], edges=[[(mem_node(old.id), SUPERSEDES)]], supersedes=[old.id])[0]
         return UpdateResult(added, memory_ref(old.id))
@@ -114,6 +146,9 @@ class VersionService:
     def _check_head(self, tenant: str, old: MemoryNode, viewer: str | None, operator: bool) -> None:
         if old.valid_to_us is None:
             return
+        if old.end_reason is not None:
+            raise SupersededError(f"{memory_ref(old.id)} was ended ({old.end_reason}); revive it before "
+                                  "updating it.", ref=memory_ref(old.id), head=None, ended=True)
         head = head_of(self.graph, tenant, old, viewer, private_too=operator)
         raise SupersededError(
             f"{memory_ref(old.id)} was corrected by a newer version; update the newest one"
@@ -134,10 +169,59 @@ class VersionService:
                 tx.set_memory_state(tenant, attrs.id, {"locked": locked})
             return True
 
-    def check(self, tenant: str, ref: str, viewer: str | None) -> CheckResult:
+    def end(self, tenant: str, ref: str, reason: object, *, agent: str | None, operator: bool,
+            own_only: bool = False) -> EndResult:
+        """End ``ref``'s validity now without a replacement, saying why (see the module's rules); changed
+        False when it was ended already. SUPERSEDED for a corrected version, LOCKED when locked."""
+        tenant = v.tenant(tenant)
+        agent = v.name(agent, "agent", required=False)
+        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON_CHARS:
+            raise InvalidInputError(f"'reason' must be a non-empty string of at most {MAX_REASON_CHARS} characters "
+                                    "(why the fact ended).", field="reason")
+        scan = Scan()
+        text = self.writer.guard.text(reason.strip(), "reason", scan)
+        redacted = self.writer.guard.finish(scan, "reason")  # SECRET_REJECTED under reject
+        with self.writer.lock:
+            attrs = self._target(tenant, ref, agent, operator, own_only)
+            if attrs.type == HANDOFF:
+                raise InvalidInputError("A handoff is not ended; a newer handoff supersedes it.", field="ref")
+            if attrs.end_reason is not None:
+                return EndResult(memory_ref(attrs.id), False, _iso_us(attrs.valid_to_us), attrs.end_reason)
+            self._check_head(tenant, attrs, agent, operator)
+            if attrs.locked:
+                raise LockedError(f"{memory_ref(attrs.id)} is locked; unlock it first.", ref=memory_ref(attrs.id))
+            now_us = max(time.time_ns() // 1000, attrs.valid_since_us + 1)
+            with self.graph.transaction() as tx:
+                if not tx.end_memory(tenant, attrs.id, now_us, text, agent):
+                    raise _changed_meanwhile(attrs.id)
+            return EndResult(memory_ref(attrs.id), True, _iso_us(now_us), text, redacted or None)
+
+    def revive(self, tenant: str, ref: str, *, agent: str | None, operator: bool, own_only: bool = False) -> EndResult:
+        """Undo :meth:`end`: ``ref`` is valid again (changed False when it was not ended). A corrected version
+        is SUPERSEDED: a correction is undone by correcting the head."""
+        tenant = v.tenant(tenant)
+        agent = v.name(agent, "agent", required=False)
+        with self.writer.lock:
+            attrs = self._target(tenant, ref, agent, operator, own_only)
+            if attrs.end_reason is None:
+                self._check_head(tenant, attrs, agent, operator)
+                return EndResult(memory_ref(attrs.id), False, None)
+            if attrs.locked:
+                raise LockedError(f"{memory_ref(attrs.id)} is locked; unlock it first.", ref=memory_ref(attrs.id))
+            with self.graph.transaction() as tx:
+                if not tx.end_memory(tenant, attrs.id, None, None, None):
+                    raise _changed_meanwhile(attrs.id)
+            return EndResult(memory_ref(attrs.id), True, None)
+
+    def at(self, tenant: str, viewer: str | None, as_of: object, *, operator: bool = False) -> ChainAt | None:
+        """The resolver of an ``as_of`` read (None when ``as_of`` is None); INVALID_INPUT for a malformed instant."""
+        at_us = v.instant_us(as_of, "as_of")
+        return None if at_us is None else ChainAt(self.graph, tenant, viewer, at_us, private_too=operator)
+
+    def check(self, tenant: str, ref: str, viewer: str | None, as_of: object = None) -> CheckResult:
         """One memory (:meth:`memory_core.reads.Reader.check`), with its version chain in
-        ``neighbours["versions"]`` (oldest first) when it has one."""
-        result = self.reader.check(tenant, ref, viewer)
+        ``neighbours["versions"]`` (oldest first) when it has one; ``as_of``: its version valid then."""
+        result = self.reader.check(tenant, ref, viewer, self.at(tenant, viewer, as_of))
         versions = self.chain_summary(tenant, result.memory.id, viewer) if result.memory.type != "episode" else []
         if len(versions) > 1:
             result.neighbours["versions"] = versions
@@ -146,13 +230,15 @@ class VersionService:
     def chain_summary(self, tenant: str, mem_id: int, viewer: str | None) -> list[dict[str, Any]]:
         """The readable versions of a memory's chain, oldest first, as {ref, timestamp, valid_to?}."""
         attrs = self.graph.memory(tenant, mem_id)
-        if attrs is None or (attrs.supersedes_id is None and attrs.valid_to_us is None):
+        if attrs is None or (attrs.supersedes_id is None and (attrs.valid_to_us is None or attrs.end_reason)):
             return []
         out = []
         for n in chain_of(self.graph, tenant, attrs, viewer):
             entry: dict[str, Any] = {"ref": memory_ref(n.id), "timestamp": iso(from_us(n.ts_us))}
             if n.valid_to_us is not None:
                 entry["valid_to"] = iso(from_us(n.valid_to_us))
+            if n.end_reason is not None:
+                entry["ended"] = {"reason": n.end_reason, "by": n.ended_by}
             out.append(entry)
         return out
 
@@ -164,3 +250,13 @@ class VersionService:
         nodes = chain_of(self.graph, tenant, attrs, viewer, private_too=operator)
         contents = self.graph.contents(tenant, [n.id for n in nodes])
         return [row_from_attrs(n, contents[n.id]) for n in nodes if n.id in contents]
+
+
+def _iso_us(ts_us: int | None) -> str | None:
+    return None if ts_us is None else iso(from_us(ts_us))
+
+
+def _changed_meanwhile(mem_id: int) -> SupersededError:
+    """Another writer (a replica) corrected, ended, revived or locked the memory between the check and the write."""
+    return SupersededError(f"{memory_ref(mem_id)} changed while it was being ended or revived (corrected, ended "
+                           "or locked by another writer); read it again.", ref=memory_ref(mem_id))

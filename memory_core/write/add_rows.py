@@ -84,13 +84,16 @@ def prepare_add(item: AddItem, limits: LimitSettings, *, extract: bool = True,
     metadata = v.json_object(item.get("metadata"), "metadata", lim.max_metadata_bytes, lim.max_metadata_depth)
     metadata = guard.hashes(guard.json(metadata, "metadata", scan), hashed, "metadata", scan)
     ts_us = to_us(v.timestamp(item.get("timestamp")))
+    valid_from_us = v.instant_us(item.get("valid_from"), "valid_from")
+    review_after_us = v.instant_us(item.get("review_after"), "review_after")
     salience = v.salience(item.get("salience"), HANDOFF_SALIENCE if mtype == "handoff" else DEFAULT_SALIENCE)
     visibility = v.visibility(item.get("visibility") or "tenant")
     node = MemoryNode(id=0,  # none yet: the write assigns it (WritePath._assign_ids)
                       tenant=tenant, session=session, agent=agent, type=mtype, role=role, channel=channel,
                       source=source, source_id=source.get("id"), project_id=project_id, salience=salience,
                       visibility=visibility, ts_us=ts_us, metadata=metadata, content_len=len(text),
-                      content_hash=content_hash(text))
+                      content_hash=content_hash(text), valid_from_us=valid_from_us,
+                      review_after_us=review_after_us)
     row = MemoryRecord(node, text, scoped_idempotency_key(given_key, visibility, agent))
     declared_entities = _without_redacted_kinds(guard.json(item.get("entities"), "entities", scan))
     declared_relations = guard.json(item.get("relations"), "relations", scan)

@@ -285,7 +285,9 @@ class WritePath:
                 tx.write_memory(row)
                 for dst, kind in p.edges:
                     tx.write_edge(node.tenant, mem_node(node.id), dst, kind)
-                if p.supersedes is not None and not tx.supersede_memory(node.tenant, p.supersedes, node.ts_us):
+                # the old version ends where the new one starts (its valid_from, else its timestamp)
+                if p.supersedes is not None and not tx.supersede_memory(node.tenant, p.supersedes,
+                                                                        node.valid_since_us):
                     # another writer (a replica) superseded or locked it first: this version is undone
                     raise SupersededError(f"{memory_ref(p.supersedes)} changed while it was being updated "
                                           "(superseded or locked by another writer); read it again.",
@@ -422,7 +424,9 @@ def _set_version_state(p: PreparedAdd, state: Mapping[str, Any] | None) -> None:
     if isinstance(supersedes, ItemRef):
         p.supersedes_item, supersedes = supersedes, None
     p.row = replace(p.row, node=replace(node, supersedes_id=supersedes, locked=bool(state.get("locked", node.locked)),
-                                        valid_to_us=state.get("valid_to_us", node.valid_to_us)))
+                                        valid_to_us=state.get("valid_to_us", node.valid_to_us),
+                                        end_reason=state.get("end_reason", node.end_reason),
+                                        ended_by=state.get("ended_by", node.ended_by)))
 
 
 def _journal_op(p: PreparedAdd) -> str:

@@ -31,6 +31,8 @@ class MemoryFields(TypedDict, total=False):
     salience: float | None  # 0..1; default 0.5 (handoffs 0.95)
     visibility: str | None  # "tenant" (default): every agent; "agent": only its author
     timestamp: datetime | str | None  # ISO 8601 with a timezone; default now
+    valid_from: datetime | str | None  # when the fact became true, if not at its timestamp (as_of reads it)
+    review_after: datetime | str | None  # when it should be checked again: recall marks it review_due after
     idempotency_key: str | None  # a retry with the same key returns the first ref and writes nothing
     metadata: Mapping[str, Any] | None  # a small JSON object
     entities: Sequence[Mapping[str, Any]] | None  # [{name, kind?, aliases?}] it is about (at most 32)

@@ -35,7 +35,7 @@ from hypothesis.stateful import (
 )
 
 from memory_core import MemoryCore, MemoryCoreError
-from memory_core.models import to_us
+from memory_core.models import from_us, iso, to_us
 from tests.support.backends import open_core, store_backends
 from tests.support.store_checks import LONG, assert_stores_agree
 
@@ -103,6 +103,8 @@ class Model:
     successor: dict[str, str] = field(default_factory=dict)  # ref -> the version that superseded it
     supersedes: dict[str, str] = field(default_factory=dict)  # ref -> the version it corrected
     locked: set[str] = field(default_factory=set)
+    valid_to: dict[str, int] = field(default_factory=dict)  # ref -> when a correction or an end ended it
+    ended: dict[str, str | None] = field(default_factory=dict)  # ref -> who ended it without a replacement
 
     def expected_refs(self) -> dict[str, set[str]]:
         return {t: set(rows) for t, rows in self.live.items()}
@@ -113,14 +115,14 @@ class Model:
 
     def duplicate_of(self, tenant: str, session: str, content: str, ts_us: int, agent: str = "",
                      corrects: str | None = None) -> str | None:
-        """The newest same-content current version the writer can read; a superseded version, and the
-        version a correction replaces, are never what a write repeats."""
+        """The newest same-content current version the writer can read; a superseded or ended version, and
+        the version a correction replaces, are never what a write repeats."""
         h = normalized_hash(content)
         near = [
             m for m in self.live[tenant].values()
             if m.session == session and normalized_hash(m.content) == h and abs(m.ts_us - ts_us) <= DUPLICATE_WINDOW_US
             and (m.visibility != "agent" or m.agent == agent)
-            and m.ref not in self.successor and m.ref != corrects
+            and m.ref not in self.successor and m.ref not in self.ended and m.ref != corrects
         ]
         return max(near, key=lambda m: m.order).ref if near else None
 
@@ -270,6 +272,7 @@ class StoreMachine(RuleBasedStateMachine):
             assert self.core.delete_memory_as_operator(tenant, ref) is True
             mem = self.model.live[tenant].pop(ref)
             self.model.deleted[tenant].add(ref)
+            self.model.ended.pop(ref, None)
             # the chain keeps its other versions: an older one stays superseded, a newer one's link dangles
             older = self.model.supersedes.pop(ref, None)
             if older is not None and self.model.successor.get(older) == ref:
@@ -297,7 +300,7 @@ class StoreMachine(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.core.close()
         self.core = self.opener(self.data_dir)
-        assert self.core.operator_parts().recovered == []  # nothing was interrupted
+        assert self.core.operator_parts().recovered == ()  # nothing was interrupted (a tuple)
 
     @rule(data=st.data(), tenant=st.sampled_from(TENANTS), session=st.sampled_from(SESSIONS),
           limit=st.integers(1, 7), meanwhile=st.sampled_from(["nothing", "nothing", "add", "reopen"]),
@@ -416,7 +419,7 @@ class StoreMachine(RuleBasedStateMachine):
         if not self._private_ok(old, agent):
             self._expect_error("NOT_FOUND", lambda: self.core.update_memory(tenant, ref, content=content, agent=agent))
             return
-        if ref in self.model.successor:
+        if ref in self.model.successor or ref in self.model.ended:  # an ended fact is revived, not corrected
             self._expect_error("SUPERSEDED", lambda: self.core.update_memory(tenant, ref, content=content, agent=agent))
             return
         if ref in self.model.locked:
@@ -435,6 +438,7 @@ class StoreMachine(RuleBasedStateMachine):
                                                              content, old.type, ts_us, None, old.visibility)
         self.model.successor[ref] = res.added.ref
         self.model.supersedes[res.added.ref] = ref
+        self.model.valid_to[ref] = ts_us
         viewer = old.agent if old.visibility == "agent" else None
         shown = {r.ref for r in self.core.recall(tenant, "", limit=50, viewer=viewer).messages}
         assert not shown & set(self.model.successor), "recall returned a superseded version"
@@ -459,6 +463,68 @@ class StoreMachine(RuleBasedStateMachine):
         changed = act(tenant, ref, viewer=mem.agent)
         assert changed == ((ref in self.model.locked) != lock)
         (self.model.locked.add if lock else self.model.locked.discard)(ref)
+
+    @precondition(lambda self: any(self.model.live.values()))
+    @rule(data=st.data(), end=st.booleans(), agent=st.sampled_from(AGENTS))
+    def end_or_revive(self, data: st.DataObject, end: bool, agent: str) -> None:
+        """End a fact without a replacement, or revive it, as ``agent``: the change or the refusal the model
+        predicts; recall never shows an ended fact."""
+        tenant = data.draw(st.sampled_from([t for t in TENANTS if self.model.live[t]]), label="tenant")
+        ref = data.draw(st.sampled_from(sorted(self.model.live[tenant])), label="ref to end or revive")
+        mem = self.model.live[tenant][ref]
+
+        def act() -> Any:
+            if end:
+                return self.core.end_memory(tenant, ref, "no longer true", agent=agent)
+            return self.core.revive_memory(tenant, ref, agent=agent)
+
+        if not self._private_ok(mem, agent):
+            self._expect_error("NOT_FOUND", act)
+            return
+        if ref in self.model.successor:
+            self._expect_error("SUPERSEDED", act)
+            return
+        if end == (ref in self.model.ended):  # ended already, or not ended: nothing changes
+            assert act().changed is False
+            return
+        if ref in self.model.locked:
+            self._expect_error("LOCKED", act)
+            return
+        res = act()
+        assert res.changed is True
+        if end:
+            assert res.valid_to is not None and res.reason == "no longer true"
+            self.model.ended[ref] = agent
+            self.model.valid_to[ref] = to_us(datetime.fromisoformat(res.valid_to))
+        else:
+            assert res.valid_to is None
+            del self.model.ended[ref]
+            del self.model.valid_to[ref]
+        viewer = mem.agent if mem.visibility == "agent" else None
+        shown = {r.ref for r in self.core.recall(tenant, "", limit=50, viewer=viewer, collapse=False).messages}
+        assert not shown & set(self.model.ended), "recall returned an ended fact"
+
+    @precondition(lambda self: any(self.model.live.values()))
+    @rule(data=st.data(), tenant=st.sampled_from(TENANTS), viewer=st.sampled_from([None, *AGENTS]),
+          step=st.sampled_from([-1, 0, 1]))
+    def as_of_reads_what_was_valid_then(self, data: st.DataObject, tenant: str, viewer: str | None,
+                                        step: int) -> None:
+        """An as_of recall returns exactly the tenant's rows the viewer may read that were valid at that
+        instant (begun by then, not ended or corrected by then), newest first; another tenant's refs read as
+        missing at any instant."""
+        live = self.model.live
+        instants = sorted({m.ts_us for t in TENANTS for m in live[t].values()} | set(self.model.valid_to.values()))
+        at_us = data.draw(st.sampled_from(instants), label="instant") + step
+        want = sorted((m for m in live[tenant].values() if self._private_ok(m, viewer or "") and m.ts_us <= at_us
+                       and self.model.valid_to.get(m.ref, at_us + 1) > at_us), key=lambda m: m.order, reverse=True)
+        got = self.core.recall(tenant, "", limit=50, viewer=viewer, collapse=False, as_of=iso(from_us(at_us)))
+        assert [r.ref for r in got.messages] == [m.ref for m in want[:50]]
+        foreign = self._refs_of_others(tenant)[:5]
+        if foreign:
+            assert self.core.get_contents(tenant, foreign, as_of=iso(from_us(at_us))).found == []
+        valid = [m.ref for m in want[:5]]
+        assert [r.ref for r in self.core.get_contents(tenant, valid, viewer=viewer,
+                                                      as_of=iso(from_us(at_us))).found] == valid
 
     @rule(data=st.data(), tenant=st.sampled_from(TENANTS), content=contents)
     def private_memories_are_corrected_only_by_their_author(self, data: st.DataObject, tenant: str,
@@ -491,7 +557,12 @@ class StoreMachine(RuleBasedStateMachine):
                 succ = self.model.successor.get(ref)
                 want_end = None if succ is None else (
                     self.model.live[tenant][succ].ts_us if succ in self.model.live[tenant] else attrs.valid_to_us)
-                assert (attrs.valid_to_us is not None) == (succ is not None) and attrs.valid_to_us == want_end, ref
+                if ref in self.model.ended:
+                    want_end = self.model.valid_to[ref]
+                    assert (attrs.end_reason, attrs.ended_by) == ("no longer true", self.model.ended[ref]), ref
+                else:
+                    assert attrs.end_reason is None and attrs.ended_by is None, ref
+                assert (attrs.valid_to_us is not None) == (want_end is not None) and attrs.valid_to_us == want_end, ref
                 prev = self.model.supersedes.get(ref)
                 if prev is None:
                     assert attrs.supersedes_id is None, ref

@@ -94,6 +94,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts in
 TenantOpt = Annotated[
     str | None, typer.Option("--tenant", "-t", help="Tenant to act on (required; never defaults to all tenants).")
 ]
+AsOfOpt = Annotated[
+    str | None, typer.Option("--as-of", help="ISO-8601 with timezone: read what was valid at that instant.")
+]
 ViewerOpt = Annotated[
     str | None, typer.Option("--viewer", help="Read as this agent: also shows its private (visibility=agent) memories.")
 ]

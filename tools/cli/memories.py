@@ -9,6 +9,7 @@ import typer
 from memory_core import AddFields, MemoryRow, NotFoundError
 from tools.cli import render
 from tools.cli.common import (
+    AsOfOpt,
     Common,
     ConfigOpt,
     DataDirOpt,
@@ -39,6 +40,10 @@ def add(
     salience: Annotated[float | None, typer.Option(help="0..1 (default 0.5; handoffs 0.95).")] = None,
     visibility: Annotated[str, typer.Option(help="tenant (shared) or agent (private).")] = "tenant",
     timestamp: Annotated[str | None, typer.Option(help="ISO-8601 with timezone (default: now).")] = None,
+    valid_from: Annotated[str | None, typer.Option(
+        help="ISO-8601: when the fact became true, if not at its timestamp (--as-of reads it).")] = None,
+    review_after: Annotated[str | None, typer.Option(
+        help="ISO-8601: when it should be checked again; recall marks it review_due after.")] = None,
     idempotency_key: Annotated[str | None, typer.Option(help="Retrying with the same key writes once.")] = None,
     metadata: Annotated[str | None, typer.Option(help="A JSON object stored with the memory.")] = None,
     config: ConfigOpt = None,
@@ -63,6 +68,8 @@ def add(
         "salience": salience,
         "visibility": visibility,
         "timestamp": timestamp,
+        "valid_from": valid_from,
+        "review_after": review_after,
         "idempotency_key": idempotency_key,
         "metadata": parse_json_object(metadata, "metadata"),
         "source": {"id": source_id} if source_id else None,
@@ -94,6 +101,9 @@ def recall(
     ] = None,
     exclude: Annotated[list[str] | None, typer.Option(help="Content you already hold (repeatable).")] = None,
     deep: Annotated[bool, typer.Option(help="No time decay (and every copy of a repeated fact).")] = False,
+    as_of: AsOfOpt = None,
+    include_stale: Annotated[bool, typer.Option(
+        help="Rows a newer memory contradicts rank as they would, unmarked.")] = False,
     collapse: Annotated[bool, typer.Option(
         "--collapse/--no-collapse", help="One row per fact: its newest copy, with its repeats.")] = True,
     preset: Annotated[str | None, typer.Option(help="Retrieval preset (default: recall.preset).")] = None,
@@ -126,7 +136,7 @@ def recall(
         result = core.recall(
             tenant_of(tenant), query, viewer=viewer, limit=limit, type=type_, session=session, agent=agent,
             channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude or None,
-            deep=deep, preset=preset, collapse=collapse,
+            deep=deep, preset=preset, collapse=collapse, as_of=as_of, include_stale=include_stale,
         )
     if opts.json:
         from tools.mcp.preview import recall_response  # the one recall envelope; loads with the command
@@ -150,6 +160,7 @@ def show(
     ref: Annotated[str, typer.Argument(help="A memory ref, e.g. mem:42.")],
     tenant: TenantOpt = None,
     viewer: ViewerOpt = None,
+    as_of: AsOfOpt = None,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -163,7 +174,7 @@ def show(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        result = core.check_memory(tenant_of(tenant), ref, viewer=viewer)
+        result = core.check_memory(tenant_of(tenant), ref, viewer=viewer, as_of=as_of)
     neighbours: dict[str, Any] = {
         k: v.to_dict() if isinstance(v, MemoryRow) else v for k, v in result.neighbours.items()
     }

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tools.cli import render
-from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, ViewerOpt, tenant_of
+from tools.cli.common import AsOfOpt, Common, ConfigOpt, DataDirOpt, JsonOpt, TenantOpt, ViewerOpt, tenant_of
 
 if TYPE_CHECKING:  # `memory-core --help` loads no store, graph or pydantic module
     from memory_core import RelatedItem
@@ -35,6 +35,7 @@ def related(
     depth: Annotated[int, typer.Option(help=f"Edges to walk (1-{MAX_DEPTH}).")] = 2,
     limit: Annotated[int, typer.Option("--limit", "-n", help=f"At most this many items (1-{MAX_LIMIT}).")] = 20,
     viewer: ViewerOpt = None,
+    as_of: AsOfOpt = None,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -48,7 +49,7 @@ def related(
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
-        result = core.related(tenant_of(tenant), entity, depth=depth, limit=limit, viewer=viewer)
+        result = core.related(tenant_of(tenant), entity, depth=depth, limit=limit, viewer=viewer, as_of=as_of)
     if opts.json:
         out: dict[str, Any] = {"start": result.start.to_dict(), "items": [_item(i) for i in result.items]}
         if result.truncated:

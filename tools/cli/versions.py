@@ -35,22 +35,91 @@ def history(
 
     Example: memory-core history mem:42 --tenant acme
 
-    JSON: {"ref", "versions": [row, …]} (a superseded row carries "superseded": true and "valid_to")
+    Each version shows its validity (from, to) and what ended it: the correction that superseded it,
+    an end with its reason and who ended it, or "current".
+
+    JSON: {"ref", "versions": [row, …]} (a superseded row carries "superseded": true and "valid_to"; an
+    ended one "valid_to" and "ended": {"reason", "by"}; each row "ended_by": what ended it, or null)
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.core() as core:
         rows = core.history_as_operator(tenant_of(tenant), ref)
+    lives = [version_life(row, rows[k + 1] if k + 1 < len(rows) else None) for k, row in enumerate(rows)]
     if opts.json:
-        render.emit_json({"ref": ref, "versions": [r.to_dict() for r in rows]})
+        render.emit_json({"ref": ref, "versions": [{**r.to_dict(), "ended_by": life}
+                                                   for r, life in zip(rows, lives, strict=True)]})
         return
-    render.table(f"{ref}: {len(rows)} version(s), oldest first", ["ref", "timestamp", "valid to", "agent", "content"],
-                 [_version_cells(r) for r in rows])
+    render.table(f"{ref}: {len(rows)} version(s), oldest first",
+                 ["ref", "valid from", "valid to", "ended by", "agent", "content"],
+                 [_version_cells(r, life) for r, life in zip(rows, lives, strict=True)])
 
 
-def _version_cells(row: MemoryRow) -> list[str]:
+def version_life(row: MemoryRow, newer: MemoryRow | None) -> str | None:
+    """What ended a version: the correction that superseded it, an end (reason, who), or None (current)."""
+    if row.ended is not None:
+        by = row.ended.get("by")
+        return f"ended: {row.ended.get('reason')}" + (f" (by {by})" if by else "")
+    if row.valid_to is not None:
+        return f"corrected by {newer.ref} ({newer.agent})" if newer is not None else "corrected"
+    return None
+
+
+def _version_cells(row: MemoryRow, life: str | None) -> list[str]:
     d = row.to_dict()
     state = d.get("valid_to") or ("current, locked" if row.locked else "current")
-    return [row.ref, d["timestamp"], state, row.agent, render.preview(row.content)]
+    return [row.ref, d.get("valid_from", d["timestamp"]), state, life or "", row.agent, render.preview(row.content)]
+
+
+def end(
+    ctx: typer.Context,
+    ref: RefArg,
+    reason: Annotated[str, typer.Argument(help="Why it is no longer true (kept in its history).")],
+    tenant: TenantOpt = None,
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Who ends it (kept with the reason).")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """End a fact without a replacement (wrong, or no longer true): recall leaves it out, --as-of before
+    now still reads it, history shows why; revive undoes it.
+
+    Refused for an older version (SUPERSEDED) or a locked memory (LOCKED).
+
+    Example: memory-core end mem:42 "the freeze was lifted" --tenant acme --agent ops
+
+    JSON: {"ref", "changed", "valid_to", "reason"}
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.core() as core:
+        result = core.end_memory_as_operator(tenant_of(tenant), ref, reason, agent=agent)
+    if opts.json:
+        render.emit_json(result.to_dict())
+        return
+    typer.echo(f"Ended {result.ref} at {result.valid_to}." if result.changed
+               else f"{result.ref} was already ended ({result.reason}).")
+
+
+def revive(
+    ctx: typer.Context,
+    ref: RefArg,
+    tenant: TenantOpt = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Undo end: the fact is valid again.
+
+    Example: memory-core revive mem:42 --tenant acme
+
+    JSON: {"ref", "changed", "valid_to": null}
+    """
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.core() as core:
+        result = core.revive_memory_as_operator(tenant_of(tenant), ref)
+    if opts.json:
+        render.emit_json(result.to_dict())
+        return
+    typer.echo(f"Revived {result.ref}." if result.changed else f"{result.ref} was not ended.")
 
 
 def update(
@@ -133,5 +202,5 @@ def unlock(
 
 
 def register(app: typer.Typer) -> None:
-    for fn in (history, update, lock, unlock):
+    for fn in (history, update, end, revive, lock, unlock):
         app.command()(fn)

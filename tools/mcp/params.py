@@ -59,6 +59,8 @@ ExcludeContents = Annotated[
     ),
 ]
 Deep = Annotated[bool, Field(description="No time decay; exhaustive.")]
+AsOf = Annotated[str | None, Field(description="ISO 8601: what was valid then.")]
+AsOfRead = Annotated[str | None, Field()]  # get_contents, check_memory, related: as recall's as_of
 Collapse = Annotated[bool | None, Field()]  # omitted: true; the recall description says what it does
 FullContent = Annotated[
     bool,
@@ -117,6 +119,8 @@ Visibility = Annotated[
     Field(description="'agent': only you see it; 'tenant': every agent."),
 ]
 Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit: now.")]
+ValidFrom = Annotated[str | None, Field(description="When it became true; omit: timestamp.")]
+ReviewAfter = Annotated[str | None, Field(description="Recall marks it review_due after.")]
 IdempotencyKey = Annotated[
     str | None,
     Field(description="Calls with the same key store once."),

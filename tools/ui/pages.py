@@ -24,6 +24,7 @@ SEARCH_LIMITS = (10, 20, 50, 100)
 TIMELINE_PAGE = 25
 SESSIONS_PAGE = 50
 AGENT_LIST = 200
+REVIEW_LIST = 50  # memories due for review on the tenant page, the longest due first
 
 
 @dataclass
@@ -74,8 +75,9 @@ def tenant(request: Request) -> HTMLResponse:
     name = _text(request, "t", required=True)
     sessions = st.inspector.sessions(name, _int(request, "offset", 0), SESSIONS_PAGE)  # type: ignore[arg-type]
     agents = st.inspector.agents(str(name))
+    due = st.inspector.review_due(str(name), REVIEW_LIST)
     return page("tenant.html", context(request, tenant=name, nav="sessions", sessions=sessions, agents=agents,
-                                       page_size=SESSIONS_PAGE))
+                                       page_size=SESSIONS_PAGE, due=due, due_cap=REVIEW_LIST))
 
 
 def session(request: Request) -> HTMLResponse:
@@ -99,8 +101,9 @@ def session(request: Request) -> HTMLResponse:
 def memory(request: Request) -> HTMLResponse:
     st = state(request)
     name = str(_text(request, "t", required=True))
-    detail = st.inspector.memory(name, str(_text(request, "ref", required=True)))
-    return page("memory.html", context(request, tenant=name, nav="sessions", detail=detail,
+    as_of = _text(request, "as_of")
+    detail = st.inspector.memory(name, str(_text(request, "ref", required=True)), as_of)
+    return page("memory.html", context(request, tenant=name, nav="sessions", detail=detail, as_of=as_of,
                                        row=detail.check.memory, nb=detail.check.neighbours,
                                        depth=min(3, max(1, _int(request, "depth", 1)))))
 
@@ -117,7 +120,7 @@ def search(request: Request) -> HTMLResponse:
     name = str(_text(request, "t", required=True))
     form = {k: request.query_params.get(k, "") for k in
             ("q", "type", "session", "agent", "channel", "source_id", "project", "project_id", "viewer", "deep",
-             "collapse")}
+             "collapse", "as_of", "include_stale")}
     limit = _int(request, "limit", 20)
     result, elapsed_ms = None, None
     if "q" in request.query_params:
@@ -129,7 +132,8 @@ def search(request: Request) -> HTMLResponse:
             options["project_id"] = form["project_id"]
         started = time.perf_counter()
         result = st.core.recall(name, form["q"], limit=limit, deep=form["deep"] == "on",
-                                collapse=form["collapse"] != "off", **options)
+                                collapse=form["collapse"] != "off", as_of=form["as_of"] or None,
+                                include_stale=form["include_stale"] == "on", **options)
         elapsed_ms = (time.perf_counter() - started) * 1000
     agents = st.inspector.agents(name)[:AGENT_LIST]
     return page("search.html", context(

@@ -215,3 +215,21 @@ def test_reimporting_versions_writes_nothing_new_even_under_new_refs(core: Memor
     assert (again.written, again.states, again.skipped) == (0, 0, 6)
     again = import_lines(core.operator_parts(), file, "acme")  # into the store it came from
     assert (again.written, again.states) == (0, 0)
+
+
+def test_export_and_import_carry_validity_ends_and_reviews(core: MemoryCore, second: MemoryCore) -> None:
+    ended = core.add_memory("acme", "s", "ann", "The canary fleet is cf-2", type="fact",
+                            valid_from="2026-01-01T00:00:00+00:00").ref
+    core.end_memory("acme", ended, "the canary fleet was retired", agent="bob")
+    review = core.add_memory("acme", "s", "ann", "The deploy freeze holds", type="fact",
+                             review_after="2026-02-01T00:00:00+00:00").ref
+    lines = {line["ref"]: line for line in lines_of(core, "acme")}
+    assert lines[ended]["ended"] == {"reason": "the canary fleet was retired", "by": "bob"}
+    assert lines[ended]["valid_from"].startswith("2026-01-01") and lines[ended]["superseded"] is False
+    assert lines[review]["review_after"].startswith("2026-02-01") and "review_due" not in lines[review]
+    counts = import_lines(second.operator_parts(), as_jsonl(list(lines.values())), "acme")
+    assert counts.errors == 0
+    assert lines_of(second, "acme") == lines_of(core, "acme")
+    assert second.history("acme", ended)[0].ended == {"reason": "the canary fleet was retired", "by": "bob"}
+    assert ended not in [r.ref for r in second.recall("acme", "canary fleet").messages]
+    assert second.revive_memory("acme", ended).changed

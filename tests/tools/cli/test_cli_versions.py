@@ -97,3 +97,30 @@ def test_a_metadata_only_update_is_a_new_version_not_a_duplicate(store: tuple[Pa
     table = runner.invoke(app, ["update", new["ref"], "--metadata", '{"checked": false}', "--tenant", "acme",
                                 "--data-dir", str(path)])
     assert table.exit_code == 0 and "duplicate" not in table.stdout.lower()
+
+
+def test_end_revive_history_and_as_of_from_the_command_line(store: tuple[Path, dict[str, str]]) -> None:
+    path, refs = store
+    before = "2000-01-01T00:00:00+00:00"
+    code, new = run(path, "update", refs["fact"], "the build uses node 20", "--tenant", "acme", "--agent", "bob")
+    code, ended = run(path, "end", new["ref"], "the build moved to bun", "--tenant", "acme", "--agent", "ops")
+    assert code == 0 and ended["changed"] is True and ended["reason"] == "the build moved to bun"
+    code, hist = run(path, "history", new["ref"], "--tenant", "acme")
+    lives = [v["ended_by"] for v in hist["versions"]]
+    assert lives == [f"corrected by {new['ref']} (bob)", "ended: the build moved to bun (by ops)"]
+    code, rows = run(path, "recall", "build node", "--tenant", "acme")
+    assert code == 0 and rows["messages"] == []
+    code, then = run(path, "recall", "build node", "--tenant", "acme", "--as-of", hist["versions"][1]["timestamp"])
+    assert [r["ref"] for r in then["messages"]] == [new["ref"]]
+    code, none = run(path, "recall", "build node", "--tenant", "acme", "--as-of", before)
+    assert code == 0 and none["messages"] == []
+    code, shown = run(path, "show", new["ref"], "--tenant", "acme", "--as-of", hist["versions"][0]["timestamp"])
+    assert code == 0 and shown["memory"]["ref"] == refs["fact"]
+    code, _ = run(path, "recall", "build", "--tenant", "acme", "--as-of", "tomorrow")
+    assert code != 0
+    code, revived = run(path, "revive", new["ref"], "--tenant", "acme")
+    assert code == 0 and revived["changed"] is True
+    code, rows = run(path, "recall", "build node", "--tenant", "acme")
+    assert [r["ref"] for r in rows["messages"]] == [new["ref"]]
+    table = runner.invoke(app, ["history", new["ref"], "--tenant", "acme", "--data-dir", str(path)])
+    assert table.exit_code == 0 and "corrected by" in table.stdout

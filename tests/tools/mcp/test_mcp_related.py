@@ -72,7 +72,7 @@ async def test_related_arguments_are_strict_and_errors_are_coded(stdio_client: C
 async def test_the_related_description_stays_short(stdio_client: Client) -> None:
     tool = next(t for t in (await stdio_client.list_tools()).tools if t.name == "related")
     assert len(cl100k().encode(tool.description or "")) <= 90
-    assert set(tool.input_schema["properties"]) == {"entity", "tenant", "depth", "limit", "viewer"}
+    assert set(tool.input_schema["properties"]) == {"entity", "tenant", "depth", "limit", "viewer", "as_of"}
 
 
 async def test_recall_over_mcp_names_the_entity_branch_in_match_reason(stdio_client: Client,
@@ -80,3 +80,14 @@ async def test_recall_over_mcp_names_the_entity_branch_in_match_reason(stdio_cli
     out = await Caller(stdio_client, "acme").ok("recall", query="why was ledger-svc down?", limit=10)
     row = next(m for m in out["messages"] if m["ref"] == written["first"])
     assert row["match_reason"]["entities"] == ["ledger-svc"] and row["match_reason"]["entity"] > 0
+
+
+async def test_related_as_of_is_coded_and_stays_inside_the_tenant(stdio_client: Client,
+                                                                  written: dict[str, str]) -> None:
+    acme = Caller(stdio_client, "acme")
+    now = "2100-01-01T00:00:00+00:00"
+    assert (await acme.ok("related", entity="Kestrel Proxy", as_of=now))["items"]
+    assert (await acme.ok("related", entity="Kestrel Proxy", as_of="2000-01-01T00:00:00+00:00"))["items"] == []
+    assert error_code(await acme.call("related", entity="Kestrel Proxy", as_of="last week")) == "INVALID_INPUT"
+    other = Caller(stdio_client, "other")
+    assert error_code(await other.call("related", entity="Kestrel Proxy", as_of=now)) == "NOT_FOUND"

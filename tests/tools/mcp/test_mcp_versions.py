@@ -106,3 +106,37 @@ async def test_a_connection_bound_to_an_agent_corrects_only_what_that_agent_may(
         assert new["supersedes"] == mine
         assert (await bob.ok("lock_memory", ref=new["ref"]))["changed"] is True
         assert (await bob.ok("get_contents", refs=[new["ref"]]))["found"][0]["locked"] is True
+
+
+async def test_update_memory_ends_and_revives_a_fact_and_as_of_reads_the_past_over_mcp(ann: Caller) -> None:
+    old = await _fact(ann, "The staging region is eu-west-1", timestamp="2026-03-01T00:00:00+00:00")
+    new = (await ann.ok("update_memory", ref=old, agent="ann", content="The staging region is eu-west-2"))["ref"]
+    then = "2026-03-02T00:00:00+00:00"
+    for tool in ("recall", "recall_with_context"):
+        extra = {"context": [{"role": "user", "content": "which region?"}]} if tool == "recall_with_context" else {}
+        rows = (await ann.ok(tool, query="staging region", as_of=then, **extra))["messages"]
+        assert [r["ref"] for r in rows] == [old], tool
+    found = (await ann.ok("get_contents", refs=[new], as_of=then))["found"]
+    assert [(r["ref"], r["requested"]) for r in found] == [(old, new)]
+    assert (await ann.ok("check_memory", ref=new, as_of=then))["memory"]["ref"] == old
+    bad = await ann.call("recall", query="staging region", as_of="last spring")
+    assert error_code(bad) == "INVALID_INPUT"
+    ended = await ann.ok("update_memory", ref=new, agent="ann", end="staging was decommissioned")
+    assert ended["changed"] is True and ended["reason"] == "staging was decommissioned"
+    assert (await ann.ok("recall", query="staging region"))["messages"] == []
+    assert (await ann.ok("check_memory", ref=new))["memory"]["ended"] == {"reason": "staging was decommissioned",
+                                                                          "by": "ann"}
+    refused = await ann.call("update_memory", ref=new, agent="bob", revive=True)  # a write scope: its own rows
+    assert error_code(refused) == "SCOPE_DENIED"
+    mixed = await ann.call("update_memory", ref=new, agent="ann", end="x", content="y")
+    assert error_code(mixed) == "INVALID_INPUT"
+    revived = await ann.ok("update_memory", ref=new, agent="ann", revive=True)
+    assert revived["changed"] is True and revived["valid_to"] is None
+    assert [r["ref"] for r in (await ann.ok("recall", query="staging region"))["messages"]] == [new]
+
+
+async def test_add_memory_takes_valid_from_and_review_after_and_recall_marks_review_due(ann: Caller) -> None:
+    ref = await _fact(ann, "The deploy freeze holds until Friday", valid_from="2026-01-05T00:00:00+00:00",
+                      review_after="2026-01-09T00:00:00+00:00")
+    row = (await ann.ok("recall", query="deploy freeze"))["messages"][0]
+    assert row["ref"] == ref and row["review_due"] is True and row["valid_from"].startswith("2026-01-05")

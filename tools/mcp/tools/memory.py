@@ -13,6 +13,7 @@ from tools.mcp.context import Ctx, mcp_tool, state_of
 from tools.mcp.identity import Author, Viewer, author_of, own_only, viewer_of
 from tools.mcp.params import (
     RECENT_TURNS_LIMIT_DEFAULT,
+    AsOfRead,
     Channel,
     Content,
     Cursor,
@@ -24,6 +25,7 @@ from tools.mcp.params import (
     Project,
     Refs,
     Relations,
+    ReviewAfter,
     Role,
     Salience,
     Session,
@@ -31,6 +33,7 @@ from tools.mcp.params import (
     Tenant,
     Timestamp,
     TurnsLimit,
+    ValidFrom,
     Visibility,
 )
 
@@ -51,6 +54,8 @@ async def add_memory(
     salience: Salience = None,
     visibility: Visibility = "tenant",
     timestamp: Timestamp = None,
+    valid_from: ValidFrom = None,
+    review_after: ReviewAfter = None,
     idempotency_key: IdempotencyKey = None,
     metadata: Metadata = None,
     entities: Entities = None,
@@ -66,7 +71,8 @@ async def add_memory(
         lambda core: core.add_memory(
             tenant_id, session, author, content, type=type, role=role, channel=channel, source=source,
             project_id=project_id, salience=salience, visibility=visibility, timestamp=timestamp,
-            idempotency_key=idempotency_key, metadata=metadata, entities=entities, relations=relations,
+            valid_from=valid_from, review_after=review_after, idempotency_key=idempotency_key, metadata=metadata,
+            entities=entities, relations=relations,
         )
     )
     return state.shaper.added(result)
@@ -111,24 +117,26 @@ async def delete_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, view
 
 
 @mcp_tool
-async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+async def get_contents(ctx: Ctx, *, refs: Refs, tenant: Tenant = None, viewer: Viewer = None,
+                       as_of: AsOfRead = None) -> dict[str, Any]:
     """Full rows for up to $refs_cap refs; missing: malformed, deleted or hidden ones; requested: the
     ref you sent, when not the row's."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    contents = await state.call(lambda core: core.get_contents(tenant_id, refs, viewer=who))
+    contents = await state.call(lambda core: core.get_contents(tenant_id, refs, viewer=who, as_of=as_of))
     return state.shaper.contents(contents)
 
 
 @mcp_tool
-async def check_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None) -> dict[str, Any]:
+async def check_memory(ctx: Ctx, *, ref: MemoryRef, tenant: Tenant = None, viewer: Viewer = None,
+                       as_of: AsOfRead = None) -> dict[str, Any]:
     """One memory in full with its neighbours: author, session, previous and next (previews), edges,
     versions. Unknown ref: NOT_FOUND."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    result = await state.call(lambda core: core.check_memory(tenant_id, ref, viewer=who))
+    result = await state.call(lambda core: core.check_memory(tenant_id, ref, viewer=who, as_of=as_of))
     return state.shaper.check(result)
 
 

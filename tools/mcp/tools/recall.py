@@ -15,6 +15,7 @@ from tools.mcp.context import Ctx, ServerState, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
 from tools.mcp.params import (
     AgentFilter,
+    AsOf,
     ChannelFilter,
     Collapse,
     ContextEntries,
@@ -43,6 +44,7 @@ def _options(state: ServerState, args: dict[str, Any]) -> RecallOptions:
     options["viewer"] = viewer_of(state, args.get("viewer"))
     options["limit"] = _capped(args.get("limit"), state)
     options["collapse"] = args.get("collapse") is not False
+    options["include_stale"] = bool(args.get("deep"))  # deep: every row as it was, stale ones too
     return options
 
 
@@ -64,6 +66,7 @@ async def recall(
     deep: Deep = False,
     full_content: FullContent = False,
     collapse: Collapse = None,
+    as_of: AsOf = None,
 ) -> dict[str, Any]:
     """Relevant memories, best first. Row content: at most $preview_chars chars (if cut: content_truncated,
     content_len; expand with get_contents or full_content); type unless 'turn'; repeats, also: its

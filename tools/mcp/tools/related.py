@@ -9,7 +9,7 @@ from pydantic import Field
 from memory_core import RELATED_MAX_DEPTH, RelatedItem, RelatedResult, entity_dict
 from tools.mcp.context import Ctx, mcp_tool, state_of
 from tools.mcp.identity import Viewer, viewer_of
-from tools.mcp.params import Tenant
+from tools.mcp.params import AsOfRead, Tenant
 from tools.mcp.preview import PreviewShaper
 
 RELATED_LIMIT_CAP = 50
@@ -29,13 +29,15 @@ async def related(
     depth: Depth = 2,
     limit: RelatedLimit = RELATED_LIMIT_DEFAULT,
     viewer: Viewer = None,
+    as_of: AsOfRead = None,
 ) -> dict[str, Any]:
     """Memories and entities an entity (name, alias, ent:N) or a memory (mem:N) links to by mentions and
     relations, best first, with their paths."""
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
     who = viewer_of(state, viewer)
-    result = await state.call(lambda core: core.related(tenant_id, entity, depth=depth, limit=limit, viewer=who))
+    result = await state.call(lambda core: core.related(tenant_id, entity, depth=depth, limit=limit, viewer=who,
+                                                          as_of=as_of))
     return shape_related(result, state.shaper)
 
 
