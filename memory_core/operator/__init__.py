@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memory_core.importers import SourceReport, import_source
+    from memory_core.operator.consolidate import ConsolidationReport, UndoResult, consolidate, undo_merge
     from memory_core.operator.doctor.run import DoctorReport, check_stores, repair_stores
     from memory_core.operator.inspector import Inspector
     from memory_core.operator.jsonl_import import ImportCounts, import_lines
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "OperatorParts": "memory_core.operator.parts",
+    "ConsolidationReport": "memory_core.operator.consolidate",
+    "UndoResult": "memory_core.operator.consolidate",
+    "consolidate": "memory_core.operator.consolidate",
+    "undo_merge": "memory_core.operator.consolidate",
     "DoctorReport": "memory_core.operator.doctor.run",
     "check_stores": "memory_core.operator.doctor.run",
     "repair_stores": "memory_core.operator.doctor.run",
@@ -52,6 +57,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "ConsolidationReport",
     "DoctorReport",
     "ImportCounts",
     "Inspector",
@@ -60,7 +66,9 @@ __all__ = [
     "SourceReport",
     "TenantStats",
     "TenantSummary",
+    "UndoResult",
     "check_stores",
+    "consolidate",
     "disk_use",
     "export_count",
     "export_tenant",
@@ -71,6 +79,7 @@ __all__ = [
     "list_tenants",
     "repair_stores",
     "tenant_stats",
+    "undo_merge",
 ]  # = the keys of _LAZY (tests/test_public_api.py)
 
 

@@ -45,6 +45,10 @@ class VectorStore(Protocol):
 
     def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]: ...
 
+    def embeddings(self, tenant: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vector per id (absent ids left out): consolidation compares rows by them."""
+        ...
+
     def all_ids(self, tenant: str) -> set[str]: ...
 
     def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:

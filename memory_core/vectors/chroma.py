@@ -309,6 +309,14 @@ class ChromaVectorStore:
             for i, d, m in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
         }
 
+    def embeddings(self, tenant: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored vector per id (consolidation compares rows by them without embedding again)."""
+        col = self._collection(tenant, create=False)
+        if col is None or not ids:
+            return {}
+        res = self._run(lambda: col.get(ids=list(ids), include=["embeddings"]))
+        return {i: [float(x) for x in e] for i, e in zip(res["ids"], res["embeddings"], strict=True)}
+
     def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
         col = self._collection(tenant, create=False)
         if col is None:

@@ -57,6 +57,10 @@ class InMemoryVectorStore:
         rows = self._rows.get(tenant, {})
         return {i: (rows[i][1], dict(rows[i][2])) for i in ids if i in rows}
 
+    def embeddings(self, tenant: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        rows = self._rows.get(tenant, {})
+        return {i: [float(x) for x in rows[i][0]] for i in ids if i in rows}
+
     def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
         rows = self._rows.get(tenant, {})
         return len(rows) if not where else sum(1 for _v, _d, meta in rows.values() if _matches(meta, where))

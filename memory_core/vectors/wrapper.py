@@ -53,6 +53,9 @@ class VectorStoreWrapper:
     def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         return self._call("get", tenant, lambda s: s.documents(tenant, ids))
 
+    def embeddings(self, tenant: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        return self._call("get", tenant, lambda s: s.embeddings(tenant, ids))
+
     def all_ids(self, tenant: str) -> set[str]:
         return self._call("get", tenant, lambda s: s.all_ids(tenant))
 

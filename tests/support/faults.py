@@ -79,6 +79,9 @@ class FaultyVectorStore:
     def documents(self, tenant: str, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         return self.inner.documents(tenant, ids)  # type: ignore[attr-defined, no-any-return]
 
+    def embeddings(self, tenant: str, ids: Sequence[str]) -> dict[str, list[float]]:
+        return self.inner.embeddings(tenant, ids)
+
     def count(self, tenant: str, where: dict[str, Any] | None = None) -> int:
         return self.inner.count(tenant, where)
 
