@@ -1,0 +1,99 @@
+"""Upkeep commands: consolidate near-duplicates (and undo a merge), with a progress bar on long runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tools.cli import render
+from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, tenant_of
+
+if TYPE_CHECKING:
+    from memory_core.operator import ConsolidationReport
+
+TenantOpt = Annotated[str | None, typer.Option("--tenant", help="Only this tenant (default: every tenant).")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; list what would merge.")]
+
+
+@contextmanager
+def _bar(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A progress callback (what, done, total) drawing one bar per step on a terminal."""
+    with render.progress(quiet) as bar:
+        tasks: dict[str, object] = {}
+
+        def update(what: str, done: int, total: int) -> None:
+            if what not in tasks:
+                tasks[what] = bar.add_task(what, total=total)
+            bar.update(tasks[what], completed=done, total=total)  # type: ignore[arg-type]
+
+        yield update
+
+
+def consolidate(
+    ctx: typer.Context,
+    tenant: TenantOpt = None,
+    dry_run: DryRunOpt = False,
+    undo: Annotated[str | None, typer.Option("--undo", metavar="REF",
+                                             help="Reverse the merge that wrote REF (needs --tenant).")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Merge near-duplicate memories into one canonical version each; LLM-free, reversible, safe to rerun.
+
+    Rows merge only inside one tenant and one visibility (a private row only with its own author's
+    rows), of one type and project, when they are near in meaning (the cosine of their vectors, at least
+    consolidation.min_cosine) and in words (Jaccard at least consolidation.min_overlap, the same numbers
+    and negations). The canonical is a new version that supersedes every member (check_memory and
+    history show them; recall shows the canonical) and keeps them as provenance in its metadata
+    ("consolidated": merged refs, and "also": ref, timestamp, agent, session of each other member).
+    --undo REF makes the members current again and ends the canonical; they are never merged again.
+
+    Example: memory-core consolidate --tenant acme --dry-run
+
+    JSON: {"dry_run", "scanned": {tenant: rows compared}, "rows_retired", "merges": [{tenant, kept, merged,
+    content, canonical}], "skipped": [{…, reason}]}; with --undo: {"canonical", "restored": [refs]}
+    """
+    from memory_core.operator import consolidate as run  # loads with the command, not with --help
+    from memory_core.operator import undo_merge
+
+    opts = Common.of(ctx, config, data_dir, json_out)
+    if undo is not None:
+        name = tenant_of(tenant)
+        with opts.parts() as parts:
+            result = undo_merge(parts, name, undo)
+        if opts.json:
+            render.emit_json(result.to_dict())
+        else:
+            typer.echo(f"Undid {result.canonical}: {len(result.restored)} memories current again "
+                       f"({', '.join(result.restored)}).")
+        return
+    with opts.parts() as parts, _bar(opts.json) as progress:
+        report = run(parts, None if tenant is None else [tenant_of(tenant)], dry_run=dry_run, progress=progress)
+    if opts.json:
+        render.emit_json(report.to_dict())
+    else:
+        _print_report(report)
+
+
+def _print_report(report: ConsolidationReport) -> None:
+    verb = "would merge" if report.dry_run else "merged"
+    render.table(
+        f"consolidation ({'dry run' if report.dry_run else 'applied'})",
+        ["tenant", "canonical", "kept", "merged", "content"],
+        ([m.tenant, ref or "-", m.to_dict()["kept"], ", ".join(m.to_dict()["merged"]), render.preview(m.kept.content)]
+         for m, ref in report.merges),
+    )
+    if report.skipped:
+        render.table("skipped (changed meanwhile)", ["tenant", "kept", "reason"],
+                     ([m.tenant, m.to_dict()["kept"], why] for m, why in report.skipped))
+    scanned = sum(report.scanned.values())
+    typer.echo(f"{len(report.merges)} clusters {verb}: {report.rows_retired} of {scanned} current memories "
+               f"{'would be' if report.dry_run else 'are'} superseded by a canonical version.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(consolidate)
