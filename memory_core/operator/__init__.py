@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memory_core.importers import SourceReport, import_source
-    from memory_core.operator.consolidate import ConsolidationReport, UndoResult, consolidate, undo_merge
+    from memory_core.operator.consolidation import ConsolidationReport, UndoResult, consolidate, undo_merge
     from memory_core.operator.doctor.run import DoctorReport, check_stores, repair_stores
     from memory_core.operator.inspector import Inspector
     from memory_core.operator.jsonl_import import ImportCounts, import_lines
@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "OperatorParts": "memory_core.operator.parts",
-    "ConsolidationReport": "memory_core.operator.consolidate",
-    "UndoResult": "memory_core.operator.consolidate",
-    "consolidate": "memory_core.operator.consolidate",
-    "undo_merge": "memory_core.operator.consolidate",
+    "ConsolidationReport": "memory_core.operator.consolidation",
+    "UndoResult": "memory_core.operator.consolidation",
+    "consolidate": "memory_core.operator.consolidation",
+    "undo_merge": "memory_core.operator.consolidation",
     "DoctorReport": "memory_core.operator.doctor.run",
     "check_stores": "memory_core.operator.doctor.run",
     "repair_stores": "memory_core.operator.doctor.run",

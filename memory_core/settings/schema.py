@@ -205,7 +205,7 @@ class SecuritySettings(_Section):
 
 
 class ConsolidationSettings(_Section):
-    """How ``memory-core consolidate`` decides that rows are near-duplicates (see memory_core.operator.consolidate)."""
+    """How ``memory-core consolidate`` tells near-duplicates (see memory_core.operator.consolidation)."""
 
     # both must hold: near in meaning (cosine of the stored vectors) and in words (Jaccard of the word sets);
     # rows whose numbers or negations differ are never merged, however near

@@ -12,7 +12,7 @@ from graph.api import EdgeIndex, MemoryNode, MemoryRows
 from memory_core.reads import visible
 
 MAX_CHAIN = 1_000  # a guard against a damaged store's cycle, far above any real history
-MERGED = "consolidated"  # metadata key of a canonical memory: the refs it merged (memory_core.operator.consolidate)
+MERGED = "consolidated"  # metadata key of a canonical memory: the refs it merged (memory_core.operator.consolidation)
 
 
 class ChainGraph(MemoryRows, EdgeIndex, Protocol):

@@ -1,4 +1,4 @@
-"""Consolidation (memory_core.operator.consolidate): near-duplicates become one canonical version,
+"""Consolidation (memory_core.operator.consolidation): near-duplicates become one canonical version,
 never across tenants or visibilities, reversibly, and a rerun changes nothing."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.errors import LockedError, NotFoundError, SupersededError
-from memory_core.operator.consolidate import (
+from memory_core.operator.consolidation import (
     ConsolidationReport,
     consolidate,
     plan_tenant,
