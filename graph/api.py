@@ -64,7 +64,7 @@ SUPERSEDES = "SUPERSEDES"
 Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenant, a page
 
 INDEXED_FIELDS = ("type", "agent", "channel")
-MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked")  # what GraphTxn.set_memory_state sets
+MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked", "archived_us")  # what GraphTxn.set_memory_state sets
 # what GraphTxn.rewrite_memory may replace (doctor: secrets stored before the guard, redacted in place)
 REWRITE_FIELDS = ("content", "content_len", "content_hash", "metadata", "source", "source_id")
 
@@ -108,6 +108,7 @@ class MemoryNode:
     supersedes_id: int | None = None  # the version this one corrects (update_memory); None for handoffs
     valid_to_us: int | None = None  # set when a newer version superseded this one: its time
     locked: bool = False  # lock_memory: no update or delete until unlocked
+    archived_us: int | None = None  # retention archived it then: out of recall and the vector index, restorable
     kind: str = AGENT_MEMORY
 
     @property

@@ -54,6 +54,7 @@ class MemoryRow:
     supersedes: str | None = None  # the version this row corrects (update_memory)
     valid_to: datetime | None = None  # set on a superseded version: when the newer one replaced it
     locked: bool = False
+    archived: datetime | None = None  # retention archived it then: out of recall and the vector index (restorable)
     # recall only: the copies of this fact among the rows ranked (this one is the newest), and the
     # others' refs, newest first (see memory_core.recall.collapse)
     repeats: int = 1
@@ -90,6 +91,8 @@ class MemoryRow:
             out["valid_to"] = iso(self.valid_to)
         if self.locked:
             out["locked"] = True
+        if self.archived is not None:
+            out["archived"] = iso(self.archived)
         if self.repeats > 1:
             out["repeats"] = self.repeats
             out["also"] = list(self.also)

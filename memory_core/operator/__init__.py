@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from memory_core.operator.inspector import Inspector
     from memory_core.operator.jsonl_import import ImportCounts, import_lines
     from memory_core.operator.parts import OperatorParts
+    from memory_core.operator.retention import RetentionReport, apply_retention, restore_archived
     from memory_core.operator.stats import (
         SessionSummary,
         TenantStats,
@@ -36,6 +37,9 @@ _LAZY = {
     "UndoResult": "memory_core.operator.consolidation",
     "consolidate": "memory_core.operator.consolidation",
     "undo_merge": "memory_core.operator.consolidation",
+    "RetentionReport": "memory_core.operator.retention",
+    "apply_retention": "memory_core.operator.retention",
+    "restore_archived": "memory_core.operator.retention",
     "DoctorReport": "memory_core.operator.doctor.run",
     "check_stores": "memory_core.operator.doctor.run",
     "repair_stores": "memory_core.operator.doctor.run",
@@ -62,11 +66,13 @@ __all__ = [
     "ImportCounts",
     "Inspector",
     "OperatorParts",
+    "RetentionReport",
     "SessionSummary",
     "SourceReport",
     "TenantStats",
     "TenantSummary",
     "UndoResult",
+    "apply_retention",
     "check_stores",
     "consolidate",
     "disk_use",
@@ -78,6 +84,7 @@ __all__ = [
     "list_sessions",
     "list_tenants",
     "repair_stores",
+    "restore_archived",
     "tenant_stats",
     "undo_merge",
 ]  # = the keys of _LAZY (tests/test_public_api.py)

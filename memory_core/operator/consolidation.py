@@ -138,9 +138,9 @@ def group_key(node: Any) -> tuple[str, str, str, str]:
 
 
 def mergeable(row: MemoryRecord) -> bool:
-    """A current, unlocked memory that is not a handoff."""
+    """A current, unarchived, unlocked memory that is not a handoff."""
     n = row.node
-    return n.valid_to_us is None and not n.locked and n.type != HANDOFF
+    return n.valid_to_us is None and n.archived_us is None and not n.locked and n.type != HANDOFF
 
 
 def plan_tenant(parts: OperatorParts, tenant: str, cfg: ConsolidationSettings | None = None,

@@ -14,7 +14,7 @@ from memory_core.refs import MEMORY
 from memory_core.write.request import AddItem
 
 DERIVED_EDGES = frozenset({AUTHORED_BY, IN_SESSION})  # every add writes them; a line's edges list them too
-STATE_FIELDS = ("supersedes", "superseded", "valid_to", "locked")
+STATE_FIELDS = ("supersedes", "superseded", "valid_to", "locked", "archived")
 # written beside the add: its state, its edges, and its entities and relations as records with their refs
 NOT_ADDED = frozenset({"ref", "content_hash", "edges", "entities", "relations", *STATE_FIELDS})
 MEMORY_REF = r"^mem:[1-9][0-9]{0,17}$"
@@ -56,6 +56,7 @@ class ExportLine(BaseModel):
     superseded: bool = False  # derived from valid_to (kept so a line reads as recall shows it)
     valid_to: str | None = None
     locked: bool = False
+    archived: str | None = None  # retention archived it then (imported archived: out of recall)
 
     def add_item(self) -> AddItem:
         """The add_memory arguments that rebuild this memory (its state, edges and entities go with it): every
@@ -63,7 +64,7 @@ class ExportLine(BaseModel):
         return cast(AddItem, self.model_dump(exclude=set(NOT_ADDED)))
 
     def has_state(self) -> bool:
-        return self.supersedes is not None or self.valid_to is not None or self.locked
+        return self.supersedes is not None or self.valid_to is not None or self.locked or self.archived is not None
 
     def memory_edges(self) -> list[ExportEdge]:
         """Its edges to other memories, beyond the derived ones (SUPERSEDES of versions and handoffs, …)."""

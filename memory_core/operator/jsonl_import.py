@@ -418,6 +418,8 @@ class _JsonlImport:
             state["valid_to_us"] = to_us(v.timestamp(line.valid_to))
         if line.locked:
             state["locked"] = True
+        if line.archived is not None:
+            state["archived_us"] = to_us(v.timestamp(line.archived))
         return edges, state
 
     def _dry(self, todo: list[tuple[int, ExportLine]]) -> list[str]:
