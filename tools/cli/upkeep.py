@@ -1,9 +1,11 @@
-"""Upkeep commands: consolidate near-duplicates (and undo a merge), with a progress bar on long runs."""
+"""Upkeep commands: consolidate near-duplicates (and undo a merge), retention (plan, apply, restore), with a
+progress bar on long runs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -12,7 +14,7 @@ from tools.cli import render
 from tools.cli.common import Common, ConfigOpt, DataDirOpt, JsonOpt, tenant_of
 
 if TYPE_CHECKING:
-    from memory_core.operator import ConsolidationReport
+    from memory_core.operator import ConsolidationReport, RetentionReport
 
 TenantOpt = Annotated[str | None, typer.Option("--tenant", help="Only this tenant (default: every tenant).")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; list what would merge.")]
@@ -95,5 +97,92 @@ def _print_report(report: ConsolidationReport) -> None:
                f"{'would be' if report.dry_run else 'are'} superseded by a canonical version.")
 
 
+retention_app = typer.Typer(name="retention", no_args_is_help=True,
+                            help="Archive old rows by type (retention.archive_after_days), and restore them.")
+
+
+@retention_app.command("plan")
+def retention_plan(
+    ctx: typer.Context, tenant: TenantOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the rows the retention policies would archive now; writes nothing.
+
+    Example: memory-core retention plan --tenant acme
+
+    JSON: {"policies": {type: days}, "applied": false, "by_type": {type: n}, "archived": [{tenant, ref, type,
+    timestamp}], "finished": []}
+    """
+    _retention(ctx, tenant, config, data_dir, json_out, dry_run=True)
+
+
+@retention_app.command("apply")
+def retention_apply(
+    ctx: typer.Context, tenant: TenantOpt = None, config: ConfigOpt = None, data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Archive the rows the retention policies say are due: out of recall and the vector index, kept in the
+    graph, check_memory and exports (restorable). Safe to rerun; finishes an interrupted run.
+
+    Example: memory-core retention apply --tenant acme
+
+    JSON: as plan, with "applied": true and "finished" (refs whose vector record an interrupted run left)
+    """
+    _retention(ctx, tenant, config, data_dir, json_out, dry_run=False)
+
+
+@retention_app.command("restore")
+def retention_restore(
+    ctx: typer.Context,
+    refs: Annotated[list[str], typer.Argument(help="The archived memories (mem:<id>) to bring back.")],
+    tenant: Annotated[str | None, typer.Option("--tenant", help="The tenant (required).")] = None,
+    config: ConfigOpt = None, data_dir: DataDirOpt = None, json_out: JsonOpt = False,
+) -> None:
+    """Bring archived memories back into recall (embedded again). NOT_FOUND, nothing restored, when a ref is
+    no archived memory of the tenant. A row still older than its policy is archived again by the next apply.
+
+    Example: memory-core retention restore mem:12 mem:40 --tenant acme
+
+    JSON: {"restored": [refs]}
+    """
+    from memory_core.operator import restore_archived
+
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.parts() as parts:
+        restored = restore_archived(parts, tenant_of(tenant), refs)
+    if opts.json:
+        render.emit_json({"restored": restored})
+    else:
+        typer.echo(f"Restored {len(restored)} memories: {', '.join(restored)}.")
+
+
+def _retention(ctx: typer.Context, tenant: str | None, config: Path | None, data_dir: Path | None, json_out: bool,
+               *, dry_run: bool) -> None:
+    from memory_core.operator import apply_retention
+
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.parts() as parts, _bar(opts.json) as progress:
+        report = apply_retention(parts, None if tenant is None else [tenant_of(tenant)], dry_run=dry_run,
+                                 progress=progress)
+    if opts.json:
+        render.emit_json(report.to_dict())
+    else:
+        _print_retention(report)
+
+
+def _print_retention(report: RetentionReport) -> None:
+    if not report.policies:
+        typer.echo("No retention policy is set (retention.archive_after_days): nothing is archived.")
+        return
+    render.table("retention policies", ["type", "archived after (days)"],
+                 ([t, d] for t, d in sorted(report.policies.items())))
+    render.table("archived" if report.applied else "would archive", ["tenant", "ref", "type", "timestamp"],
+                 ([a.tenant, a.ref, a.type, a.timestamp] for a in report.archived))
+    if report.finished:
+        typer.echo(f"Finished an interrupted run: {len(report.finished)} vector records removed.")
+    typer.echo(f"{len(report.archived)} memories {'archived' if report.applied else 'due'}.")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(consolidate)
+    app.add_typer(retention_app)

@@ -65,3 +65,33 @@ def test_undo_needs_a_tenant(store: tuple[Path, list[str]]) -> None:
     path, refs = store
     code, out = run(path, "consolidate", "--undo", refs[0])
     assert code == 2 and out["error"]["code"] == "TENANT_REQUIRED"
+
+
+def test_retention_plan_apply_and_restore_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    for name in [k for k in __import__("os").environ if k.startswith("MEMORY_CORE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MEMORY_CORE_EMBEDDING_PROVIDER", "hash")
+    config = tmp_path / "memory-core.toml"
+    config.write_text("[retention]\narchive_after_days = { turn = 90 }\n")
+    path = tmp_path / "data"
+    old = (datetime.now(UTC) - timedelta(days=100)).isoformat()
+    with MemoryCore.open(path, settings=load_settings(config)) as core:
+        gone = core.add_memory("acme", "s1", "ann", "an old turn about the kiwi harvest", timestamp=old).ref
+        other = core.add_memory("globex", "s1", "ann", "an old turn about the kiwi harvest", timestamp=old).ref
+        kept = core.add_memory("acme", "s1", "ann", "a fresh turn about the kiwi harvest").ref
+    code, plan = run(path, "retention", "plan", "--config", str(config))
+    assert code == 0 and sorted(a["ref"] for a in plan["archived"]) == sorted([gone, other])
+    code, done = run(path, "retention", "apply", "--tenant", "acme", "--config", str(config))
+    assert code == 0 and [a["ref"] for a in done["archived"]] == [gone] and done["applied"] is True
+    code, found = run(path, "recall", "kiwi harvest", "--tenant", "acme", "--config", str(config))
+    assert [m["ref"] for m in found["messages"]] == [kept]
+    code, shown = run(path, "show", gone, "--tenant", "acme", "--config", str(config))
+    assert code == 0 and shown["memory"]["archived"]
+    code, out = run(path, "retention", "restore", other, "--tenant", "acme", "--config", str(config))
+    assert (code, out["error"]["code"]) == (3, "NOT_FOUND")
+    code, out = run(path, "retention", "restore", gone, "--tenant", "acme", "--config", str(config))
+    assert code == 0 and out == {"restored": [gone]}
+    table = runner.invoke(app, ["retention", "plan", "--data-dir", str(path), "--config", str(config)])
+    assert table.exit_code == 0 and "2 memories due" in table.stdout
