@@ -41,10 +41,12 @@ from graph.api import SUPERSEDES, GraphTxn, MemoryRecord, mem_node
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError, LockedError, NotFoundError, SupersededError
 from memory_core.models import from_us, iso
+from memory_core.operator.retention import finish_archive
 from memory_core.refs import MEMORY, memory_ref, parse_ref
 from memory_core.settings.schema import ConsolidationSettings
 from memory_core.versions.chain import MERGED
 from memory_core.write.request import AddItem
+from memory_core.write.rows import embedding_text, vector_metadata
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,6 +89,7 @@ class ConsolidationReport:
     scanned: dict[str, int] = field(default_factory=dict)
     merges: list[tuple[Merge, str | None]] = field(default_factory=list)
     skipped: list[tuple[Merge, str]] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)  # vector records of merged rows an interrupted run left
 
     @property
     def rows_retired(self) -> int:
@@ -97,7 +100,7 @@ class ConsolidationReport:
         return {
             "dry_run": self.dry_run, "scanned": self.scanned, "rows_retired": self.rows_retired,
             "merges": [{**m.to_dict(), "canonical": ref} for m, ref in self.merges],
-            "skipped": [{**m.to_dict(), "reason": why} for m, why in self.skipped],
+            "skipped": [{**m.to_dict(), "reason": why} for m, why in self.skipped], "finished": self.finished,
         }
 
 
@@ -262,6 +265,8 @@ def consolidate(parts: OperatorParts, tenants: Iterable[str] | None = None, *, d
     report = ConsolidationReport(dry_run)
     names = sorted(parts.maintenance.tenants_present()) if tenants is None else [v.tenant(t) for t in tenants]
     for tenant in names:
+        if not dry_run:
+            report.finished += finish_archive(parts, tenant)
         scanned, merges = plan_tenant(parts, tenant, progress=progress)
         report.scanned[tenant] = scanned
         if dry_run:
@@ -306,10 +311,14 @@ def _write_batch(parts: OperatorParts, merges: list[Merge]) -> list[str]:
                 if not tx.supersede_memory(merge.tenant, other.node.id, ts_us):
                     raise SupersededError(f"{memory_ref(other.node.id)} changed while it was being consolidated "
                                           f"into {memory_ref(new_id)}.", ref=memory_ref(other.node.id))
+            for member in merge.members:  # out of the vector index: they would crowd the canonical out of it
+                tx.set_memory_state(merge.tenant, member.node.id, {"archived_us": ts_us})
 
     results = parts.writer.add_many(
         items, edges=[[(mem_node(r.node.id), SUPERSEDES) for r in m.members] for m in merges],
         supersedes=[m.kept.node.id for m in merges], linked=end_others)
+    for tenant in sorted({m.tenant for m in merges}):  # a kill before this: the next run (or doctor) finishes it
+        parts.vectors.delete(tenant, [memory_ref(r.node.id) for m in merges if m.tenant == tenant for r in m.members])
     return [r.ref for r in results]
 
 
@@ -356,14 +365,23 @@ def undo_merge(parts: OperatorParts, tenant: str, ref: str) -> UndoResult:
                                   "undo or revert that one first.", ref=str(parsed))
         if node.locked:
             raise LockedError(f"{parsed} is locked; unlock it first.", ref=str(parsed))
-        members = parts.graph.memories(tenant, [parse_ref(r).id for r in mark.get("merged", [])])
+        ids = [parse_ref(r).id for r in mark.get("merged", [])]
+        members = parts.graph.memories(tenant, ids)
         ended = [m for m in members.values() if m.valid_to_us == node.ts_us]
+        back = [r for r in parts.maintenance.memory_rows(tenant, ids) if r.node.archived_us == node.ts_us]
         now_us = max(time.time_ns() // 1000, node.ts_us + 1)
+        if back:  # the members' vector records first: killed before the graph commit, the merge still stands
+            parts.vectors.upsert(tenant, [memory_ref(r.node.id) for r in back],
+                                 parts.embedder.embed([embedding_text(r) for r in back]), [r.content for r in back],
+                                 [vector_metadata(r.node) for r in back])
         with parts.graph.transaction() as tx:
             for m in ended:
                 tx.set_memory_state(tenant, m.id, {"valid_to_us": None})
+            for r in back:
+                tx.set_memory_state(tenant, r.node.id, {"archived_us": None})
             tx.erase_edges([(mem_node(node.id), mem_node(m), SUPERSEDES) for m in members])
-            tx.set_memory_state(tenant, node.id, {"supersedes_id": None, "valid_to_us": now_us})
+            tx.set_memory_state(tenant, node.id, {"supersedes_id": None, "valid_to_us": now_us, "archived_us": now_us})
             tx.rewrite_memory(tenant, node.id, {"metadata": {**node.metadata,
                                                              MERGED: {**mark, "undone": iso(from_us(now_us))}}})
+        parts.vectors.delete(tenant, [memory_ref(node.id)])
     return UndoResult(str(parsed), [memory_ref(m.id) for m in sorted(ended, key=lambda m: m.id)])

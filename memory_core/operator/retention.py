@@ -94,17 +94,23 @@ def apply_retention(parts: OperatorParts, tenants: Iterable[str] | None = None, 
                             for r in todo]
         if dry_run:
             continue
-        left = [memory_ref(r.node.id) for r in rows if r.node.archived_us is not None]
-        if left:
-            still = sorted(parts.vectors.existing_ids(tenant, left))
-            if still:
-                parts.vectors.delete(tenant, still)
-                report.finished += still
+        report.finished += finish_archive(parts, tenant, rows)
         for start in range(0, len(todo), BATCH):
             _archive(parts, tenant, todo[start:start + BATCH], now_us)
             if progress is not None:
                 progress(f"archiving {tenant}", min(start + BATCH, len(todo)), len(todo))
     return report
+
+
+def finish_archive(parts: OperatorParts, tenant: str, rows: Sequence[MemoryRecord] | None = None) -> list[str]:
+    """Delete the vector records archived rows still have (an archive or a consolidation killed between its
+    graph commit and its vector delete); returns their refs."""
+    rows = parts.maintenance.memory_rows(tenant) if rows is None else rows
+    left = [memory_ref(r.node.id) for r in rows if r.node.archived_us is not None]
+    still = sorted(parts.vectors.existing_ids(tenant, left)) if left else []
+    if still:
+        parts.vectors.delete(tenant, still)
+    return still
 
 
 def _archive(parts: OperatorParts, tenant: str, rows: Sequence[MemoryRecord], now_us: int) -> None:

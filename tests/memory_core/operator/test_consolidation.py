@@ -51,8 +51,11 @@ def test_near_duplicates_merge_into_one_canonical_version_that_names_the_others(
         assert versions[-1]["ref"] == canonical
         with pytest.raises(SupersededError):
             core.update_memory_as_operator("acme", ref, content="edit")
-    assert core.recall("acme", "staging database", include_superseded=True, limit=10).messages
-    assert check_stores(core.operator_parts()).ok
+    parts = core.operator_parts()
+    assert parts.vectors.existing_ids("acme", [*refs, canonical]) == {canonical}  # merged rows leave the index
+    assert [m.ref for m in core.recall("acme", "staging database", include_superseded=True, limit=10).messages] == [
+        canonical]
+    assert check_stores(parts).ok
 
 
 def test_a_rerun_merges_nothing_more(core: MemoryCore) -> None:
@@ -151,6 +154,7 @@ def test_undo_makes_the_rows_current_again_and_later_runs_keep_them_apart(core: 
     undone = undo_merge(core.operator_parts(), "acme", canonical)
     assert sorted(undone.restored) == sorted(refs)
     assert current(core, "acme") == sorted(COPIES)
+    assert core.operator_parts().vectors.existing_ids("acme", [*refs, canonical]) == set(refs)
     assert core.check_memory("acme", canonical).memory.metadata[MERGED]["undone"]
     assert "versions" not in core.check_memory("acme", refs[1]).neighbours
     assert check_stores(core.operator_parts()).ok
