@@ -90,7 +90,7 @@ def build_vector_store(settings: Settings, data_dir: Path, rows: Callable[[str],
                        prefix: str | None = None) -> VectorStore:
     """The configured Chroma; embedded, under ``storage.vector_cache_mb`` when ``rows`` (a tenant's
     memory count, from the graph) sizes what each tenant's index takes. ``prefix``: the collections' (default
-    ``storage.collection_prefix``; a re-embedded store records its own, see memory_core.operator.reembed)."""
+    ``storage.collection_prefix``; a re-embedded store records its own, see memory_core.operator.reembedding)."""
     st = settings.storage
     prefix = prefix or st.collection_prefix
     if st.chroma == "http":
@@ -206,7 +206,7 @@ def open_parts(data_dir: str | os.PathLike[str] | None = None, **options: Unpack
             opened.append(store)
             graph = store.graph
             if vector_store is None:
-                # a re-embedded store's index lives under the prefix its graph records (memory_core.operator.reembed)
+                # a re-embedded store: its index is under the prefix its graph records (operator.reembedding)
                 vector_store = InMemoryVectorStore() if options.get("in_memory_vectors") else open_vector_store(
                     settings, root, rows=graph.count, prefix=graph.meta("vector_prefix"))
             vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)

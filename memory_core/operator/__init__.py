@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from memory_core.operator.inspector import Inspector
     from memory_core.operator.jsonl_import import ImportCounts, import_lines
     from memory_core.operator.parts import OperatorParts
+    from memory_core.operator.reembedding import ReembedReport, embedding_for, reembed
     from memory_core.operator.retention import RetentionReport, apply_retention, restore_archived
     from memory_core.operator.stats import (
         SessionSummary,
@@ -38,6 +39,9 @@ _LAZY = {
     "consolidate": "memory_core.operator.consolidation",
     "undo_merge": "memory_core.operator.consolidation",
     "RetentionReport": "memory_core.operator.retention",
+    "ReembedReport": "memory_core.operator.reembedding",
+    "embedding_for": "memory_core.operator.reembedding",
+    "reembed": "memory_core.operator.reembedding",
     "apply_retention": "memory_core.operator.retention",
     "restore_archived": "memory_core.operator.retention",
     "DoctorReport": "memory_core.operator.doctor.run",
@@ -66,6 +70,7 @@ __all__ = [
     "ImportCounts",
     "Inspector",
     "OperatorParts",
+    "ReembedReport",
     "RetentionReport",
     "SessionSummary",
     "SourceReport",
@@ -76,6 +81,7 @@ __all__ = [
     "check_stores",
     "consolidate",
     "disk_use",
+    "embedding_for",
     "export_count",
     "export_tenant",
     "graph_neighbourhood",
@@ -83,6 +89,7 @@ __all__ = [
     "import_source",
     "list_sessions",
     "list_tenants",
+    "reembed",
     "repair_stores",
     "restore_archived",
     "tenant_stats",

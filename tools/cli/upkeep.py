@@ -1,5 +1,5 @@
-"""Upkeep commands: consolidate near-duplicates (and undo a merge), retention (plan, apply, restore), with a
-progress bar on long runs."""
+"""Upkeep commands: consolidate near-duplicates (and undo a merge), retention (plan, apply, restore), reembed
+with another model; a progress bar on long runs."""
 
 from __future__ import annotations
 
@@ -183,6 +183,44 @@ def _print_retention(report: RetentionReport) -> None:
     typer.echo(f"{len(report.archived)} memories {'archived' if report.applied else 'due'}.")
 
 
+def reembed(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Option("--model", help="minilm, hash[:DIMENSION], fastembed:<model> or "
+                                                          "litellm:<provider/model>.")],
+    model_path: Annotated[str | None, typer.Option("--model-path", help="fastembed: a folder holding the model's "
+                                                                          "files (nothing downloaded).")] = None,
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Re-embed the whole store with another model: the new index is built beside the old one (which stays in
+    use until the end), a run killed or stopped resumes where it was, and one graph transaction switches to
+    it and records the new model; the old index is then dropped. Afterwards set the new model in the
+    configuration: opening the store with the old one fails with EMBEDDER_MISMATCH.
+
+    Example: memory-core reembed --model fastembed:BAAI/bge-small-en-v1.5
+
+    JSON: {"from", "to", "old_prefix", "prefix", "resumed", "embedded": {tenant: n}, "removed", "switched",
+    "seconds", "rows_per_s", "settings": {the embedding settings to configure}}
+    """
+    from memory_core.operator import embedding_for
+    from memory_core.operator import reembed as run
+
+    opts = Common.of(ctx, config, data_dir, json_out)
+    with opts.parts(graph_only=True) as parts, _bar(opts.json) as progress:
+        shown, embedder = embedding_for(parts, model, model_path)
+        report = run(parts, embedder, progress=progress)
+    if opts.json:
+        render.emit_json({**report.to_dict(), "settings": shown})
+        return
+    out = report.to_dict()
+    typer.echo(f"Re-embedded {sum(report.embedded.values())} records with {report.identity} in {out['seconds']}s "
+               f"({out['rows_per_s']} rows/s){' (resumed)' if report.resumed else ''}; the index in use is now "
+               f"{report.prefix}.")
+    typer.echo("Set in the configuration [embedding]: " + ", ".join(f"{k} = {v!r}" for k, v in shown.items()))
+
+
 def register(app: typer.Typer) -> None:
     app.command()(consolidate)
+    app.command()(reembed)
     app.add_typer(retention_app)

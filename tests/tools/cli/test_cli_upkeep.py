@@ -95,3 +95,21 @@ def test_retention_plan_apply_and_restore_through_the_cli(tmp_path: Path, monkey
     assert code == 0 and out == {"restored": [gone]}
     table = runner.invoke(app, ["retention", "plan", "--data-dir", str(path), "--config", str(config)])
     assert table.exit_code == 0 and "2 memories due" in table.stdout
+
+
+@pytest.mark.slow
+def test_reembed_through_the_cli_switches_the_store_to_the_new_model(
+        store: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, refs = store
+    code, out = run(path, "reembed", "--model", "hash:32")
+    assert code == 0 and out["switched"] is True and out["to"] == "hash-bow/32"
+    assert out["settings"] == {"provider": "hash", "dimension": 32} and out["embedded"] == {"acme": 3, "globex": 2}
+    code, err = run(path, "recall", "staging", "--tenant", "acme")
+    assert (code, err["error"]["code"]) == (5, "EMBEDDER_MISMATCH")  # the configuration still names the old model
+    monkeypatch.setenv("MEMORY_CORE_EMBEDDING_DIMENSION", "32")
+    code, found = run(path, "recall", "staging database", "--tenant", "acme", "--no-collapse")
+    assert code == 0 and sorted(m["ref"] for m in found["messages"]) == sorted(refs)
+    code, again = run(path, "reembed", "--model", "hash:32")
+    assert (code, again["error"]["code"]) == (2, "INVALID_INPUT")
+    code, bad = run(path, "reembed", "--model", "word2vec")
+    assert (code, bad["error"]["code"]) == (2, "INVALID_INPUT")

@@ -65,6 +65,30 @@ class ReembedReport:
                 "rows_per_s": round(total / self.seconds, 1) if self.seconds else None}
 
 
+PROVIDERS = ("minilm", "hash", "fastembed", "litellm")
+
+
+def embedding_for(parts: OperatorParts, model: str, model_path: str | None = None) -> tuple[dict[str, Any], Embedder]:
+    """The embedding settings ``model`` names, and their embedder: ``minilm``, ``hash[:DIMENSION]``,
+    ``fastembed:<catalogue name>`` (``model_path``: a folder of its files, nothing downloaded) or
+    ``litellm:<provider/model>``. INVALID_INPUT for anything else."""
+    from memory_core.open import build_embedder
+
+    provider, _, name = model.partition(":")
+    if provider not in PROVIDERS or (provider in ("fastembed", "litellm") and not name) or (
+            provider == "minilm" and name) or (provider == "hash" and name and not name.isdigit()):
+        raise InvalidInputError(f"--model {model!r}: use minilm, hash[:DIMENSION], fastembed:<model> or "
+                                "litellm:<provider/model>.", field="model")
+    changes: dict[str, Any] = {"provider": provider, "model": name or None, "model_path": model_path}
+    if provider == "hash" and name:
+        changes["dimension"] = int(name)
+        changes["model"] = None
+    embedding = parts.settings.embedding.model_copy(update=changes)
+    settings = parts.settings.model_copy(update={"embedding": embedding})
+    shown = {k: v for k, v in embedding.model_dump().items() if k in changes and v is not None}
+    return shown, build_embedder(settings)
+
+
 def identity_of(embedder: Embedder) -> str:
     """How a store records the model its index was built with (``name/dimension``)."""
     return f"{embedder.name}/{embedder.dimension}"

@@ -1,4 +1,4 @@
-"""Re-embedding in place (memory_core.operator.reembed) on embedded Chroma: the new index is built beside
+"""Re-embedding in place (memory_core.operator.reembedding) on embedded Chroma: the new index is built beside
 the old one, an interrupted build resumes, the switch is one graph transaction, and the store then answers
 like a fresh import under the new model; opening it with the old model fails EMBEDDER_MISMATCH."""
 
@@ -12,7 +12,7 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import EmbedderMismatchError, InvalidInputError
 from memory_core.operator.doctor.run import check_stores
-from memory_core.operator.reembed import BUILD, VECTOR_PREFIX, open_index, reembed
+from memory_core.operator.reembedding import BUILD, VECTOR_PREFIX, open_index, reembed
 from memory_core.settings import load_settings
 
 pytestmark = pytest.mark.slow  # embedded Chroma, opened several times
