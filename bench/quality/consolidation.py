@@ -14,7 +14,9 @@ settings. Goals (issue 50): recall any@5 within one point of the clean store's, 
 1.2x the clean store's.
 
 Rows are the current memories (what recall can return): a merged row stays in the graph as an older
-version of its canonical (reversible), so the graph holds clean + copies + canonicals rows in all.
+version of its canonical (reversible), so the graph holds clean + copies + canonicals rows in all. A
+recalled canonical stands for every row it merged (its ``consolidated.merged`` provenance): it counts as
+evidence when any of them was (two turns of one text in two sessions merge into one canonical).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 import re
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -35,14 +37,16 @@ from bench.data.locomo import load_locomo
 from bench.latency.embed_cache import cached_embedder
 from bench.quality.metrics import Scoreboard
 from bench.quality.ranking import HitBoard
-from memory_core import AddItem, MemoryCore
+from memory_core import AddItem, MemoryCore, MemoryRow
 from memory_core.operator import consolidate
+from memory_core.versions.chain import MERGED
 
 LOCOMO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo_dev.json"
 KEY = "bench_key"
 DEPTH = 20
 WORD = re.compile(r"\S+")
-Scorer = Callable[[MemoryCore], float]  # store -> recall any@5
+Keys = Callable[[MemoryRow], list[str]]  # a recalled row -> the set's keys it stands for (its own first)
+Scorer = Callable[[MemoryCore, Keys], float]  # store -> recall any@5
 
 
 def near_duplicate(text: str, copy: int) -> str:
@@ -77,9 +81,46 @@ def with_copies(items: Sequence[AddItem], copies: int) -> list[AddItem]:
     return out
 
 
-def add_all(core: MemoryCore, items: Sequence[AddItem], batch: int = 500) -> None:
+def add_all(core: MemoryCore, items: Sequence[AddItem], batch: int = 500) -> list[str]:
+    refs = []
     for start in range(0, len(items), batch):
-        core.add_memories(list(items[start:start + batch]))
+        refs += [r.ref for r in core.add_memories(list(items[start:start + batch]))]
+    return refs
+
+
+def own_key(row: MemoryRow) -> str:
+    """The set's key a row carries: LoCoMo's dia_id (``source.id``), the coding set's key (metadata)."""
+    return str(row.source.get("id") or row.metadata.get(KEY, ""))
+
+
+def own_key_of(item: AddItem) -> str:
+    return str((item.get("source") or {}).get("id") or (item.get("metadata") or {}).get(KEY, ""))
+
+
+def merged_keys(core: MemoryCore, ref_key: dict[str, str]) -> Keys:
+    """A canonical stands for every row it merged (``metadata.consolidated.merged``, canonicals of canonicals
+    followed): its keys are theirs, its own first; any other row's is its own."""
+    def keys(row: MemoryRow) -> list[str]:
+        out, todo, seen = [own_key(row)], [row], set()
+        while todo:
+            mark = todo.pop().metadata.get(MERGED)
+            for ref in mark.get("merged", []) if isinstance(mark, dict) else []:
+                if ref in seen:
+                    continue
+                seen.add(ref)
+                if ref in ref_key:
+                    out.append(ref_key[ref])
+                else:  # a canonical of an earlier round
+                    todo.append(core.check_memory(row.tenant, ref).memory)
+        return list(dict.fromkeys(out))
+
+    return keys
+
+
+def pick(keys: list[str], wanted: Iterable[str]) -> str:
+    """The key a row counts as: one of the wanted ones when it stands for one, else its own."""
+    hit = set(keys) & set(wanted)
+    return min(hit) if hit else keys[0]
 
 
 def current_rows(core: MemoryCore) -> int:
@@ -94,12 +135,12 @@ def locomo_set(path: Path) -> tuple[list[AddItem], Scorer]:
         {"tenant": t.tenant, "session": t.session, "agent": t.agent, "content": t.content, "timestamp": t.timestamp,
          "source": {"id": t.source_id}, "type": "turn"} for conv in conversations for t in conv.turns]
 
-    def score(core: MemoryCore) -> float:
+    def score(core: MemoryCore, keys: Keys) -> float:
         board = Scoreboard()
         for conv in conversations:
             for qa in conv.qa:
                 result = core.recall(qa.tenant, qa.question, limit=DEPTH)
-                board.add(qa.category, [str(m.source.get("id", "")) for m in result.messages], qa.evidence)
+                board.add(qa.category, [pick(keys(m), qa.evidence) for m in result.messages], qa.evidence)
         return board.summary()["micro"]["any@5"]
 
     return items, score
@@ -112,11 +153,11 @@ def coding_set() -> tuple[list[AddItem], Scorer]:
          "timestamp": m.timestamp, "metadata": {KEY: m.key}, **({"role": m.role} if m.role else {})}
         for m in w.memories]
 
-    def score(core: MemoryCore) -> float:
+    def score(core: MemoryCore, keys: Keys) -> float:
         board = HitBoard()
         for q in w.queries:
             result = core.recall("coding", q.text, limit=DEPTH)
-            board.add([str(m.metadata.get(KEY, "")) for m in result.messages], q.target, q.relevant)
+            board.add([pick(keys(m), [q.target, *q.relevant]) for m in result.messages], q.target, q.relevant)
         return board.summary()["any@5"]
 
     return items, score
@@ -130,20 +171,21 @@ def measure(name: str, items: list[AddItem], score: Scorer, copies: int, embedde
             core = open_bench_core(Path(tmp) / "clean", embedder)
             try:
                 add_all(core, items)
-                out["clean"] = {"rows": current_rows(core), "any@5": score(core)}
+                out["clean"] = {"rows": current_rows(core), "any@5": score(core, lambda m: [own_key(m)])}
             finally:
                 core.close()
         duplicated = with_copies(items, copies)
         with stage(f"{name}: duplicated store, {len(duplicated)} rows"):
             core = open_bench_core(Path(tmp) / "dups", embedder)
             try:
-                add_all(core, duplicated)
-                out["duplicated"] = {"rows": current_rows(core), "any@5": score(core)}
+                refs = add_all(core, duplicated)
+                ref_key = {ref: own_key_of(item) for ref, item in zip(refs, duplicated, strict=True)}
+                out["duplicated"] = {"rows": current_rows(core), "any@5": score(core, lambda m: [own_key(m)])}
                 with stage(f"{name}: consolidate"):
                     start = time.perf_counter()
                     report = consolidate(core.operator_parts())
                     seconds = time.perf_counter() - start
-                out["consolidated"] = {"rows": current_rows(core), "any@5": score(core)}
+                out["consolidated"] = {"rows": current_rows(core), "any@5": score(core, merged_keys(core, ref_key))}
                 out["consolidate"] = {"seconds": round(seconds, 1), "merges": len(report.merges),
                                       "rows_retired": report.rows_retired,
                                       "rows_per_s": round(sum(report.scanned.values()) / seconds, 1)}
