@@ -29,9 +29,9 @@ from memory_core import MemoryCore
 from memory_core.operator.consolidation import consolidate
 from memory_core.operator.doctor.run import check_stores
 from memory_core.versions.chain import MERGED
+from testbed.paths import ROOT
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import graph_backends
-from tests.support.paths import ROOT
 from tests.support.repair_crash import CRASH_EXIT
 from tests.support.store_checks import LONG
 from tests.support.store_copy import Store
@@ -94,7 +94,7 @@ def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     else:
         from psycopg.conninfo import conninfo_to_dict
 
-        from tests.support.postgres import fresh_database
+        from testbed.postgres import fresh_database
 
         admin = request.getfixturevalue("postgres_dsn")
         store = Store("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))
