@@ -64,8 +64,8 @@ SUPERSEDES = "SUPERSEDES"
 Key = tuple[int, int]  # (timestamp in µs, id): the order of a session, a tenant, a page
 
 INDEXED_FIELDS = ("type", "agent", "channel")
-# what GraphTxn.set_memory_state sets: versions, locks, and an end without a replacement (end_memory)
-MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked", "end_reason", "ended_by")
+# what GraphTxn.set_memory_state sets: versions, locks, an end without a replacement (end_memory), archiving
+MEMORY_STATE_FIELDS = ("supersedes_id", "valid_to_us", "locked", "end_reason", "ended_by", "archived_us")
 # what GraphTxn.rewrite_memory may replace (doctor: secrets stored before the guard, redacted in place)
 REWRITE_FIELDS = ("content", "content_len", "content_hash", "metadata", "source", "source_id")
 
@@ -113,6 +113,7 @@ class MemoryNode:
     review_after_us: int | None = None  # when it should be checked again (recall marks it review_due after)
     end_reason: str | None = None  # ended without a replacement (end_memory): why; None for a correction
     ended_by: str | None = None  # who ended it (end_memory), when it was ended without a replacement
+    archived_us: int | None = None  # retention archived it then: out of recall and the vector index, restorable
     kind: str = AGENT_MEMORY
 
     @property

@@ -59,6 +59,7 @@ class MemoryRow:
     review_due: bool = False  # review_after has passed
     ended: dict[str, str | None] | None = None  # ended without a replacement: {reason, by}
     newer: str | None = None  # recall: possibly stale, a newer memory about the same things (see recall/stale.py)
+    archived: datetime | None = None  # retention archived it then: out of recall and the vector index (restorable)
     # recall only: the copies of this fact among the rows ranked (this one is the newest), and the
     # others' refs, newest first (see memory_core.recall.collapse)
     repeats: int = 1
@@ -111,6 +112,8 @@ class MemoryRow:
             out["newer"] = self.newer
         if self.locked:
             out["locked"] = True
+        if self.archived is not None:
+            out["archived"] = iso(self.archived)
         if self.repeats > 1:
             out["repeats"] = self.repeats
             out["also"] = list(self.also)

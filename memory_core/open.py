@@ -59,10 +59,9 @@ def build_embedder(settings: Settings) -> Embedder:
 FASTEMBED_CACHE = Path("~/.cache/memory-core/fastembed")  # not fastembed's default, a temporary directory
 REMOVED_EMBEDDERS = {"all-mpnet-base-v2-onnx/768": "embedding.provider 'mpnet', removed in this release"}
 MOVE_TO_NEW_MODEL = (
-    "There is no command that re-embeds a directory in place; move to the configured model through a new data "
-    "directory: 'memory-core tenants' lists the tenants, 'memory-core export --tenant T --out T.jsonl' exports "
-    "each (export reads the graph only: it opens the directory whatever the embedding settings), then "
-    "'memory-core import T.jsonl --tenant T --data-dir NEW' embeds every memory again with the configured model."
+    "To move the store to another model, run 'memory-core reembed --model M' with the settings it was built "
+    "with (it builds the new index beside the old one, resumes when interrupted, and switches at the end), then "
+    "set the new model in the configuration."
 )
 
 
@@ -87,29 +86,33 @@ def check_embedder(graph: StoreLifecycle, embedder: Embedder) -> None:
         )
 
 
-def build_vector_store(settings: Settings, data_dir: Path, rows: Callable[[str], int] | None = None) -> VectorStore:
+def build_vector_store(settings: Settings, data_dir: Path, rows: Callable[[str], int] | None = None,
+                       prefix: str | None = None) -> VectorStore:
     """The configured Chroma; embedded, under ``storage.vector_cache_mb`` when ``rows`` (a tenant's
-    memory count, from the graph) sizes what each tenant's index takes."""
+    memory count, from the graph) sizes what each tenant's index takes. ``prefix``: the collections' (default
+    ``storage.collection_prefix``; a re-embedded store records its own, see memory_core.operator.reembedding)."""
     st = settings.storage
+    prefix = prefix or st.collection_prefix
     if st.chroma == "http":
         headers: dict[str, str] = {}
         if st.chroma_auth_header and st.chroma_auth_token_env:
             headers[st.chroma_auth_header] = os.environ.get(st.chroma_auth_token_env, "")
         return ChromaVectorStore.http(
-            st.chroma_host, st.chroma_port, st.collection_prefix, ssl=st.chroma_ssl, headers=headers,
+            st.chroma_host, st.chroma_port, prefix, ssl=st.chroma_ssl, headers=headers,
             retries=st.chroma_retries,
         )
-    store = ChromaVectorStore.persistent(data_dir / "chroma", st.collection_prefix)
+    store = ChromaVectorStore.persistent(data_dir / "chroma", prefix)
     # a Chroma server bounds its own memory; this process bounds what its embedded client keeps loaded
     return VectorCacheBudget(store, st.vector_cache_mb << 20, rows) if st.vector_cache_mb and rows else store
 
 
-def open_vector_store(settings: Settings, root: Path, rows: Callable[[str], int] | None = None) -> VectorStore:
+def open_vector_store(settings: Settings, root: Path, rows: Callable[[str], int] | None = None,
+                      prefix: str | None = None) -> VectorStore:
     """Embedded Chroma opens on the first vector call (reads of the graph never import it); a
     Chroma server is reached at open, so a stopped one fails the open (STORE_UNAVAILABLE)."""
     if settings.storage.chroma == "embedded":
-        return LazyVectorStore(lambda: build_vector_store(settings, root, rows))
-    return build_vector_store(settings, root, rows)
+        return LazyVectorStore(lambda: build_vector_store(settings, root, rows, prefix))
+    return build_vector_store(settings, root, rows, prefix)
 
 
 def build_summary_provider(settings: Settings) -> SummaryProvider | None:
@@ -203,8 +206,9 @@ def open_parts(data_dir: str | os.PathLike[str] | None = None, **options: Unpack
             opened.append(store)
             graph = store.graph
             if vector_store is None:
+                # a re-embedded store: its index is under the prefix its graph records (operator.reembedding)
                 vector_store = InMemoryVectorStore() if options.get("in_memory_vectors") else open_vector_store(
-                    settings, root, rows=graph.count)
+                    settings, root, rows=graph.count, prefix=graph.meta("vector_prefix"))
             vectors = DeadlineVectorStore(vector_store, settings.storage.vector_deadline_s, rows=graph.count)
             provider = options.get("summary_provider") or build_summary_provider(settings)
             embedder = embedder or build_embedder(settings)

@@ -49,6 +49,9 @@ OPERATOR = sorted([
     "SessionSummary", "TenantStats", "TenantSummary", "disk_use", "graph_neighbourhood", "list_sessions",
     "list_tenants", "tenant_stats",
     "export_count", "export_tenant", "ImportCounts", "import_lines", "SourceReport", "import_source",
+    # upkeep (issue 50): consolidation and its reversal
+    "ConsolidationReport", "UndoResult", "consolidate", "undo_merge",
+    "RetentionReport", "apply_retention", "restore_archived", "ReembedReport", "embedding_for", "reembed",
 ])
 
 # what a server builds its metrics, logs and traces from; the cheap instruments load with the package

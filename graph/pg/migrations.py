@@ -257,8 +257,13 @@ def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     return True
 
 
+def _v12(cur: Cursor[tuple[object, ...]]) -> None:
+    # retention (memory_core.operator.retention): when a row was archived; existing rows are not
+    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS archived_us bigint")
+
+
 MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [
-    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7), (8, _v8), (9, _v9), (10, _v10),
+    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7), (8, _v8), (9, _v9), (10, _v10), (12, _v12),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memory_core.importers import SourceReport, import_source
+    from memory_core.operator.consolidation import ConsolidationReport, UndoResult, consolidate, undo_merge
     from memory_core.operator.doctor.run import DoctorReport, check_stores, repair_stores
     from memory_core.operator.inspector import Inspector
     from memory_core.operator.jsonl_import import ImportCounts, import_lines
     from memory_core.operator.parts import OperatorParts
+    from memory_core.operator.reembedding import ReembedReport, embedding_for, reembed
+    from memory_core.operator.retention import RetentionReport, apply_retention, restore_archived
     from memory_core.operator.stats import (
         SessionSummary,
         TenantStats,
@@ -31,6 +34,16 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "OperatorParts": "memory_core.operator.parts",
+    "ConsolidationReport": "memory_core.operator.consolidation",
+    "UndoResult": "memory_core.operator.consolidation",
+    "consolidate": "memory_core.operator.consolidation",
+    "undo_merge": "memory_core.operator.consolidation",
+    "RetentionReport": "memory_core.operator.retention",
+    "ReembedReport": "memory_core.operator.reembedding",
+    "embedding_for": "memory_core.operator.reembedding",
+    "reembed": "memory_core.operator.reembedding",
+    "apply_retention": "memory_core.operator.retention",
+    "restore_archived": "memory_core.operator.retention",
     "DoctorReport": "memory_core.operator.doctor.run",
     "check_stores": "memory_core.operator.doctor.run",
     "repair_stores": "memory_core.operator.doctor.run",
@@ -52,16 +65,23 @@ _LAZY = {
 }
 
 __all__ = [
+    "ConsolidationReport",
     "DoctorReport",
     "ImportCounts",
     "Inspector",
     "OperatorParts",
+    "ReembedReport",
+    "RetentionReport",
     "SessionSummary",
     "SourceReport",
     "TenantStats",
     "TenantSummary",
+    "UndoResult",
+    "apply_retention",
     "check_stores",
+    "consolidate",
     "disk_use",
+    "embedding_for",
     "export_count",
     "export_tenant",
     "graph_neighbourhood",
@@ -69,8 +89,11 @@ __all__ = [
     "import_source",
     "list_sessions",
     "list_tenants",
+    "reembed",
     "repair_stores",
+    "restore_archived",
     "tenant_stats",
+    "undo_merge",
 ]  # = the keys of _LAZY (tests/test_public_api.py)
 
 

@@ -14,7 +14,7 @@ from memory_core.refs import MEMORY
 from memory_core.write.request import AddItem
 
 DERIVED_EDGES = frozenset({AUTHORED_BY, IN_SESSION})  # every add writes them; a line's edges list them too
-STATE_FIELDS = ("supersedes", "superseded", "valid_to", "locked", "ended")
+STATE_FIELDS = ("supersedes", "superseded", "valid_to", "locked", "ended", "archived")
 # written beside the add: its state, its edges, and its entities and relations as records with their refs
 NOT_ADDED = frozenset({"ref", "content_hash", "edges", "entities", "relations", *STATE_FIELDS})
 MEMORY_REF = r"^mem:[1-9][0-9]{0,17}$"
@@ -60,6 +60,7 @@ class ExportLine(BaseModel):
     # facts in time: add fields (when it became true, when to review it)
     valid_from: str | None = None
     review_after: str | None = None
+    archived: str | None = None  # retention archived it then (imported archived: out of recall)
 
     def add_item(self) -> AddItem:
         """The add_memory arguments that rebuild this memory (its state, edges and entities go with it): every
@@ -67,7 +68,8 @@ class ExportLine(BaseModel):
         return cast(AddItem, self.model_dump(exclude=set(NOT_ADDED)))
 
     def has_state(self) -> bool:
-        return self.supersedes is not None or self.valid_to is not None or self.locked or self.ended is not None
+        return (self.supersedes is not None or self.valid_to is not None or self.locked or self.ended is not None
+                or self.archived is not None)
 
     def memory_edges(self) -> list[ExportEdge]:
         """Its edges to other memories, beyond the derived ones (SUPERSEDES of versions and handoffs, …)."""

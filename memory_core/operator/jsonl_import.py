@@ -421,6 +421,8 @@ class _JsonlImport:
         if line.ended is not None and line.valid_to is not None:  # an end is its reason with its valid_to
             state["end_reason"] = str(line.ended.get("reason") or "ended")[:500]
             state["ended_by"] = line.ended.get("by")
+        if line.archived is not None:
+            state["archived_us"] = to_us(v.timestamp(line.archived))
         return edges, state
 
     def _dry(self, todo: list[tuple[int, ExportLine]]) -> list[str]:

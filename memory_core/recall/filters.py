@@ -136,6 +136,8 @@ class RecallFilters(RowFilter):
                 return False
         elif a.valid_to_us is not None and not self.include_superseded:
             return False
+        if a.archived_us is not None:  # retention took it out of recall (memory_core.operator.retention)
+            return False
         if self.type and a.type != self.type:
             return False
         if self.session and a.session != self.session:

@@ -257,6 +257,25 @@ class TracingSettings(_Section):
     sample_ratio: float = Field(1.0, ge=0, le=1)
 
 
+class ConsolidationSettings(_Section):
+    """How ``memory-core consolidate`` tells near-duplicates (see memory_core.operator.consolidation)."""
+
+    # both must hold: near in meaning (cosine of the stored vectors) and in words (Jaccard of the word sets);
+    # rows whose numbers or negations differ are never merged, however near
+    min_cosine: float = Field(0.9, ge=0, le=1)
+    min_overlap: float = Field(0.6, ge=0, le=1)
+    # most rows one canonical memory stands for (its provenance lives in its metadata); a rerun merges canonicals
+    max_group: int = Field(40, ge=2, le=200)
+
+
+class RetentionSettings(_Section):
+    """What ``memory-core retention apply`` archives (see memory_core.operator.retention)."""
+
+    # memory type -> days: current rows of that type older than this leave recall and the vector index
+    # (they stay in the graph, exports and check_memory, and can be restored); empty: nothing is archived
+    archive_after_days: dict[str, float] = Field(default_factory=dict)
+
+
 class Settings(_Section):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -272,3 +291,5 @@ class Settings(_Section):
     logs: LogSettings = Field(default_factory=LogSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     hooks: HooksSettings = Field(default_factory=HooksSettings)
+    consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)

@@ -343,6 +343,14 @@ class ChromaVectorStore:
                 out.append(str(meta["tenant"]))
         return sorted(out)
 
+    def drop_all(self) -> None:
+        """Drop every collection of this store's prefix (a re-embed drops the index it replaced)."""
+        cols = self._run(lambda: self._open_client().list_collections())
+        for name in [c.name for c in cols if c.name.startswith(self._prefix + "_")]:
+            self._run(functools.partial(self._open_client().delete_collection, name))
+        with self._lock:
+            self._collections.clear()
+
     def close(self) -> None:
         """Release the client: an embedded one stops its system (SQLite handles, index files, threads)
         once no other client in this process shares the directory. A client that failed inside Chroma

@@ -1,7 +1,8 @@
 """A memory's version chain (update_memory), read from the graph: older versions by each row's
 ``supersedes_id``, newer ones by the SUPERSEDES edges whose source names it as its
-``supersedes_id`` (a handoff chain's edges are not versions). Only rows the viewer can read
-are followed: another agent's private version ends the chain as if it were absent."""
+``supersedes_id`` (a handoff chain's edges are not versions), or, for a row consolidation merged,
+the canonical memory that lists it under :data:`MERGED`. Only rows the viewer can read are
+followed: another agent's private version ends the chain as if it were absent."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from graph.api import EdgeIndex, MemoryNode, MemoryRows
 from memory_core.reads import visible
 
 MAX_CHAIN = 1_000  # a guard against a damaged store's cycle, far above any real history
+MERGED = "consolidated"  # metadata key of a canonical memory: the refs it merged (memory_core.operator.consolidation)
 
 
 class ChainGraph(MemoryRows, EdgeIndex, Protocol):
@@ -29,9 +31,16 @@ def newer_version(graph: ChainGraph, tenant: str, node: MemoryNode, viewer: str 
     found = graph.memories(tenant, sources)
     for mem_id in sorted(sources):
         succ = _readable(found.get(mem_id), viewer, private_too)
-        if succ is not None and succ.supersedes_id == node.id:
+        if succ is not None and (succ.supersedes_id == node.id or _merged_into(succ, node)):
             return succ
     return None
+
+
+def _merged_into(canonical: MemoryNode, node: MemoryNode) -> bool:
+    """Whether ``canonical`` is the consolidation that ended ``node`` (and was not undone)."""
+    mark = canonical.metadata.get(MERGED)
+    return (isinstance(mark, dict) and not mark.get("undone") and node.valid_to_us == canonical.ts_us
+            and f"mem:{node.id}" in mark.get("merged", ()))
 
 
 def chain_of(graph: ChainGraph, tenant: str, node: MemoryNode, viewer: str | None, *,

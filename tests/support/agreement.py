@@ -60,7 +60,8 @@ def _assert_postgres_agrees(core: MemoryCore) -> None:
 
 def _assert_tenant_agrees(core: MemoryCore, tenant: str, rows: dict[int, Any], indexed: set[int]) -> None:
     graph = {k[1] for k in core._graph.iter_newest(tenant, None)}
-    refs = {memory_ref(i) for i in rows}
+    archived = {i for i, n in core._graph.memories(tenant, rows).items() if n.archived_us is not None}
+    refs = {memory_ref(i) for i in rows if i not in archived}  # archived rows (retention, consolidation): no record
     vectors = {ref for ref in core._vectors.all_ids(tenant) if ref.startswith("mem:")}
     assert vectors == refs, f"{tenant}: Chroma-only {vectors - refs}, graph-only {refs - vectors}"
     assert graph == set(rows), f"{tenant}: the graph store's time index differs from its rows"

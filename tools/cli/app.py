@@ -12,7 +12,20 @@ import typer
 from typer.core import TyperGroup
 
 from memory_core import MemoryCoreError
-from tools.cli import entities, hooks, inspect, maintenance, memories, related, serve, token, transfer, ui, versions
+from tools.cli import (
+    entities,
+    hooks,
+    inspect,
+    maintenance,
+    memories,
+    related,
+    serve,
+    token,
+    transfer,
+    ui,
+    upkeep,
+    versions,
+)
 from tools.cli.common import JSON_META, exit_code, report_error
 
 EPILOG = (
@@ -46,7 +59,7 @@ app = typer.Typer(
     # Plain help: Rich's help renderer (rich, markdown-it) doubled the cost of `--help`
     rich_markup_mode=None,
 )
-for group in (memories, versions, inspect, transfer, maintenance, serve, ui, token, entities, related, hooks):
+for group in (memories, versions, inspect, transfer, maintenance, upkeep, serve, ui, token, entities, related, hooks):
     group.register(app)
 
 

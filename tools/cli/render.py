@@ -12,6 +12,7 @@ from memory_core import MemoryRow, RecallResult
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress
     from rich.tree import Tree
 
 PREVIEW = 80
@@ -34,6 +35,22 @@ def err_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)
+
+
+def progress(quiet: bool) -> Progress:
+    """A progress bar on stderr, shown only on a terminal (never in --json mode)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    out = err_console()
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=out,
+        transient=True,
+        disable=quiet or not out.is_terminal,
+    )
 
 
 def emit_json(payload: Any) -> None:

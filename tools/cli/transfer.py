@@ -25,25 +25,7 @@ SkipBadOpt = Annotated[bool, typer.Option("--skip-bad", help="Import the rest pa
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Write nothing; report what would be written.")]
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
-
     from memory_core import MemoryCore
-
-
-def _progress(quiet: bool) -> Progress:
-    """A progress bar on stderr, shown only on a terminal (never in --json mode)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    out = render.err_console()
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=out,
-        transient=True,
-        disable=quiet or not out.is_terminal,
-    )
 
 
 def export(
@@ -70,7 +52,7 @@ def export(
     opts = Common.of(ctx, config, data_dir, json_out)
     with opts.parts(graph_only=True) as parts:
         total = export_count(parts, tenant_of(tenant))
-        with _progress(opts.json or out is None) as bar, _sink(out) as fh:
+        with render.progress(opts.json or out is None) as bar, _sink(out) as fh:
             task = bar.add_task(f"export {tenant}", total=total)
             exported = 0
             for line in export_tenant(parts, tenant_of(tenant)):
@@ -154,7 +136,7 @@ def import_(
     if include_expired:
         raise InvalidInputError("--include-expired applies to --from mem0.", field="include_expired")
     total = None if file == "-" else _count_lines(Path(file))
-    with _source(file) as lines, _store(opts, dry_run) as core, _progress(opts.json) as bar:
+    with _source(file) as lines, _store(opts, dry_run) as core, render.progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
         counts = import_lines(core.operator_parts(), lines, tenant_of(tenant), lambda n: bar.advance(task, n),
                               skip_bad=skip_bad, dry_run=dry_run)
@@ -190,7 +172,7 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
     """import --from FORMAT PATH: another tool's memory, with a progress bar on a terminal."""
     from memory_core.operator import import_source  # loads with the command, not with --help
 
-    with _store(opts, dry_run) as core, _progress(opts.json) as bar:
+    with _store(opts, dry_run) as core, render.progress(opts.json) as bar:
         task = bar.add_task(f"import {source} into {tenant}", total=None)
         report = import_source(core.operator_parts(), source, path, tenant, agent=agent, dry_run=dry_run,
                                skip_bad=skip_bad, progress=lambda n: bar.advance(task, n),

@@ -17,6 +17,8 @@ Finding kinds, and what :func:`repair_stores` does about each::
                       document + metadata when they hold tenant, session, agent, type and ts_us;
                       otherwise save the record to <data_dir>/doctor/quarantine-*.jsonl, then delete it
     vector_missing    memory row with no Chroma record        -> re-embed the content and upsert
+    vector_archived   an archived row (retention) still has its Chroma record (an interrupted archive)
+                                                              -> delete the record
     vector_stale      record document/metadata differ        -> re-embed from the graph's row and upsert
     lexical_stale     FTS row with no memory, or indexed text differs from the content
     lexical_missing   memory row absent from the FTS table    -> both: rebuild that tenant's FTS table
@@ -182,6 +184,10 @@ def repair_stores(parts: OperatorParts) -> DoctorReport:
         for tenant in sorted({f.tenant for f in found if f.kind in LEXICAL_KINDS}):
             done.append(_rebuild_lexical(parts, tenant))
         done += _restore_orphans(parts, [f for f in found if f.kind == "vector_orphan"])
+        for f in found:
+            if f.kind == "vector_archived" and f.ref is not None:
+                parts.vectors.delete(f.tenant, [f.ref])
+                done.append(Repair(f.kind, f.tenant, f.ref, "deleted the archived memory's vector record"))
         # read afresh: restores and the dangling-edge repair above change what holds a secret (an entity a
         # lost memory mentioned is unmentioned now)
         redacted = _redact_secrets(parts, _secret_findings(parts) if parts.writer.guard.active else [])

@@ -202,8 +202,11 @@ def _vector_findings(
 ) -> list[Finding]:
     out = []
     episodes = _episode_refs(parts, tenant)
-    expected = {memory_ref(i) for i in rows}
-    for ref in sorted(vector_ids - expected - episodes):
+    archived = {memory_ref(i) for i, r in rows.items() if r.get("archived_us") is not None}
+    expected = {memory_ref(i) for i in rows} - archived  # retention took archived rows out of the vector index
+    for ref in sorted(vector_ids & archived):
+        out.append(Finding("vector_archived", tenant, ref, "an archived memory is still in the vector index"))
+    for ref in sorted(vector_ids - expected - episodes - archived):
         if (tenant, ref) not in pending:
             out.append(Finding("vector_orphan", tenant, ref, "a vector record with no memory in the graph"))
     for ref in sorted(expected - vector_ids):
