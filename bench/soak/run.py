@@ -224,11 +224,8 @@ async def _drive(config: SoakConfig, server: SoakServer, run: str, tenants: list
 def _verify(config: SoakConfig, data_dir: Path, settings: dict[str, Any], tenants: list[str],
             ledger: Ledger) -> dict[str, Any]:
     """Open the store with the library: every acknowledged add once, with its ref and content; doctor clean."""
-    from memory_core import MemoryCore
-    from memory_core.embedding.local import HashEmbedder
-    from memory_core.operator.doctor.run import check
-    from memory_core.operator.transfer import export_tenant
-    from memory_core.settings import load_settings
+    from memory_core import HashEmbedder, MemoryCore, load_settings
+    from memory_core.operator import check_stores, export_tenant
 
     embedder = HashEmbedder() if config.embedder == "hash" else None
     opened = MemoryCore.open(data_dir, settings=load_settings(environ={}, overrides=settings),
@@ -237,7 +234,7 @@ def _verify(config: SoakConfig, data_dir: Path, settings: dict[str, Any], tenant
         parts = core.operator_parts()
         recovered = len(parts.recovered)
         lines = [line for tenant in tenants for line in export_tenant(parts, tenant)]
-        doctor = check(parts)
+        doctor = check_stores(parts)
     by_key: dict[str, list[dict[str, Any]]] = {}
     for line in lines:
         by_key.setdefault(str(line.get("idempotency_key")), []).append(line)
