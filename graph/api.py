@@ -108,6 +108,8 @@ class MemoryNode:
     supersedes_id: int | None = None  # the version this one corrects (update_memory); None for handoffs
     valid_to_us: int | None = None  # set when a newer version superseded this one: its time
     locked: bool = False  # lock_memory: no update or delete until unlocked
+    provenance: str = "agent"  # where the content came from: user, agent, tool, web, import, hook
+    flags: tuple[str, ...] = ()  # what the poisoning scan found (memory_core.write.poisoning.FLAGS), sorted
     kind: str = AGENT_MEMORY
 
     @property

@@ -82,6 +82,8 @@ def row_from_attrs(attrs: MemoryNode, content: str) -> MemoryRow:
         supersedes=memory_ref(attrs.supersedes_id) if attrs.supersedes_id is not None else None,
         valid_to=from_us(attrs.valid_to_us) if attrs.valid_to_us is not None else None,
         locked=attrs.locked,
+        provenance=attrs.provenance,
+        flags=attrs.flags,
     )
 
 

@@ -100,7 +100,8 @@ class SourceItem:
         """The add_memory arguments of this item, under the idempotency ``key``."""
         return {"tenant": tenant, "session": self.session, "agent": self.agent or agent, "content": self.content,
                 "type": self.type, "timestamp": self.timestamp, "idempotency_key": key,
-                "metadata": self.metadata, "entities": self.entities or None, "relations": self.relations or None}
+                "metadata": self.metadata, "entities": self.entities or None, "relations": self.relations or None,
+                "provenance": "import"}
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,7 @@ class Recaller:
             tenant, viewer, scope, type=o.get("type"), session=o.get("session"), agent=o.get("agent"),
             channel=o.get("channel"), source_id=o.get("source_id"), exclude_contents=o.get("exclude_contents"),
             held_context=held_context, include_superseded=o.get("include_superseded", False) or deep,
+            include_quarantined=o.get("include_quarantined", False),
         )
         result = RecallResult([], resolved_project_id=scope.resolved_project_id,
                               operating_context_warning=scope.warning)

@@ -16,6 +16,7 @@ from typing import Any
 from graph.api import EpisodeNode, MemoryNode, RowFilter
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError
+from memory_core.write.poisoning import QUARANTINED
 
 AUTO_PROJECT = "@auto"
 MAX_SOURCE_ID = 256  # stored source.id values are capped at 256 too (validation.KEY_PATTERN)
@@ -95,6 +96,7 @@ class RecallFilters(RowFilter):
     exclude: tuple[str, ...] = ()  # exclude_contents: prefix either way (docs/tools.md, ``recall``)
     held_context: tuple[str, ...] = ()  # recall_with_context's entries: see :func:`holds`
     include_superseded: bool = False  # also versions a newer one corrected (update_memory)
+    include_quarantined: bool = False  # also rows quarantined by the poisoning policy (memory_core.write.poisoning)
 
     @classmethod
     def build(cls, tenant: str, viewer: object, scope: ProjectScope, **fields: Any) -> RecallFilters:
@@ -119,6 +121,7 @@ class RecallFilters(RowFilter):
             exclude=tuple(n for n in (normalize(x) for x in exclude) if n),
             held_context=tuple(n for n in (normalize(x) for x in held) if n),
             include_superseded=bool(fields.get("include_superseded")),
+            include_quarantined=bool(fields.get("include_quarantined")),
         )
 
     def admits(self, a: MemoryNode) -> bool:
@@ -128,6 +131,8 @@ class RecallFilters(RowFilter):
         if a.visibility == "agent" and a.agent != self.viewer:
             return False
         if a.valid_to_us is not None and not self.include_superseded:
+            return False
+        if a.flags and QUARANTINED in a.flags and not self.include_quarantined:
             return False
         if self.type and a.type != self.type:
             return False

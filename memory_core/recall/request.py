@@ -35,6 +35,7 @@ class RecallOptions(TypedDict, total=False):
     now: datetime | str | None  # the time relative dates in the query count from (default: the newest memory)
     include_superseded: bool  # also versions a newer one corrected, marked valid_to
     collapse: bool  # copies of one fact as one row (default true; deep shows them all)
+    include_quarantined: bool  # also rows the poisoning policy quarantined (flags hold "quarantined")
 
 
 OPTIONS = frozenset(RecallOptions.__optional_keys__ | RecallOptions.__required_keys__)

@@ -22,6 +22,7 @@ from tools.mcp.params import (
     MemoryType,
     Metadata,
     Project,
+    Provenance,
     Refs,
     Relations,
     Role,
@@ -55,9 +56,11 @@ async def add_memory(
     metadata: Metadata = None,
     entities: Entities = None,
     relations: Relations = None,
+    provenance: Provenance = None,
 ) -> dict[str, Any]:
     """Store a memory. A repeated idempotency_key returns the first ref (created=false); the same
-    content just before in the session adds duplicate_of. Secrets become [REDACTED:kind].
+    content just before in the session adds duplicate_of. Secrets become [REDACTED:kind]. A row with
+    no information (ok, thanks, NO_REPLY, heartbeats, your exact repeat) answers stored=false, reason.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -67,6 +70,7 @@ async def add_memory(
             tenant_id, session, author, content, type=type, role=role, channel=channel, source=source,
             project_id=project_id, salience=salience, visibility=visibility, timestamp=timestamp,
             idempotency_key=idempotency_key, metadata=metadata, entities=entities, relations=relations,
+            provenance=provenance,
         )
     )
     return state.shaper.added(result)
