@@ -79,7 +79,8 @@ __version__ = "0.1.0"
 _ERRORS = ("AgentMismatchError", "ConfigError", "ContentTooLargeError", "EmbedderMismatchError", "EmbeddingError",
            "EmptyContentError", "InvalidCursorError", "InvalidInputError", "InvalidRefError", "InvalidTenantError",
            "LockedError", "MemoryCoreError", "NotFoundError", "PoisoningRejectedError", "ScopeDeniedError",
-           "SecretRejectedError", "StoreError", "StoreFullError", "StoreLockedError", "StoreReadOnlyError", "StoreUnavailableError", "SupersededError",
+           "SecretRejectedError", "StoreError", "StoreFullError", "StoreLockedError", "StoreReadOnlyError",
+           "StoreUnavailableError", "SupersededError",
            "TenantMismatchError", "TenantRequiredError")
 
 # name -> its module, or (module, the name it has there) where that name would not say what it is here

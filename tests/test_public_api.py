@@ -23,7 +23,8 @@ ERRORS = [
     "AgentMismatchError", "ConfigError", "ContentTooLargeError", "EmbedderMismatchError", "EmbeddingError",
     "EmptyContentError", "InvalidCursorError", "InvalidInputError", "InvalidRefError", "InvalidTenantError",
     "LockedError", "MemoryCoreError", "NotFoundError", "PoisoningRejectedError", "ScopeDeniedError",
-    "SecretRejectedError", "StoreError", "StoreFullError", "StoreLockedError", "StoreReadOnlyError", "StoreUnavailableError", "SupersededError",
+    "SecretRejectedError", "StoreError", "StoreFullError", "StoreLockedError", "StoreReadOnlyError",
+    "StoreUnavailableError", "SupersededError",
     "TenantMismatchError", "TenantRequiredError",
 ]
 MEMORY_CORE = sorted([
