@@ -47,7 +47,9 @@ CORPUS_MODULES = (
     "unittest", "http.server", "email", "asyncio", "functools", "contextlib", "threading", "sqlite3",
 )  # fmt: skip
 GOAL = 0.35
-SURFACE_GOAL = 2225  # measured 2,207 unbound (2,008 bound) when it was set; raise it only deliberately
+# measured 2,207 unbound (2,008 bound) when it was set; raised deliberately for issue 50 (add_memory's
+# provenance, recall's include_quarantined and the words on stored=false and flags): 2,284 (2,085 bound) then
+SURFACE_GOAL = 2300
 # (fact, how many times agents stored it): restated facts about one service, as in issue 41
 FACTS: tuple[tuple[str, int], ...] = (
     ("Ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml.", 4),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from graph.sqlite.migrations import SCHEMA_VERSION
 from graph.sqlite.store import SqliteGraphStore
 from memory_core import MemoryCore
 from tests.support.backends import open_core
@@ -70,7 +71,7 @@ def test_a_step_7_store_gains_the_chain_index_and_keeps_its_chains(tmp_path: Pat
         core.close()
     core = open_core("memory", tmp_path / "data", request)
     try:
-        assert sqlite_db(core) is not None and sqlite_db(core).meta("schema_version") == "8"
+        assert sqlite_db(core) is not None and sqlite_db(core).meta("schema_version") == str(SCHEMA_VERSION)
         assert core._graph.superseders("t1", [first, second]) == {first: [second]}
     finally:
         core.close()

@@ -117,11 +117,9 @@ Visibility = Annotated[
     Field(description="'agent': only you see it; 'tenant': every agent."),
 ]
 Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit: now.")]
-Provenance = Annotated[
-    Literal["user", "agent", "tool", "web", "import", "hook"] | None,
-    Field(description="Where the content came from; omit: user for role=user, else agent."),
-]
-IncludeQuarantined = Annotated[bool, Field(description="Also rows quarantined as instructions aimed at a model.")]
+# where the content came from; omitted: user for role=user, else agent (the add description says so)
+Provenance = Annotated[Literal["user", "agent", "tool", "web", "import", "hook"] | None, Field()]
+IncludeQuarantined = Annotated[bool, Field()]  # the recall description says what it does
 IdempotencyKey = Annotated[
     str | None,
     Field(description="Calls with the same key store once."),

@@ -59,8 +59,8 @@ async def add_memory(
     provenance: Provenance = None,
 ) -> dict[str, Any]:
     """Store a memory. A repeated idempotency_key returns the first ref (created=false); the same
-    content just before in the session adds duplicate_of. Secrets become [REDACTED:kind]. A row with
-    no information (ok, thanks, NO_REPLY, heartbeats, your exact repeat) answers stored=false, reason.
+    content just before in the session adds duplicate_of. Secrets become [REDACTED:kind]. Junk (ok,
+    NO_REPLY, your repeat): stored=false, reason.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
