@@ -7,8 +7,9 @@ Junk is generated from each set's own rows, as agents and harnesses write it: ac
 and exact repeats of the agent's own rows a few seconds later, in the same sessions, by the same agents.
 Each set is loaded three times through ``core.add_memories``, with the same embedder: clean (hygiene
 off), junked with hygiene off, and junked with hygiene on; the tables put rows stored and recall any@5
-side by side. Then the labelled sets of the tests (``tests/fixtures/hygiene``, ``tests/fixtures/poisoning``)
-give the precision and recall of write-time hygiene and of the poisoning scan.
+side by side. Then the labelled sets of the tests (``tests/fixtures/hygiene``, ``tests/fixtures/poisoning``:
+``labelled.jsonl``, which the rules were written against, and ``heldout.jsonl``, written after them and
+never tuned on) give the precision and recall of write-time hygiene and of the poisoning scan.
 
 One function per half of issue 50's measure: :func:`hygiene_half` here; the consolidation half is added
 beside it (a function taking the same loaded sets) and called from :func:`main`.
@@ -156,8 +157,10 @@ def hygiene_half(sets: Sequence[Dataset], times: int, embedder: Any) -> list[dic
     return out
 
 
-def labelled(name: str) -> list[dict[str, Any]]:
-    path = FIXTURES / name / "labelled.jsonl"
+def labelled(name: str, part: str = "labelled") -> list[dict[str, Any]]:
+    """A labelled set of the tests: ``labelled`` (the rules were written against it) or ``heldout`` (written
+    after the rules, never tuned on)."""
+    path = FIXTURES / name / f"{part}.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
@@ -175,10 +178,13 @@ def precision_recall(rows: Sequence[dict[str, Any]], positive: str, found: Calla
 def labelled_scores() -> dict[str, dict[str, float]]:
     """Write-time hygiene on its labelled set (junk vs short real facts) and the poisoning scan on its
     corpus (injections in the style of public sets vs engineering notes that say run, ignore, delete)."""
-    return {
-        "hygiene": precision_recall(labelled("hygiene"), "junk", lambda r: junk_reason(r["text"]) is not None),
-        "poisoning scan": precision_recall(labelled("poisoning"), "poisoned", lambda r: bool(scan(r["text"]))),
-    }
+    out = {}
+    for part in ("labelled", "heldout"):
+        out[f"hygiene ({part})"] = precision_recall(labelled("hygiene", part), "junk",
+                                                    lambda r: junk_reason(r["text"]) is not None)
+        out[f"poisoning scan ({part})"] = precision_recall(labelled("poisoning", part), "poisoned",
+                                                           lambda r: bool(scan(r["text"])))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,7 +23,10 @@ def labelled() -> list[dict[str, Any]]:
 
 
 def test_no_labelled_fact_is_dropped() -> None:
-    dropped = [(r["text"], junk_reason(r["text"])) for r in labelled() if not r["junk"] and junk_reason(r["text"])]
+    held_out = [json.loads(line)
+                for line in LABELLED.with_name("heldout.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = [*labelled(), *held_out]  # held out: written after the rules, never tuned on
+    dropped = [(r["text"], junk_reason(r["text"])) for r in rows if not r["junk"] and junk_reason(r["text"])]
     assert dropped == []
 
 

@@ -42,6 +42,14 @@ def test_the_scan_finds_the_labelled_injections_and_leaves_engineering_notes_alo
     assert precision >= 0.95, flagged
 
 
+def test_the_scan_on_the_held_out_corpus_flags_no_note_and_most_injections() -> None:
+    """Written after the rules and never tuned on: what the rules do on text they were not fitted to."""
+    rows = [json.loads(line) for line in LABELLED.with_name("heldout.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["text"] for r in rows if not r["poisoned"] and scan(r["text"])] == []
+    caught = sum(1 for r in rows if r["poisoned"] and scan(r["text"]))
+    assert caught / sum(r["poisoned"] for r in rows) >= 0.8  # measured 13 of 15
+
+
 @pytest.mark.parametrize("note", ["Run `make check` before pushing.", "Ignore the flaky test on macOS.",
                                   "Delete the old staging bucket.", "You should rotate the deploy key.",
                                   "System: Ubuntu 22.04", "https://github.com/a/b/issues?q=is%3Aopen"])
@@ -142,3 +150,14 @@ def test_a_store_before_provenance_is_upgraded_with_agent_rows_unflagged(request
         assert core.add_memory("acme", "s", "bot", INJECTION).ref
     finally:
         core.close()
+
+
+def test_a_correction_keeps_the_provenance_of_content_it_keeps_and_scans_new_content(store: MemoryCore) -> None:
+    ref = store.add_memory("acme", "s", "bot", "the vendor's docs say port 8443", provenance="web").ref
+    assert ref
+    kept = store.update_memory("acme", ref, salience=0.9).added.ref
+    rewritten = store.update_memory("acme", str(kept), content=INJECTION).added.ref
+    rows = {r.ref: r for r in store.get_contents("acme", [str(kept), str(rewritten)]).found}
+    assert rows[str(kept)].provenance == "web"
+    assert (rows[str(rewritten)].provenance, rows[str(rewritten)].flags) == (
+        "agent", ("assistant_directive", "instruction_override"))
