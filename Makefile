@@ -17,14 +17,15 @@ SERVE_STAMP = $(VENV)/.installed-serve$(if $(SERVE_EXTRAS),-$(subst $(comma),-,$
 
 PG_BINDIR := $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
-.PHONY: install install-serve chromium postgres serve test check lint bench bench-locomo reliability clean
+.PHONY: install install-serve chromium postgres promtool node-clients serve test check lint bench bench-locomo \
+	reliability soak clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres,rerank]'
+	$(BIN)/uv pip install --python $(BIN)/python -q -e '.[dev,postgres,rerank,otel]'
 	touch $(STAMP)
 
 # one stamp per set of extras: a configuration that needs another extra installs it on the next `make serve`
@@ -35,7 +36,7 @@ install-serve: $(BIN)/python
 		$(BIN)/uv pip install --python $(BIN)/python -q -e '.$(if $(SERVE_EXTRAS),[$(SERVE_EXTRAS)])' && \
 		touch $(SERVE_STAMP); }
 
-install: $(STAMP) chromium postgres
+install: $(STAMP) chromium postgres promtool node-clients
 
 # Debian's headless Chromium for the inspector's browser test (tests/tools/ui/test_ui_browser.py skips without it)
 chromium:
@@ -49,10 +50,26 @@ postgres:
 	@command -v initdb >/dev/null 2>&1 || test -x "$(PG_BINDIR)/initdb" || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; }
 
+# Prometheus's promtool: tests/tools/serve/test_metrics.py has it check /metrics (the parser of Prometheus itself)
+promtool:
+	@command -v promtool >/dev/null 2>&1 || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } || \
+		echo "promtool could not be installed: /metrics is checked by the Python client's parser only"
+
+# The official TypeScript MCP SDK and the Claude Code CLI, pinned in tests/support/node/package-lock.json, into
+# tests/support/node/node_modules (git-ignored); tests/tools/serve/test_restart.py drives them (Node 18+)
+NODE_CLIENTS := tests/support/node/node_modules/.installed
+node-clients: $(NODE_CLIENTS)
+
+$(NODE_CLIENTS): tests/support/node/package.json tests/support/node/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/support/node --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: the TypeScript SDK and Claude Code tests will skip"; fi
+
 serve: install-serve
 	$(BIN)/memory-core serve --http --host $(HOST) --port $(PORT) --announce$(if $(CONFIG), --config $(CONFIG))
 
-test: $(STAMP) chromium postgres
+test: $(STAMP) chromium postgres promtool node-clients
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -78,5 +95,14 @@ bench-locomo: $(STAMP)
 reliability: $(STAMP)
 	MEMORY_CORE_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 
+# the published soak (docs/reliability.md): 32 writers and 8 recallers over HTTP, the server SIGKILLed every few
+# minutes, SOAK_MINUTES on each graph backend; reports in bench/results/soak, the figure in docs/figures/soak.png
+SOAK_MINUTES ?= 30
+soak: $(STAMP) postgres
+	$(BIN)/python -m bench.soak.run --backend sqlite --minutes $(SOAK_MINUTES) --out bench/results/soak
+	$(BIN)/python -m bench.soak.run --backend postgres --minutes $(SOAK_MINUTES) --out bench/results/soak
+	$(BIN)/python -m bench.soak.figure bench/results/soak/soak-sqlite.json bench/results/soak/soak-postgres.json \
+		--out docs/figures/soak.png
+
 clean:
-	rm -rf $(VENV) .memory-core
+	rm -rf $(VENV) .memory-core .claude-cli

@@ -101,6 +101,16 @@ class DirLock:
         self._fh.close()
         self._fh = fresh
 
+    def held(self) -> bool:
+        """Whether this process still holds the directory with the lock file it locked (no relock attempted)."""
+        if self._released:
+            return False
+        try:
+            now, mine = os.stat(self.path), os.fstat(self._fh.fileno())
+        except OSError:
+            return False
+        return (now.st_ino, now.st_dev) == (mine.st_ino, mine.st_dev)
+
     def release(self) -> None:
         """Give the directory up (a second call does nothing)."""
         if self._released:

@@ -3,8 +3,8 @@
 ``make serve`` asks this before installing, so a server gets what its configuration uses and
 nothing else: the extra of the graph backend (``storage.graph``; the backend registry
 :data:`graph.open.BACKENDS` says which, e.g. ``postgres``), ``rerank`` when the default recall preset
-reads the cross-encoder (``recall.preset``). The same layering as
-:func:`memory_core.settings.load_settings` decides: the TOML file (``CONFIG``, else
+reads the cross-encoder (``recall.preset``), ``otel`` when traces are on (``tracing.enabled``). The
+same layering as :func:`memory_core.settings.load_settings` decides: the TOML file (``CONFIG``, else
 ``$MEMORY_CORE_CONFIG``), then ``MEMORY_CORE_<SECTION>_<KEY>`` variables.
 
 Standard library only (the registry too): ``make serve`` runs ``python -m memory_core.extras`` from
@@ -24,6 +24,7 @@ from typing import Any
 from graph.open import BACKENDS, DEFAULT_BACKEND
 
 RERANK_PRESETS = frozenset({"balanced-rerank"})  # presets with rerank.top > 0 (memory_core/recall/presets.py)
+TRUE = frozenset({"true", "1", "yes", "on", "t", "y"})  # what pydantic reads as true
 
 
 def _setting(config: Mapping[str, Any], environ: Mapping[str, str], section: str, key: str, default: str) -> str:
@@ -47,6 +48,8 @@ def serve_extras(config_path: str | None, environ: Mapping[str, str]) -> list[st
         extras.append(graph.extra)
     if _setting(config, environ, "recall", "preset", "balanced") in RERANK_PRESETS:
         extras.append("rerank")
+    if _setting(config, environ, "tracing", "enabled", "false").strip().lower() in TRUE:
+        extras.append("otel")
     return extras
 
 

@@ -71,8 +71,15 @@ def drop_working_directory() -> None:
 
 
 def main() -> None:
-    """Console-script entry point (``memory-core``)."""
+    """Console-script entry point (``memory-core``).
+
+    ``memory-core hook`` goes straight to its module, before Typer and the other commands load: a
+    harness runs it on every event and waits for it (see :mod:`tools.cli.hook`)."""
     pin_own_packages()
+    if sys.argv[1:2] == ["hook"]:
+        from tools.cli.hook import main as hook_main
+
+        hook_main(sys.argv[2:])
     from tools.cli.app import main as cli_main
 
     cli_main()

@@ -21,6 +21,7 @@ from typing import Any, Unpack
 
 from graph.api import EntityNode
 from memory_core import validation as v
+from memory_core.dir_lock import DirLock
 from memory_core.entities.related import RelatedResult
 from memory_core.entities.related import related as related_walk
 from memory_core.entities.service import EntityService, MergedEntity
@@ -184,6 +185,11 @@ class MemoryCore:
         best first, each with the path that connects it (depth ≤ 3 edges, limit ≤ 100)."""
         viewer = v.name(viewer, "viewer", required=False)
         return related_walk(self._graph, self._reader, tenant, entity_or_ref, depth=depth, limit=limit, viewer=viewer)
+
+    @property
+    def dir_lock(self) -> DirLock | None:
+        """The data directory's lock this store holds (None for replicas, which hold none): ``/readyz`` checks it."""
+        return self._parts.lock
 
     def warm_up_in_background(self) -> list[threading.Thread]:
         """Load the embedding model and open Chroma side by side on daemon threads (servers, right after

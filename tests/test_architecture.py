@@ -2,9 +2,9 @@
 
 - ``memory_core`` and ``graph`` never import the boundary layers (``tools``), but for the process's
   entry point (``memory_core.launcher``); ``graph`` never imports ``memory_core``.
-- The boundaries (``tools``) import the core only through its public names: ``memory_core`` and
-  ``memory_core.operator`` (their ``__all__``, pinned by ``tests/test_public_api.py``), type-only
-  imports included; never ``graph``.
+- The boundaries (``tools``) import the core only through its public names: ``memory_core``,
+  ``memory_core.operator``, ``memory_core.observe`` and ``memory_core.harness`` (their ``__all__``,
+  pinned by ``tests/test_public_api.py``), type-only imports included; never ``graph``.
 - ``memory_core`` reaches the graph only through its seams: ``graph.api`` (the store's Protocols and
   values), ``graph.maintenance_api`` (doctor's and export's), ``graph.errors`` and ``graph.open``.
 - ``memory_core`` imports no database or vector client (``sqlite3``, ``psycopg``, ``chromadb``)
@@ -19,6 +19,8 @@
   theirs) is the stdio bridge, the inspector, a serving process or uvicorn; the stdio bridge
   (``tools.bridge``) never loads the MCP SDK; and nothing imports the serving processes
   (``tools.serve``) but the CLI.
+- The observability libraries stay in their one module each: ``prometheus_client`` in
+  ``memory_core.observe.metrics``, ``opentelemetry`` in ``memory_core.observe.tracing``.
 
 Each rule is a function over a source tree, so the last tests show each one failing on a tree with
 a deliberate violation.
@@ -118,12 +120,12 @@ def layer_offences(root: Path) -> list[str]:
 
 
 # what the boundaries may import of the core: its public names, pinned by tests/test_public_api.py
-PUBLIC_CORE = frozenset({"memory_core", "memory_core.operator"})
+PUBLIC_CORE = frozenset({"memory_core", "memory_core.operator", "memory_core.observe", "memory_core.harness"})
 
 
 def boundary_offences(root: Path) -> list[str]:
-    """``tools`` imports the core through ``memory_core`` and ``memory_core.operator`` only (type-only
-    imports too: a boundary names no internal module), and the graph never."""
+    """``tools`` imports the core through its public packages only (:data:`PUBLIC_CORE`; type-only imports
+    too: a boundary names no internal module), and the graph never."""
     return [f"{m}:{line} imports {target}" for m, line, target in imports(root, types=True)
             if within(m, "tools") and (within(target, "memory_core") or within(target, "graph"))
             and target not in PUBLIC_CORE]
@@ -204,6 +206,14 @@ def bridge_sdk_offences(root: Path) -> list[str]:
 def serve_importer_offences(root: Path) -> list[str]:
     return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
             if within(target, "tools.serve") and not any(within(m, allowed) for allowed in SERVE_IMPORTERS)]
+
+
+OBSERVABILITY = {"prometheus_client": "memory_core.observe.metrics", "opentelemetry": "memory_core.observe.tracing"}
+
+
+def observability_offences(root: Path) -> list[str]:
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root)
+            if target.split(".")[0] in OBSERVABILITY and m != OBSERVABILITY[target.split(".")[0]]]
 
 
 def unit(root: Path, module: str) -> str | None:
@@ -315,6 +325,10 @@ def test_only_the_cli_imports_the_serving_processes() -> None:
     assert serve_importer_offences(ROOT) == []
 
 
+def test_metrics_and_tracing_libraries_are_imported_by_their_one_module_each() -> None:
+    assert observability_offences(ROOT) == []
+
+
 def test_the_launcher_imports_tools_only_inside_main() -> None:
     top_level = parsed(ROOT / "memory_core" / "launcher.py").body
     names = [n.module for n in top_level if isinstance(n, ast.ImportFrom)]
@@ -388,12 +402,14 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (serve_importer_offences, {"tools/bridge/client.py": "def f():\n    from tools.serve import bridged\n"}),
     (backend_name_offences, {"memory_core/open.py": "def shared(s):\n    return s.storage.graph == 'postgres'\n"}),
     (backend_name_offences, {"memory_core/extras.py": "DEFAULT = {'graph': 'sqlite'}\n"}),
+    (observability_offences, {"tools/serve/http.py": "from prometheus_client import generate_latest\n"}),
+    (observability_offences, {"memory_core/recall/engine.py": "def f():\n    from opentelemetry import trace\n"}),
 ], ids=["core->tools", "graph->core", "tools->operator internals", "tools->service for types",
         "tools->core module", "tools->graph", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
         "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "module cycle", "mcp->bridge", "mcp->ui",
         "deferred mcp->uvicorn", "mcp->uvicorn through http", "bridge->sdk", "bridge->sdk through auth",
         "mcp->serve", "deferred bridge->serve",
-        "core names postgres", "core names sqlite"])
+        "core names postgres", "core names sqlite", "serve->prometheus", "deferred recall->otel"])
 def test_each_rule_fails_on_a_tree_that_breaks_it(tmp_path: Path, rule: object, violation: dict[str, str]) -> None:
     assert callable(rule)
     assert rule(_tree(tmp_path / "clean", CLEAN)) == []

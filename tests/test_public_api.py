@@ -1,5 +1,6 @@
-"""The public names are pinned (as httpx pins its own in its test of exported members): ``memory_core``
-and ``memory_core.operator`` export exactly these, each resolves, and importing either stays cheap.
+"""The public names are pinned (as httpx pins its own in its test of exported members): ``memory_core``,
+``memory_core.operator`` and ``memory_core.observe`` export exactly these, each resolves, and importing
+any of them stays cheap.
 
 The boundaries (``tools/``) import the core through these names only (``tests/test_architecture.py``),
 so a name added here is a name the library promises; one removed breaks its callers. Change the list
@@ -16,6 +17,8 @@ from types import ModuleType
 import pytest
 
 import memory_core
+import memory_core.harness
+import memory_core.observe
 import memory_core.operator
 from tests.support.paths import ROOT
 
@@ -49,17 +52,38 @@ OPERATOR = sorted([
     "export_count", "export_tenant", "ImportCounts", "import_lines", "SourceReport", "import_source",
 ])
 
+# what a server builds its metrics, logs and traces from; the cheap instruments load with the package
+OBSERVE = sorted([
+    "CallRecord", "Tally", "TallySnapshot", "TimedRLock", "current_call", "note_stage", "note_wait",
+    "request_id_var", "Metrics", "Observer", "new_request_id", "configure_logs",
+])
+# what a harness's hook command runs: the event, the store seam, the install into the harness's settings
+HARNESS = sorted([
+    "MAX_PAYLOAD_BYTES", "SESSION_START", "USER_PROMPT", "HookEvent", "parse_payload", "CapturedRow", "Limits",
+    "HookOptions", "HookRunner", "Outcome", "StateStore", "Ack", "Added", "Binding", "DirectStore", "HookStore",
+    "Recovered", "StoredRow", "hook_entries", "merge_hooks", "read_harness_settings", "remove_hooks",
+    "write_harness_settings", "hook_model_client", "ModelClient",
+])
 
-@pytest.mark.parametrize(("module", "expected"), [(memory_core, MEMORY_CORE), (memory_core.operator, OPERATOR)],
-                         ids=["memory_core", "memory_core.operator"])
+
+@pytest.mark.parametrize(("module", "expected"), [(memory_core, MEMORY_CORE), (memory_core.operator, OPERATOR),
+                                                  (memory_core.harness, HARNESS)],
+                         ids=["memory_core", "memory_core.operator", "memory_core.harness"])
 def test_the_exported_names_are_exactly_the_pinned_ones(module: ModuleType, expected: list[str]) -> None:
     assert sorted(module.__all__) == expected
     assert len(set(module.__all__)) == len(module.__all__)
     assert set(module._LAZY) == set(module.__all__)  # every name loads on first use, and no other does
 
 
+def test_observe_exports_exactly_the_pinned_names_and_loads_only_prometheus_users_lazily() -> None:
+    assert sorted(memory_core.observe.__all__) == OBSERVE
+    assert set(memory_core.observe._LAZY) <= set(memory_core.observe.__all__)
+
+
 @pytest.mark.parametrize(("module", "name"), [(memory_core, n) for n in MEMORY_CORE]
-                         + [(memory_core.operator, n) for n in OPERATOR])
+                         + [(memory_core.operator, n) for n in OPERATOR]
+                         + [(memory_core.observe, n) for n in OBSERVE]
+                         + [(memory_core.harness, n) for n in HARNESS])
 def test_every_exported_name_resolves_and_is_listed_by_dir(module: ModuleType, name: str) -> None:
     value = getattr(module, name)
     assert value is not None
@@ -82,9 +106,9 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_importing_the_public_modules_loads_no_store_and_no_model() -> None:
-    code = ("import sys, memory_core, memory_core.operator\n"
+    code = ("import sys, memory_core, memory_core.operator, memory_core.observe, memory_core.harness\n"
             "heavy = ['memory_core.service', 'memory_core.operator.doctor.run', 'networkx', 'pydantic', 'numpy',\n"
-            "         'chromadb', 'litellm']\n"
+            "         'chromadb', 'litellm', 'prometheus_client', 'opentelemetry']\n"
             "print(' '.join(m for m in heavy if m in sys.modules) or 'none')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split() == ["none"]

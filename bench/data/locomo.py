@@ -1,15 +1,18 @@
 """Load a LoCoMo-format JSON file into turns and scored QA items.
 
 The data is read by path at run time and never copied into the repository. Layout and
-scoring rules: ``../shared/data/README.md`` (one memory per turn, categories 1-4 only,
+scoring rules: ``../shared/data/README.md`` (one memory per turn, categories 1-4 scored,
 evidence ids normalised with ``D:?(\\d+):(\\d+)`` and dropped when they match no turn).
+Category 5 (adversarial: the question names the wrong person, its evidence is the turn it
+misattributes) is read apart (``Conversation.adversarial``), never into ``qa``: benchmarks that
+report it do so in its own column, outside the scored averages.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ EVIDENCE_RE = re.compile(r"D:?(\d+):(\d+)")
 SESSION_KEY_RE = re.compile(r"^session_(\d+)$")
 DATE_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
 SCORED_CATEGORIES = (1, 2, 3, 4)
+ADVERSARIAL = 5
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
 
@@ -52,7 +56,8 @@ class Conversation:
     sample_id: str
     speakers: tuple[str, ...]
     turns: list[Turn]
-    qa: list[QAItem]
+    qa: list[QAItem]  # categories 1-4: the scored questions
+    adversarial: list[QAItem] = field(default_factory=list)  # category 5, reported apart
 
 
 def parse_session_date(value: str) -> datetime:
@@ -118,11 +123,12 @@ def _load_turns(sample_id: str, conv: dict[str, Any]) -> list[Turn]:
     return turns
 
 
-def _load_qa(sample_id: str, items: list[dict[str, Any]], known: set[str]) -> list[QAItem]:
+def _load_qa(sample_id: str, items: list[dict[str, Any]], known: set[str],
+             categories: tuple[int, ...] = SCORED_CATEGORIES) -> list[QAItem]:
     out: list[QAItem] = []
     for item in items:
         category = int(item.get("category", 0))
-        if category not in SCORED_CATEGORIES:
+        if category not in categories:
             continue
         evidence = normalise_evidence(item.get("evidence", []), known)
         if not evidence:
@@ -131,7 +137,7 @@ def _load_qa(sample_id: str, items: list[dict[str, Any]], known: set[str]) -> li
             QAItem(
                 tenant=sample_id,
                 question=str(item["question"]),
-                answer=str(item.get("answer", "")),
+                answer=str(item.get("answer", item.get("adversarial_answer", ""))),
                 category=category,
                 evidence=evidence,
             )
@@ -151,5 +157,6 @@ def load_locomo(path: str | Path) -> list[Conversation]:
         known = {t.source_id for t in turns}
         speakers = tuple(str(conv[k]) for k in ("speaker_a", "speaker_b") if conv.get(k))
         qa = _load_qa(sample_id, sample.get("qa", []), known)
-        conversations.append(Conversation(sample_id, speakers, turns, qa))
+        adversarial = _load_qa(sample_id, sample.get("qa", []), known, (ADVERSARIAL,))
+        conversations.append(Conversation(sample_id, speakers, turns, qa, adversarial))
     return conversations

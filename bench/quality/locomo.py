@@ -9,6 +9,12 @@ session = session_N, timestamp = the session's date, agent = speaker, content =
 is recalled inside its own tenant and scored as ``../shared/data/README.md`` defines
 (any@k, all@k, frac@k for k = 5, 10 and MRR@20; micro and per category).
 
+Category 5 (adversarial: the question names the wrong speaker) is scored the same way in a column of
+its own, never in the micro average: is the turn the question misattributes found although it was
+said by the other speaker? ``--no-adversarial`` leaves it out. A last table gives any@5, any@10 and
+MRR@20 per category for each conversation, each method beside the others, and marks (``<``) where
+recall falls below one of its parts.
+
 Embeddings are cached outside the repository (``bench.latency.embed_cache``; ``~/.cache/memory-core-bench``),
 so only the first run pays for MiniLM.
 
@@ -31,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, percentiles, postgres_database, print_table, stage
-from bench.data.locomo import CATEGORY_NAMES, Conversation, QAItem, load_locomo
+from bench.data.locomo import ADVERSARIAL, CATEGORY_NAMES, SCORED_CATEGORIES, Conversation, QAItem, load_locomo
 from bench.latency.embed_cache import cached_embedder
 from bench.quality.metrics import MRR_DEPTH, Scoreboard
 from memory_core import MemoryCore
@@ -103,20 +109,25 @@ def bm25_ranker(conv: Conversation) -> Ranker:
 
 
 def score(boards: dict[str, Scoreboard], times: dict[str, list[float]], name: str, rank: Ranker,
-          items: Sequence[QAItem]) -> None:
+          items: Sequence[QAItem], conv: Scoreboard) -> None:
+    """Rank every item with ``rank`` into the method's board and its conversation's (``conv``); time the
+    scored categories' calls."""
     board = boards.setdefault(name, Scoreboard())
     spent = times.setdefault(name, [])
     for qa in items:
         start = time.perf_counter()
         ranked = rank(qa)
-        spent.append(time.perf_counter() - start)
+        if qa.category in SCORED_CATEGORIES:
+            spent.append(time.perf_counter() - start)
         board.add(qa.category, ranked, qa.evidence)
+        conv.add(qa.category, ranked, qa.evidence)
 
 
 def run(data: Path, preset: str | None, baselines: bool, postgres_dsn: str | None = None,
-        embedder: str = "minilm") -> dict[str, Any]:
+        embedder: str = "minilm", adversarial: bool = True) -> dict[str, Any]:
     conversations = load_locomo(data)
     boards: dict[str, Scoreboard] = {}
+    per_conv: dict[str, dict[str, Scoreboard]] = {}
     times: dict[str, list[float]] = {}
     options = {"preset": preset} if preset else {}
     label = f"recall[{preset}]" if preset else "recall"
@@ -124,12 +135,16 @@ def run(data: Path, preset: str | None, baselines: bool, postgres_dsn: str | Non
         core = open_bench_core(Path(tmp) / "store", cached_embedder(embedder), postgres_dsn)
         try:
             for conv in conversations:
-                with stage(f"{conv.sample_id}: ingest {len(conv.turns)} turns, score {len(conv.qa)} questions"):
+                items = [*conv.qa, *(conv.adversarial if adversarial else ())]
+                mine = per_conv.setdefault(conv.sample_id, {})
+                with stage(f"{conv.sample_id}: ingest {len(conv.turns)} turns, score {len(items)} questions"):
                     ref_to_sid = ingest(core, conv)
-                    score(boards, times, label, recall_ranker(core, ref_to_sid, **options), conv.qa)
+                    rankers: list[tuple[str, Ranker]] = [(label, recall_ranker(core, ref_to_sid, **options))]
                     if baselines:
-                        score(boards, times, "vector (raw Chroma)", vector_ranker(core, ref_to_sid), conv.qa)
-                        score(boards, times, "bm25 (plain FTS5)", bm25_ranker(conv), conv.qa)
+                        rankers += [("vector (raw Chroma)", vector_ranker(core, ref_to_sid)),
+                                    ("bm25 (plain FTS5)", bm25_ranker(conv))]
+                    for name, ranker in rankers:
+                        score(boards, times, name, ranker, items, mine.setdefault(name, Scoreboard()))
         finally:
             core.close()
     return {
@@ -137,8 +152,10 @@ def run(data: Path, preset: str | None, baselines: bool, postgres_dsn: str | Non
         "graph": "postgres" if postgres_dsn else "sqlite",
         "conversations": [c.sample_id for c in conversations],
         "questions": sum(len(c.qa) for c in conversations),
+        "adversarial": sum(len(c.adversarial) for c in conversations) if adversarial else 0,
         "depth": DEPTH,
         "methods": {name: board.summary() for name, board in boards.items()},
+        "per_conversation": {cid: {name: b.summary() for name, b in mine.items()} for cid, mine in per_conv.items()},
         "latency": {name: percentiles(spent) for name, spent in times.items() if spent},
     }
 
@@ -159,7 +176,38 @@ def report(result: dict[str, Any]) -> None:
             [f"{k} {CATEGORY_NAMES.get(int(k[3:]), '')}", int(s[k]["n"]), *(f"{s[k][m]:.3f}" for m in metrics)]
             for k in cats
         ]
-        print_table(f"{name} — per category", ["category", "n", *metrics], cat_rows)
+        print_table(f"{name} — per category (cat5 apart: not in the micro average)", ["category", "n", *metrics],
+                    cat_rows)
+    by_category(result)
+
+
+CATEGORY_COLUMNS = (*(f"cat{c}" for c in SCORED_CATEGORIES), "micro", f"cat{ADVERSARIAL}")
+
+
+def by_category(result: dict[str, Any]) -> None:
+    """any@5, any@10 and MRR@20 per category, per conversation and over all of them, every method beside the
+    others; ``<`` marks a recall figure below one of its parts (a baseline) on the same questions."""
+    methods: dict[str, dict[str, dict[str, float]]] = result["methods"]
+    names = list(methods)
+    scopes = [(cid, result["per_conversation"][cid]) for cid in result["conversations"]] + [("all", methods)]
+    headers = [c if c == "micro" else CATEGORY_NAMES[int(c[3:])] for c in CATEGORY_COLUMNS]
+    headers = ["1-4" if h == "micro" else h for h in headers]
+    for metric in ("any@5", "any@10", f"mrr@{MRR_DEPTH}"):
+        rows = []
+        for scope, by_method in scopes:
+            for name in names:
+                cells = []
+                for col in CATEGORY_COLUMNS:
+                    got = by_method[name].get(col)
+                    if got is None or not got["n"]:
+                        cells.append("-")
+                        continue
+                    below = name == names[0] and any(
+                        (other := by_method[n].get(col)) is not None and other[metric] > got[metric] for n in names[1:])
+                    cells.append(f"{got[metric]:.3f}{' <' if below else ''}")
+                rows.append([scope, name, *cells])
+        print_table(f"{metric} per category ('<': recall below one of its parts)", ["conversation", "method", *headers],
+                    rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -168,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results as JSON here")
     parser.add_argument("--preset", help="recall preset to evaluate (default: the configured one)")
     parser.add_argument("--no-baselines", action="store_true", help="skip the vector and BM25 baselines")
+    parser.add_argument("--no-adversarial", action="store_true",
+                        help="skip category 5 (the question names the wrong speaker; reported apart)")
     parser.add_argument("--graph", choices=("sqlite", "postgres"), default="sqlite",
                         help="the durable graph (postgres: a throwaway server unless --dsn names a database)")
     parser.add_argument("--dsn", help="an empty PostgreSQL database for --graph postgres")
@@ -175,9 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.graph == "postgres":
         with postgres_database(args.dsn) as dsn:
-            result = run(args.data, args.preset, not args.no_baselines, dsn, args.embedder)
+            result = run(args.data, args.preset, not args.no_baselines, dsn, args.embedder, not args.no_adversarial)
     else:
-        result = run(args.data, args.preset, not args.no_baselines, embedder=args.embedder)
+        result = run(args.data, args.preset, not args.no_baselines, embedder=args.embedder,
+                     adversarial=not args.no_adversarial)
     report(result)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,8 @@
-"""Evidence recall metrics for LoCoMo: any@k, all@k, frac@k and MRR@20, per category and micro."""
+"""Evidence recall metrics for LoCoMo: any@k, all@k, frac@k and MRR@20, per category and micro.
+
+The micro average is over the scored categories (1-4); the adversarial category (5), when a benchmark
+scores it, is reported as its own group and never enters the micro average.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass, field
 
 KS: tuple[int, ...] = (5, 10)
 MRR_DEPTH = 20
+APART: tuple[int, ...] = (5,)  # categories reported on their own, outside the micro average
 
 
 def score_one(ranked: Sequence[str], evidence: Iterable[str], ks: Sequence[int] = KS) -> dict[str, float]:
@@ -32,9 +37,10 @@ def score_one(ranked: Sequence[str], evidence: Iterable[str], ks: Sequence[int] 
 
 @dataclass
 class Scoreboard:
-    """Accumulates per-question scores; reports micro averages overall and per category."""
+    """Accumulates per-question scores; reports micro averages (categories not ``apart``) and per category."""
 
     ks: tuple[int, ...] = KS
+    apart: tuple[int, ...] = APART
     _rows: dict[int, list[dict[str, float]]] = field(default_factory=lambda: defaultdict(list))
 
     def add(self, category: int, ranked: Sequence[str], evidence: Iterable[str]) -> dict[str, float]:
@@ -54,9 +60,10 @@ class Scoreboard:
         return {n: sum(r[n] for r in rows) / len(rows) for n in names}
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """``{"micro": {...,"n": N}, "cat1": {...}, ...}`` with averages rounded to 4 places."""
+        """``{"micro": {...,"n": N}, "cat1": {...}, ...}`` with averages rounded to 4 places (micro: the
+        categories not ``apart``)."""
         names = self.metric_names
-        every = [r for rows in self._rows.values() for r in rows]
+        every = [r for c, rows in self._rows.items() if c not in self.apart for r in rows]
         out: dict[str, dict[str, float]] = {}
         groups = [("micro", every)] + [(f"cat{c}", self._rows[c]) for c in sorted(self._rows)]
         for label, rows in groups:

@@ -5,7 +5,8 @@
 Each argument is a JSON object of :class:`RecallConfig` overrides on the base preset, each named
 ``group.field`` (:meth:`RecallConfig.tuned`); the
 first row is the base preset itself. LoCoMo reports any@5/frac@10/MRR@20 overall and per
-conversation; MADial hit@5/any@5/MRR@10 for recall and recall_with_context. A tool for
+conversation, and any@5/any@10/MRR@20 of the adversarial category (5, apart: never in the other
+figures); MADial hit@5/any@5/MRR@10 for recall and recall_with_context. A tool for
 choosing weights by numbers — its choices are then checked leave-one-conversation-out.
 """
 
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import open_bench_core, print_table, stage
-from bench.data.locomo import load_locomo
+from bench.data.locomo import ADVERSARIAL, load_locomo
 from bench.latency.embed_cache import cached_embedder
 from bench.quality import coding, madial
 from bench.quality.locomo import DEPTH, ingest
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
                     per = []
                     for conv, ref_to_sid in zip(convs, maps, strict=True):
                         board = Scoreboard()
-                        for qa in conv.qa:
+                        for qa in [*conv.qa, *conv.adversarial]:
                             res = core.recall(qa.tenant, qa.question, limit=DEPTH, preset=f"tune{i}")
                             ranked = [ref_to_sid.get(m.ref, "") for m in res.messages]
                             board.add(qa.category, ranked, qa.evidence)
@@ -65,8 +66,10 @@ def main(argv: list[str] | None = None) -> None:
                         micro = board.summary()["micro"]
                         per.append(micro["any@5"])
                         per_conv.setdefault(label, []).append((micro["n"], micro["any@5"], micro["frac@10"]))
-                    m = total.summary()["micro"]
-                    row += [m["any@5"], m["frac@10"], m["mrr@20"], " ".join(f"{x:.2f}" for x in per)]
+                    summary = total.summary()
+                    m, adv = summary["micro"], summary.get(f"cat{ADVERSARIAL}", {})
+                    row += [m["any@5"], m["frac@10"], m["mrr@20"], " ".join(f"{x:.2f}" for x in per),
+                            *(adv.get(k, 0.0) for k in ("any@5", "any@10", "mrr@20"))]
                 if mad is not None:
                     for with_context in (False, True):
                         s = madial.score(core, mad, {"preset": f"tune{i}"}, with_context)
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
             core.close()
     header = ["variant"]
     if "locomo" in only:
-        header += ["L any@5", "L frac@10", "L mrr", "L per conv any@5"]
+        header += ["L any@5", "L frac@10", "L mrr", "L per conv any@5", "L5 any@5", "L5 any@10", "L5 mrr"]
     if "madial" in only:
         header += ["M hit@5", "M any@5", "M mrr", "Mc hit@5", "Mc any@5", "Mc mrr"]
     if "coding" in only:

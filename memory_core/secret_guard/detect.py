@@ -128,10 +128,21 @@ def _plugin_findings(text: str) -> Iterator[Finding]:
             tail_pattern = _JWT_TAIL if p.name == "JwtTokenDetector" else _TOKEN_TAIL
             for found in re.finditer(re.escape(value), text):
                 end = found.end()
+                if p.name == "TelegramBotTokenDetector" and not _standalone_telegram(text, found.start(), end):
+                    continue
                 if p.token:
                     tail = tail_pattern.match(text, end)
                     end = tail.end() if tail else end
                 yield Finding(found.start() + skip, end, kind)
+
+
+def _standalone_telegram(text: str, start: int, end: int) -> bool:
+    """A Telegram token is a whole bot id (no digit before it) and exactly 35 characters after the colon:
+    the plugin's pattern is unanchored, so a UUID ending in digits, ``:`` and another UUID matched it."""
+    return not (start > 0 and text[start - 1].isdigit()) and not (end < len(text) and _TOKEN_CHAR.match(text, end))
+
+
+_TOKEN_CHAR = re.compile(r"[0-9A-Za-z_-]")
 
 
 # ---- own patterns -------------------------------------------------------------------------------

@@ -234,6 +234,59 @@ class SecuritySettings(_Section):
         return self.poisoning_tenants.get(tenant, self.poisoning)
 
 
+class HooksSettings(_Section):
+    """``memory-core hook``: what a harness's lifecycle events capture and inject (docs/harness.md)."""
+
+    budget_tokens: int = Field(1500, ge=200, le=20_000)
+    turns: int = Field(4, ge=0, le=100)
+    relevant: int = Field(3, ge=0, le=20)
+    min_confidence: float = Field(0.3, ge=0, le=1)
+    inject_on_startup: bool = True
+    prompt_injection: bool = False
+    prompt_budget_tokens: int = Field(400, ge=100, le=5_000)
+    prompt_min_confidence: float = Field(0.55, ge=0, le=1)
+    agent: str = "claude-code"
+    store: Literal["auto", "shared", "direct"] = "auto"
+    timeout_s: float = Field(20.0, gt=0, le=600)
+    turn_chars: int = Field(8000, ge=200, le=100_000)
+    max_read_mb: int = Field(16, ge=1, le=1024)
+
+    _check_agent = field_validator("agent")(_agent_name)
+
+
+class MetricsSettings(_Section):
+    """Prometheus metrics at ``/metrics`` (:mod:`memory_core.observe.metrics`); never open by default."""
+
+    enabled: bool = False
+    # None: /metrics on the server's own port, behind a token (metrics.token_sha256, or an admin-scope one of
+    # [server.tokens] while tenant_labels is 0); a port: a listener of its own on metrics.host (0: any free port)
+    port: int | None = Field(None, ge=0, le=65535)
+    host: str = "127.0.0.1"
+    token_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
+    # per-tenant series for at most this many tenants (the first seen; the rest share "_other"); 0: no tenant labels
+    tenant_labels: int = Field(0, ge=0, le=1000)
+    store_counts_s: float = Field(60.0, ge=1, le=86_400)  # rows and vectors per store are counted at most this often
+
+
+class LogSettings(_Section):
+    """What a serving process logs on stderr (:mod:`memory_core.observe.logs`); never content or secrets."""
+
+    format: Literal["text", "json"] = "text"
+    level: Literal["debug", "info", "warning", "error"] = "warning"
+    # how a call's tenant appears in log lines and spans: a sha256 prefix, as is, or not at all
+    tenant: Literal["hash", "plain", "omit"] = "hash"
+
+
+class TracingSettings(_Section):
+    """OpenTelemetry spans per tool call and stage (:mod:`memory_core.observe.tracing`, extra ``otel``)."""
+
+    enabled: bool = False
+    # OTLP/HTTP traces endpoint; None: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, the default
+    endpoint: str | None = None
+    service_name: str = Field("memory-core", min_length=1, max_length=200)
+    sample_ratio: float = Field(1.0, ge=0, le=1)
+
+
 class Settings(_Section):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
@@ -246,3 +299,7 @@ class Settings(_Section):
     operating_context: OperatingContextSettings = Field(default_factory=OperatingContextSettings)
     model_provider: ModelProviderSettings = Field(default_factory=ModelProviderSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    logs: LogSettings = Field(default_factory=LogSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
+    hooks: HooksSettings = Field(default_factory=HooksSettings)

@@ -42,6 +42,8 @@ from memory_core.errors import (
     StoreUnavailableError,
 )
 from memory_core.models import AddResult
+from memory_core.observe import Tally, note_wait
+from memory_core.observe.tally import SIZES
 from memory_core.write.add_rows import PreparedAdd
 
 BatchWriter = Callable[[list[PreparedAdd]], list[AddResult]]
@@ -78,6 +80,8 @@ class _Ticket:
     lead: bool = False  # this caller writes the next batch
     returning: int = 0  # made leader as a batch of this many ended: its callers may be back in a moment
     wake: threading.Event = field(default_factory=threading.Event)
+    queued: float = field(default_factory=time.perf_counter)
+    waited: float = 0.0  # seconds from queued to taken into a batch (metrics, the call's trace)
 
     def outcome(self) -> AddResult:
         if self.error is not None:
@@ -118,6 +122,7 @@ class GroupCommit:
         self._ended = -math.inf  # time.monotonic() when the last batch was written
         self._returning = 0  # callers of that batch, if nobody was queued behind it (they may be back at once)
         self._stats = BatchStats()
+        self.sizes, self.queue_waits = Tally(SIZES), Tally()  # read by /metrics (memory_core.observe)
 
     def stats(self) -> dict[str, float]:
         with self._cond:
@@ -165,6 +170,7 @@ class GroupCommit:
             raise
         if batch is not None:
             self._lead(batch)
+        note_wait("group_commit", ticket.waited)
         return ticket.outcome()
 
     def _withdraw(self, ticket: _Ticket) -> None:
@@ -207,6 +213,11 @@ class GroupCommit:
                 waited += time.monotonic() - now
             batch = self._queue[: self._batch_max]
             del self._queue[: self._batch_max]
+            taken = time.perf_counter()
+            for t in batch:
+                t.waited = taken - t.queued
+                self.queue_waits.observe(t.waited)
+            self.sizes.observe(len(batch))
             self._stats.batches += 1
             self._stats.rows += len(batch)
             self._stats.largest = max(self._stats.largest, len(batch))

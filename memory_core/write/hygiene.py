@@ -22,7 +22,7 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Protocol
 
-from graph.api import FieldIndex, MemoryNode, MemoryRecord, MemoryRows
+from graph.api import MemoryNode, MemoryRecord, MemoryRows, Timeline
 
 EMPTY = "empty"
 ACKNOWLEDGEMENT = "acknowledgement"
@@ -31,7 +31,7 @@ BOOKKEEPING = "bookkeeping"
 REPEAT = "repeat"
 REASONS = (EMPTY, ACKNOWLEDGEMENT, HEARTBEAT, BOOKKEEPING, REPEAT)
 
-REPEAT_SCAN = 32  # an agent's newest rows a repeat is looked for among
+REPEAT_SCAN = 64  # the session's rows up to the window's end a repeat is looked for among, newest first
 
 # Whole texts (after normalisation: case-folded, punctuation and emoji dropped, whitespace collapsed) that
 # only acknowledge. Answers ("yes", "no", "sure", "done", "agreed") are facts about a question and stay;
@@ -115,12 +115,14 @@ def _has_symbol_meaning(norm: str) -> bool:
 
 def repeat_of(graph: _Rows, row: MemoryRecord, window_us: int, written: Iterable[MemoryNode] = ()) -> int | None:
     """The id of the same agent's current row in the same session with the same words, visibility, project and
-    type written within ``window_us`` of ``row`` (among its newest REPEAT_SCAN rows, and ``written``: rows of
-    the same call), else None."""
+    type written within ``window_us`` of ``row``'s time (among the session's REPEAT_SCAN newest rows up to the
+    window's end, and ``written``: rows of the same call), else None. By the rows' timestamps, not the order
+    they were written in: a backfilled repeat of an old turn is found as a live one is."""
     if window_us <= 0:
         return None
     n = row.node
-    ids = graph.field_ids(n.tenant, "agent", n.agent, REPEAT_SCAN)
+    keys = graph.page(n.tenant, n.session, (n.ts_us + window_us + 1, 0), REPEAT_SCAN)
+    ids = [mem_id for ts_us, mem_id in keys if ts_us >= n.ts_us - window_us]
     candidates = [*graph.memories(n.tenant, ids).values(), *written]
     for c in candidates:
         if (c.agent == n.agent and c.tenant == n.tenant and c.session == n.session
@@ -131,8 +133,8 @@ def repeat_of(graph: _Rows, row: MemoryRecord, window_us: int, written: Iterable
     return None
 
 
-class _Rows(FieldIndex, MemoryRows, Protocol):
-    """What :func:`repeat_of` reads: an agent's newest ids, then their rows."""
+class _Rows(Timeline, MemoryRows, Protocol):
+    """What :func:`repeat_of` reads: a session's keys around a time, then their rows."""
 
 
 __all__ = ["REASONS", "REPEAT", "junk_reason", "normalise", "repeat_of"]

@@ -23,7 +23,6 @@ an orphan, and the next repair restores it again.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -42,6 +41,7 @@ from memory_core.errors import (
     SupersededError,
 )
 from memory_core.models import AddResult, from_us
+from memory_core.observe import TimedRLock
 from memory_core.refs import MAX_KEPT_ID, memory_ref
 from memory_core.secret_guard import SecretGuard
 from memory_core.settings.schema import HygieneSettings, LimitSettings, WriteSettings
@@ -73,7 +73,7 @@ class WritePath:
         self.guard = guard  # the secrets policy every prepared row passes (see memory_core.secret_guard)
         self.poisoning_of = poisoning_of  # a tenant's poisoning policy (see memory_core.write.poisoning)
         self.hygiene = hygiene or HygieneSettings(enabled=False)  # what screened adds skip (memory_core.write.hygiene)
-        self.lock = threading.RLock()
+        self.lock = TimedRLock()  # its waits and long holders are observed (memory_core.observe)
         self.on_written: Callable[[list[MemoryRecord]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
         write = write or WriteSettings()

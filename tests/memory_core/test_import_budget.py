@@ -41,6 +41,7 @@ def loaded_after(code: str, **env: str) -> set[str]:
         "from memory_core import MemoryCoreError",
         "import tools.cli.app",
         "import tools.bridge.client",
+        "import tools.cli.hook, tools.cli.hook_store",
     ],
 )
 def test_importing_the_package_the_cli_or_the_bridge_loads_no_heavy_module(code: str) -> None:

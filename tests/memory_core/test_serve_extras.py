@@ -33,13 +33,22 @@ def test_a_postgres_graph_and_the_rerank_preset_each_bring_their_extra(tmp_path:
     assert serve_extras(config, {"MEMORY_CORE_STORAGE_GRAPH": "sqlite", "MEMORY_CORE_RECALL_PRESET": "balanced"}) == []
 
 
+def test_traces_bring_the_otel_extra_from_the_file_or_the_environment(tmp_path: Path) -> None:
+    config = write(tmp_path / "c.toml", "[tracing]\nenabled = true\n")
+    assert serve_extras(config, {}) == ["otel"]
+    assert serve_extras(None, {"MEMORY_CORE_TRACING_ENABLED": "1"}) == ["otel"]
+    assert serve_extras(config, {"MEMORY_CORE_TRACING_ENABLED": "false"}) == []
+
+
 @pytest.mark.parametrize("text", ['[storage]\ngraph = "postgres"\npostgres_dsn = "postgresql:///x"\n',
-                                  '[recall]\npreset = "balanced-rerank"\n', '[recall]\npreset = "semantic"\n', ""])
+                                  '[recall]\npreset = "balanced-rerank"\n', '[recall]\npreset = "semantic"\n', "",
+                                  '[tracing]\nenabled = "yes"\n', '[tracing]\nenabled = false\n'])
 def test_it_reads_a_configuration_as_the_server_does(tmp_path: Path, text: str) -> None:
     config = write(tmp_path / "c.toml", text)
     settings = load_settings(config, environ={})
     expected = (["postgres"] if settings.storage.graph == "postgres" else []) + (
-        ["rerank"] if PRESETS[settings.recall.preset].rerank.top > 0 else [])
+        ["rerank"] if PRESETS[settings.recall.preset].rerank.top > 0 else []) + (
+        ["otel"] if settings.tracing.enabled else [])
     assert serve_extras(config, {}) == expected
 
 
@@ -52,7 +61,7 @@ def test_every_preset_that_reranks_is_known_to_it() -> None:
 def test_the_extras_it_names_exist_and_none_pulls_torch() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert {"postgres", "rerank"} <= set(extras)
+    assert {"postgres", "rerank", "otel"} <= set(extras)
     every = project["dependencies"] + [d for deps in extras.values() for d in deps]
     assert not [d for d in every if d.split("[")[0].split("=")[0].split(">")[0].strip().lower() in
                 ("torch", "triton", "sentence-transformers", "transformers", "onnx")]

@@ -47,12 +47,16 @@ class RawSession:
                            "clientInfo": {"name": "rebinding-test", "version": "1"}}}  # fmt: skip
         response = self.http.post(url, json=init, headers=ACCEPT)
         assert response.status_code == 200, response.text
-        self.session = response.headers["mcp-session-id"]
+        self.session = response.headers.get("mcp-session-id")  # None: the server keeps no sessions (stateless)
         done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         assert self.http.post(url, json=done, headers=self._headers({})).status_code == 202
 
+    def session_headers(self) -> dict[str, str]:
+        """The session's header, if the server issued one (a stateless server issues none)."""
+        return {"mcp-session-id": self.session} if self.session else {}
+
     def _headers(self, extra: dict[str, str]) -> dict[str, str]:
-        return {**ACCEPT, "mcp-session-id": self.session, **extra}
+        return {**ACCEPT, **self.session_headers(), **extra}
 
     def call(self, tool: str, arguments: dict[str, Any], **headers: str) -> httpx.Response:
         body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}

@@ -742,7 +742,9 @@ checksum = "{f.hex(64)}\"""")
 {f.hex(7)} chore: bump httpx
 $ git rev-parse HEAD
 {f.hex(40)}
-trace {f.uuid()} span {f.hex(16)} request {f.uuid()}""")
+trace {f.uuid()} span {f.hex(16)} request {f.uuid()}
+claude-code:c65e9607-b97b-4ebf-a519-864172659542:74afe260-7856-449f-871f-df177626f441
+parent 1ee6df89-306d-4056-9c25-0000000000001:toolu_01ABCDEFGHJKLMNPQRSTUVWXYZabcde""")
     prose = ("The deploy finished at 10:14 and the ledger service is healthy again; the on-call rotation "
              "moves to Carol on Monday. Remember to update the runbook.")
     add("base64 of ordinary text", f"""Content-Type: text/plain; charset=utf-8

@@ -12,7 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from memory_core import MemoryCoreError
-from tools.cli import entities, inspect, maintenance, memories, related, serve, token, transfer, ui, versions
+from tools.cli import entities, hooks, inspect, maintenance, memories, related, serve, token, transfer, ui, versions
 from tools.cli.common import JSON_META, exit_code, report_error
 
 EPILOG = (
@@ -46,7 +46,7 @@ app = typer.Typer(
     # Plain help: Rich's help renderer (rich, markdown-it) doubled the cost of `--help`
     rich_markup_mode=None,
 )
-for group in (memories, versions, inspect, transfer, maintenance, serve, ui, token, entities, related):
+for group in (memories, versions, inspect, transfer, maintenance, serve, ui, token, entities, related, hooks):
     group.register(app)
 
 

@@ -1,4 +1,5 @@
-"""token: create a bearer token for an agent (bound to a tenant, optionally one agent, with a scope) or the operator.
+"""token: create a bearer token for an agent (bound to a tenant, optionally one agent, with a scope), the operator,
+or a metrics scraper.
 
 The token is random, shown once; the config keeps only its sha256, so the file holds nothing
 worth stealing (see :mod:`tools.auth`).
@@ -33,6 +34,9 @@ def token(
     operator: Annotated[
         bool, typer.Option("--operator", help="Create the operator token for the /ui inspector instead.")
     ] = False,
+    metrics: Annotated[
+        bool, typer.Option("--metrics", help="Create the token that reads /metrics (and nothing else) instead.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Create a random bearer token and print it once, with the line for the config file.
@@ -41,7 +45,8 @@ def token(
     the printed line in the server.tokens table and give the token to the agent's MCP client
     (Authorization: Bearer ...). read lists and calls only the read tools; write (the default) also
     adds memories and handoffs and corrects, locks or deletes the rows its agent wrote; admin
-    changes any row. `memory-core token --operator` makes the token that opens the web inspector (/ui).
+    changes any row. `memory-core token --operator` makes the token that opens the web inspector (/ui);
+    `memory-core token --metrics` the one a Prometheus scraper sends to /metrics.
     The config keeps only the token's sha256; the token itself goes to a password manager.
 
     Example: memory-core token acme --agent reviewer --scope read
@@ -49,16 +54,19 @@ def token(
     JSON: {"token", "token_sha256", "section", "config_line", "tenant"?, "agent"?, "scope"?}
     """
     opts = Common.of(ctx, None, None, json_out)
-    if operator == (tenant is not None):
+    if operator and metrics:
+        raise InvalidInputError("Pass --operator or --metrics, not both: each is a token of its own.", field="metrics")
+    special = "operator" if operator else "metrics" if metrics else None
+    if (special is not None) == (tenant is not None):
         raise InvalidInputError(
-            "Name the tenant the token binds (memory-core token TENANT [--agent AGENT]) or pass --operator.",
+            "Name the tenant the token binds (memory-core token TENANT [--agent AGENT]) or pass --operator "
+            "or --metrics.",
             field="tenant",
         )
-    if operator and agent is not None:
-        raise InvalidInputError("--agent binds an agent token; the operator token binds no agent.", field="agent")
-    if operator and scope is not None:
-        raise InvalidInputError("--scope is an agent token's; the operator token opens the read-only inspector.",
-                                field="scope")
+    if special is not None and agent is not None:
+        raise InvalidInputError(f"--agent binds an agent token; the {special} token binds no agent.", field="agent")
+    if special is not None and scope is not None:
+        raise InvalidInputError(f"--scope is an agent token's; the {special} token has one use only.", field="scope")
     granted = DEFAULT_SCOPE if scope is None else parse_scope(scope)
     if granted is None:
         raise InvalidInputError(f"'{str(scope)[:80]}' is not a scope: one of {', '.join(SCOPE_NAMES)}.", field="scope")
@@ -76,6 +84,9 @@ def token(
 
     value = secrets.token_urlsafe(TOKEN_BYTES)
     digest = hash_token(value)
+    if special == "metrics":
+        _print_metrics_token(value, digest, opts.json)
+        return
     if tenant is None:
         _print_operator_token(value, digest, opts.json)
         return
@@ -105,6 +116,17 @@ def _print_operator_token(value: str, digest: str, json_out: bool) -> None:
     typer.echo("Put this line under [server] in the config file, then restart the server:")
     typer.echo(line)
     typer.echo("(or set MEMORY_CORE_SERVER_OPERATOR_TOKEN_SHA256)")
+
+
+def _print_metrics_token(value: str, digest: str, json_out: bool) -> None:
+    line = f'token_sha256 = "{digest}"'
+    if json_out:
+        render.emit_json({"token": value, "token_sha256": digest, "section": "metrics", "config_line": line})
+        return
+    typer.echo(f"Metrics token (shown once; keep it secret): {value}")
+    typer.echo("Put this line under [metrics] in the config file (with enabled = true), then restart the server:")
+    typer.echo(line)
+    typer.echo("(or set MEMORY_CORE_METRICS_TOKEN_SHA256); the scraper sends  Authorization: Bearer <token>")
 
 
 def register(app: typer.Typer) -> None:

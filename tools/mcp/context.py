@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
@@ -19,7 +19,8 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, TextContent
 
-from memory_core import MemoryCoreError
+from memory_core import MemoryCoreError, RecallResult
+from memory_core.observe import Observer, note_stage
 from tools.auth import TenantScope
 from tools.mcp.preview import PreviewShaper
 from tools.mcp.stores import Stores
@@ -47,11 +48,15 @@ class ServerState:
     # single adds, when the core batches them (group commit): a caller waiting for its batch holds a
     # thread but no core, so adds get threads of their own and never keep a recall waiting for one
     add_limiter: anyio.CapacityLimiter | None = None
+    observer: Observer = field(default_factory=Observer)  # metrics, logs, traces of each call
 
     async def call(self, fn: Callable[[MemoryCore], T]) -> T:
         """Run one (blocking) service call on a worker thread, bounded by the limiter."""
         core = await self.stores.get()
-        return await anyio.to_thread.run_sync(fn, core, limiter=self.limiter)
+        value = await anyio.to_thread.run_sync(fn, core, limiter=self.limiter)
+        if isinstance(value, RecallResult) and "stages_ms" in value.diagnostics:
+            note_stage("recall", value.diagnostics["stages_ms"])  # the call's metrics and trace time its stages
+        return value
 
     async def call_add(self, fn: Callable[[MemoryCore], T]) -> T:
         """Run one single add on a worker thread: on the adds' own threads when adds are batched."""

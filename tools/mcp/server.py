@@ -43,7 +43,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
-from memory_core import Settings
+from memory_core import TENANT_PATTERN, Settings
+from memory_core.observe import Observer
 from tools.auth import TenantScope
 from tools.http.unencodable import marked_paths, sentence
 from tools.mcp.arguments import ContainerJsonOnly, first_problem
@@ -85,10 +86,32 @@ log = logging.getLogger(__name__)
 
 
 class MemoryMCPServer(MCPServer[ServerState]):
-    """``MCPServer`` whose SDK-raised tool errors also carry a stable code and one sentence."""
+    """``MCPServer`` whose SDK-raised tool errors also carry a stable code and one sentence, and whose
+    tool calls are observed (``ServerState.observer``: metrics, the call's log line, its span)."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if context is None:
+            return await self._call_tool(name, arguments, context)
+        state = context.request_context.lifespan_context
+        with state.observer.call(name, _tenant_of(state, arguments)) as record:
+            try:
+                result = await self._call_tool(name, arguments, context)
+            except ToolError:
+                record.outcome = "TOOL_ERROR"  # the SDK answers it as a tool error
+                raise
+            except Exception:
+                record.outcome = "INTERNAL_ERROR"
+                raise
+            except BaseException:
+                record.outcome = "CANCELLED"  # the client went away, or the server is stopping
+                raise
+            record.outcome = outcome_of(result)
+            return result
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[ServerState, Any] | None
     ) -> CallToolResult | InputRequiredResult:
         bad = marked_paths(_request_meta(context))
         if bad is not None:  # a lone surrogate in the call (tools/http/unencodable.py): its arguments never arrived
@@ -123,6 +146,24 @@ class MemoryMCPServer(MCPServer[ServerState]):
             await lowlevel.run(replying, write_stream, lowlevel.create_initialization_options())
 
 
+def _tenant_of(state: ServerState, arguments: dict[str, Any]) -> str | None:
+    """The tenant a call acts for, for its metrics and log line: the bound one, else a well-formed argument."""
+    bound = state.scope.bound()
+    if bound is not None:
+        return bound
+    named = arguments.get("tenant")
+    return named if isinstance(named, str) and TENANT_PATTERN.fullmatch(named) else None  # never a malformed string
+
+
+def outcome_of(result: CallToolResult | InputRequiredResult) -> str:
+    """``ok``, or the code of a tool error (``error_result``'s ``{"error": {"code": ...}}``)."""
+    if not isinstance(result, CallToolResult) or not result.is_error:
+        return "ok"
+    error = (result.structured_content or {}).get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) and code.isupper() and len(code) <= 40 else "TOOL_ERROR"
+
+
 def _request_meta(context: Context[ServerState, Any] | None) -> object:
     try:
         return None if context is None else context.request_context.meta
@@ -147,11 +188,13 @@ def build_server(
     *,
     token_verifier: TokenVerifier | None = None,
     on_ready: Callable[[], None] | None = None,
+    observer: Observer | None = None,
 ) -> MemoryMCPServer:
     """The MCP server for ``settings`` over ``stores`` (its lifespan closes them at shutdown).
 
     ``token_verifier`` turns on bearer authentication (HTTP only): the SDK's middleware answers
     401 to a request without a token it accepts. ``on_ready`` runs once the lifespan has started.
+    ``observer`` sees every tool call (the serving process builds it: :mod:`memory_core.observe`).
     """
 
     @asynccontextmanager
@@ -168,6 +211,7 @@ def build_server(
                 limiter=anyio.CapacityLimiter(CORE_THREADS),
                 add_limiter=anyio.CapacityLimiter(settings.write.batch_max) if settings.write.batch_max > 1 else None,
                 recall_limit_cap=recall_cap(settings),
+                observer=observer or Observer(),
             )
             if on_ready is not None:
                 on_ready()

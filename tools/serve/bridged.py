@@ -69,7 +69,8 @@ class ChainedTokenVerifier:
         return None
 
 
-def _bearer(scope: Scope) -> str | None:
+def bearer(scope: Scope) -> str | None:
+    """The request's bearer token, if it sent one."""
     for name, value in scope.get("headers", []):
         if name == b"authorization":
             kind, _, token = value.decode("latin-1").partition(" ")
@@ -96,7 +97,7 @@ class BridgeAuth:
         if scope["type"] != "http" or not scope.get("path", "").startswith(MCP_PATH):
             await self.app(scope, receive, send)
             return
-        token = _bearer(scope)
+        token = bearer(scope)
         if token is None or not token.startswith(TOKEN_PREFIX):
             if self.require:
                 await _unauthorized(send, "This server serves bridged memory-core clients only.")
@@ -158,6 +159,7 @@ class ActivityTracker:
         self.app = app
         self.verifier = verifier
         self.in_flight = 0
+        self.attached = 0  # bridges attached now: the stdio clients connected (the shared_clients metric)
         self._since = time.monotonic()
 
     def idle_for(self) -> float:
@@ -167,7 +169,7 @@ class ActivityTracker:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        token = _bearer(scope)
+        token = bearer(scope)
         authenticated = token is not None and self.verifier.verify(token) is not None
         inner: ASGIApp = self.app
         if scope.get("path") == ATTACH_PATH:
@@ -186,7 +188,11 @@ class ActivityTracker:
             self._since = time.monotonic()
 
     async def _attached(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        self.attached += 1
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self.attached -= 1

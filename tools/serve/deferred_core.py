@@ -48,20 +48,22 @@ class DeferredCore:
     """Stores that open in the background once :meth:`begin` is called (see the module docstring).
 
     ``open_core(lock)`` opens them: with the lock claimed at start for the first attempt, with
-    None (claim it again) for a retry. ``on_open`` runs once they are open (the warm-up).
+    None (claim it again) for a retry. ``on_open`` runs once they are open (the warm-up); it may be set
+    until :meth:`begin`.
     """
 
     def __init__(self, open_core: Callable[[DirLock | None], MemoryCore], lock: DirLock | None, *,
                  on_open: Callable[[MemoryCore], object] | None = None, wait_s: float = OPEN_WAIT_S) -> None:
         self._open_core = open_core
         self._claimed = lock
-        self._on_open = on_open
+        self.on_open = on_open
         self._wait_s = wait_s
         self._mutex = threading.Lock()
         self._core: MemoryCore | None = None
         self._attempt: _Attempt | None = None
         self._closed = False
         self._tasks: TaskGroup | None = None
+        self.last_error: MemoryCoreError | None = None  # the last open's failure, until one succeeds (/readyz)
 
     def bind(self, tasks: TaskGroup) -> None:
         """The task group that runs the opens (the server's own: they end with it)."""
@@ -85,6 +87,10 @@ class DeferredCore:
         raise StoreUnavailableError(
             f"The stores are still opening after {self._wait_s:g} s (a large store, or one recovering from a "
             "crash); retry the call shortly.")
+
+    def peek(self) -> MemoryCore | None:
+        """The stores if they are open, without waiting or starting an open (``/readyz``)."""
+        return self._core
 
     async def close(self) -> None:
         """Close the stores; an open still running closes what it opens as soon as it is done."""
@@ -111,10 +117,11 @@ class DeferredCore:
         finally:
             if attempt.core is not None:
                 self._core = attempt.core
+            self.last_error = attempt.error
             self._attempt = None  # after a failure, the next call tries again
             attempt.done.set()
-        if attempt.core is not None and self._on_open is not None:
-            self._on_open(attempt.core)
+        if attempt.core is not None and self.on_open is not None:
+            self.on_open(attempt.core)
 
     def _open_into(self, attempt: _Attempt) -> None:
         try:

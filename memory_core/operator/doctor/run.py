@@ -152,7 +152,7 @@ def check_stores(parts: OperatorParts) -> DoctorReport:
     wedged = _wedged(parts)
     if wedged is not None:  # a scan would only be refused: say why instead
         return DoctorReport([], [wedged], recovered_at_open=list(parts.recovered))
-    with graph_errors("checking the stores"), parts.writer.lock:
+    with graph_errors("checking the stores"), parts.writer.lock.holding("doctor check"):
         counts, findings = scan(parts)
     return DoctorReport(counts, findings, recovered_at_open=list(parts.recovered))
 
@@ -162,7 +162,7 @@ def repair_stores(parts: OperatorParts) -> DoctorReport:
     wedged = _wedged(parts)
     if wedged is not None:
         return DoctorReport([], [wedged], [], [wedged], recovered_at_open=list(parts.recovered))
-    with graph_errors("repairing the stores"), parts.writer.lock:
+    with graph_errors("repairing the stores"), parts.writer.lock.holding("repair"):
         parts.graph.invalidate()  # rows may have changed underneath (damage, a restored backup)
         _, before = scan(parts)
         done = [Repair("journal_pending", r["tenant"], r["ref"], r["action"]) for r in parts.writer.recover()]

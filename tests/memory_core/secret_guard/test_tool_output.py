@@ -111,3 +111,14 @@ def test_a_vendor_token_encoded_or_in_full_width_is_never_left(seed: int, which:
     text = f"pasted: {shown} (from the CI log)"
     out = redacted(text)
     assert shown not in out and out.startswith("pasted: [REDACTED:") and out.endswith(" (from the CI log)")
+
+
+def test_a_uuid_ending_in_digits_then_a_colon_is_no_telegram_token() -> None:
+    """A harness keys rows ``harness:session:entry``: a session UUID whose last group is all digits, then
+    ``:`` and the entry's UUID, matched the Telegram plugin's unanchored pattern (1 in ~40 sessions), so the
+    hook's rows were refused as names holding a secret. A Telegram token's bot id and secret stand alone."""
+    key = "claude-code:c65e9607-b97b-4ebf-a519-864172659542:74afe260-7856-449f-871f-df177626f441"
+    assert detect(key) == []
+    token = "1234567890:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"  # 35 after the colon, as BotFather gives them
+    for text in (token, f"https://api.telegram.org/bot{token}/getMe", f'TELEGRAM_TOKEN="{token}"'):
+        assert [f.kind for f in detect(text)] == ["telegram-token"], text

@@ -12,7 +12,7 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import InvalidInputError
 from memory_core.operator.export_format import NOT_ADDED, ExportLine
-from memory_core.settings.schema import load_settings
+from memory_core.settings import load_settings
 from memory_core.write.request import ADD_FIELD_NAMES, ADD_ITEM_NAMES, MEMORY_FIELD_NAMES, AddFields, MemoryFields
 
 
@@ -24,7 +24,7 @@ def core(tmp_path: Path) -> Iterator[MemoryCore]:
 
 
 def assert_nothing_written(core: MemoryCore) -> None:
-    assert core.graph.count("acme") == 0 and core.graph.journal() == []
+    assert core._graph.count("acme") == 0 and core._graph.journal() == []
 
 
 def test_the_field_names_derive_from_the_types() -> None:

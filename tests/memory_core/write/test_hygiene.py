@@ -4,6 +4,7 @@ written nowhere; a labelled set of junk and short real facts holds that no fact 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,13 @@ def test_corrections_and_handoffs_are_not_screened(store: MemoryCore) -> None:
 def test_a_repeat_is_never_found_in_another_tenant(store: MemoryCore) -> None:
     store.add_memory("acme", "s", "bot", "the build is red on main")
     assert store.add_memory("other", "s", "bot", "the build is red on main").stored
+
+
+def test_a_backfilled_repeat_is_found_by_its_time_not_by_when_it_was_written(store: MemoryCore) -> None:
+    """An import-like backfill: the agent's repeat of an old turn arrives after 80 newer rows of its own."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows: list[Any] = [{"tenant": "acme", "session": "s", "agent": "bot", "content": f"fact number {i}",
+                        "timestamp": t0 + timedelta(minutes=i)} for i in range(80)]
+    first = store.add_memories(rows)
+    again = store.add_memory("acme", "s", "bot", "fact number 3", timestamp=t0 + timedelta(minutes=3, seconds=30))
+    assert not again.stored and again.reason == "repeat" and again.ref == first[3].ref

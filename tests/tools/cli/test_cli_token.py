@@ -85,10 +85,19 @@ def test_the_human_output_shows_the_token_once_and_where_the_line_goes() -> None
 @pytest.mark.parametrize("args", [
     ["has space"], ["-leading-dash-is-an-option"], ["x" * 129], ["acme", "--agent", "two words"],
     ["acme", "--operator"], ["--operator", "--agent", "alice"], [], ["acme", "--scope", "root"],
-    ["acme", "--scope", "READ"], ["--operator", "--scope", "admin"],
+    ["acme", "--scope", "READ"], ["--operator", "--scope", "admin"], ["acme", "--metrics"],
+    ["--metrics", "--operator"], ["--metrics", "--agent", "alice"], ["--metrics", "--scope", "read"],
 ])  # fmt: skip
 def test_a_tenant_agent_or_scope_that_does_not_match_its_pattern_is_refused(args: list[str]) -> None:
     result = runner.invoke(app, ["token", *args, "--json"])
     assert result.exit_code == 2
     if result.output.startswith("{"):
         assert json.loads(result.output)["error"]["code"] == "INVALID_INPUT"
+
+
+def test_the_metrics_token_goes_under_metrics_and_is_read_by_the_settings() -> None:
+    out = made("--metrics")
+    assert out["section"] == "metrics" and out["token_sha256"] == hash_token(out["token"])
+    config = tomllib.loads(f"[metrics]\nenabled = true\n{out['config_line']}\n")
+    settings = load_settings(environ={}, overrides=config)
+    assert settings.metrics.token_sha256 == out["token_sha256"]

@@ -114,7 +114,7 @@ def test_bodies_past_the_shared_budget_get_503_until_the_held_ones_finish(url: s
     held = []
     try:
         for _ in range(3):  # 3 x 150 kB held of the 500 kB budget; each declares 190 kB
-            sock = _open(url, {"Content-Length": "190000", "mcp-session-id": raw.session})
+            sock = _open(url, {"Content-Length": "190000", **raw.session_headers()})
             sock.sendall(b"x" * 150_000)
             held.append(sock)
         time.sleep(HELD_SETTLE_S)  # the server reads the held bytes (a request sent sooner would race them)
@@ -145,7 +145,7 @@ def test_concurrent_large_recalls_are_answered_or_told_to_retry_never_dropped(ur
         def one(i: int) -> int:  # ids differ: responses are matched to requests by id in a session
             payload = {"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
                        "params": {"name": "recall", "arguments": body}}  # fmt: skip
-            headers = {"Accept": "application/json, text/event-stream", "mcp-session-id": raw.session}
+            headers = {"Accept": "application/json, text/event-stream", **raw.session_headers()}
             status: int = http.post(url, json=payload, headers=headers).status_code
             return status
 

@@ -69,10 +69,15 @@ def test_a_lone_surrogate_in_a_tool_call_is_the_same_invalid_input_tool_error_no
     assert recent(session) == []
 
 
-def test_the_request_still_needs_its_session_and_other_requests_get_a_json_rpc_error(session: RawSession) -> None:
-    unknown = session.http.post(session.url, content=add_body(42, '"\\ud800"'),
-                                headers={**session._headers({}), "mcp-session-id": "not-a-session"})
-    assert unknown.status_code == 404  # the session check still comes first: nothing is answered for it
+def test_a_stale_session_id_is_answered_like_any_request_and_other_requests_get_a_json_rpc_error(
+    session: RawSession,
+) -> None:
+    # the server keeps no sessions: an id from before a restart is no reason to refuse (tools/serve/http.py)
+    stale = session.http.post(session.url, content=add_body(42, '"\\ud800"'),
+                              headers={**session._headers({}), "mcp-session-id": "not-a-session"})
+    reply = answer(stale)
+    assert reply["id"] == 42 and reply["result"]["isError"] is True
+    assert reply["result"]["content"][0]["text"].startswith("INVALID_INPUT: ")
     listed = post(session, b'{"jsonrpc":"2.0","id":43,"method":"tools/list","params":{"cursor":"\\ud800"}}')
     reply = answer(listed)
     assert reply["id"] == 43 and reply["error"]["code"] == -32602 and "lone surrogate" in reply["error"]["message"]
