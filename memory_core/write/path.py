@@ -162,7 +162,9 @@ class WritePath:
     def write_prepared(self, prepared: list[PreparedAdd], *, linked: Linked | None = None,
                        extract: bool = True) -> list[AddResult]:
         """Embed validated rows in one call (outside the lock), then write them all-or-nothing (each row's
-        ``position`` is its index here: group commit's batches are prepared one caller at a time)."""
+        ``position`` is its index among the rows written: group commit's batches are prepared one caller at a
+        time). Screened rows write-time hygiene skips are answered ``stored: false`` and neither embedded nor
+        written; only agents' adds are screened, never imports (whose ``linked`` and item refs count positions)."""
         skipped, repeats = self._skipped(prepared)
         kept = [p for i, p in enumerate(prepared) if i not in skipped]
         for i, p in enumerate(kept):

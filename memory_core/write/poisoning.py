@@ -139,13 +139,18 @@ def scan(text: str) -> tuple[str, ...]:
 
 def _leaks(url: str) -> bool:
     """A link whose query carries data out: a placeholder for it, or a long encoded value under a name that says so."""
-    query = urlsplit(url).query
+    try:
+        query = urlsplit(url).query
+        pairs = parse_qsl(query, keep_blank_values=True)
+    except ValueError:  # a link the parser refuses (an unclosed IPv6 bracket): its query as written
+        query = url.partition("?")[2]
+        pairs = [(name, value) for name, _eq, value in (p.partition("=") for p in query.split("&"))]
     if not query:
         return False
     if _PLACEHOLDER.search(query):
         return True
     return any(_LEAKY_NAMES.match(name) and (_ENCODED.match(value) or _PLACEHOLDER.search(value))
-               for name, value in parse_qsl(query, keep_blank_values=True))
+               for name, value in pairs)
 
 
 __all__ = ["FLAGS", "QUARANTINED", "scan"]

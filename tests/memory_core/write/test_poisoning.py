@@ -161,3 +161,9 @@ def test_a_correction_keeps_the_provenance_of_content_it_keeps_and_scans_new_con
     assert rows[str(kept)].provenance == "web"
     assert (rows[str(rewritten)].provenance, rows[str(rewritten)].flags) == (
         "agent", ("assistant_directive", "instruction_override"))
+
+
+@pytest.mark.parametrize("text", ["see https://[fe80::1/x?data=1", "http://[::1?q={x}", "https://a]b.example/?d=1"])
+def test_a_malformed_link_never_fails_the_scan(text: str) -> None:
+    """A link Python's URL parser refuses (an unclosed IPv6 bracket) is content like any other, never an error."""
+    assert isinstance(scan(text), tuple)
