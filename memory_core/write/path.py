@@ -196,6 +196,8 @@ class WritePath:
             node = p.row.node
             if not p.screen or not self.hygiene.on_for(node.tenant):
                 continue
+            if p.idempotency_key is not None and self._by_idempotency_key(node.tenant, p.idempotency_key):
+                continue  # a retry: answered with the first add's ref by the write, whatever its words
             ts = from_us(node.ts_us)
             reason = junk_reason(p.row.content)
             if reason is not None:

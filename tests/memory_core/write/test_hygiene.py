@@ -128,3 +128,13 @@ def test_a_backfilled_repeat_is_found_by_its_time_not_by_when_it_was_written(sto
     first = store.add_memories(rows)
     again = store.add_memory("acme", "s", "bot", "fact number 3", timestamp=t0 + timedelta(minutes=3, seconds=30))
     assert not again.stored and again.reason == "repeat" and again.ref == first[3].ref
+
+
+def test_a_retry_with_the_idempotency_key_is_answered_with_the_first_ref_whatever_hygiene_says(
+        store: MemoryCore) -> None:
+    first = store.add_memory("acme", "s", "bot", "hello there, the deploy is at 5", idempotency_key="k1")
+    again = store.add_memory("acme", "s", "bot", "hello there, the deploy is at 5", idempotency_key="k1")
+    batch = store.add_memories([{"tenant": "acme", "session": "s", "agent": "bot", "content": "ok",
+                                 "idempotency_key": "k1"}])
+    assert (again.ref, again.created, again.stored) == (first.ref, False, True)
+    assert (batch[0].ref, batch[0].created, batch[0].stored) == (first.ref, False, True)
