@@ -44,7 +44,7 @@ chromium:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
 		echo "chromium could not be installed: the browser test will skip"
 
-# PostgreSQL for the graph store's tests (tests/support/postgres.py starts throwaway servers); Debian keeps
+# PostgreSQL for the graph store's tests (testbed/postgres.py starts throwaway servers); Debian keeps
 # initdb in /usr/lib/postgresql/<version>/bin, off PATH. A no-op where it is installed.
 postgres:
 	@command -v initdb >/dev/null 2>&1 || test -x "$(PG_BINDIR)/initdb" || \
@@ -74,11 +74,12 @@ test: $(STAMP) chromium postgres promtool node-clients
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-# the fast inner loop: lint, types and every test not marked slow (see docs/architecture.md)
+# the fast inner loop: lint, types and every test not marked slow (see docs/architecture.md); it names
+# its ten slowest tests, so a test that grew slow is seen where it ran
 check: $(STAMP) postgres
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

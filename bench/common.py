@@ -76,7 +76,7 @@ def postgres_database(dsn: str | None) -> Iterator[str]:
     if dsn:
         yield dsn
         return
-    from tests.support.postgres import fresh_database, running_postgres
+    from testbed.postgres import fresh_database, running_postgres
 
     with running_postgres() as server:
         yield fresh_database(server.dsn())

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     """A real `chroma run` on 127.0.0.1 and a free port, for the client/server backend."""
-    from tests.support.chroma_server import running_chroma
+    from testbed.chroma_server import running_chroma
 
     with running_chroma(tmp_path_factory.mktemp("chroma-server")) as address:
         yield address
@@ -62,8 +62,8 @@ def reopen(backend: str, tmp_path: Path, request: pytest.FixtureRequest):  # typ
 def postgres_dsn() -> Iterator[str]:
     """A real PostgreSQL server (initdb + pg_ctl on a temporary directory and a free loopback
     port) for the whole session: the admin DSN. Tests take their own database with
-    ``tests.support.postgres.fresh_database(postgres_dsn)``."""
-    from tests.support.postgres import running_postgres
+    ``testbed.postgres.fresh_database(postgres_dsn)``."""
+    from testbed.postgres import running_postgres
 
     with running_postgres() as server:
         yield server.dsn()
@@ -72,7 +72,7 @@ def postgres_dsn() -> Iterator[str]:
 @pytest.fixture
 def dsn(postgres_dsn: str) -> str:
     """An empty database of its own on the session's PostgreSQL server."""
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     return fresh_database(postgres_dsn)
 

@@ -21,6 +21,8 @@
   (``tools.serve``) but the CLI.
 - The observability libraries stay in their one module each: ``prometheus_client`` in
   ``memory_core.observe.metrics``, ``opentelemetry`` in ``memory_core.observe.tracing``.
+- One direction outside the product: ``bench`` never imports ``tests``; ``testbed`` (the servers and
+  clients both stand up) imports neither; ``tests`` may import both.
 
 Each rule is a function over a source tree, so the last tests show each one failing on a tree with
 a deliberate violation.
@@ -38,7 +40,7 @@ from pathlib import Path
 import pytest
 
 from graph.open import BACKENDS
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 PACKAGES = ("memory_core", "graph", "tools")
 GRAPH_SEAMS = frozenset({"graph.api", "graph.maintenance_api", "graph.errors", "graph.open"})
@@ -129,6 +131,13 @@ def boundary_offences(root: Path) -> list[str]:
     return [f"{m}:{line} imports {target}" for m, line, target in imports(root, types=True)
             if within(m, "tools") and (within(target, "memory_core") or within(target, "graph"))
             and target not in PUBLIC_CORE]
+
+
+def support_offences(root: Path) -> list[str]:
+    """One direction between the trees that are not the product: ``bench`` never imports ``tests``, and
+    ``testbed`` (what both stand up) imports neither; ``tests`` may import both."""
+    return [f"{m}:{line} imports {target}" for m, line, target in imports(root, ("bench", "testbed"), types=True)
+            if within(target, "tests") or (within(m, "testbed") and within(target, "bench"))]
 
 
 def graph_seam_offences(root: Path) -> list[str]:
@@ -289,6 +298,10 @@ def test_the_boundaries_import_the_core_only_through_its_public_names() -> None:
     assert boundary_offences(ROOT) == []
 
 
+def test_benchmarks_never_import_the_tests_and_the_testbed_imports_neither() -> None:
+    assert support_offences(ROOT) == []
+
+
 def test_memory_core_reaches_the_graph_only_through_its_seams() -> None:
     assert graph_seam_offences(ROOT) == []
 
@@ -371,7 +384,9 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
          "tools/ui/app.py": "from tools.auth import AccessToken\n",
          "tools/cli/serve.py": "def serve():\n    from tools.serve.http import x\n"
                                "    from tools.bridge.client import y\n",
-         "memory_core/settings/schema.py": "GRAPH_CHOICES = ('sqlite', 'postgres')\n"}
+         "memory_core/settings/schema.py": "GRAPH_CHOICES = ('sqlite', 'postgres')\n",
+         "bench/quality/locomo.py": "from testbed.postgres import running_postgres\nfrom memory_core import x\n",
+         "testbed/postgres.py": "import subprocess\n"}
 
 
 @pytest.mark.parametrize(("rule", "violation"), [
@@ -404,12 +419,15 @@ CLEAN = {"graph/api.py": "", "graph/sqlite/store.py": "from graph.api import x\n
     (backend_name_offences, {"memory_core/extras.py": "DEFAULT = {'graph': 'sqlite'}\n"}),
     (observability_offences, {"tools/serve/http.py": "from prometheus_client import generate_latest\n"}),
     (observability_offences, {"memory_core/recall/engine.py": "def f():\n    from opentelemetry import trace\n"}),
+    (support_offences, {"bench/quality/locomo.py": "def f():\n    from tests.support.sqlite import x\n"}),
+    (support_offences, {"testbed/postgres.py": "from bench.common import stage\n"}),
 ], ids=["core->tools", "graph->core", "tools->operator internals", "tools->service for types",
         "tools->core module", "tools->graph", "core->sqlite-backend", "deferred core->pg", "core->sqlite3",
         "recall->chromadb", "pg->sqlite", "sqlite->pg", "deferred cycle", "module cycle", "mcp->bridge", "mcp->ui",
         "deferred mcp->uvicorn", "mcp->uvicorn through http", "bridge->sdk", "bridge->sdk through auth",
         "mcp->serve", "deferred bridge->serve",
-        "core names postgres", "core names sqlite", "serve->prometheus", "deferred recall->otel"])
+        "core names postgres", "core names sqlite", "serve->prometheus", "deferred recall->otel",
+        "bench->tests", "testbed->bench"])
 def test_each_rule_fails_on_a_tree_that_breaks_it(tmp_path: Path, rule: object, violation: dict[str, str]) -> None:
     assert callable(rule)
     assert rule(_tree(tmp_path / "clean", CLEAN)) == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from fnmatch import fnmatch
 
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 SCANNED = ("memory_core", "tools", "bench")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 PACKAGES = ("memory_core", "graph", "tools", "bench", "tests")
 SPAN = re.compile(r"(?::[a-z]+:)?`{1,2}~?([^`\s]+?)`{1,2}")

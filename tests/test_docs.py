@@ -44,8 +44,8 @@ from typer.testing import CliRunner
 from memory_core.settings import load_settings
 from memory_core.settings.schema import Settings
 from memory_core.settings.sources import BINDING_ENV, NON_SETTING_ENV, TEST_ENV_PREFIX, setting_variables
+from testbed.paths import ROOT
 from tests.support import settings_doc
-from tests.support.paths import ROOT
 from tools.cli.app import app
 from tools.registry import TOOL_SPECS
 
@@ -274,7 +274,7 @@ def test_the_readme_harness_example_talks_to_a_real_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The README's HTTP harness, as written, against `serve --http` with an agent token."""
-    from tests.support.mcp_harness import running_http_server
+    from testbed.mcp_harness import running_http_server
     from tools.auth import hash_token
 
     example = next(b for b in blocks(README) if b.lang == "python" and "streamable_http_client" in b.text)

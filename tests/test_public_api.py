@@ -20,7 +20,7 @@ import memory_core
 import memory_core.harness
 import memory_core.observe
 import memory_core.operator
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 ERRORS = [
     "AgentMismatchError", "ConfigError", "ContentTooLargeError", "EmbedderMismatchError", "EmbeddingError",

@@ -53,7 +53,7 @@ from memory_core.embedding.api import Embedder
 from memory_core.embedding.local import HashEmbedder, shared_minilm
 from memory_core.settings import load_settings
 from memory_core.write.group_commit import GroupCommit
-from tests.support.mcp_harness import http_client, running_http_server
+from testbed.mcp_harness import http_client, running_http_server
 from tools.auth import hash_token
 
 TENANT = "fleet"

@@ -32,8 +32,8 @@ from bench.common import percentiles, print_table
 from memory_core.observe import Tally, TimedRLock
 from memory_core.observe.observer import Observer
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, http_client, server_env
-from tests.support.processes import stop
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, _await_url, http_client, server_env
+from testbed.processes import stop
 
 TENANT = "bench"
 

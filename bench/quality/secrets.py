@@ -1,4 +1,4 @@
-"""Precision and recall of the secrets guard on its corpus (tests/support/secrets_corpus.py), group by
+"""Precision and recall of the secrets guard on its corpus (testbed/secrets_corpus.py), group by
 group, and what the guard costs an add.
 
     python -m bench.quality.secrets             # the guard as shipped
@@ -31,7 +31,7 @@ from memory_core.secret_guard.detect import detect, redact
 from memory_core.secret_guard.findings import Finding, merge
 from memory_core.settings.schema import LimitSettings
 from memory_core.write.add_rows import prepare_add
-from tests.support.secrets_corpus import (
+from testbed.secrets_corpus import (
     EVASIONS,
     HELD_OUT,
     HELD_OUT_TOOL_OUTPUT,

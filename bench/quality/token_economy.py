@@ -38,7 +38,7 @@ from mcp import Client
 
 from memory_core.settings import load_settings
 from memory_core.settings.schema import Settings
-from tests.support.mcp_in_process import served
+from testbed.mcp_in_process import served
 
 # Real English technical prose, available offline and deterministic for a Python version:
 # the standard library's own docstrings (≈4.4 characters per cl100k token, like notes).

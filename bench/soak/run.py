@@ -40,8 +40,8 @@ from typing import Any
 import httpx
 
 from bench.soak.agents import Ledger, recaller, writer
-from tests.support.chroma_server import free_port
-from tests.support.paths import ROOT
+from testbed.chroma_server import free_port
+from testbed.paths import ROOT
 
 READY_TIMEOUT_S = 300.0
 
@@ -166,8 +166,8 @@ def backend_settings(config: SoakConfig, root: Path) -> Iterator[dict[str, Any]]
     if config.backend == "sqlite":
         yield {"embedding": embedding}
         return
-    from tests.support.chroma_server import running_chroma
-    from tests.support.postgres import fresh_database, running_postgres
+    from testbed.chroma_server import running_chroma
+    from testbed.postgres import fresh_database, running_postgres
 
     with running_postgres() as pg, running_chroma(root / "chroma-server") as (host, port):
         yield {"embedding": embedding, "storage": {"graph": "postgres", "postgres_dsn": fresh_database(pg.dsn()),

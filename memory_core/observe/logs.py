@@ -4,7 +4,7 @@
 applies to memory-core's own loggers (``memory_core``, ``tools``, ``graph``); other libraries stay at
 WARNING whatever it says, because their debug output can quote requests — and a request holds content.
 
-A tool call logs one line at INFO on ``memory_core.calls`` (:func:`call_fields`): the request id, the
+A tool call logs one line at INFO on the logger named "memory_core.calls" (:func:`call_fields`): the request id, the
 tool, the tenant (hashed unless ``logs.tenant = "plain"``), the outcome code and the timings — never
 an argument, a result or a message text. In JSON an exception is its type and its stack (file, line,
 function), without its message, which may quote input.

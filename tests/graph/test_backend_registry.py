@@ -12,8 +12,8 @@ import pytest
 from graph.errors import GraphConfigError
 from graph.open import BACKENDS, DEFAULT_BACKEND, GraphConfig, graph_backend, open_graph
 from memory_core.settings.schema import StorageSettings
+from testbed.paths import ROOT
 from tests.support.backends import GRAPHS
-from tests.support.paths import ROOT
 
 
 def test_the_setting_offers_exactly_the_registered_backends_with_the_same_default() -> None:

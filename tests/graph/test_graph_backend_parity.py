@@ -18,8 +18,8 @@ from graph.pg.maintenance import PgMaintenance
 from graph.sqlite.db import GraphDB
 from graph.sqlite.maintenance import SqliteMaintenance
 from graph.sqlite.store import SqliteGraphStore
+from testbed.postgres import fresh_database
 from tests.support.pg_graph import row
-from tests.support.postgres import fresh_database
 
 DAY0 = 20_000  # a UTC day number
 

@@ -26,7 +26,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore
         s: Any = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
     else:
         from graph.pg import PostgresGraphStore
-        from tests.support.postgres import fresh_database
+        from testbed.postgres import fresh_database
 
         s = PostgresGraphStore(fresh_database(request.getfixturevalue("postgres_dsn")), owner="ent", retry_s=2.0)
     yield s
@@ -135,7 +135,7 @@ def _entity_reads(s: GraphStore) -> dict[str, Any]:
 
 def test_postgres_answers_every_entity_read_as_sqlite_does(tmp_path: Path, postgres_dsn: str) -> None:
     from graph.pg import PostgresGraphStore
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     lite = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
     pg = PostgresGraphStore(fresh_database(postgres_dsn), owner="parity", retry_s=2.0)
@@ -156,7 +156,7 @@ def test_postgres_answers_every_entity_read_as_sqlite_does(tmp_path: Path, postg
 @pytest.mark.slow
 def test_two_replicas_naming_one_new_entity_at_once_create_it_once(postgres_dsn: str) -> None:
     from graph.pg import PostgresGraphStore
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     dsn = fresh_database(postgres_dsn)
     first, second = (PostgresGraphStore(dsn, owner=o, retry_s=2.0) for o in ("r1", "r2"))
@@ -196,7 +196,7 @@ def test_a_store_written_before_entities_gains_their_tables_at_open(tmp_path: Pa
     import psycopg
 
     from graph.pg import PostgresGraphStore
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     lite_path = tmp_path / "graph.sqlite3"
     GraphDB(lite_path).close()
@@ -222,7 +222,7 @@ def test_a_store_from_before_alias_views_shows_each_alias_to_whoever_sees_a_ment
     import psycopg
 
     from graph.pg import PostgresGraphStore
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     lite_path = tmp_path / "graph.sqlite3"
     lite = SqliteGraphStore(GraphDB(lite_path))

@@ -21,7 +21,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore
         s: Any = SqliteGraphStore(GraphDB(tmp_path / "graph.sqlite3"))
     else:
         from graph.pg import PostgresGraphStore
-        from tests.support.postgres import fresh_database
+        from testbed.postgres import fresh_database
 
         s = PostgresGraphStore(fresh_database(request.getfixturevalue("postgres_dsn")), owner="ids", retry_s=2.0)
     yield s

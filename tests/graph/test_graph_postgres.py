@@ -1,4 +1,4 @@
-"""The PostgreSQL graph store against a real server (tests/support/postgres.py), method by method."""
+"""The PostgreSQL graph store against a real server (testbed/postgres.py), method by method."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The PostgreSQL graph store as replicas share it: leases, concurrent writers, schema versions,
-outages and error kinds, against real servers (tests/support/postgres.py)."""
+outages and error kinds, against real servers (testbed/postgres.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from graph.pg import InvalidDSNError, PostgresGraphStore
 from graph.pg.errors import is_transient, kind_of
 from graph.pg.maintenance import PgMaintenance
 from graph.pg.migrations import LATEST, migrate
+from testbed.postgres import PostgresServer, fresh_database
 from tests.support.pg_graph import T, add, expected_windows, ids, row, windows
-from tests.support.postgres import PostgresServer, fresh_database
 
 # ---- journal and leases ------------------------------------------------------------------------
 

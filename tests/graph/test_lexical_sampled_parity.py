@@ -18,8 +18,8 @@ from graph.pg import PostgresGraphStore
 from graph.pg.lexical_sample import SampledCounts
 from graph.sqlite.db import GraphDB
 from graph.sqlite.store import SqliteGraphStore
+from testbed.postgres import fresh_database
 from tests.support.pg_graph import row
-from tests.support.postgres import fresh_database
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

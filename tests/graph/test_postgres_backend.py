@@ -34,7 +34,7 @@ def test_postgres_without_a_dsn_or_with_a_malformed_one_is_config_invalid_naming
 
 @pytest.mark.slow
 def test_an_unreachable_postgres_at_open_is_store_unavailable(tmp_path: Path) -> None:
-    from tests.support.chroma_server import free_port
+    from testbed.chroma_server import free_port
 
     with pytest.raises(StoreError) as err:
         _open(tmp_path / "data", postgres_dsn=f"postgresql://nobody@127.0.0.1:{free_port()}/none?connect_timeout=1",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 if TYPE_CHECKING:
     from memory_core.settings.schema import Settings

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from memory_core import launcher
-from tests.support.mcp_harness import BASE_ENV, ROOT, Caller
+from testbed.mcp_harness import BASE_ENV, ROOT, Caller
 from tests.tools.bridge.test_shared_server import stop_servers
 from tools.bridge.locate import server_command
 

@@ -22,7 +22,7 @@ from memory_core import MemoryCore, MemoryCoreError
 from memory_core.dir_lock import LOCK_FILE
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings import load_settings
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 BIN = Path(sys.executable).with_name("memory-core")
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMORY_CORE_")},

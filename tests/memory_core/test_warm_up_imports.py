@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 PROBES_AT_ONCE = 4
 ROUNDS = 2

@@ -33,7 +33,7 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings import load_settings
 from memory_core.settings.schema import Settings
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 from tools.mcp.server import build_server
 from tools.mcp.stores import OpenedCore
 from tools.registry import TOOL_SPECS

@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
+from testbed.paths import ROOT
 from tests.support.backends import STORES, store_backends
 from tests.support.crash_writer import read_acks
-from tests.support.paths import ROOT
 from tests.support.store_checks import LONG
 
 BACKENDS = store_backends("persistent", "postgres-embedded", "postgres")
@@ -47,7 +47,7 @@ def storage_of(backend: str, data_dir: Path, request: pytest.FixtureRequest) -> 
     spec = STORES[backend]
     if spec.graph == "sqlite":
         return {}
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     # embedded Chroma keeps the default lease: the directory's lock, not a lease, says the writer is gone
     storage: dict[str, Any] = {"graph": "postgres", "postgres_dsn": fresh_database(request.getfixturevalue(

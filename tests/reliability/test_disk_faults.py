@@ -32,10 +32,10 @@ from memory_core.settings import load_settings
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.chroma import ChromaVectorStore
 from memory_core.vectors.memory import InMemoryVectorStore
+from testbed.chroma_server import ChromaServer, chroma_server
+from testbed.paths import ROOT
 from tests.support.backends import store_backends
-from tests.support.chroma_server import ChromaServer, chroma_server
 from tests.support.faults import FaultyChromaClient, FaultyVectorStore, read_only_directories
-from tests.support.paths import ROOT
 from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import assert_stores_agree, journal_rows, tenant_view
 

@@ -20,7 +20,7 @@ import pytest
 from memory_core import MemoryCore, MemoryCoreError
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings import load_settings
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 from tests.support.store_checks import assert_stores_agree
 
 BIN = Path(sys.executable).with_name("memory-core")

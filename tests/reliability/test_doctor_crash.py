@@ -37,11 +37,11 @@ from memory_core import MemoryCore
 from memory_core.operator.doctor.run import check_stores, repair_stores
 from memory_core.operator.doctor.secrets import memory_secrets, redacted_text
 from memory_core.secret_guard import SecretGuard, detect
+from testbed.paths import ROOT
+from testbed.secrets_corpus import SAMPLES
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import graph_backends
-from tests.support.paths import ROOT
 from tests.support.repair_crash import CRASH_EXIT
-from tests.support.secrets_corpus import SAMPLES
 from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import LONG
 from tests.support.store_copy import Store
@@ -172,7 +172,7 @@ def damaged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     else:
         from psycopg.conninfo import conninfo_to_dict
 
-        from tests.support.postgres import fresh_database
+        from testbed.postgres import fresh_database
 
         admin = request.getfixturevalue("postgres_dsn")
         template = Store("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))

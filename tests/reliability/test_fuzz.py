@@ -29,6 +29,7 @@ from mcp_types import CallToolResult
 
 from memory_core import MemoryCore
 from memory_core.operator.doctor.run import check_stores
+from testbed.mcp_harness import stdio_params
 from tests.reliability.fuzz_strategies import FOREIGN_TENANT, World, tool_arguments
 from tests.reliability.harness import (
     LONG,
@@ -44,7 +45,6 @@ from tests.reliability.harness import (
     payload,
     response_text,
 )
-from tests.support.mcp_harness import stdio_params
 from tests.support.store_checks import tenant_view
 from tools.mcp.preview import expand_rows
 

@@ -28,9 +28,9 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.operator.doctor.run import check_stores
 from memory_core.operator.transfer import export_tenant
+from testbed.paths import ROOT
 from tests.support.backends import graph_backends, open_core
 from tests.support.import_crash import run_import
-from tests.support.paths import ROOT
 from tests.support.repair_crash import CRASH_EXIT
 from tests.support.store_checks import LONG
 from tests.support.store_copy import Store
@@ -100,7 +100,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     else:
         from psycopg.conninfo import conninfo_to_dict
 
-        from tests.support.postgres import fresh_database
+        from testbed.postgres import fresh_database
 
         admin = request.getfixturevalue("postgres_dsn")
         store = Store("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))

@@ -488,7 +488,7 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     """The server over SQLite + embedded Chroma, or over PostgreSQL + `chroma run` (a replica's stores)."""
     storage: dict[str, Any] = {}
     if request.param == "postgres":
-        from tests.support.postgres import fresh_database
+        from testbed.postgres import fresh_database
 
         host, port = request.getfixturevalue("chroma_server")
         storage = {"graph": "postgres", "postgres_dsn": fresh_database(request.getfixturevalue("postgres_dsn")),

@@ -27,6 +27,7 @@ from mcp import Client
 
 from memory_core import MemoryCore
 from memory_core.settings import load_settings
+from testbed.mcp_harness import http_client, running_http_server, write_token_config
 from tests.reliability.harness import (
     LONG,
     HarnessResult,
@@ -37,7 +38,6 @@ from tests.reliability.harness import (
     percentile,
     response_text,
 )
-from tests.support.mcp_harness import http_client, running_http_server, write_token_config
 from tests.support.store_checks import assert_stores_agree
 
 TENANTS = ("acme", "beta", "gamma")

@@ -31,10 +31,10 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.operator.doctor.run import check_stores
 from memory_core.settings import load_settings
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, _await_url, http_client, server_env, write_token_config
+from testbed.processes import stop
 from tests.reliability.harness import HarnessResult, contract_problem, response_text
 from tests.reliability.test_load import EMBEDDER, TENANTS, LoadStats, drive, read_back_over_http
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, http_client, server_env, write_token_config
-from tests.support.processes import stop
 
 REPLICAS = 3
 LEASE_S = 2.0  # a killed replica's journal is recovered by the others after this
@@ -44,7 +44,7 @@ LEASE_S = 2.0  # a killed replica's journal is recovered by the others after thi
 def backends(postgres_dsn: str, chroma_server: tuple[str, int]) -> dict[str, str]:
     """The settings every replica (and the library afterwards) runs with: a fresh database, a
     collection prefix of this test's own on the shared Chroma server."""
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     host, port = chroma_server
     return {"MEMORY_CORE_STORAGE_GRAPH": "postgres", "MEMORY_CORE_STORAGE_POSTGRES_DSN": fresh_database(postgres_dsn),

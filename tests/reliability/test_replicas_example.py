@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """Under the default policy no secret of the corpus can be read back from anywhere.
 
-The corpus (tests/support/secrets_corpus.py) is written through every write path: over MCP (a real
+The corpus (testbed/secrets_corpus.py) is written through every write path: over MCP (a real
 client on the streamable HTTP server, its log captured) with add_memory, create_handoff and
 update_memory, then through the library with add_memory, add_memories, update_memory,
 create_handoff, a JSONL import and a session summary whose model (a real local HTTP server standing
@@ -33,11 +33,11 @@ from memory_core.operator.jsonl_import import import_lines
 from memory_core.operator.transfer import export_tenant
 from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
-from tests.support import secrets_corpus as corpus
+from testbed import secrets_corpus as corpus
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
+from testbed.processes import stop
+from testbed.secrets_corpus import SAMPLES, Fake
 from tests.support.fake_llm import FakeLLM, fake_llm, ok
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
-from tests.support.processes import stop
-from tests.support.secrets_corpus import SAMPLES, Fake
 from tests.support.ui_store import OPERATOR_TOKEN, ui_settings
 from tools.ui import standalone_app
 

@@ -90,7 +90,7 @@ def open_core(backend: str, data_dir: Path, request: pytest.FixtureRequest, embe
 def postgres_database(data_dir: Path, request: pytest.FixtureRequest) -> str:
     """The database of ``data_dir`` on the session's PostgreSQL server (created on first use, so a
     reopen finds the same one)."""
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     marker = data_dir / "postgres-dsn"
     if marker.exists():

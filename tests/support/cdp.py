@@ -21,7 +21,7 @@ from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
 
-from tests.support.processes import stop
+from testbed.processes import stop
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 START_TIMEOUT_S = 30.0

@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
-from tests.support.processes import stop
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
+from testbed.processes import stop
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mcp_harness import TEST_BUDGET_CHARS, Caller, error_code
+from testbed.mcp_harness import TEST_BUDGET_CHARS, Caller, error_code
 from tools.mcp.preview import preview_end
 from tools.registry import TOOL_SPECS
 

@@ -16,8 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import IO, Any
 
-from tests.support.mcp_harness import ROOT, server_env
-from tests.support.processes import stop
+from testbed.mcp_harness import ROOT, server_env
+from testbed.processes import stop
 
 CLIENT = {"name": "raw-bridge-test", "version": "1"}
 LEGACY = "2025-06-18"

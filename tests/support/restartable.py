@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
-from tests.support.processes import stop
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
+from testbed.processes import stop
 
 
 class RestartableServer:

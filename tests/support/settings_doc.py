@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 
 from memory_core.settings.schema import Settings
 from memory_core.settings.sources import ENV_PREFIX
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 DOC = ROOT / "docs" / "configuration.md"
 TEMPLATE = ROOT / "config.template.toml"

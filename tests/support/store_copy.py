@@ -27,7 +27,7 @@ class Store:
     def storage(self) -> dict[str, Any]:
         if self.backend == "sqlite":
             return {}
-        from tests.support.postgres import with_dbname
+        from testbed.postgres import with_dbname
 
         return {"graph": "postgres", "postgres_dsn": with_dbname(self.admin_dsn, self.dbname)}
 
@@ -37,7 +37,7 @@ class Store:
             return Store(self.backend, data_dir)
         from psycopg.conninfo import conninfo_to_dict
 
-        from tests.support.postgres import fresh_database
+        from testbed.postgres import fresh_database
 
         copied = conninfo_to_dict(fresh_database(self.admin_dsn, template=self.dbname))["dbname"]
         return Store(self.backend, data_dir, self.admin_dsn, str(copied))

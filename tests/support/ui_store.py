@@ -15,7 +15,7 @@ from pathlib import Path
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import ROOT, server_env
+from testbed.mcp_harness import ROOT, server_env
 from tools.auth import hash_token
 
 OPERATOR_TOKEN = "operator-secret-token"

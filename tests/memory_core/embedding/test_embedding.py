@@ -13,7 +13,7 @@ from memory_core.embedding.api import Embedder, embed_query
 from memory_core.embedding.local import HashEmbedder, MiniLMEmbedder
 from memory_core.embedding.runtime import session_of
 from memory_core.errors import EmbeddingError
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pytest
 from graph.api import EntitySpec, RelationSpec
 from memory_core import MemoryCore
 from memory_core.entities.model import ModelEntities
+from testbed.secrets_corpus import Fake
 from tests.support.backends import open_core
-from tests.support.secrets_corpus import Fake
 
 F = Fake(4648)
 GH, PW = F.github_classic(), F.password()

@@ -17,7 +17,7 @@ from memory_core.operator.doctor.run import check_stores, repair_stores
 from memory_core.operator.transfer import export_tenant
 from memory_core.secret_guard import detect
 from memory_core.settings import load_settings
-from tests.support.secrets_corpus import ALL_SECRETS, SAMPLES, file_leaks, leaks
+from testbed.secrets_corpus import ALL_SECRETS, SAMPLES, file_leaks, leaks
 from tools.cli.app import app
 
 WITH_SECRETS = [s for s in SAMPLES if s.secrets][:8]

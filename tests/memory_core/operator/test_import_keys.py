@@ -16,8 +16,8 @@ from memory_core import MemoryCore
 from memory_core.importers import FORMATS, import_source
 from memory_core.importers.source import SourceItem
 from memory_core.operator.transfer import export_tenant
+from testbed.paths import ROOT
 from tests.support.backends import open_core
-from tests.support.paths import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "import"
 

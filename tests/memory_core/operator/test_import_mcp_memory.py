@@ -14,8 +14,8 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.importers import import_source
 from memory_core.operator.transfer import export_tenant
+from testbed.paths import ROOT
 from tests.support.backends import open_core
-from tests.support.paths import ROOT
 
 SERVER = ROOT / "tests" / "fixtures" / "import" / "mcp-memory" / "server-2026.8.31"
 

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from memory_core import MemoryCore
 from memory_core.importers import import_source
 from memory_core.operator.transfer import export_tenant
+from testbed.paths import ROOT
 from tests.support.backends import open_core
-from tests.support.paths import ROOT
 from tools.cli.app import app
 
 FIXTURES = ROOT / "tests" / "fixtures" / "import"

@@ -24,9 +24,9 @@ from memory_core.importers import import_source
 from memory_core.operator.doctor.run import check_stores
 from memory_core.operator.transfer import export_tenant
 from memory_core.settings import load_settings
+from testbed.paths import ROOT
 from tests.support.agreement import assert_stores_agree
 from tests.support.backends import open_core, store_backends
-from tests.support.paths import ROOT
 from tools.cli.app import app
 
 FIXTURES = ROOT / "tests" / "fixtures" / "import"

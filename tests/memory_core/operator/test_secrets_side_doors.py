@@ -14,7 +14,7 @@ from memory_core.operator.doctor.run import check_stores, repair_stores
 from memory_core.operator.jsonl_import import import_lines
 from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
-from tests.support.secrets_corpus import Fake
+from testbed.secrets_corpus import Fake
 
 F = Fake(4647)
 GH, PW = F.github_classic(), F.password()

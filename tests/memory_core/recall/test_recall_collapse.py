@@ -19,8 +19,8 @@ from memory_core import MemoryCore
 from memory_core.recall.collapse import Copy, collapse, fact_key
 from memory_core.settings import load_settings
 from memory_core.settings.schema import Settings
+from testbed.mcp_in_process import served
 from tests.support.backends import open_core
-from tests.support.mcp_in_process import served
 from tools.cli.app import app
 from tools.mcp.preview import expand_rows
 

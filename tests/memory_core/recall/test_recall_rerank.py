@@ -17,7 +17,7 @@ from memory_core.errors import EmbeddingError
 from memory_core.recall import presets, rerank
 from memory_core.recall.pool import Candidate
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import Caller, stdio_params
+from testbed.mcp_harness import Caller, stdio_params
 from tools.mcp.preview import expand_rows
 
 RERANK = "balanced-rerank"

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from memory_core import MemoryCore
 from memory_core.settings import load_settings
-from tests.support.mcp_in_process import served
+from testbed.mcp_in_process import served
 from tools.cli.app import app
 
 CONFIG = '[embedding]\nprovider = "hash"\n[operating_context.agents]\nalice = "alpha"\n'

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bench.quality.secrets import score
 from memory_core.secret_guard import detect, redact
-from tests.support.secrets_corpus import (
+from testbed.secrets_corpus import (
     EVASIONS,
     HELD_OUT_TOOL_OUTPUT,
     LOOKALIKES,

@@ -21,6 +21,7 @@ from memory_core.sessions.summary import SummaryOutcome, SummaryTurn, extractive
 from memory_core.sessions.summary.provider import LiteLLMSummaryProvider
 from memory_core.sessions.summary.text import ELLIPSIS
 from memory_core.settings.schema import ModelProviderSettings
+from testbed.paths import ROOT
 from tests.support.fake_llm import (
     FakeLLM,
     empty,
@@ -32,7 +33,6 @@ from tests.support.fake_llm import (
     slow,
     status,
 )
-from tests.support.paths import ROOT
 
 KEY_ENV = "MEMORY_CORE_TEST_SUMMARY_KEY"
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)

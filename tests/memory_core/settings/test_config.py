@@ -9,7 +9,7 @@ import pytest
 from memory_core.errors import ConfigError
 from memory_core.settings import load_settings
 from memory_core.settings.schema import Settings, TokenBinding
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 
 def test_defaults_hold_without_a_file_or_environment() -> None:

@@ -11,7 +11,7 @@ import pytest
 from memory_core.errors import ConfigError
 from memory_core.settings import load_settings
 from memory_core.settings.schema import ModelProviderSettings, Settings
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 
 @pytest.mark.parametrize(("name", "meant"), [
@@ -94,7 +94,7 @@ def test_importing_the_config_does_not_import_pydantic_settings() -> None:
 
 @pytest.mark.slow
 def test_the_stdio_server_refuses_to_start_with_a_malformed_tenant(tmp_path: Path) -> None:
-    from tests.support.mcp_harness import SERVER_COMMAND, server_env
+    from testbed.mcp_harness import SERVER_COMMAND, server_env
     from tools.cli.common import EXIT_CONFIG
 
     proc = subprocess.run(

@@ -518,7 +518,7 @@ def test_a_secret_is_redacted_or_refused_for_its_own_caller_alone_inside_a_batch
     """The secrets guard runs while each caller prepares its add: redaction is reported to the caller
     whose text held the secret, and under ``reject`` only that caller is refused."""
     from memory_core.errors import SecretRejectedError
-    from tests.support.secrets_corpus import Fake
+    from testbed.secrets_corpus import Fake
 
     key = Fake(4242).aws_access_key()
     for policy in ("redact", "reject"):

@@ -17,7 +17,7 @@ from memory_core.secret_guard import Scan, SecretGuard, detect, redact
 from memory_core.secret_guard.detect import keyed
 from memory_core.settings.schema import LimitSettings
 from memory_core.write.add_rows import prepare_add
-from tests.support.secrets_corpus import HELD_OUT, SAMPLES, Fake
+from testbed.secrets_corpus import HELD_OUT, SAMPLES, Fake
 
 LIMITS = LimitSettings()
 POSITIVES = [s for s in SAMPLES if s.secrets]

@@ -17,8 +17,8 @@ from memory_core.errors import SecretRejectedError
 from memory_core.operator.jsonl_import import import_lines
 from memory_core.settings import load_settings
 from memory_core.write.rows import content_hash
-from tests.support.mcp_harness import Caller, error_code, stdio_params
-from tests.support.secrets_corpus import Fake
+from testbed.mcp_harness import Caller, error_code, stdio_params
+from testbed.secrets_corpus import Fake
 from tools.cli.app import app
 
 F = Fake(4242)

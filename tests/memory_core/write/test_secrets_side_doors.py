@@ -19,7 +19,7 @@ from memory_core.secret_guard import SecretGuard
 from memory_core.settings import load_settings
 from memory_core.settings.schema import LimitSettings
 from memory_core.write.add_rows import prepare_add
-from tests.support.secrets_corpus import REALISTIC, Fake
+from testbed.secrets_corpus import REALISTIC, Fake
 
 LIMITS = LimitSettings()
 F = Fake(4646)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from testbed.mcp_harness import Caller, error_code, stdio_params
 from tests.support.mcp_contract import ToolContract
-from tests.support.mcp_harness import Caller, error_code, stdio_params
 
 
 @pytest.fixture(scope="module")

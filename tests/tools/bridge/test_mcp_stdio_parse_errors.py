@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.support.mcp_harness import ROOT, server_env
+from testbed.mcp_harness import ROOT, server_env
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

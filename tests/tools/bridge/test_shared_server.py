@@ -22,9 +22,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from testbed.mcp_harness import BASE_ENV, ROOT, Caller, error_code, stdio_params
+from testbed.processes import shared_servers, stop_shared_servers
 from tests.support.mcp_contract import ToolContract
-from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, stdio_params
-from tests.support.processes import shared_servers, stop_shared_servers
 from tools.bridge.locate import is_alive, live_announcement
 from tools.server_record import ANNOUNCEMENT, BridgeBinding, bridge_token, read_announcement
 
@@ -245,7 +245,7 @@ async def test_the_shared_server_listens_on_loopback_and_refuses_requests_withou
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_stdio_launch_joins_a_running_http_server_instead_of_failing(data_dir: Path, tmp_path: Path) -> None:
-    from tests.support.mcp_harness import http_client, running_http_server
+    from testbed.mcp_harness import http_client, running_http_server
 
     with running_http_server(data_dir) as url, anyio.fail_after(CALL_TIMEOUT_S):
         async with http_client(url, None) as direct:
@@ -263,7 +263,7 @@ async def test_a_stdio_launch_joins_a_running_http_server_instead_of_failing(dat
 async def test_bridged_clients_join_a_server_with_configured_tokens_and_keep_their_own_binding(
     data_dir: Path, tmp_path: Path,
 ) -> None:
-    from tests.support.mcp_harness import http_client, running_http_server, write_token_config
+    from testbed.mcp_harness import http_client, running_http_server, write_token_config
 
     config = write_token_config(tmp_path / "tokens.toml", {"acme-token": "acme"})
     with running_http_server(data_dir, config=config) as url, anyio.fail_after(CALL_TIMEOUT_S):

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from tests.support.mcp_harness import BASE_ENV, ROOT, Caller, error_code, http_client
+from testbed.mcp_harness import BASE_ENV, ROOT, Caller, error_code, http_client
 from tests.tools.bridge.test_shared_server import CALL_TIMEOUT_S, bridged, stop_servers
 from tools.bridge.locate import ensure_shared_server
 from tools.server_record import BridgeBinding, bridge_token, read_announcement

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.processes import shared_servers
+from testbed.processes import shared_servers
 from tests.support.raw_bridge import RawBridge, tool_error
 from tests.tools.bridge.test_shared_server import stop_servers
 from tools.bridge.locate import ensure_shared_server, is_alive, live_announcement

@@ -21,9 +21,9 @@ import pytest
 import tiktoken
 
 from memory_core.harness.block import CLOSE, OPEN
+from testbed.paths import ROOT
+from testbed.processes import stop_shared_servers
 from tests.support.model_standin import StandIn, texts
-from tests.support.paths import ROOT
-from tests.support.processes import stop_shared_servers
 
 CLAUDE = ROOT / "tests" / "support" / "node" / "node_modules" / ".bin" / "claude"
 SECRET = "ghp_" + "Zq7Xw2Vb9Nm4Lk8Jh3Gf6Ds1" + "Ab5Cd"

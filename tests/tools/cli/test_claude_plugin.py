@@ -8,7 +8,7 @@ import json
 import shlex
 
 from memory_core.harness.install import entries, is_ours
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 
 PLUGIN = ROOT / "integrations" / "claude-code"
 

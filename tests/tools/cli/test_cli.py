@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from memory_core import MemoryCore
 from memory_core.settings import load_settings, template_text
+from testbed.paths import ROOT
 from tests.support.agreement import assert_stores_agree
-from tests.support.paths import ROOT
 from tests.support.sqlite import sqlite_db
 from tools.cli.app import app
 

@@ -17,8 +17,8 @@ from mcp.client.stdio import StdioServerParameters
 
 from memory_core import MemoryCore
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import http_client
-from tests.support.paths import ROOT
+from testbed.mcp_harness import http_client
+from testbed.paths import ROOT
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from memory_core.harness.store import Binding
+from testbed.mcp_harness import server_env
+from testbed.paths import ROOT
+from testbed.processes import stop_shared_servers
 from tests.support.backends import open_core
 from tests.support.claude_transcript import Transcript, payload
-from tests.support.mcp_harness import server_env
-from tests.support.paths import ROOT
-from tests.support.processes import stop_shared_servers
 from tools.bridge.locate import live_announcement
 from tools.cli.hook_store import SharedStore
 

@@ -16,8 +16,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.support.mcp_contract import ToolContract
-from tests.support.mcp_harness import (
+from testbed.mcp_harness import (
     ROOT,
     SERVER_COMMAND,
     Caller,
@@ -27,6 +26,7 @@ from tests.support.mcp_harness import (
     server_env,
     write_token_config,
 )
+from tests.support.mcp_contract import ToolContract
 from tools.auth import hash_token
 from tools.cli.common import EXIT_CONFIG, EXIT_STORE
 

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, server_env
 from tests.support.http_raw import RawSession, serving
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, server_env
 
 MAX_REQUEST = 200_000
 MAX_INFLIGHT = 500_000

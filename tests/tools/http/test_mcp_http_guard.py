@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from testbed.mcp_harness import ROOT, http_client, server_env
 from tests.support.http_raw import RawSession, serving
-from tests.support.mcp_harness import ROOT, http_client, server_env
 from tools.http.guard import HostPolicy, normalize_host
 
 

@@ -18,7 +18,7 @@ from memory_core.errors import AgentMismatchError, ConfigError
 from memory_core.scopes import Scope
 from memory_core.settings import load_settings
 from memory_core.settings.schema import TokenBinding
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, server_env
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, server_env
 from tools.auth import TenantScope, TokenTenantVerifier, check_token_hashes, hash_token
 from tools.cli.common import EXIT_CONFIG
 

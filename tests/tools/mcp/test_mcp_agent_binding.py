@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.support.mcp_harness import Caller, error_code, http_client, running_http_server, stdio_params
+from testbed.mcp_harness import Caller, error_code, http_client, running_http_server, stdio_params
 from tools.auth import hash_token
 
 SECRET = "alice-secret-zebra"

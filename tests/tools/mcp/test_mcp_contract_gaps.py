@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.support.mcp_harness import Caller, error_code, stdio_params
+from testbed.mcp_harness import Caller, error_code, stdio_params
 
 AGENTS = {"planner": "proj-x"}
 

@@ -9,7 +9,7 @@ from mcp import Client
 
 from memory_core import MemoryCore
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import Caller, error_code, stdio_params
+from testbed.mcp_harness import Caller, error_code, stdio_params
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

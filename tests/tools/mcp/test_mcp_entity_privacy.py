@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from testbed.mcp_harness import Caller, error_code, stdio_params
 from tests.support.backends import graph_backends
-from tests.support.mcp_harness import Caller, error_code, stdio_params
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 
@@ -25,7 +25,7 @@ def anyio_backend() -> str:
 
 
 def _postgres_env(request: pytest.FixtureRequest) -> dict[str, str]:
-    from tests.support.postgres import fresh_database
+    from testbed.postgres import fresh_database
 
     host, port = request.getfixturevalue("chroma_server")
     return {"MEMORY_CORE_STORAGE_GRAPH": "postgres",

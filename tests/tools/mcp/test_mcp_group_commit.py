@@ -13,7 +13,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.mcp_harness import Caller, error_code, http_client, running_http_server
+from testbed.mcp_harness import Caller, error_code, http_client, running_http_server
 from tests.support.ui_store import AGENT_TOKEN, OPERATOR_TOKEN, config_text
 
 AGENTS = 8

@@ -11,7 +11,7 @@ from mcp import Client
 
 from memory_core.service import MemoryCore
 from memory_core.settings import load_settings
-from tests.support.mcp_in_process import served
+from testbed.mcp_in_process import served
 
 pytestmark = pytest.mark.anyio
 

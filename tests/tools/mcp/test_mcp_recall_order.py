@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from mcp import Client
 
+from testbed.mcp_harness import Caller, stdio_params
 from tests.memory_core.recall.test_recall_type_order import GAPS, QUERY, UNRELATED, WRITE_UPS
-from tests.support.mcp_harness import Caller, stdio_params
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)
 

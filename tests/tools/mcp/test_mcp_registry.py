@@ -12,7 +12,7 @@ from mcp_types import Tool
 
 from memory_core.scopes import Scope
 from memory_core.settings import load_settings
-from tests.support.mcp_in_process import served
+from testbed.mcp_in_process import served
 from tools.bridge import client as bridge
 from tools.mcp import surface as mcp_surface
 from tools.registry import SPECS_BY_NAME, TOOL_SPECS, Effect, allowed_names, read_only_names

@@ -8,7 +8,7 @@ import pytest
 from mcp import Client
 
 from bench.quality.token_economy import cl100k
-from tests.support.mcp_harness import Caller, error_code, stdio_params
+from testbed.mcp_harness import Caller, error_code, stdio_params
 
 pytestmark = pytest.mark.anyio
 

@@ -30,7 +30,7 @@ from mcp.client.stdio import StdioServerParameters
 from memory_core import MemoryCore
 from memory_core.scopes import Scope
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import (
+from testbed.mcp_harness import (
     BASE_ENV,
     ROOT,
     Caller,
@@ -39,7 +39,7 @@ from tests.support.mcp_harness import (
     running_http_server,
     stdio_params,
 )
-from tests.support.processes import stop_shared_servers
+from testbed.processes import stop_shared_servers
 from tools.auth import hash_token, token_config_line
 from tools.registry import SPECS_BY_NAME, TOOL_SPECS, allowed_names
 

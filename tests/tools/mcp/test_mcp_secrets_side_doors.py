@@ -17,9 +17,9 @@ from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings import load_settings
 from memory_core.settings.schema import Settings
-from tests.support.mcp_harness import Caller, error_code
-from tests.support.mcp_in_process import served
-from tests.support.secrets_corpus import EVASIONS, REALISTIC, Fake
+from testbed.mcp_harness import Caller, error_code
+from testbed.mcp_in_process import served
+from testbed.secrets_corpus import EVASIONS, REALISTIC, Fake
 
 pytestmark = pytest.mark.anyio
 F = Fake(4649)

@@ -20,9 +20,9 @@ import pytest
 from mcp import Client
 
 from memory_core.settings import load_settings
+from testbed.mcp_harness import Caller, error_code, http_client, running_http_server, stdio_params
+from testbed.mcp_in_process import served
 from tests.support.mcp_contract import VALID_CALLS, refuses_unknown_arguments
-from tests.support.mcp_harness import Caller, error_code, http_client, running_http_server, stdio_params
-from tests.support.mcp_in_process import served
 from tools.registry import TOOL_SPECS
 
 WRONG_VALUES: dict[str, list[Any]] = {

@@ -18,7 +18,7 @@ from mcp_types import Tool
 from bench.quality.token_economy import SURFACE_GOAL, tool_list_tokens
 from memory_core.settings import load_settings
 from memory_core.settings.schema import Settings
-from tests.support.mcp_in_process import served
+from testbed.mcp_in_process import served
 from tools.mcp.surface import inline_definitions
 
 pytestmark = pytest.mark.anyio

@@ -11,8 +11,8 @@ import pytest
 from mcp import Client
 
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import Caller, error_code, stdio_params
-from tests.support.mcp_in_process import served
+from testbed.mcp_harness import Caller, error_code, stdio_params
+from testbed.mcp_in_process import served
 
 pytestmark = pytest.mark.anyio
 VERSION_TOOLS = ("update_memory", "lock_memory", "unlock_memory")

@@ -1,7 +1,7 @@
 """Structured logs: a JSON line per tool call with ids, codes and timings, and never content or a secret.
 
 A real server logs at its most verbose (``logs.level = "debug"``, JSON) while the secrets corpus
-(tests/support/secrets_corpus.py) goes through it as content, queries, session names and failing
+(testbed/secrets_corpus.py) goes through it as content, queries, session names and failing
 arguments; then every line of its stderr is JSON, each call has its line, and no line holds a secret
 of the corpus, a content string or the tenant's name.
 """
@@ -23,9 +23,9 @@ import pytest
 
 from memory_core.observe import CallRecord
 from memory_core.observe.logs import JsonLines, call_fields, configure, tenant_label
-from tests.support import secrets_corpus as corpus
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, Caller, _await_url, http_client, server_env
-from tests.support.processes import stop
+from testbed import secrets_corpus as corpus
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, Caller, _await_url, http_client, server_env
+from testbed.processes import stop
 
 TENANT = "acme-logs-tenant"
 MARKER = "harbour-lighthouse-keeper"  # in every content: a line holding it would hold content

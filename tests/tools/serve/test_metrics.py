@@ -19,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, Caller, http_client, running_http_server, server_env
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, Caller, http_client, running_http_server, server_env
 from tools.auth import hash_token
 
 pytestmark = pytest.mark.slow
@@ -130,7 +130,7 @@ def test_no_series_names_a_tenant_or_holds_content_unless_configured(server: str
 
 
 def test_a_metrics_port_of_its_own_is_open_on_loopback_and_tenant_labels_are_capped(tmp_path: Path) -> None:
-    from tests.support.chroma_server import free_port
+    from testbed.chroma_server import free_port
 
     port = free_port()
     config = _config(tmp_path / "c.toml", port=port, tenant_labels=2)

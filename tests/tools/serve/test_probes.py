@@ -23,7 +23,7 @@ from memory_core.embedding.local import HashEmbedder
 from memory_core.errors import StoreError
 from memory_core.operator.doctor import run as doctor_run
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import running_http_server, write_token_config
+from testbed.mcp_harness import running_http_server, write_token_config
 from tools.mcp.stores import OpenedCore
 from tools.serve.deferred_core import DeferredCore
 from tools.serve.probes import ProbeRoutes, Readiness

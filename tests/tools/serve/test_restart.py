@@ -23,9 +23,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from testbed.mcp_harness import http_client
+from testbed.paths import ROOT
 from tests.support.anthropic_standin import Reply, ToolUse, offered, standing_in, tool_results
-from tests.support.mcp_harness import http_client
-from tests.support.paths import ROOT
 from tests.support.restartable import RestartableServer
 
 pytestmark = pytest.mark.slow

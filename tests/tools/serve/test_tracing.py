@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from memory_core.observe.logs import tenant_label
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, Caller, _await_url, http_client, server_env
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, Caller, _await_url, http_client, server_env
+from testbed.processes import stop
 from tests.support.otlp_receiver import receiving
-from tests.support.processes import stop
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"

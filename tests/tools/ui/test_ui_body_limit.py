@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
-from tests.support.processes import stop
+from testbed.mcp_harness import ROOT, SERVER_COMMAND, _await_url, server_env
+from testbed.processes import stop
 from tests.support.ui_store import CLI, make_store
 
 pytestmark = pytest.mark.slow  # every test here starts processes or servers (seconds each)

@@ -15,7 +15,7 @@ import pytest
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings import load_settings
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 from tests.support.ui_store import HOSTILE, OPERATOR_TOKEN, make_store, running_ui
 
 SHOTS = Path(os.environ.get("MEMORY_CORE_TEST_UI_SHOTS", ROOT / ".artifacts" / "ui-screenshots"))

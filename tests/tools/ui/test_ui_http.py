@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from memory_core import MemoryCore
 from memory_core.embedding.local import HashEmbedder
 from memory_core.settings import load_settings
-from tests.support.paths import ROOT
+from testbed.paths import ROOT
 from tests.support.sqlite import sqlite_db
 from tests.support.ui_store import HOSTILE, OPERATOR_TOKEN, TURNS, Refs, populate, ui_settings
 from tools.ui import standalone_app

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memory_core.settings import load_settings
-from tests.support.mcp_harness import running_http_server
+from testbed.mcp_harness import running_http_server
 from tests.support.ui_store import AGENT_TOKEN, OPERATOR_TOKEN, make_store, running_ui
 from tools.auth import hash_token
 from tools.cli.app import app

@@ -2,4 +2,4 @@
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: memory_core/, graph/, tools/, tests/
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: memory_core/, graph/, tools/, tests/

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.chroma_server import free_port
+from testbed.chroma_server import free_port
 
 HOST = "127.0.0.1"
 SUPERUSER = "postgres"

@@ -28,10 +28,10 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from tests.support.processes import stop
+from testbed.processes import stop
 from tools.auth import hash_token
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SERVER_COMMAND = ("-m", "tools.cli", "serve")  # ``memory-core serve`` without the installed script
 START_TIMEOUT_S = 60.0
 # Small enough that a few 2,000-char rows overflow it.
