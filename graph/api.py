@@ -114,6 +114,8 @@ class MemoryNode:
     end_reason: str | None = None  # ended without a replacement (end_memory): why; None for a correction
     ended_by: str | None = None  # who ended it (end_memory), when it was ended without a replacement
     archived_us: int | None = None  # retention archived it then: out of recall and the vector index, restorable
+    provenance: str = "agent"  # where the content came from: user, agent, tool, web, import, hook
+    flags: tuple[str, ...] = ()  # what the poisoning scan found (memory_core.write.poisoning.FLAGS), sorted
     kind: str = AGENT_MEMORY
 
     @property

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         LockedError,
         MemoryCoreError,
         NotFoundError,
+        PoisoningRejectedError,
         ScopeDeniedError,
         SecretRejectedError,
         StoreError,
@@ -77,8 +78,9 @@ __version__ = "0.1.0"
 
 _ERRORS = ("AgentMismatchError", "ConfigError", "ContentTooLargeError", "EmbedderMismatchError", "EmbeddingError",
            "EmptyContentError", "InvalidCursorError", "InvalidInputError", "InvalidRefError", "InvalidTenantError",
-           "LockedError", "MemoryCoreError", "NotFoundError", "ScopeDeniedError", "SecretRejectedError", "StoreError",
-           "StoreFullError", "StoreLockedError", "StoreReadOnlyError", "StoreUnavailableError", "SupersededError",
+           "LockedError", "MemoryCoreError", "NotFoundError", "PoisoningRejectedError", "ScopeDeniedError",
+           "SecretRejectedError", "StoreError", "StoreFullError", "StoreLockedError", "StoreReadOnlyError",
+           "StoreUnavailableError", "SupersededError",
            "TenantMismatchError", "TenantRequiredError")
 
 # name -> its module, or (module, the name it has there) where that name would not say what it is here
@@ -165,6 +167,7 @@ __all__ = [
     "MemoryRow",
     "MergedEntity",
     "NotFoundError",
+    "PoisoningRejectedError",
     "RecallOptions",
     "RecallResult",
     "RecentTurnsPage",

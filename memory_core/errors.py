@@ -11,7 +11,8 @@ Every error the service raises on purpose is a ``MemoryCoreError`` with a stable
     │   ├── EmptyContentError        EMPTY_CONTENT
     │   ├── InvalidRefError          INVALID_REF
     │   ├── InvalidCursorError       INVALID_CURSOR
-    │   └── SecretRejectedError      SECRET_REJECTED
+    │   ├── SecretRejectedError      SECRET_REJECTED
+    │   └── PoisoningRejectedError   POISONING_REJECTED
     ├── TenantMismatchError          TENANT_MISMATCH
     ├── AgentMismatchError           AGENT_MISMATCH
     ├── ScopeDeniedError             SCOPE_DENIED
@@ -85,6 +86,17 @@ class SecretRejectedError(InvalidInputError):
     """
 
     code = "SECRET_REJECTED"
+
+
+class PoisoningRejectedError(InvalidInputError):
+    """The content addresses a model (an instruction override, role or tool-call markup, hidden characters,
+    a link carrying data out) and the tenant's ``security.poisoning`` is ``reject``: nothing was written.
+
+    ``fields``: ``flags``, what the scan found (:data:`memory_core.write.poisoning.FLAGS`); in a batch also
+    the ``index`` of the refused memory.
+    """
+
+    code = "POISONING_REJECTED"
 
 
 class TenantMismatchError(MemoryCoreError):

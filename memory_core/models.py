@@ -9,6 +9,8 @@ from typing import Any
 
 MEMORY_TYPES = frozenset({"turn", "note", "handoff", "decision", "error", "fact", "task", "observation"})
 VISIBILITIES = frozenset({"tenant", "agent"})
+# where a memory's content came from: a person, the agent itself, a tool's output, the web, an import, a hook
+PROVENANCES = frozenset({"user", "agent", "tool", "web", "import", "hook"})
 HANDOFF_SALIENCE = 0.95
 DEFAULT_SALIENCE = 0.5
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -60,6 +62,8 @@ class MemoryRow:
     ended: dict[str, str | None] | None = None  # ended without a replacement: {reason, by}
     newer: str | None = None  # recall: possibly stale, a newer memory about the same things (see recall/stale.py)
     archived: datetime | None = None  # retention archived it then: out of recall and the vector index (restorable)
+    provenance: str = "agent"  # where the content came from (PROVENANCES)
+    flags: tuple[str, ...] = ()  # the poisoning scan's findings (memory_core.write.poisoning.FLAGS); () when clean
     # recall only: the copies of this fact among the rows ranked (this one is the newest), and the
     # others' refs, newest first (see memory_core.recall.collapse)
     repeats: int = 1
@@ -92,6 +96,8 @@ class MemoryRow:
             "timestamp": iso(self.timestamp),
             "metadata": self.metadata,
             "content": self.content,
+            "provenance": self.provenance,
+            "flags": list(self.flags),
         }
         if self.supersedes is not None:
             out["supersedes"] = self.supersedes
@@ -126,14 +132,23 @@ class MemoryRow:
 
 @dataclass(frozen=True)
 class AddResult:
-    ref: str
+    """What an add did. ``stored`` False (a success): write-time hygiene (:mod:`memory_core.write.hygiene`)
+    found nothing worth keeping, ``reason`` says why, and ``ref`` is None, or the agent's own earlier row
+    (``reason`` "repeat")."""
+
+    ref: str | None
     timestamp: datetime
     duplicate_of: str | None = None
     created: bool = True
     redacted: dict[str, int] = field(default_factory=dict)  # secrets the guard replaced: kind -> count
+    stored: bool = True
+    reason: str | None = None  # why it was not stored (one of memory_core.write.hygiene.REASONS)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ref": self.ref, "timestamp": iso(self.timestamp), "created": self.created}
+        out: dict[str, Any] = {"ref": self.ref, "timestamp": iso(self.timestamp), "created": self.created,
+                               "stored": self.stored}
+        if self.reason is not None:
+            out["reason"] = self.reason
         if self.duplicate_of:
             out["duplicate_of"] = self.duplicate_of
         if self.redacted:

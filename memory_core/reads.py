@@ -92,6 +92,8 @@ def row_from_attrs(attrs: MemoryNode, content: str, now_us: int | None = None) -
         review_due=due,
         ended=None if attrs.end_reason is None else {"reason": attrs.end_reason, "by": attrs.ended_by},
         archived=from_us(attrs.archived_us) if attrs.archived_us is not None else None,
+        provenance=attrs.provenance,
+        flags=attrs.flags,
     )
 
 

@@ -72,7 +72,7 @@ class MemoryCore:
         secret = graph.meta("cursor_secret") or ""
         self._reader = Reader(graph, CursorCodec(bytes.fromhex(secret)))
         self._writer = WritePath(graph, vectors, embedder, settings.limits, SecretGuard(settings.security.secrets),
-                                 settings.write)
+                                 settings.write, settings.hygiene, settings.security.poisoning_for)
         self._recaller = Recaller(graph, self._reader, vectors, embedder, settings)
         self._versions = VersionService(graph, self._reader, self._writer)
         self._episodes = EpisodeService(graph, self._reader, self._writer, vectors, embedder, settings,
@@ -298,7 +298,7 @@ class MemoryCore:
         ``tenant``, ``session``, ``agent``, ``content`` and any of :meth:`add_memory`'s fields."""
         if not isinstance(items, Sequence) or not all(isinstance(i, dict) for i in items):
             raise InvalidInputError("add_memories takes a list of objects.")
-        return self._writer.add_many(list(items))
+        return self._writer.add_many(list(items), screen=True)
 
     @coded_graph_errors("deleting a memory")
     def delete_memory(self, tenant: str, ref: str, *, viewer: str | None = None, own_only: bool = False) -> bool:

@@ -20,7 +20,7 @@ from memory_core.errors import (
     InvalidTenantError,
     TenantRequiredError,
 )
-from memory_core.models import VISIBILITIES
+from memory_core.models import PROVENANCES, VISIBILITIES
 
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 NAME_PATTERN = re.compile(r"^[^\x00-\x20\x7f]{1,128}$")
@@ -97,6 +97,15 @@ def stored_type(value: object) -> str:
 def visibility(value: object) -> str:
     if value not in VISIBILITIES:
         raise InvalidInputError("'visibility' must be 'tenant' or 'agent'.", field="visibility")
+    return str(value)
+
+
+def provenance(value: object, role: str | None) -> str:
+    """Where the content came from (one of PROVENANCES); None: ``user`` for a user's turn, else ``agent``."""
+    if value is None:
+        return "user" if role == "user" else "agent"
+    if value not in PROVENANCES:
+        raise InvalidInputError(f"'provenance' must be one of {', '.join(sorted(PROVENANCES))}.", field="provenance")
     return str(value)
 
 

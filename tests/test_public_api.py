@@ -25,8 +25,9 @@ from testbed.paths import ROOT
 ERRORS = [
     "AgentMismatchError", "ConfigError", "ContentTooLargeError", "EmbedderMismatchError", "EmbeddingError",
     "EmptyContentError", "InvalidCursorError", "InvalidInputError", "InvalidRefError", "InvalidTenantError",
-    "LockedError", "MemoryCoreError", "NotFoundError", "ScopeDeniedError", "SecretRejectedError", "StoreError",
-    "StoreFullError", "StoreLockedError", "StoreReadOnlyError", "StoreUnavailableError", "SupersededError",
+    "LockedError", "MemoryCoreError", "NotFoundError", "PoisoningRejectedError", "ScopeDeniedError",
+    "SecretRejectedError", "StoreError", "StoreFullError", "StoreLockedError", "StoreReadOnlyError",
+    "StoreUnavailableError", "SupersededError",
     "TenantMismatchError", "TenantRequiredError",
 ]
 MEMORY_CORE = sorted([

@@ -38,7 +38,8 @@ def ingest(core: MemoryCore) -> Loaded:
     results = core.add_memories([
         {"tenant": TENANT, "session": m.session, "agent": m.agent, "content": m.content, "type": m.type,
          "timestamp": m.timestamp, **({"role": m.role} if m.role else {})} for m in w.memories])
-    ref_to_key = {r.ref: m.key for r, m in zip(results, w.memories, strict=True)}
+    # a memory write-time hygiene left out (an agent's repeat, an acknowledgement) maps no ref
+    ref_to_key = {r.ref: m.key for r, m in zip(results, w.memories, strict=True) if r.stored and r.ref}
     return Loaded(w, ref_to_key, Bm25Baseline([(m.key, m.content) for m in w.memories]))
 
 

@@ -62,7 +62,8 @@ def ingest(core: MemoryCore, conv: Conversation) -> dict[str, str]:
         for t in conv.turns
     ]
     results = core.add_memories(items)
-    return {r.ref: t.source_id for r, t in zip(results, conv.turns, strict=True)}
+    # a turn write-time hygiene left out (none of LoCoMo's: each holds its speaker's words) maps no ref
+    return {r.ref: t.source_id for r, t in zip(results, conv.turns, strict=True) if r.stored and r.ref}
 
 
 def recall_ranker(core: MemoryCore, ref_to_sid: dict[str, str], **options: Any) -> Ranker:

@@ -47,10 +47,11 @@ CORPUS_MODULES = (
     "unittest", "http.server", "email", "asyncio", "functools", "contextlib", "threading", "sqlite3",
 )  # fmt: skip
 GOAL = 0.35
-# measured 2,207 unbound (2,008 bound) when it was set at 2,225; raised deliberately to 2,340 by issue 49 (2,323
-# unbound, 2,124 bound: as_of on five reads, end/revive on update_memory, valid_from and review_after on add_memory),
-# under the 2,500 the tool list is budgeted; raise it only deliberately
-SURFACE_GOAL = 2340
+# measured 2,207 unbound (2,008 bound) when it was set at 2,225; raised deliberately for issue 49 (as_of on
+# five reads, end/revive on update_memory, valid_from and review_after on add_memory) and issue 50 (add_memory's
+# provenance, recall's include_quarantined, stored=false and flags): 2,400 unbound, 2,201 bound then; under the
+# 2,500 the tool list is budgeted; raise it only deliberately
+SURFACE_GOAL = 2420
 # (fact, how many times agents stored it): restated facts about one service, as in issue 41
 FACTS: tuple[tuple[str, int], ...] = (
     ("Ledger-svc reads its feature flags from /etc/flags/ledger-svc.yaml.", 4),

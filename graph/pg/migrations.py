@@ -240,6 +240,12 @@ def _v10(cur: Cursor[tuple[object, ...]]) -> None:
                 "ADD COLUMN IF NOT EXISTS ended_by text")
 
 
+def _v11(cur: Cursor[tuple[object, ...]]) -> None:
+    # provenance and the poisoning scan's flags (issue 50): existing rows were written by agents, unflagged
+    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS provenance text NOT NULL DEFAULT 'agent', "
+                "ADD COLUMN IF NOT EXISTS flags text NOT NULL DEFAULT '[]'")
+
+
 def _try_extension(cur: Cursor[tuple[object, ...]], name: str) -> bool:
     """CREATE EXTENSION (unaccent, btree_gin: contrib, trusted since PostgreSQL 13) when the server
     ships it and we may; without unaccent accents stay significant, without btree_gin the GIN
@@ -263,7 +269,8 @@ def _v12(cur: Cursor[tuple[object, ...]]) -> None:
 
 
 MIGRATIONS: list[tuple[int, Callable[[Cursor[tuple[object, ...]]], None]]] = [
-    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7), (8, _v8), (9, _v9), (10, _v10), (12, _v12),
+    (1, _v1), (2, _v2), (3, _v3), (4, _v4), (5, _v5), (6, _v6), (7, _v7), (8, _v8), (9, _v9), (10, _v10), (11, _v11),
+    (12, _v12),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -19,7 +19,7 @@ EPISODE_COLUMNS = (
 )
 NODE_SELECT = ", ".join(f"m.{c}" for c in NODE_COLUMNS)
 EPISODE_SELECT = ", ".join(EPISODE_COLUMNS)
-_SOURCE, _METADATA = NODE_COLUMNS.index("source"), NODE_COLUMNS.index("metadata")
+_SOURCE, _METADATA, _FLAGS = (NODE_COLUMNS.index(c) for c in ("source", "metadata", "flags"))
 
 
 def scalar(cur: Cursor[Any]) -> Any:
@@ -41,6 +41,7 @@ def memory_node(row: Sequence[Any]) -> MemoryNode:
     a["metadata"] = _frozen_json(a["metadata"])
     a["id"], a["ts_us"], a["salience"] = int(a["id"]), int(a["ts_us"]), float(a["salience"])
     a["locked"] = bool(a["locked"])
+    a["flags"] = tuple(json.loads(a["flags"])) if a["flags"] and a["flags"] != "[]" else ()
     return MemoryNode(**a)
 
 
@@ -54,6 +55,7 @@ def memory_values(record: MemoryRecord) -> list[Any]:
     values: list[Any] = [getattr(node, c) for c in NODE_COLUMNS]
     values[_SOURCE] = json.dumps(dict(node.source), ensure_ascii=False)
     values[_METADATA] = json.dumps(dict(node.metadata), ensure_ascii=False)
+    values[_FLAGS] = json.dumps(list(node.flags))
     return [*values, record.content, record.idempotency_key]
 
 

@@ -189,6 +189,14 @@ def _v9(cur: sqlite3.Cursor, fresh: bool) -> None:
             cur.execute(f"ALTER TABLE memories ADD COLUMN {column} {decl}")
 
 
+def _v10(cur: sqlite3.Cursor, fresh: bool) -> None:
+    """Provenance and the poisoning scan's flags (issue 50): existing rows were written by agents, unflagged."""
+    present = {str(r[1]) for r in cur.execute("PRAGMA table_info(memories)")}  # a re-run step adds nothing twice
+    for column, decl in (("provenance", "TEXT NOT NULL DEFAULT 'agent'"), ("flags", "TEXT NOT NULL DEFAULT '[]'")):
+        if column not in present:
+            cur.execute(f"ALTER TABLE memories ADD COLUMN {column} {decl}")
+
+
 def _v11(cur: sqlite3.Cursor, fresh: bool) -> None:
     """Retention (memory_core.operator.retention): when a row was archived (out of recall and the vector
     index, kept in the graph, restorable). Existing rows are not archived."""
@@ -200,5 +208,5 @@ def _v11(cur: sqlite3.Cursor, fresh: bool) -> None:
 # Numbered steps after the version-1 schema (SCHEMA_V1); a fresh store runs every step with
 # fresh=True. Append a step (and nothing else) to change the schema.
 MIGRATIONS: list[tuple[int, Callable[[sqlite3.Cursor, bool], None]]] = [
-    (2, _v2), (3, _v3), (4, _v4), (6, _v6), (7, _v7), (8, _v8), (9, _v9), (11, _v11)]
+    (2, _v2), (3, _v3), (4, _v4), (6, _v6), (7, _v7), (8, _v8), (9, _v9), (10, _v10), (11, _v11)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

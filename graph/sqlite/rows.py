@@ -20,7 +20,7 @@ EPISODE_SELECT = ", ".join(EPISODE_COLUMNS)
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-_SOURCE, _METADATA, _LOCKED = (NODE_COLUMNS.index(c) for c in ("source", "metadata", "locked"))
+_SOURCE, _METADATA, _LOCKED, _FLAGS = (NODE_COLUMNS.index(c) for c in ("source", "metadata", "locked", "flags"))
 
 
 def _frozen(value: Any) -> Mapping[str, Any]:
@@ -41,12 +41,21 @@ def node_from_row(row: Mapping[str, Any] | tuple[Any, ...]) -> MemoryNode:
         values[_SOURCE] = _frozen(values[_SOURCE])
         values[_METADATA] = _frozen(values[_METADATA])
         values[_LOCKED] = bool(values[_LOCKED])
+        values[_FLAGS] = flags_from_text(values[_FLAGS])
         return MemoryNode(*values)
     named = {c: row[c] for c in NODE_COLUMNS}
     named["source"] = _frozen(named["source"])
     named["metadata"] = _frozen(named["metadata"])
     named["locked"] = bool(named["locked"])
+    named["flags"] = flags_from_text(named["flags"])
     return MemoryNode(**named)
+
+
+def flags_from_text(value: Any) -> tuple[str, ...]:
+    """The stored flags column (a JSON array; ``[]`` on most rows) as the node's tuple."""
+    if not value or value == "[]":
+        return ()
+    return tuple(json.loads(value)) if isinstance(value, str) else tuple(value)
 
 
 def memory_values(record: MemoryRecord) -> list[Any]:
@@ -56,6 +65,7 @@ def memory_values(record: MemoryRecord) -> list[Any]:
     values[_SOURCE] = json.dumps(dict(node.source), ensure_ascii=False)
     values[_METADATA] = json.dumps(dict(node.metadata), ensure_ascii=False)
     values[_LOCKED] = int(node.locked)
+    values[_FLAGS] = json.dumps(list(node.flags))
     return [*values, record.content, record.idempotency_key]
 
 

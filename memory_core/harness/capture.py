@@ -20,6 +20,7 @@ from typing import Any
 
 from memory_core.harness.tool_calls import describe
 from memory_core.harness.transcript import Compacted, Entry, Said, ToolResult, ToolUse
+from memory_core.models import PROVENANCES
 
 HARNESS = "claude-code"
 PROVENANCE = {"user": "user", "assistant": "agent"}
@@ -44,6 +45,13 @@ class CapturedRow:
     at: str | None
     metadata: dict[str, Any]
     start: int
+
+    @property
+    def provenance(self) -> str | None:
+        """Where its words come from, stored as the memory's ``provenance`` (``user`` for prompts, ``agent``
+        for replies, ``tool`` or ``web`` for a call); None: the store's default by role."""
+        value = self.metadata.get("provenance")
+        return value if value in PROVENANCES else None
 
 
 @dataclass

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memory_core.errors import InvalidInputError, MemoryCoreError, SecretRejectedError
+from memory_core.errors import InvalidInputError, MemoryCoreError, PoisoningRejectedError, SecretRejectedError
 from memory_core.harness.capture import CapturedRow
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class StoredRow:
     metadata: dict[str, Any] = field(default_factory=dict)
     confidence: float | None = None
     truncated: bool = False  # ``content`` is a preview (the shared server's), ``ref`` expands it
+    stored_provenance: str = "agent"  # the row's ``provenance`` field (rows stored before it read ``agent``)
+    stored_flags: tuple[str, ...] = ()  # the row's ``flags``: what the poisoning scan found, ``quarantined``
 
     @classmethod
     def of(cls, row: MemoryRow) -> StoredRow:
@@ -61,19 +63,24 @@ class StoredRow:
         return cls(ref=row.ref, content=row.content, type=row.type, role=row.role, session=row.session,
                    agent=row.agent, project_id=row.project_id, visibility=row.visibility,
                    timestamp=row.timestamp.isoformat(timespec="seconds"), metadata=dict(row.metadata),
-                   confidence=row.confidence)
+                   confidence=row.confidence, stored_provenance=row.provenance, stored_flags=row.flags)
 
     @property
     def provenance(self) -> str | None:
-        """Where the row's words come from (``user``, ``agent``, ``tool``, ``web``, …), when it says."""
+        """Where the row's words come from (``user``, ``agent``, ``tool``, ``web``, ``import``, ``hook``): its
+        stored field, or for a row stored before the field (read as ``agent``) what its metadata says."""
+        if self.stored_provenance != "agent":
+            return self.stored_provenance
         value = self.metadata.get("provenance")
-        return value if isinstance(value, str) else None
+        return value if isinstance(value, str) else self.stored_provenance
 
     @property
     def flags(self) -> list[str]:
-        """What the poisoning guard flagged the row for (instructions aimed at a model), when it did."""
+        """What the poisoning guard flagged the row for (instructions aimed at a model, ``quarantined``): its
+        stored field, and what a row's metadata says."""
         value = self.metadata.get("flags")
-        return [str(f) for f in value] if isinstance(value, list) else []
+        extra = [str(f) for f in value] if isinstance(value, list) else []
+        return sorted({*self.stored_flags, *extra})
 
 
 @dataclass(frozen=True)
@@ -147,7 +154,8 @@ class DirectStore:
         items = [self._item(session, project, row) for row in rows]
         try:
             results = self.core.add_memories(items)
-        except SecretRejectedError:  # ``reject`` policy: one row's secret refuses the batch; try them one by one
+        except (SecretRejectedError, PoisoningRejectedError):  # a ``reject`` policy: one row refuses the batch; try
+            # them one by one
             return self._one_by_one(items, rows)
         except MemoryCoreError as exc:  # all or nothing: none of them was written
             return Added([], exc)
@@ -169,7 +177,8 @@ class DirectStore:
     def _item(self, session: str, project: str | None, row: CapturedRow) -> AddItem:
         item: AddItem = {"tenant": self.binding.tenant, "session": session, "agent": self.binding.agent,
                                 "content": row.content, "type": "turn", "role": row.role,
-                                "idempotency_key": row.key, "metadata": row.metadata, "channel": "hook"}
+                                "idempotency_key": row.key, "metadata": row.metadata, "channel": "hook",
+                                "provenance": row.provenance}
         if project:
             item["project_id"] = project
         if row.at:
@@ -179,8 +188,10 @@ class DirectStore:
     def add_handoff(self, session: str, project: str | None, content: str, key: str,
                     metadata: dict[str, Any]) -> str:
         b = self.binding
-        return self.core.create_handoff(b.tenant, session, b.agent, content, project_id=project or None,
-                                        idempotency_key=key, metadata=metadata, channel="hook").ref
+        ref = self.core.create_handoff(b.tenant, session, b.agent, content, project_id=project or None,
+                                       idempotency_key=key, metadata=metadata, channel="hook", provenance="hook").ref
+        assert ref is not None  # a handoff is never screened by write-time hygiene
+        return ref
 
     def session_rows(self, session: str, limit: int) -> list[StoredRow]:
         rows: list[StoredRow] = []

@@ -49,13 +49,14 @@ FORMATS = {f.name: f for f in (
 def import_source(
     parts: OperatorParts, source: str, path: str | Path, tenant: str, *, agent: str | None = None,
     dry_run: bool = False, skip_bad: bool = False, progress: Callable[[int], None] | None = None,
-    total: Callable[[int], None] | None = None, include_expired: bool = False,
+    total: Callable[[int], None] | None = None, include_expired: bool = False, hygiene: bool = False,
 ) -> SourceReport:
     """Import ``path``, in the format of the tool ``source`` (one of :data:`FORMATS`), into ``tenant``.
 
     ``agent``: the author of memories whose source names none (default: the format's name).
     ``include_expired`` (mem0): write memories past their ``expiration_date``, ended then, instead of
     skipping them (both are counted in the report's ``expired``).
+    ``hygiene``: leave out what carries no information ("ok", heartbeats, ...), counted in ``junk``.
     ``total`` is told how many memories will be written (before the first), ``progress`` how many
     more were after each batch. Returns what was written, skipped and refused (see SourceReport).
     """
@@ -72,7 +73,7 @@ def import_source(
     read = reader.read(target, include_expired=True) if include_expired else reader.read(target)
     return write_source(parts, read, source=fmt.name, path=str(target), tenant=tenant,
                         agent=agent or fmt.default_agent, extract=fmt.extract, dry_run=dry_run, skip_bad=skip_bad,
-                        progress=progress, total=total)
+                        progress=progress, total=total, hygiene=hygiene)
 
 
 __all__ = ["FORMATS", "SourceFormat", "SourceReport", "import_source"]

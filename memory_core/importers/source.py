@@ -42,6 +42,7 @@ from memory_core.models import to_us
 from memory_core.secret_guard import detect, redact
 from memory_core.store_errors import graph_errors
 from memory_core.write.add_rows import PreparedAdd
+from memory_core.write.hygiene import junk_reason
 from memory_core.write.request import AddItem
 from memory_core.write.rows import scoped_idempotency_key
 
@@ -100,7 +101,8 @@ class SourceItem:
         """The add_memory arguments of this item, under the idempotency ``key``."""
         return {"tenant": tenant, "session": self.session, "agent": self.agent or agent, "content": self.content,
                 "type": self.type, "timestamp": self.timestamp, "idempotency_key": key,
-                "metadata": self.metadata, "entities": self.entities or None, "relations": self.relations or None}
+                "metadata": self.metadata, "entities": self.entities or None, "relations": self.relations or None,
+                "provenance": "import"}
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ class SourceReport:
     duplicates: int = 0  # items the source holds twice (the same identity and text): imported once
     expired: int = 0  # items past their expiration in the source (skipped, or written ended when asked)
     links_skipped: int = 0  # symbolic links in an imported folder, never followed (each named in notes)
+    junk: dict[str, int] = field(default_factory=dict)  # with hygiene: items left out, by reason (write/hygiene.py)
     redacted: dict[str, int] = field(default_factory=dict)  # secrets the guard replaced in what was written
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)  # kind -> {read, written, skipped}
     entities: int = 0  # distinct entities its memories mention: declared, and found by the extractor
@@ -189,8 +192,8 @@ class SourceReport:
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in (
             "source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates", "expired",
-            "links_skipped", "redacted", "by_kind", "entities", "relations", "sessions", "errors", "error_items",
-            "warnings", "notes", "stopped_at")}
+            "junk", "links_skipped", "redacted", "by_kind", "entities", "relations", "sessions", "errors",
+            "error_items", "warnings", "notes", "stopped_at")}
         if self.dry_run:
             out["sample"] = self.sample
         return out
@@ -200,8 +203,11 @@ def write_source(
     parts: OperatorParts, read: Read, *, source: str, path: str, tenant: str, agent: str, extract: bool = True,
     dry_run: bool = False,
     skip_bad: bool = False, progress: Callable[[int], None] | None = None, total: Callable[[int], None] | None = None,
+    hygiene: bool = False,
 ) -> SourceReport:
-    """Validate what ``read`` yields, then write it into ``tenant`` (see the module)."""
+    """Validate what ``read`` yields, then write it into ``tenant`` (see the module). ``hygiene``: leave out the
+    items write-time hygiene finds carry no information (:func:`memory_core.write.hygiene.junk_reason`), counted
+    by reason in the report's ``junk``; off by default (an import keeps what the other tool held)."""
     tenant = v.tenant(tenant)
     agent = str(v.name(agent, "agent"))
     report = SourceReport(source, path, tenant, agent, dry_run=dry_run)
@@ -234,6 +240,10 @@ def write_source(
             name = exc.fields.get("field")  # the source's own field when the reader named one, else the add's
             where = got.where if got.where.field or not name else got.where.at(str(name))
             ordered.append(Problem(where, exc.message, exc.code))
+            continue
+        reason = junk_reason(prepared.row.content) if hygiene else None
+        if reason is not None:
+            report.junk[reason] = report.junk.get(reason, 0) + 1
             continue
         ordered.append(_Prepared(got, prepared))
         entities |= {entity_norm(e.name) for e in prepared.entities}  # declared and extracted, as stored

@@ -319,7 +319,9 @@ def _write_batch(parts: OperatorParts, merges: list[Merge]) -> list[str]:
         supersedes=[m.kept.node.id for m in merges], linked=end_others)
     for tenant in sorted({m.tenant for m in merges}):  # a kill before this: the next run (or doctor) finishes it
         parts.vectors.delete(tenant, [memory_ref(r.node.id) for m in merges if m.tenant == tenant for r in m.members])
-    return [r.ref for r in results]
+    refs = [r.ref for r in results if r.ref is not None]
+    assert len(refs) == len(results), "an unscreened write is always stored"  # hygiene screens agents' adds only
+    return refs
 
 
 def _ts_of(merge: Merge) -> int:

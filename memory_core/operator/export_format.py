@@ -16,7 +16,8 @@ from memory_core.write.request import AddItem
 DERIVED_EDGES = frozenset({AUTHORED_BY, IN_SESSION})  # every add writes them; a line's edges list them too
 STATE_FIELDS = ("supersedes", "superseded", "valid_to", "locked", "ended", "archived")
 # written beside the add: its state, its edges, and its entities and relations as records with their refs
-NOT_ADDED = frozenset({"ref", "content_hash", "edges", "entities", "relations", *STATE_FIELDS})
+# (flags: what the poisoning scan found, scanned again on import under the importing tenant's policy)
+NOT_ADDED = frozenset({"ref", "content_hash", "edges", "entities", "relations", "flags", *STATE_FIELDS})
 MEMORY_REF = r"^mem:[1-9][0-9]{0,17}$"
 
 
@@ -46,6 +47,8 @@ class ExportLine(BaseModel):
     timestamp: str
     metadata: dict[str, Any] = Field(default_factory=dict)
     content: str
+    provenance: str = "import"  # where the content came from; a line without one (older exports) is an import
+    flags: list[str] = Field(default_factory=list)  # the poisoning scan's findings when exported
     idempotency_key: str | None = None
     content_hash: str
     edges: list[ExportEdge] = Field(default_factory=list)

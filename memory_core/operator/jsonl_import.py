@@ -475,6 +475,7 @@ class _JsonlImport:
                                                              f"names {result.ref}, a different memory; it was not "
                                                              "written.", line.ref)
                 continue
+            assert result.ref is not None  # imports are not screened by write-time hygiene: a created row has a ref
             self.mapped[line.ref] = self.counts.refs[line.ref] = result.ref
             self.written_here.add(line.ref)
             self.counts.written += 1

@@ -140,6 +140,7 @@ class Recaller:
             channel=o.get("channel"), source_id=o.get("source_id"), exclude_contents=o.get("exclude_contents"),
             held_context=held_context, include_superseded=o.get("include_superseded", False) or deep,
             as_of=o.get("as_of"), include_stale=o.get("include_stale", False) or deep,
+            include_quarantined=o.get("include_quarantined", False),
         )
         if anchor is None and filters.as_of_us is not None:
             anchor = from_us(filters.as_of_us)  # relative dates of an as_of recall count from that instant

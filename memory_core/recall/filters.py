@@ -16,6 +16,7 @@ from typing import Any
 from graph.api import EpisodeNode, MemoryNode, RowFilter
 from memory_core import validation as v
 from memory_core.errors import InvalidInputError
+from memory_core.write.poisoning import QUARANTINED
 
 AUTO_PROJECT = "@auto"
 MAX_SOURCE_ID = 256  # stored source.id values are capped at 256 too (validation.KEY_PATTERN)
@@ -97,6 +98,7 @@ class RecallFilters(RowFilter):
     include_superseded: bool = False  # also versions a newer one corrected (update_memory)
     as_of_us: int | None = None  # as_of: the rows valid at that instant, whatever their state now
     include_stale: bool = False  # rows a newer one contradicts rank as they would (recall/stale.py)
+    include_quarantined: bool = False  # also rows quarantined by the poisoning policy (memory_core.write.poisoning)
 
     @classmethod
     def build(cls, tenant: str, viewer: object, scope: ProjectScope, **fields: Any) -> RecallFilters:
@@ -123,6 +125,7 @@ class RecallFilters(RowFilter):
             include_superseded=bool(fields.get("include_superseded")),
             as_of_us=v.instant_us(fields.get("as_of"), "as_of"),
             include_stale=bool(fields.get("include_stale")),
+            include_quarantined=bool(fields.get("include_quarantined")),
         )
 
     def admits(self, a: MemoryNode) -> bool:
@@ -137,6 +140,8 @@ class RecallFilters(RowFilter):
         elif a.valid_to_us is not None and not self.include_superseded:
             return False
         if a.archived_us is not None:  # retention took it out of recall (memory_core.operator.retention)
+            return False
+        if a.flags and QUARANTINED in a.flags and not self.include_quarantined:
             return False
         if self.type and a.type != self.type:
             return False

@@ -37,6 +37,7 @@ class RecallOptions(TypedDict, total=False):
     as_of: datetime | str | None  # what was valid at that instant (ISO 8601 with a timezone): versions current then
     include_stale: bool  # rows a newer memory contradicts rank as they would (not moved below it, not marked)
     collapse: bool  # copies of one fact as one row (default true; deep shows them all)
+    include_quarantined: bool  # also rows the poisoning policy quarantined (flags hold "quarantined")
 
 
 OPTIONS = frozenset(RecallOptions.__optional_keys__ | RecallOptions.__required_keys__)

@@ -90,6 +90,23 @@ class WriteSettings(_Section):
     coalesce_ms: float = Field(10.0, ge=0, le=1000)
 
 
+class HygieneSettings(_Section):
+    """Write-time hygiene (see :mod:`memory_core.write.hygiene`): rows that carry no information are not stored."""
+
+    # acknowledgements, heartbeats, a harness's bookkeeping, empty rows and an agent's exact repeats are
+    # answered ``stored: false`` with a reason instead of being stored
+    enabled: bool = True
+    # an agent's row whose words repeat its own row of the same session, visibility and project written at most
+    # this long before (or after) is a repeat; 0: repeats are stored
+    repeat_window_s: float = Field(600.0, ge=0, le=86_400 * 30)
+    # per tenant: true or false overrides ``enabled`` for that tenant
+    tenants: dict[str, bool] = Field(default_factory=dict)
+
+    def on_for(self, tenant: str) -> bool:
+        """Whether hygiene screens ``tenant``'s writes."""
+        return self.tenants.get(tenant, self.enabled)
+
+
 class RecallSettings(_Section):
     preview_chars: int = Field(500, ge=0)
     full_content_budget_chars: int = Field(200_000, ge=1)
@@ -198,10 +215,23 @@ class ModelProviderSettings(_Section):
     extract_entities: bool = False
 
 
+PoisoningPolicy = Literal["flag", "quarantine", "reject"]
+
+
 class SecuritySettings(_Section):
     # what a write holding secrets (API keys, tokens, private keys, passwords, credentials in URLs) does:
     # "redact" them to [REDACTED:<kind>], "reject" the write (SECRET_REJECTED), or "allow" (store as given)
     secrets: Literal["redact", "reject", "allow"] = "redact"
+    # what a write holding instructions aimed at a model does (see memory_core/write/poisoning.py): "flag" it
+    # (stored, returned with its flags), "quarantine" it (stored, recalled only when asked), "reject" it
+    # (POISONING_REJECTED, nothing written)
+    poisoning: PoisoningPolicy = "flag"
+    # per tenant: a policy that overrides ``poisoning`` for that tenant
+    poisoning_tenants: dict[str, PoisoningPolicy] = Field(default_factory=dict)
+
+    def poisoning_for(self, tenant: str) -> PoisoningPolicy:
+        """The poisoning policy of ``tenant``."""
+        return self.poisoning_tenants.get(tenant, self.poisoning)
 
 
 class HooksSettings(_Section):
@@ -281,6 +311,7 @@ class Settings(_Section):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     write: WriteSettings = Field(default_factory=WriteSettings)
+    hygiene: HygieneSettings = Field(default_factory=HygieneSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
     recover: RecoverSettings = Field(default_factory=RecoverSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

@@ -23,7 +23,9 @@ Rules, the same at every boundary:
   An ended memory is not updated (SUPERSEDED, ``ended: true``): revive it first.
 - The new version keeps the old one's session, type, visibility, role, channel, source and
   project; content, metadata (replaced, not merged) and salience are the old ones unless given.
-  Its author is the agent that corrected it (the old author when none is named).
+  Its author is the agent that corrected it (the old author when none is named). Its provenance is the
+  old one's when the content is kept, and the writer's (by role, as an add's) when new content is given;
+  the poisoning scan runs on the new version's content like on any add's.
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ class VersionService:
             "metadata": dict(old.metadata) if metadata is None else metadata,
             "salience": old.salience if salience is None else salience, "timestamp": from_us(ts_us),
             "valid_from": None if valid_from_us is None else from_us(valid_from_us),
+            "provenance": old.provenance if content is None else None,
         }
         added = self.writer.add_many([item], edges=[[(mem_node(old.id), SUPERSEDES)]], supersedes=[old.id])[0]
         return UpdateResult(added, memory_ref(old.id))

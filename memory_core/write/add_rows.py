@@ -10,18 +10,21 @@ in them of a secret or of the clear text), declared entity names, aliases, kinds
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graph.api import EntitySpec, MemoryNode, MemoryRecord, RelationSpec
 from memory_core import validation as v
 from memory_core.entities import declared
 from memory_core.entities.extract import extract_entities
+from memory_core.errors import PoisoningRejectedError
 from memory_core.models import DEFAULT_SALIENCE, HANDOFF_SALIENCE, to_us
 from memory_core.secret_guard import Scan, SecretGuard
 from memory_core.secret_guard.findings import MARKER_PATTERN
 from memory_core.secret_guard.guard import digests_of
 from memory_core.settings.schema import LimitSettings
+from memory_core.write import poisoning
 from memory_core.write.request import ADD_ITEM_NAMES, AddItem, refuse_unknown
 from memory_core.write.rows import content_hash, scoped_idempotency_key
 
@@ -49,6 +52,7 @@ class PreparedAdd:
     relations: list[RelationSpec] = field(default_factory=list)
     redacted: dict[str, int] = field(default_factory=dict)  # secrets the guard replaced: kind -> count
     duplicate_of: str | None = None  # set by the write: the same content just before in the session
+    screen: bool = False  # write-time hygiene screens it (agents' adds; see memory_core.write.hygiene)
 
     @property
     def idempotency_key(self) -> str | None:
@@ -57,13 +61,21 @@ class PreparedAdd:
 
 
 REDACT = SecretGuard("redact")
+PoisoningPolicyOf = Callable[[str], str]  # a tenant's security.poisoning: flag, quarantine or reject
+
+
+def flag_all(_tenant: str) -> str:
+    """The default poisoning policy: every flagged row is stored with its flags."""
+    return "flag"
 
 
 def prepare_add(item: AddItem, limits: LimitSettings, *, extract: bool = True,
-                guard: SecretGuard = REDACT) -> PreparedAdd:
+                guard: SecretGuard = REDACT, poisoning_of: PoisoningPolicyOf = flag_all) -> PreparedAdd:
     """Validate one add's arguments into the row it stores (no id yet). Raises before any write.
     ``extract``: add the entities the deterministic extractor finds in the text to the declared ones.
-    ``guard``: the secrets policy (SECRET_REJECTED under ``reject``; redacted fields under ``redact``)."""
+    ``guard``: the secrets policy (SECRET_REJECTED under ``reject``; redacted fields under ``redact``).
+    ``poisoning_of``: the tenant's poisoning policy (POISONING_REJECTED under ``reject``; the row's flags
+    name ``quarantined`` too under ``quarantine``; see :mod:`memory_core.write.poisoning`)."""
     refuse_unknown(item, ADD_ITEM_NAMES, "add_memory")
     lim = limits
     tenant, session = v.tenant(item.get("tenant")), str(v.name(item.get("session"), "session"))
@@ -88,22 +100,37 @@ def prepare_add(item: AddItem, limits: LimitSettings, *, extract: bool = True,
     review_after_us = v.instant_us(item.get("review_after"), "review_after")
     salience = v.salience(item.get("salience"), HANDOFF_SALIENCE if mtype == "handoff" else DEFAULT_SALIENCE)
     visibility = v.visibility(item.get("visibility") or "tenant")
+    provenance = v.provenance(item.get("provenance"), role)
     node = MemoryNode(id=0,  # none yet: the write assigns it (WritePath._assign_ids)
                       tenant=tenant, session=session, agent=agent, type=mtype, role=role, channel=channel,
                       source=source, source_id=source.get("id"), project_id=project_id, salience=salience,
                       visibility=visibility, ts_us=ts_us, metadata=metadata, content_len=len(text),
                       content_hash=content_hash(text), valid_from_us=valid_from_us,
-                      review_after_us=review_after_us)
+                      review_after_us=review_after_us, provenance=provenance)
     row = MemoryRecord(node, text, scoped_idempotency_key(given_key, visibility, agent))
     declared_entities = _without_redacted_kinds(guard.json(item.get("entities"), "entities", scan))
     declared_relations = guard.json(item.get("relations"), "relations", scan)
     # SECRET_REJECTED here, under "reject": before anything is written, and before a later error could quote a value
     redacted = guard.finish(scan, "memory")
+    row = replace(row, node=replace(node, flags=screened(text, poisoning_of(tenant))))
     entities = declared.entities(declared_entities)
     relations = declared.relations(declared_relations, entities)
     if extract:
         entities = declared.with_extracted(entities, extract_entities(text))
     return PreparedAdd(row, entities=entities, relations=relations, redacted=redacted)
+
+
+def screened(text: str, policy: str) -> tuple[str, ...]:
+    """The poisoning scan's flags of ``text`` under ``policy``: POISONING_REJECTED under ``reject`` when it
+    found anything; ``quarantined`` added under ``quarantine``."""
+    flags = poisoning.scan(text)
+    if not flags:
+        return ()
+    if policy == "reject":
+        raise PoisoningRejectedError(
+            f"The content addresses a model ({', '.join(flags)}) and this tenant's security.poisoning is "
+            "'reject'; nothing was written.", field="content", flags=list(flags))
+    return tuple(sorted({*flags, poisoning.QUARANTINED})) if policy == "quarantine" else flags
 
 
 def _without_redacted_kinds(entities: Any) -> Any:

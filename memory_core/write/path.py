@@ -34,6 +34,7 @@ from memory_core.embedding.api import Embedder
 from memory_core.errors import (
     InvalidInputError,
     MemoryCoreError,
+    PoisoningRejectedError,
     SecretRejectedError,
     StoreError,
     StoreUnavailableError,
@@ -43,12 +44,13 @@ from memory_core.models import AddResult, from_us
 from memory_core.observe import TimedRLock
 from memory_core.refs import MAX_KEPT_ID, memory_ref
 from memory_core.secret_guard import SecretGuard
-from memory_core.settings.schema import LimitSettings, WriteSettings
+from memory_core.settings.schema import HygieneSettings, LimitSettings, WriteSettings
 from memory_core.store_errors import graph_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
-from memory_core.write.add_rows import REDACT, ItemRef, PreparedAdd, prepare_add
+from memory_core.write.add_rows import REDACT, ItemRef, PoisoningPolicyOf, PreparedAdd, flag_all, prepare_add
 from memory_core.write.group_commit import GroupCommit
+from memory_core.write.hygiene import REPEAT, junk_reason, repeat_of
 from memory_core.write.request import AddItem
 from memory_core.write.rows import embedding_text, vector_metadata
 
@@ -62,12 +64,15 @@ class WritePath:
     """Adds and deletes for :class:`memory_core.service.MemoryCore`."""
 
     def __init__(self, graph: GraphStore, vectors: VectorStore, embedder: Embedder, limits: LimitSettings,
-                 guard: SecretGuard = REDACT, write: WriteSettings | None = None) -> None:
+                 guard: SecretGuard = REDACT, write: WriteSettings | None = None,
+                 hygiene: HygieneSettings | None = None, poisoning_of: PoisoningPolicyOf = flag_all) -> None:
         self.graph = graph
         self.vectors = vectors
         self.embedder = embedder
         self.limits = limits
         self.guard = guard  # the secrets policy every prepared row passes (see memory_core.secret_guard)
+        self.poisoning_of = poisoning_of  # a tenant's poisoning policy (see memory_core.write.poisoning)
+        self.hygiene = hygiene or HygieneSettings(enabled=False)  # what screened adds skip (memory_core.write.hygiene)
         self.lock = TimedRLock()  # its waits and long holders are observed (memory_core.observe)
         self.on_written: Callable[[list[MemoryRecord]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
@@ -79,15 +84,20 @@ class WritePath:
     # ---- validation ------------------------------------------------------------------------
     def prepare(self, item: AddItem, *, extract: bool = True) -> PreparedAdd:
         """Validate one add's arguments into a storable row (see :func:`prepare_add`)."""
-        return prepare_add(item, self.limits, extract=extract, guard=self.guard)
+        return prepare_add(item, self.limits, extract=extract, guard=self.guard, poisoning_of=self.poisoning_of)
 
     # ---- adds ------------------------------------------------------------------------------
     def add_one(self, item: AddItem) -> AddResult:
         """One caller's add: validated in its own thread, then written in a batch with the adds of
         other callers in flight (:mod:`memory_core.write.group_commit`), or alone when batching is off."""
         if self.batches is None:
-            return self.add_many([item])[0]
-        return self.batches.add(lambda: self.prepare(item))
+            return self.add_many([item], screen=True)[0]
+        return self.batches.add(lambda: self._screened(self.prepare(item)))
+
+    @staticmethod
+    def _screened(p: PreparedAdd) -> PreparedAdd:
+        p.screen = True
+        return p
 
     def add_many(
         self,
@@ -100,8 +110,12 @@ class WritePath:
         states: Sequence[Mapping[str, Any] | None] = (),
         linked: Linked | None = None,
         extract: bool = True,
+        screen: bool = False,
     ) -> list[AddResult]:
         """Validate all, embed outside the lock, then write all-or-nothing.
+
+        ``screen`` (agents' adds; imports only when asked): write-time hygiene answers a row that carries no
+        information ``stored: false`` with its reason instead of writing it (:mod:`memory_core.write.hygiene`).
 
         ``preferred_ids`` (imports): keep a row's original id when nothing uses it and it is at
         most :data:`MAX_KEPT_ID` (a larger one gets a fresh id: no file moves the shared sequence
@@ -126,11 +140,12 @@ class WritePath:
         for index, item in enumerate(items):
             try:
                 p = self.prepare(item, extract=extract)
-            except SecretRejectedError as exc:
+            except (SecretRejectedError, PoisoningRejectedError) as exc:
                 if len(items) > 1:  # which memory of the batch (nothing of it is written)
                     exc.fields["index"] = index
                 raise
             p.position = index
+            p.screen = screen
             prepared.append(p)
         for p, pid in zip(prepared, preferred_ids, strict=False):
             p.preferred_id = pid
@@ -147,17 +162,57 @@ class WritePath:
     def write_prepared(self, prepared: list[PreparedAdd], *, linked: Linked | None = None,
                        extract: bool = True) -> list[AddResult]:
         """Embed validated rows in one call (outside the lock), then write them all-or-nothing (each row's
-        ``position`` is its index here: group commit's batches are prepared one caller at a time)."""
-        for i, p in enumerate(prepared):
+        ``position`` is its index among the rows written: group commit's batches are prepared one caller at a
+        time). Screened rows write-time hygiene skips are answered ``stored: false`` and neither embedded nor
+        written; only agents' adds are screened, never imports (whose ``linked`` and item refs count positions)."""
+        skipped, repeats = self._skipped(prepared)
+        kept = [p for i, p in enumerate(prepared) if i not in skipped]
+        for i, p in enumerate(kept):
             p.position = i
-        vectors = self.embedder.embed([embedding_text(p.row) for p in prepared])
-        with self.lock:
-            results = self._write(prepared, vectors, linked)
+        vectors = self.embedder.embed([embedding_text(p.row) for p in kept]) if kept else []
+        written: list[AddResult] = []
+        if kept:
+            with self.lock:
+                written = self._write(kept, vectors, linked)
+        answers = iter(written)
+        results = [skipped[i] if i in skipped else next(answers) for i in range(len(prepared))]
+        for i, first in repeats.items():  # answered with the ref of the row of the call it repeats
+            results[i] = replace(results[i], ref=results[first].ref)
         results = [replace(r, redacted=p.redacted) if p.redacted else r
                    for p, r in zip(prepared, results, strict=True)]
         if extract and self.on_written is not None:
             self.on_written([p.row for p, r in zip(prepared, results, strict=True) if r.created])
         return results
+
+    def _skipped(self, prepared: list[PreparedAdd]) -> tuple[dict[int, AddResult], dict[int, int]]:
+        """The screened rows write-time hygiene does not store, by index, each answered ``stored: false``: junk
+        by its text alone, then an agent's exact repeat of its own recent row or of a row earlier in the call
+        (the second map: repeat's index -> the index of the row it repeats)."""
+        skipped: dict[int, AddResult] = {}
+        repeats: dict[int, int] = {}
+        window_us = int(self.hygiene.repeat_window_s * 1_000_000)
+        earlier: list[MemoryNode] = []
+        for i, p in enumerate(prepared):
+            node = p.row.node
+            if not p.screen or not self.hygiene.on_for(node.tenant):
+                continue
+            if p.idempotency_key is not None and self._by_idempotency_key(node.tenant, p.idempotency_key):
+                continue  # a retry: answered with the first add's ref by the write, whatever its words
+            ts = from_us(node.ts_us)
+            reason = junk_reason(p.row.content)
+            if reason is not None:
+                skipped[i] = AddResult(None, ts, created=False, stored=False, reason=reason)
+                continue
+            with self._store_errors():
+                same = repeat_of(self.graph, p.row, window_us, earlier)
+            if same is None:
+                earlier.append(replace(node, id=-(i + 1)))  # a stand-in id until the write assigns one
+            elif same < 0:  # the same words earlier in this call: it answers with that row's ref
+                skipped[i] = AddResult(None, ts, created=False, stored=False, reason=REPEAT)
+                repeats[i] = -same - 1
+            else:
+                skipped[i] = AddResult(memory_ref(same), ts, created=False, stored=False, reason=REPEAT)
+        return skipped, repeats
 
     def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]], linked: Linked | None = None,
                attempt: int = 0) -> list[AddResult]:

@@ -37,6 +37,7 @@ class MemoryFields(TypedDict, total=False):
     metadata: Mapping[str, Any] | None  # a small JSON object
     entities: Sequence[Mapping[str, Any]] | None  # [{name, kind?, aliases?}] it is about (at most 32)
     relations: Sequence[Mapping[str, Any]] | None  # [{from, to, label}] between its entities (at most 32)
+    provenance: str | None  # where the content came from: user, agent, tool, web, import, hook (default by role)
 
 
 class AddFields(MemoryFields, total=False):

@@ -51,12 +51,13 @@ def traced(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield statements
 
 
-def _fill(core: MemoryCore, n: int, tenants: int = 3) -> list[str]:
+def _fill(core: MemoryCore, n: int, tenants: int = 3, start: int = 0) -> list[str]:
+    """``n`` rows (from row ``start``: another call adds others, never an agent's repeat hygiene would skip)."""
     items = [{"tenant": f"t{i % tenants}", "session": f"s{i % 7}", "agent": f"a{i % 4}", "content": f"memory {i}",
               "type": "turn" if i % 3 else "note", "channel": "chat" if i % 5 == 0 else None,
               "visibility": "agent" if i % 11 == 0 else "tenant", "timestamp": T0 + timedelta(hours=i)}
-             for i in range(n)]  # fmt: skip
-    return [r.ref for r in core.add_memories(items)]
+             for i in range(start, start + n)]  # fmt: skip
+    return [str(r.ref) for r in core.add_memories(items)]
 
 
 def test_an_open_reads_no_memory_row(tmp_path: Path, traced: list[str]) -> None:
@@ -195,8 +196,8 @@ def test_neighbours_of_more_nodes_than_one_statement_binds_come_back_whole_under
     before 3.32 (set here on the connection itself), however many nodes are asked for."""
     core = _open(tmp_path / "data")
     try:
-        for _ in range(3):
-            _fill(core, 700, tenants=1)
+        for k in range(3):
+            _fill(core, 700, tenants=1, start=700 * k)
         g = core._graph
         assert isinstance(g, SqliteGraphStore)
         with g.db.lock:

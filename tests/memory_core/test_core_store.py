@@ -56,9 +56,10 @@ def test_idempotency_key_repeated_inside_one_batch_writes_once(core: MemoryCore)
 
 
 def test_identical_content_in_the_same_session_is_written_and_flagged(core: MemoryCore) -> None:
+    """Another agent's same words (the author's own exact repeat is not stored: see test_hygiene.py)."""
     first = core.add_memory("acme", "s1", "a", "Ship it.")
-    second = core.add_memory("acme", "s1", "a", "  ship   IT. ")
-    elsewhere = core.add_memory("acme", "s2", "a", "Ship it.")
+    second = core.add_memory("acme", "s1", "b", "  ship   IT. ")
+    elsewhere = core.add_memory("acme", "s2", "c", "Ship it.")
     assert second.duplicate_of == first.ref and second.ref != first.ref
     assert elsewhere.duplicate_of is None
     assert core._graph.count("acme") == 3

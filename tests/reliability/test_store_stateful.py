@@ -601,7 +601,10 @@ def test_store_matches_a_plain_model_under_random_operations(
 
     Machine.backend = backend
     Machine.root = tmp_path
-    Machine.opener = staticmethod(lambda data_dir: open_core(backend, data_dir, request))  # type: ignore[assignment]
+    # the model stores every add it is given: write-time hygiene (an agent's repeat, "ok") has its own tests
+    # (tests/memory_core/write/test_hygiene.py), and idempotent retries under it are held there too
+    Machine.opener = staticmethod(  # type: ignore[assignment]
+        lambda data_dir: open_core(backend, data_dir, request, hygiene={"enabled": False}))
     run_state_machine_as_test(
         Machine,
         settings=settings(

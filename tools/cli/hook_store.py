@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 PROTOCOL = "2026-07-28"
 MCP_PATH = "/mcp"
 CLIENT_INFO = {"name": "memory-core-hook", "version": "1"}
-ROW_REFUSALS = frozenset({"INVALID_INPUT", "EMPTY_CONTENT", "CONTENT_TOO_LARGE", "SECRET_REJECTED"})
+ROW_REFUSALS = frozenset({"INVALID_INPUT", "EMPTY_CONTENT", "CONTENT_TOO_LARGE", "SECRET_REJECTED",
+                          "POISONING_REJECTED"})
 SESSION_PAGE = 100
 WRITERS = 4  # concurrent add_memory calls of one capture
 RECALL_CAP = 50  # server.mcp_limit_cap's default: what a recall may ask for over MCP
@@ -160,7 +161,7 @@ class SharedStore:
         for row in rows:
             arguments: dict[str, Any] = {"session": session, "content": row.content, "type": "turn",
                                          "role": row.role, "idempotency_key": row.key, "metadata": row.metadata,
-                                         "channel": "hook"}
+                                         "channel": "hook", "provenance": row.provenance}
             if project:
                 arguments["project_id"] = project
             if row.at:
@@ -174,13 +175,15 @@ class SharedStore:
                 return Added(acks, exc)
             except MemoryCoreError as exc:
                 return Added(acks, exc)
-            acks.append(Ack(row.key, str(answer.get("ref")), bool(answer.get("created", True))))
+            ref = answer.get("ref")  # null: write-time hygiene did not store it (stored: false), a success
+            acks.append(Ack(row.key, str(ref) if ref else None, bool(answer.get("created", True))))
         return Added(acks)
 
     def add_handoff(self, session: str, project: str | None, content: str, key: str,
                     metadata: dict[str, Any]) -> str:
         arguments: dict[str, Any] = {"session": session, "content": content, "type": "handoff",
-                                     "idempotency_key": key, "metadata": metadata, "channel": "hook"}
+                                     "idempotency_key": key, "metadata": metadata, "channel": "hook",
+                                     "provenance": "hook"}
         if project:
             arguments["project_id"] = project
         return str(self.call("add_memory", arguments)["ref"])
@@ -266,7 +269,10 @@ def _row(data: dict[str, Any], **defaults: Any) -> StoredRow:
         project_id=data.get("project_id"), visibility=str(data.get("visibility") or "tenant"),
         timestamp=data.get("timestamp"), metadata=metadata if isinstance(metadata, dict) else {},
         confidence=float(confidence) if isinstance(confidence, int | float) else None,
-        truncated=bool(data.get("content_truncated")))
+        truncated=bool(data.get("content_truncated")),
+        # recall rows leave out provenance "agent" and empty flags (the preview tier's defaults)
+        stored_provenance=str(data.get("provenance") or "agent"),
+        stored_flags=tuple(str(f) for f in data.get("flags") or () if isinstance(f, str)))
 
 
 def open_hook_store(settings: Settings | None, data_dir: Path, config: Path | None, binding: Binding, scope: str,

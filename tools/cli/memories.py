@@ -46,6 +46,9 @@ def add(
         help="ISO-8601: when it should be checked again; recall marks it review_due after.")] = None,
     idempotency_key: Annotated[str | None, typer.Option(help="Retrying with the same key writes once.")] = None,
     metadata: Annotated[str | None, typer.Option(help="A JSON object stored with the memory.")] = None,
+    provenance: Annotated[str | None, typer.Option(
+        help="Where the content came from: user, agent, tool, web, import, hook (default: user for --role user, "
+             "else agent).")] = None,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -57,7 +60,10 @@ def add(
     Secrets in the text (keys, tokens, passwords, …) are stored as [REDACTED:<kind>] under the default
     security.secrets = "redact"; the output names their kinds and counts.
 
-    JSON: {"ref", "timestamp", "created", "duplicate_of"?, "redacted"?: {kind: count}}
+    Rows that carry no information ("ok", "thanks", NO_REPLY, heartbeats, a harness's bookkeeping, the agent's
+    exact repeat) are not stored under the default hygiene.enabled = true: the output says why.
+
+    JSON: {"ref", "timestamp", "created", "stored", "reason"?, "duplicate_of"?, "redacted"?: {kind: count}}
     """
     opts = Common.of(ctx, config, data_dir, json_out)
     fields: AddFields = {  # every add field but entities and relations (a test holds them to AddFields)
@@ -73,6 +79,7 @@ def add(
         "idempotency_key": idempotency_key,
         "metadata": parse_json_object(metadata, "metadata"),
         "source": {"id": source_id} if source_id else None,
+        "provenance": provenance,
     }
     text = read_text_argument(content)
     with opts.core() as core:  # the service routes type=handoff through create_handoff (SUPERSEDES)
@@ -80,6 +87,10 @@ def add(
         result = core.add_memory(*who, text, **fields)
     if opts.json:
         render.emit_json(result.to_dict())
+        return
+    if not result.stored:  # write-time hygiene: nothing worth keeping (a success)
+        earlier = f"; the agent's row {result.ref} holds the same words" if result.ref else ""
+        typer.echo(f"Not stored ({result.reason}){earlier}.")
         return
     note = f" (duplicate of {result.duplicate_of})" if result.duplicate_of else ""
     verb = "Stored" if result.created else "Already stored (same idempotency key):"
@@ -107,6 +118,8 @@ def recall(
     collapse: Annotated[bool, typer.Option(
         "--collapse/--no-collapse", help="One row per fact: its newest copy, with its repeats.")] = True,
     preset: Annotated[str | None, typer.Option(help="Retrieval preset (default: recall.preset).")] = None,
+    include_quarantined: Annotated[bool, typer.Option(
+        help="Also rows the poisoning policy quarantined (instructions aimed at a model).")] = False,
     viewer: ViewerOpt = None,
     explain: Annotated[bool, typer.Option(
         "--explain", help="Also print how the recall ran: time per stage, candidates, vector path.")] = False,
@@ -137,6 +150,7 @@ def recall(
             tenant_of(tenant), query, viewer=viewer, limit=limit, type=type_, session=session, agent=agent,
             channel=channel, source_id=source_id, project_id=project_id, exclude_contents=exclude or None,
             deep=deep, preset=preset, collapse=collapse, as_of=as_of, include_stale=include_stale,
+            include_quarantined=include_quarantined,
         )
     if opts.json:
         from tools.mcp.preview import recall_response  # the one recall envelope; loads with the command

@@ -77,7 +77,8 @@ def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any
 def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool = False) -> None:
     """Memories as a table: ref, type, session, agent, time (+ confidence and signal), preview.
 
-    A row standing for repeats of its fact shows ``×N`` after its ref (``--json`` names the others)."""
+    A row standing for repeats of its fact shows ``×N`` after its ref (``--json`` names the others); a row the
+    poisoning scan flagged shows ``⚑`` and its flags before its preview (:mod:`memory_core.write.poisoning`)."""
     columns = ["ref", "type", "session", "agent", "time"]
     if scored:
         columns += ["confidence", "signal"]
@@ -88,7 +89,8 @@ def memory_table(title: str | None, rows: Sequence[MemoryRow], *, scored: bool =
         if scored:
             reason = row.match_reason or {}
             cells += ["" if row.confidence is None else f"{row.confidence:.3f}", reason.get("signal", "")]
-        body.append([*cells, preview(row.content)])
+        flagged = f"⚑ {','.join(row.flags)} · " if row.flags else ""
+        body.append([*cells, flagged + preview(row.content)])
     table(title, [*columns, "preview"], body)
 
 

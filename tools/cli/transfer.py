@@ -97,6 +97,9 @@ def import_(
     include_expired: Annotated[bool, typer.Option(
         "--include-expired", help="With --from mem0: also import memories past their expiration_date, ended then "
                                   "(default: skipped and counted).")] = False,
+    hygiene: Annotated[bool, typer.Option(
+        "--hygiene", help="With --from: leave out what carries no information (acknowledgements, heartbeats, a "
+                          "harness's bookkeeping), counted in junk (default: import everything).")] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -121,8 +124,8 @@ def import_(
     Example: memory-core import ~/.mcp/memory.json --from mcp-memory -t acme --dry-run
 
     JSON: {"source", "path", "tenant", "agent", "dry_run", "items", "written", "skipped", "duplicates",
-    "expired", "links_skipped", "redacted": {kind: count}, "by_kind": {kind: {read, written, skipped}},
-    "entities" (declared and extracted), "relations",
+    "expired", "junk": {reason: count}, "links_skipped", "redacted": {kind: count},
+    "by_kind": {kind: {read, written, skipped}}, "entities" (declared and extracted), "relations",
     "sessions", "errors", "error_items": [{file, line, field, code, message}], "warnings", "notes",
     "stopped_at"} (+ "sample")
     """
@@ -131,10 +134,13 @@ def import_(
     opts = Common.of(ctx, config, data_dir, json_out)
     if source is not None:
         _import_source(opts, source, file, tenant_of(tenant), agent, skip_bad=skip_bad, dry_run=dry_run,
-                       include_expired=include_expired)
+                       include_expired=include_expired, hygiene=hygiene)
         return
     if include_expired:
         raise InvalidInputError("--include-expired applies to --from mem0.", field="include_expired")
+    if hygiene:  # an export restores a store as it was
+        raise InvalidInputError("--hygiene applies to --from (another tool's memory), not to an export.",
+                                field="hygiene")
     total = None if file == "-" else _count_lines(Path(file))
     with _source(file) as lines, _store(opts, dry_run) as core, render.progress(opts.json) as bar:
         task = bar.add_task(f"import {tenant}", total=total)
@@ -168,7 +174,7 @@ def import_(
 
 
 def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str | None, *, skip_bad: bool,
-                   dry_run: bool, include_expired: bool) -> None:
+                   dry_run: bool, include_expired: bool, hygiene: bool) -> None:
     """import --from FORMAT PATH: another tool's memory, with a progress bar on a terminal."""
     from memory_core.operator import import_source  # loads with the command, not with --help
 
@@ -176,7 +182,8 @@ def _import_source(opts: Common, source: str, path: str, tenant: str, agent: str
         task = bar.add_task(f"import {source} into {tenant}", total=None)
         report = import_source(core.operator_parts(), source, path, tenant, agent=agent, dry_run=dry_run,
                                skip_bad=skip_bad, progress=lambda n: bar.advance(task, n),
-                               total=lambda n: bar.update(task, total=n), include_expired=include_expired)
+                               total=lambda n: bar.update(task, total=n), include_expired=include_expired,
+                               hygiene=hygiene)
     if opts.json:
         render.emit_json(report.to_dict())
     else:

@@ -121,6 +121,9 @@ Visibility = Annotated[
 Timestamp = Annotated[str | None, Field(description="ISO 8601 with timezone; omit: now.")]
 ValidFrom = Annotated[str | None, Field(description="When it became true; omit: timestamp.")]
 ReviewAfter = Annotated[str | None, Field(description="Recall marks it review_due after.")]
+# where the content came from; omitted: user for role=user, else agent (the add description says so)
+Provenance = Annotated[Literal["user", "agent", "tool", "web", "import", "hook"] | None, Field()]
+IncludeQuarantined = Annotated[bool, Field()]  # the recall description says what it does
 IdempotencyKey = Annotated[
     str | None,
     Field(description="Calls with the same key store once."),

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 # Token economy: the response is already scoped to the caller's tenant, and fields at
 # their defaults or empty (``source: {}``) say nothing, so rows leave them out.
 _DROPPED_ROW_KEYS = frozenset({"tenant"})
-_OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "type": "turn"}
+_OMITTED_DEFAULTS: dict[str, Any] = {"visibility": "tenant", "salience": DEFAULT_SALIENCE, "type": "turn",
+                                     "provenance": "agent"}
 SCORE_DECIMALS = 3  # confidence: enough to rank by
 REASON_DECIMALS = 2  # match_reason contributions explain a rank; they need not reproduce it
 _PAGE_SHARED_KEYS = frozenset({"session", "type"})
@@ -229,10 +230,12 @@ def recall_response(result: RecallResult, messages: list[dict[str, Any]]) -> dic
 
 def expand_rows(response: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A recall response's rows with what the shaping left out put back: the ``shared`` fields
-    and the defaults (``type: 'turn'``). For clients and tests that read rows one by one."""
+    and the defaults (``type: 'turn'``, ``provenance: 'agent'``, ``flags: []``). For clients and tests that
+    read rows one by one."""
     shared = dict(response.get("shared", {}))
     signal = shared.pop("signal", None)
-    rows = [{"type": _OMITTED_DEFAULTS["type"], **shared, **row} for row in response.get("messages", [])]
+    rows = [{"type": _OMITTED_DEFAULTS["type"], "provenance": _OMITTED_DEFAULTS["provenance"], "flags": [], **shared,
+             **row} for row in response.get("messages", [])]
     if signal is not None:
         for row in rows:
             if isinstance(row.get("match_reason"), dict):

@@ -175,3 +175,22 @@ def test_the_cli_says_a_dump_may_be_cut_and_how_many_expired(tmp_path: Path, mon
     wrong = CliRunner().invoke(app, ["import", str(dump), "-t", "acme", "--include-expired", "--json",
                                      "--data-dir", str(tmp_path / "data")])
     assert wrong.exit_code == 2 and json.loads(wrong.stdout)["error"]["code"] == "INVALID_INPUT"
+
+
+# ---- write-time hygiene on an import: off unless asked (issue 50.1) --------------------------------------
+
+def test_an_import_keeps_junk_unless_hygiene_is_asked_and_then_counts_it(request: pytest.FixtureRequest,
+                                                                          tmp_path: Path) -> None:
+    texts = ["Prefers Postgres 16", "ok", "NO_REPLY", "[heartbeat] 2026-02-20T08:00:00Z", "port 5433", "no"]
+    dump = write_dump(tmp_path / "get_all.json", [memory(i, t) for i, t in enumerate(texts)])
+    plain = open_core("memory", tmp_path / "plain", request)
+    screened = open_core("memory", tmp_path / "screened", request)
+    try:
+        assert import_source(plain.operator_parts(), "mem0", dump, "acme").written == 6
+        assert {r["provenance"] for r in rows(plain)} == {"import"}
+        report = import_source(screened.operator_parts(), "mem0", dump, "acme", hygiene=True)
+        assert report.written == 3 and report.to_dict()["junk"] == {"acknowledgement": 2, "heartbeat": 1}
+        assert sorted(r["content"] for r in rows(screened)) == ["Prefers Postgres 16", "no", "port 5433"]
+    finally:
+        plain.close()
+        screened.close()

@@ -33,7 +33,8 @@ class _PicnicEmbedder:
 @pytest.fixture
 def picnic_core(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> MemoryCore:
     monkeypatch.setitem(presets.PRESETS, "no-context", presets.PRESETS["balanced"].tuned({"context.weight": 0.0}))
-    core = open_core("memory", tmp_path / "d", request, embedder=_PicnicEmbedder())
+    # the same reply twice by one agent is what this test is about: write-time hygiene would keep only the first
+    core = open_core("memory", tmp_path / "d", request, embedder=_PicnicEmbedder(), hygiene={"enabled": False})
     request.addfinalizer(core.close)
     return core
 

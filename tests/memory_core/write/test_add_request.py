@@ -70,7 +70,7 @@ def test_every_known_field_is_taken_by_add_memory_and_create_handoff(core: Memor
     given: MemoryFields = {
         "role": "assistant", "channel": "ops", "source": {"id": "discord:1"}, "project_id": "p1", "salience": 0.7,
         "visibility": "tenant", "timestamp": "2026-01-02T03:04:05+00:00", "idempotency_key": "k1",
-        "metadata": {"a": 1}, "entities": [{"name": "Kestrel"}], "relations": [],
+        "metadata": {"a": 1}, "entities": [{"name": "Kestrel"}], "relations": [], "provenance": "tool",
         "valid_from": "2026-01-01T00:00:00+00:00", "review_after": "2026-02-01T00:00:00+00:00",
     }
     assert set(given) == MEMORY_FIELD_NAMES  # a new field is given here too
@@ -84,6 +84,7 @@ def test_every_known_field_is_taken_by_add_memory_and_create_handoff(core: Memor
         assert row.source == {"id": "discord:1"} and row.timestamp.isoformat() == "2026-01-02T03:04:05+00:00"
         assert row.valid_from is not None and row.valid_from.isoformat() == "2026-01-01T00:00:00+00:00"
         assert row.review_after is not None and row.review_due  # 2026-02-01 has passed
+        assert row.provenance == "tool"
 
 
 def test_an_export_line_rebuilds_every_field_of_an_add() -> None:

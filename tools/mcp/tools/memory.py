@@ -23,6 +23,7 @@ from tools.mcp.params import (
     MemoryType,
     Metadata,
     Project,
+    Provenance,
     Refs,
     Relations,
     ReviewAfter,
@@ -60,9 +61,11 @@ async def add_memory(
     metadata: Metadata = None,
     entities: Entities = None,
     relations: Relations = None,
+    provenance: Provenance = None,
 ) -> dict[str, Any]:
     """Store a memory. A repeated idempotency_key returns the first ref (created=false); the same
-    content just before in the session adds duplicate_of. Secrets become [REDACTED:kind].
+    content just before in the session adds duplicate_of. Secrets become [REDACTED:kind]. Junk (ok,
+    NO_REPLY, your repeat): stored=false, reason.
     """
     state = state_of(ctx)
     tenant_id = state.scope.resolve(tenant)
@@ -73,6 +76,7 @@ async def add_memory(
             project_id=project_id, salience=salience, visibility=visibility, timestamp=timestamp,
             valid_from=valid_from, review_after=review_after, idempotency_key=idempotency_key, metadata=metadata,
             entities=entities, relations=relations,
+            provenance=provenance,
         )
     )
     return state.shaper.added(result)
