@@ -63,6 +63,13 @@ MOVE_TO_NEW_MODEL = (
     "with (it builds the new index beside the old one, resumes when interrupted, and switches at the end), then "
     "set the new model in the configuration."
 )
+# a model this release cannot load cannot open the store for a reembed: export (graph only) and import again
+MOVE_FROM_REMOVED_MODEL = (
+    "Move to the configured model through a new data directory: 'memory-core tenants' lists the tenants, "
+    "'memory-core export --tenant T --out T.jsonl' exports each (export reads the graph only: it opens the "
+    "directory whatever the embedding settings), then 'memory-core import T.jsonl --tenant T --data-dir NEW' "
+    "embeds every memory again with the configured model."
+)
 
 
 def check_embedder(graph: StoreLifecycle, embedder: Embedder) -> None:
@@ -78,7 +85,7 @@ def check_embedder(graph: StoreLifecycle, embedder: Embedder) -> None:
         if removed:
             raise EmbedderMismatchError(
                 f"This data directory holds vectors from '{stored}' ({removed}); they cannot be queried with "
-                f"'{identity}'. {MOVE_TO_NEW_MODEL}", key="embedding.provider", stored=stored)
+                f"'{identity}'. {MOVE_FROM_REMOVED_MODEL}", key="embedding.provider", stored=stored)
         raise EmbedderMismatchError(
             f"This data directory holds vectors from '{stored}'; opening it with '{identity}' would mix "
             f"incompatible embeddings. Use the original embedding settings, or: {MOVE_TO_NEW_MODEL}",
