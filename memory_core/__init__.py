@@ -12,7 +12,6 @@ heavy packages import under (:mod:`memory_core.heavy_imports`), so a thread that
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -202,16 +201,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module 'memory_core' has no attribute {name!r}")
-    module, attribute = (where, name) if isinstance(where, str) else where
-    from memory_core.heavy_imports import importing
+    from memory_core.heavy_imports import lazy_name
 
-    with importing():
-        value = getattr(import_module(module), attribute)
-    globals()[name] = value
-    return value
+    return lazy_name(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

@@ -15,9 +15,11 @@ owns everything Chroma).
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from importlib import import_module
 from types import ModuleType
 from typing import Any
 
@@ -38,3 +40,17 @@ def onnx_runtime() -> tuple[ModuleType, Any]:
         from tokenizers import Tokenizer
 
     return onnxruntime, Tokenizer
+
+
+def lazy_name(package: str, table: Mapping[str, str | tuple[str, str]], name: str) -> Any:
+    """A public package's name loaded on first use (its PEP 562 ``__getattr__``), under the import lock so a
+    warm-up importing onnxruntime meanwhile never hands out numpy half-initialised. ``table`` maps a name
+    to its module, or to (its module, the name it has there); the value is cached in the package."""
+    where = table.get(name)
+    if where is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    module, attribute = (where, name) if isinstance(where, str) else where
+    with importing():
+        value = getattr(import_module(module), attribute)
+    setattr(sys.modules[package], name, value)
+    return value

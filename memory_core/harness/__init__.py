@@ -23,7 +23,6 @@ the modules it runs and no other.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -88,12 +87,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module 'memory_core.harness' has no attribute {name!r}")
-    value = getattr(import_module(where[0]), where[1])
-    globals()[name] = value
-    return value
+    from memory_core.heavy_imports import lazy_name
+
+    return lazy_name(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

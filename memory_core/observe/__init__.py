@@ -28,7 +28,6 @@ modules import a library of their own (``Metrics``: prometheus-client) load on f
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from memory_core.observe.calls import CallRecord, current_call, note_stage, note_wait, request_id_var
@@ -65,15 +64,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module 'memory_core.observe' has no attribute {name!r}")
-    from memory_core.heavy_imports import importing
+    from memory_core.heavy_imports import lazy_name
 
-    with importing():
-        value = getattr(import_module(where[0]), where[1])
-    globals()[name] = value
-    return value
+    return lazy_name(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

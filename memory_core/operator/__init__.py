@@ -8,7 +8,6 @@ They load on first use (PEP 562): a CLI command pays only for the one it runs.
 
 from __future__ import annotations
 
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -98,15 +97,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'memory_core.operator' has no attribute {name!r}")
-    from memory_core.heavy_imports import importing
+    from memory_core.heavy_imports import lazy_name
 
-    with importing():
-        value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_name(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:
