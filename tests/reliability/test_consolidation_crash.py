@@ -10,8 +10,8 @@ vector records the kill left are the one allowed finding, and the rerun deletes 
 by two canonicals. A second run then leaves exactly what an uninterrupted run leaves: the
 same current memories (tenant, visibility, author, text), once each.
 
-SQLite always; PostgreSQL (embedded Chroma, a database copied by ``CREATE DATABASE ... TEMPLATE``) at
-every third step, or every step with ``MEMORY_CORE_RELIABILITY=long``.
+SQLite at every second step, PostgreSQL (embedded Chroma, a database copied by ``CREATE DATABASE ...
+TEMPLATE``) at every third (and the last), or every step with ``MEMORY_CORE_RELIABILITY=long``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from tests.support.store_checks import LONG
 from tests.support.store_copy import Store
 
 pytestmark = pytest.mark.slow
-STRIDE = {"sqlite": 1, "postgres": 1 if LONG else 3}
+STRIDE = {"sqlite": 1 if LONG else 2, "postgres": 1 if LONG else 3}
 FACTS = ["the staging database runs on postgres sixteen behind pgbouncer",
          "deploys to production happen on tuesdays after the design review",
          "the billing service retries failed webhooks three times with backoff",

@@ -18,8 +18,8 @@ doctor clean, with each restorable memory present exactly once.
 
 The same damage, kills and assertions run over SQLite and over PostgreSQL (with embedded
 Chroma, so a copy of the data directory plus a copy of the database, ``CREATE DATABASE ...
-TEMPLATE``, is a copy of the store). ``make test`` kills the PostgreSQL repair at every third
-step (and the last); ``MEMORY_CORE_RELIABILITY=long`` at every step.
+TEMPLATE``, is a copy of the store). ``make test`` kills the SQLite repair at every second step
+and the PostgreSQL one at every third (and the last); ``MEMORY_CORE_RELIABILITY=long`` at every step.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from tests.support.sqlite import sqlite_db
 from tests.support.store_checks import LONG
 from tests.support.store_copy import Store
 
-STRIDE = {"sqlite": 1, "postgres": 1 if LONG else 3}  # which steps a kill tries: every STRIDE-th (and the last)
+# which steps a kill tries: every STRIDE-th (and the last)
+STRIDE = {"sqlite": 1 if LONG else 2, "postgres": 1 if LONG else 3}
 GHOST = {"session": "s9", "agent": "ghost", "type": "note", "ts_us": 1_760_000_000_000_000,
          "visibility": "tenant", "salience": 0.6, "project_id": "", "kind": "memory"}
 UNREBUILDABLE = "half a record"
