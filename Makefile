@@ -69,10 +69,11 @@ $(NODE_CLIENTS): tests/support/node/package.json tests/support/node/package-lock
 serve: install-serve
 	$(BIN)/memory-core serve --http --host $(HOST) --port $(PORT) --announce$(if $(CONFIG), --config $(CONFIG))
 
+# one worker per core, a test file's tests on one worker (their module fixtures are shared)
 test: $(STAMP) chromium postgres promtool node-clients
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 # the fast inner loop: lint, types and every test not marked slow (see docs/architecture.md); it names
 # its ten slowest tests, so a test that grew slow is seen where it ran
