@@ -221,7 +221,8 @@ class RowFilter:
     """Row filters a backend evaluates inside its own queries (lexical search, id listings).
 
     ``project``: None = any project; "" = the global pool only; a name = that project or
-    the global pool. ``viewer`` sees shared rows and its own private ones.
+    the global pool. ``viewer`` sees shared rows and its own private ones. Archived rows (retention,
+    consolidation's merged members) never match: they are out of recall and would take its places.
     """
 
     tenant: str

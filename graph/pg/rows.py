@@ -91,4 +91,5 @@ def filter_sql(f: RowFilter, alias: str = "m") -> tuple[sql.Composable, list[Any
             args.append(f.project)
     parts.append(sql.SQL("({} = 'tenant' OR {} = %s)").format(col("visibility"), col("agent")))
     args.append(f.viewer or "\x01")  # no agent is named \x01 (names are validated)
+    parts.append(sql.SQL("{} IS NULL").format(col("archived_us")))  # out of recall (retention, consolidation)
     return sql.SQL(" AND ").join(parts), args

@@ -61,6 +61,7 @@ def sql_where(f: RowFilter) -> tuple[str, list[Any]]:
             args.append(f.project)
     parts.append("(m.visibility = 'tenant' OR m.agent = ?)")
     args.append(f.viewer or "\x00")
+    parts.append("m.archived_us IS NULL")  # out of recall: never a place in the pool (retention, consolidation)
     return " AND ".join(parts), args
 
 
@@ -181,7 +182,7 @@ class _Search:
             rest = " OR ".join(f'"{t}"' for t in terms[i + 1:])
             keep(self._ranked(table, f, terms, limit, window, own, match=f'"{term}" AND ({rest})'))
         if len(best) < limit and not rare_only:
-            where, args = sql_where(f) if f.selective else ("1", [])
+            where, args = sql_where(f)
             since = self.conn.execute(
                 f"SELECT min(id) FROM (SELECT m.id FROM {table} JOIN memories m ON m.id = {table}.rowid "
                 f"WHERE {table} MATCH ? AND {where} ORDER BY {table}.rowid DESC LIMIT ?)",
@@ -209,13 +210,9 @@ class _Search:
         after = "" if since is None else f" AND {rowid} >= {int(since)}"
         if own is None:
             return self._ranked_both(table, f, limit, match or _match_any(terms), after)
-        if f.selective:
-            where, args = sql_where(f)
-            sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {rowid} "
-                   f"WHERE {table} MATCH ?{after} AND {where} ORDER BY rank LIMIT ?")
-        else:  # the table holds only this tenant's rows; visibility is checked on the memory node
-            sql = f"SELECT rowid, {ranks} FROM {table} WHERE {table} MATCH ?{after} ORDER BY rank LIMIT ?"
-            args = []
+        where, args = sql_where(f)  # archived rows are left out here: they would crowd the current ones out
+        sql = (f"SELECT m.id, {ranks} FROM {table} JOIN memories m ON m.id = {rowid} "
+               f"WHERE {table} MATCH ?{after} AND {where} ORDER BY rank LIMIT ?")
         rows = self.conn.execute(sql, [match or _match_any(terms), *args, limit]).fetchall()
         if own:  # (id, own, window)
             return [LexicalHit(int(i), -float(win), max(0.0, -float(rank))) for i, rank, win in rows]
@@ -225,11 +222,8 @@ class _Search:
 
     def _ranked_both(self, table: str, f: RowFilter, limit: int, match: str, after: str) -> list[LexicalHit]:
         """The top ``limit`` by the window score and by the own-text score, from one scoring pass."""
-        join, where = "", ""
-        args: list[Any] = []
-        if f.selective:
-            clause, args = sql_where(f)
-            join, where = f" JOIN memories m ON m.id = {table}.rowid", f" AND {clause}"
+        clause, args = sql_where(f)
+        join, where = f" JOIN memories m ON m.id = {table}.rowid", f" AND {clause}"
         rows = self.conn.execute(
             f"WITH s AS MATERIALIZED (SELECT {table}.rowid AS id, bm25({table}, 1.0, 1.0) AS w, "
             f"bm25({table}, 1.0, 0.0) AS o FROM {table}{join} WHERE {table} MATCH ?{after}{where}) "

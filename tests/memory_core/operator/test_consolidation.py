@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from graph.api import RowFilter
 from memory_core import MemoryCore
 from memory_core.errors import LockedError, NotFoundError, SupersededError
 from memory_core.operator.consolidation import (
@@ -17,6 +18,7 @@ from memory_core.operator.consolidation import (
     write_merges,
 )
 from memory_core.operator.doctor.run import check_stores
+from memory_core.refs import memory_ref
 from memory_core.versions.chain import MERGED
 
 FACT = "the staging database runs on postgres sixteen behind pgbouncer"
@@ -56,6 +58,24 @@ def test_near_duplicates_merge_into_one_canonical_version_that_names_the_others(
     assert [m.ref for m in core.recall("acme", "staging database", include_superseded=True, limit=10).messages] == [
         canonical]
     assert check_stores(parts).ok
+
+
+def test_merged_rows_leave_lexical_search_and_come_back_with_undo(core: MemoryCore) -> None:
+    """Found by bench.quality.consolidation: the merged rows stayed in the full-text indexes, took places
+    of the lexical branch's pool (recall then refused them) and pushed other turns' evidence out of it."""
+    refs = [add(core, "acme", t) for t in COPIES]
+    canonical = consolidate(core.operator_parts()).merges[0][1]
+    assert canonical is not None
+    g, lexical = core.operator_parts().graph, RowFilter("acme")
+
+    def found() -> set[str]:
+        window = g.lexical_window(lexical, ["staging", "postgres", "pgbouncer"], 10)
+        phrases = g.lexical_phrases(lexical, ["staging database"], 10)
+        return {memory_ref(h.id) for h in (*window, *phrases)}
+
+    assert found() == {canonical}
+    undo_merge(core.operator_parts(), "acme", canonical)
+    assert found() == set(refs)
 
 
 def test_a_rerun_merges_nothing_more(core: MemoryCore) -> None:
