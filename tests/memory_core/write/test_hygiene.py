@@ -4,6 +4,8 @@ written nowhere; a labelled set of junk and short real facts holds that no fact 
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -138,3 +140,32 @@ def test_a_retry_with_the_idempotency_key_is_answered_with_the_first_ref_whateve
                                  "idempotency_key": "k1"}])
     assert (again.ref, again.created, again.stored) == (first.ref, False, True)
     assert (batch[0].ref, batch[0].created, batch[0].stored) == (first.ref, False, True)
+
+
+class _MeetingEmbedder:
+    """The core's embedder, but every call waits until ``parties`` callers embed at once: two adds have both
+    looked for a repeat before either writes, which is the race a repeat check before the lock loses."""
+
+    def __init__(self, inner: Any, parties: int) -> None:
+        self.inner = inner
+        self.barrier = threading.Barrier(parties, timeout=10)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.barrier.wait()
+        return self.inner.embed(texts)  # type: ignore[no-any-return]
+
+
+def test_two_concurrent_repeats_by_one_agent_store_one_row(store: MemoryCore) -> None:
+    writer = store._writer
+    writer.embedder = _MeetingEmbedder(writer.embedder, 2)  # type: ignore[assignment]
+    item: Any = {"tenant": "acme", "session": "s", "agent": "bot", "content": "the staging cluster is eu-west-2"}
+    with ThreadPoolExecutor(2) as pool:
+        results = [f.result() for f in [pool.submit(store.add_memories, [item]) for _ in range(2)]]
+    answers = sorted((r[0].stored, r[0].reason) for r in results)
+    assert answers == [(False, "repeat"), (True, None)]
+    assert results[0][0].ref == results[1][0].ref  # the repeat answers with the row it repeats
+    assert [t.content for t in store.query_recent_turns("acme", "s").turns] == [item["content"]]
+    assert_stores_agree(store)
