@@ -3,7 +3,6 @@ written nowhere; a labelled set of junk and short real facts holds that no fact 
 
 from __future__ import annotations
 
-import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -14,20 +13,19 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.write.hygiene import REASONS, junk_reason
+from testbed.labelled_sets import labelled_set
 from tests.support.backends import open_core, store_backends
 from tests.support.store_checks import assert_stores_agree
 
-LABELLED = Path(__file__).parents[2] / "fixtures" / "hygiene" / "labelled.jsonl"
 BACKENDS = store_backends("memory", "persistent", "postgres")
 
 
 def labelled() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in LABELLED.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return labelled_set("hygiene")
 
 
 def test_no_labelled_fact_is_dropped() -> None:
-    held_out = [json.loads(line)
-                for line in LABELLED.with_name("heldout.jsonl").read_text(encoding="utf-8").splitlines()]
+    held_out = labelled_set("hygiene", "heldout")
     rows = [*labelled(), *held_out]  # held out: written after the rules, never tuned on
     dropped = [(r["text"], junk_reason(r["text"])) for r in rows if not r["junk"] and junk_reason(r["text"])]
     assert dropped == []
