@@ -12,6 +12,8 @@ What ``/metrics`` holds (every name starts ``memory_core_``):
 - ``store_rows{store}`` — memories in the graph and records in the vector store (counted at most
   every ``metrics.store_counts_s``); ``shared_clients`` — stdio clients bridged to this server;
   ``http_responses_total{route, status}``; ``ready`` (what ``/readyz`` says, as 1 or 0);
+- ``consolidation_merges_total``, ``consolidation_runs_total{outcome}`` — what the background
+  consolidation schedule did (:mod:`memory_core.operator.schedule`; zero while it is off);
 - ``build_info{version}``, and the process's own (``process_resident_memory_bytes``,
   ``process_open_fds``, CPU seconds) from the client library's process collector.
 
@@ -129,6 +131,10 @@ class Metrics:
                                  buckets=SECONDS, registry=reg)
         self._http = Counter(PREFIX + "http_responses", "HTTP responses by route and status.", ("route", "status"),
                              registry=reg)
+        self._merges = Counter(PREFIX + "consolidation_merges", "Canonical memories the background consolidation "
+                               "schedule wrote (consolidation.every_s).", registry=reg)
+        self._runs = Counter(PREFIX + "consolidation_runs", "Background consolidation runs by outcome (ok, failed).",
+                             ("outcome",), registry=reg)
         self._ready = Gauge(PREFIX + "ready", "1 while /readyz answers 200, else 0.", registry=reg)
         Gauge(PREFIX + "build_info", "The memory-core version serving.", ("version",), registry=reg).labels(
             version).set(1)
@@ -159,6 +165,11 @@ class Metrics:
 
     def record_http(self, route: str, status: int) -> None:
         self._child(self._http, route, str(status)).inc()
+
+    def record_consolidation(self, merges: int, ok: bool) -> None:
+        """Count one background consolidation run and the merges it wrote."""
+        self._merges.inc(merges)
+        self._child(self._runs, "ok" if ok else "failed").inc()
 
     def set_ready(self, ready: bool) -> None:
         self._ready.set(1 if ready else 0)

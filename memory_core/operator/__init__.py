@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from memory_core.operator.parts import OperatorParts
     from memory_core.operator.reembedding import ReembedReport, embedding_for, reembed
     from memory_core.operator.retention import RetentionReport, apply_retention, restore_archived
+    from memory_core.operator.schedule import ConsolidationSchedule
     from memory_core.operator.stats import (
         SessionSummary,
         TenantStats,
@@ -37,6 +38,7 @@ _LAZY = {
     "UndoResult": "memory_core.operator.consolidation",
     "consolidate": "memory_core.operator.consolidation",
     "undo_merge": "memory_core.operator.consolidation",
+    "ConsolidationSchedule": "memory_core.operator.schedule",
     "RetentionReport": "memory_core.operator.retention",
     "ReembedReport": "memory_core.operator.reembedding",
     "embedding_for": "memory_core.operator.reembedding",
@@ -65,6 +67,7 @@ _LAZY = {
 
 __all__ = [
     "ConsolidationReport",
+    "ConsolidationSchedule",
     "DoctorReport",
     "ImportCounts",
     "Inspector",
