@@ -52,6 +52,7 @@ OPERATOR = sorted([
     "export_count", "export_tenant", "ImportCounts", "import_lines", "SourceReport", "import_source",
     # upkeep (issue 50): consolidation and its reversal
     "ConsolidationReport", "UndoResult", "consolidate", "undo_merge", "ConsolidationSchedule",
+    "ModelCanonical",
     "RetentionReport", "apply_retention", "restore_archived", "ReembedReport", "embedding_for", "reembed",
 ])
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memory_core.importers import SourceReport, import_source
+    from memory_core.operator.canonical import ModelCanonical
     from memory_core.operator.consolidation import ConsolidationReport, UndoResult, consolidate, undo_merge
     from memory_core.operator.doctor.run import DoctorReport, check_stores, repair_stores
     from memory_core.operator.inspector import Inspector
@@ -39,6 +40,7 @@ _LAZY = {
     "consolidate": "memory_core.operator.consolidation",
     "undo_merge": "memory_core.operator.consolidation",
     "ConsolidationSchedule": "memory_core.operator.schedule",
+    "ModelCanonical": "memory_core.operator.canonical",
     "RetentionReport": "memory_core.operator.retention",
     "ReembedReport": "memory_core.operator.reembedding",
     "embedding_for": "memory_core.operator.reembedding",
@@ -71,6 +73,7 @@ __all__ = [
     "DoctorReport",
     "ImportCounts",
     "Inspector",
+    "ModelCanonical",
     "OperatorParts",
     "ReembedReport",
     "RetentionReport",

@@ -6,6 +6,8 @@ canonical versions, the same undo), with two differences that keep a serving sto
 
 - it writes ONE merge per write-path call, so it holds the writer lock for one canonical at a time
   (agents' writes wait for at most one merge, never for a tenant's run);
+- with ``consolidation.model_canonical``, the model writes each canonical's text before its merge takes
+  the lock (:mod:`memory_core.operator.canonical`);
 - it checks between merges whether the server is stopping, and :meth:`ConsolidationSchedule.stop` waits
   for the merge in progress (crash-safe anyway: a kill mid-merge is what a killed CLI run leaves).
 
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from memory_core.observe.logs import TenantMode, log_event, tenant_label
+from memory_core.operator.canonical import ModelCanonical
 from memory_core.operator.consolidation import ConsolidationReport, plan_tenant, write_merges
 from memory_core.operator.retention import finish_archive
 from memory_core.refs import memory_ref
@@ -97,6 +100,8 @@ class ConsolidationSchedule:
         return report
 
     def _tenant(self, parts: OperatorParts, tenant: str, report: ConsolidationReport) -> None:
+        rewrite = ModelCanonical.from_settings(parts.settings).rewrite \
+            if parts.settings.consolidation.model_canonical else None
         report.finished += finish_archive(parts, tenant)
         scanned, merges = plan_tenant(parts, tenant)
         report.scanned[tenant] = scanned
@@ -105,7 +110,7 @@ class ConsolidationSchedule:
             if self._stopping.is_set():
                 return
             done = len(report.merges)
-            write_merges(parts, [merge], report)  # one canonical per writer-lock hold
+            write_merges(parts, [merge], report, rewrite=rewrite)  # one canonical per writer-lock hold
             for written, ref in report.merges[done:]:
                 fields = {"event": "consolidation_merge", "canonical": ref,
                           "merged": [memory_ref(r.node.id) for r in written.members]}

@@ -128,3 +128,26 @@ def test_off_by_default_and_zero_is_no_schedule() -> None:
     assert load_settings(environ={}).consolidation.every_s == 0
     with pytest.raises(ValueError, match="every_s > 0"):
         ConsolidationSchedule(lambda: None, 0)
+
+
+def test_with_model_canonical_the_schedule_has_the_provider_write_each_canonical(core: MemoryCore) -> None:
+    from memory_core.versions.chain import MERGED
+    from tests.support.fake_llm import fake_llm, ok
+
+    fill(core, "acme")
+    parts = core.operator_parts()
+    written = "The staging database runs on Postgres sixteen, behind pgbouncer."
+    with fake_llm() as fake:
+        fake.enqueue(ok(written), ok("Deploys happen on Tuesdays."))  # the oldest cluster first
+        s = parts.settings
+        settings = s.model_copy(update={
+            "model_provider": s.model_provider.model_copy(update={"enabled": True, "api_base": fake.api_base,
+                                                                   "max_retries": 0}),
+            "consolidation": s.consolidation.model_copy(update={"model_canonical": True})})
+        report = ConsolidationSchedule(lambda: None, 60).run_once(replace(parts, settings=settings))
+        assert fake.request_count == 2
+    marks = [(m.content, core.check_memory("acme", ref).memory.metadata[MERGED]) for m, ref in report.merges if ref]
+    assert [(text, mark["text"]) for text, mark in marks] == [  # type: ignore[index]
+        (written, {"by": "model", "model": "openai/gpt-4o-mini"}),
+        (marks[1][0], {"by": "member", "fallback": "dropped words the members share"})]
+    assert marks[1][0] in OTHER_COPIES
