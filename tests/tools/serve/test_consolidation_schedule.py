@@ -134,5 +134,26 @@ def test_off_by_default_a_server_merges_nothing(tmp_path: Path) -> None:
         assert current(core) == Counter({("acme", "note"): total + 1, ("globex", "note"): total})
 
 
+def test_an_exclusive_stdio_server_runs_the_schedule_too_and_stops_when_its_client_leaves(tmp_path: Path) -> None:
+    data_dir, log = tmp_path / "data", tmp_path / "stderr.log"
+    fill(data_dir)
+    args = [sys.executable, *SERVER_COMMAND, "--exclusive", "--data-dir", str(data_dir)]
+    with log.open("w") as err:
+        proc = subprocess.Popen(args, cwd=ROOT, env=server_env(MEMORY_CORE_LOGS_FORMAT="json",
+                                                               MEMORY_CORE_LOGS_LEVEL="info",
+                                                               MEMORY_CORE_CONSOLIDATION_EVERY_S="1"),
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        try:
+            wait_for(lambda: len(events(log, "consolidation_merge")) >= 2 * len(FACTS))
+            assert proc.stdin is not None
+            proc.stdin.close()  # the client leaves: the server ends, stopping the schedule
+            assert proc.wait(timeout=30) == 0
+        finally:
+            stop(proc)
+    with open_store(data_dir) as core:
+        assert sum(current(core).values()) == 2 * (len(FACTS) + len(APART))
+        assert check_stores(core.operator_parts()).ok
+
+
 def test_start_upkeep_builds_no_schedule_when_every_s_is_zero() -> None:
     assert start_upkeep(load_settings(environ={}), None, None) is None  # type: ignore[arg-type]
