@@ -19,6 +19,14 @@ from memory_core.operator import ConsolidationSchedule, OperatorParts
 from memory_core.operator.consolidation import consolidate
 from memory_core.operator.doctor.run import check_stores
 from memory_core.operator.schedule import log as schedule_log
+from tests.support.backends import store_backends
+
+
+@pytest.fixture(params=store_backends("memory", "persistent"))
+def backend(request: pytest.FixtureRequest) -> str:
+    """The schedule runs consolidation's own writes (test_consolidation covers every backend)."""
+    return str(request.param)
+
 
 FACT = "the staging database runs on postgres sixteen behind pgbouncer"
 COPIES = [FACT, "The staging database runs on Postgres sixteen, behind pgbouncer.",
@@ -147,7 +155,7 @@ def test_with_model_canonical_the_schedule_has_the_provider_write_each_canonical
         report = ConsolidationSchedule(lambda: None, 60).run_once(replace(parts, settings=settings))
         assert fake.request_count == 2
     marks = [(m.content, core.check_memory("acme", ref).memory.metadata[MERGED]) for m, ref in report.merges if ref]
-    assert [(text, mark["text"]) for text, mark in marks] == [  # type: ignore[index]
+    assert [(text, mark["text"]) for text, mark in marks] == [
         (written, {"by": "model", "model": "openai/gpt-4o-mini"}),
         (marks[1][0], {"by": "member", "fallback": "dropped words the members share"})]
     assert marks[1][0] in OTHER_COPIES

@@ -28,7 +28,15 @@ from memory_core.operator.canonical import (
 from memory_core.operator.consolidation import consolidate, undo_merge
 from memory_core.operator.doctor.run import check_stores
 from memory_core.versions.chain import MERGED
+from tests.support.backends import store_backends
 from tests.support.fake_llm import Behaviour, FakeLLM, empty, fake_llm, ok, slow, status
+
+
+@pytest.fixture(params=store_backends("memory"))
+def backend(request: pytest.FixtureRequest) -> str:
+    """The model's text is the same whatever store writes it (test_consolidation covers every backend)."""
+    return str(request.param)
+
 
 COPIES = ["the api on port 5433 does not accept plain http from the staging cluster",
           "The API on port 5433 does not accept plain HTTP from the staging cluster.",
@@ -54,7 +62,7 @@ def settings_of(core: MemoryCore, fake: FakeLLM | None, **provider: object) -> S
 
 
 def merged_with(core: MemoryCore, settings: Settings, tenant: str = "acme") -> tuple[str, dict[str, object], list[str]]:
-    refs = [core.add_memory(tenant, f"s{i}", ("ann", "bob", "cid")[i], t, type="note").ref
+    refs = [str(core.add_memory(tenant, f"s{i}", ("ann", "bob", "cid")[i], t, type="note").ref)
             for i, t in enumerate(COPIES)]
     report = consolidate(core.operator_parts(), [tenant], rewrite=ModelCanonical.from_settings(settings).rewrite)
     assert len(report.merges) == 1
@@ -64,7 +72,7 @@ def merged_with(core: MemoryCore, settings: Settings, tenant: str = "acme") -> t
     mark = shown.metadata[MERGED]
     assert isinstance(mark, dict) and sorted(mark["merged"]) == sorted(refs)  # members: provenance as ever
     assert shown.content == merge.content
-    return shown.content, mark, [r for r in refs if r is not None]
+    return shown.content, mark, refs
 
 
 @pytest.mark.parametrize(("text", "why"), [
