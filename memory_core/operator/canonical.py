@@ -5,9 +5,9 @@ LLM-free consolidation keeps the text of the member most typical of its cluster.
 of ``[model_provider]`` is asked (within ``consolidation.model_timeout_s``, as the hook asks it for a
 handoff) to write one text from the members' texts, keeping every fact, number, name and negation. Its
 answer is used only when it passes :func:`guard`: not empty, no secret (:mod:`memory_core.secret_guard`),
-not longer than twice the longest member, no number or negation of the members dropped and none added,
-and at least :data:`KEPT_WORDS` of the words every member uses kept (a fluent answer about something else
-is refused too).
+no poisoning flag the members do not raise (:mod:`memory_core.write.poisoning`), not longer than twice the
+longest member, no number or negation of the members dropped and none added, and at least
+:data:`KEPT_WORDS` of the words every member uses kept (a fluent answer about something else is refused).
 Otherwise — or when the provider is off, fails or times out — the canonical keeps the LLM-free text, and
 its provenance says why: ``metadata.consolidated.text`` is ``{"by": "model", "model": ...}`` or
 ``{"by": "member", "fallback": <reason>}``. Everything else of a merge (its members as provenance, the
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_core.operator.consolidation import NEGATIONS, WORD, Merge, _numeric, words
 from memory_core.secret_guard import detect
+from memory_core.write.poisoning import scan
 
 if TYPE_CHECKING:
     from memory_core.provider.client import ModelClient
@@ -40,6 +41,7 @@ ADDED_NUMBER = "added a number"
 DROPPED_NEGATION = "dropped a negation"
 ADDED_NEGATION = "added a negation"
 SECRET = "holds a secret"
+FLAGGED = "raises a poisoning flag"
 DROPPED_WORDS = "dropped words the members share"
 KEPT_WORDS = 0.6  # least share of the words every member uses that the model's text must keep
 _CONTRACTED = re.compile(r"n't\b|n’t\b", re.IGNORECASE)
@@ -62,6 +64,8 @@ def guard(text: str, members: Sequence[str]) -> str | None:
         return EMPTY
     if detect(text):
         return SECRET
+    if set(scan(text)) - {f for m in members for f in scan(m)}:
+        return FLAGGED
     if len(text) > 2 * max(len(m) for m in members):
         return TOO_LONG
     have = numbers(text)
