@@ -48,6 +48,7 @@ from memory_core.settings.schema import HygieneSettings, LimitSettings, WriteSet
 from memory_core.store_errors import graph_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
+from memory_core.vectors.switch import stamp, still_current
 from memory_core.write.add_rows import REDACT, ItemRef, PoisoningPolicyOf, PreparedAdd, flag_all, prepare_add
 from memory_core.write.group_commit import GroupCommit
 from memory_core.write.hygiene import REPEAT, junk_reason, repeat_of
@@ -169,10 +170,14 @@ class WritePath:
         kept = [p for i, p in enumerate(prepared) if i not in skipped]
         for i, p in enumerate(kept):
             p.position = i
-        vectors = self.embedder.embed([embedding_text(p.row) for p in kept]) if kept else []
+        texts = [embedding_text(p.row) for p in kept]
+        taken = stamp(self.embedder)
+        vectors = self.embedder.embed(texts) if kept else []
         written: list[AddResult] = []
         if kept:
             with self.lock:
+                if not still_current(self.embedder, taken):  # a re-embed switched models meanwhile
+                    vectors = self.embedder.embed(texts)
                 written = self._write(kept, vectors, linked)
         answers = iter(written)
         results = [skipped[i] if i in skipped else next(answers) for i in range(len(prepared))]

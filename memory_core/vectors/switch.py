@@ -1,0 +1,151 @@
+"""The index in use (an embedder and the vector store its vectors live in), switchable while a store serves.
+
+A re-embed run inside a serving process (:mod:`memory_core.operator.reembedding`) ends by moving that
+process's core to the new model and collections without a restart. The core's services hold the
+:class:`SwitchedEmbedder` and :class:`SwitchedVectors` of one :class:`IndexSwitch`, which forward every call
+to the pair in use at that moment. What needs both halves to agree pins them:
+
+- a recall embeds its query and searches the index with ONE pair (:func:`pinned`); the old pair stays open
+  until the last recall pinned to it ends (:meth:`IndexSwitch.wait_unpinned`), and is dropped only then;
+- a write embeds outside the writer lock and writes under it, where the switch happens too: it takes a
+  :func:`stamp` before embedding and embeds again under the lock when the pair changed meanwhile
+  (:func:`still_current`), so no row written with the old model lands in the new index.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from memory_core.embedding.api import Embedder
+from memory_core.vectors.api import VectorStore, index_loaded
+from memory_core.vectors.wrapper import Op, VectorStoreWrapper
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class Index:
+    """One pair in use: the embedder and the vector store its vectors are in; ``generation`` counts switches."""
+
+    embedder: Embedder
+    vectors: VectorStore
+    generation: int
+
+
+class IndexSwitch:
+    """The pair a core uses now, switched in place by a re-embed (see the module docstring)."""
+
+    def __init__(self, embedder: Embedder, vectors: VectorStore) -> None:
+        self._index = Index(embedder, vectors, 0)
+        self._changed = threading.Condition()
+        self._pins: dict[int, int] = {}  # generation -> recalls pinned to it
+        self.embedder = SwitchedEmbedder(self)
+        self.vectors = SwitchedVectors(self)
+
+    def current(self) -> Index:
+        return self._index
+
+    @contextmanager
+    def pin(self) -> Iterator[Index]:
+        """The pair in use now, kept open (not dropped by a switch) until the block ends."""
+        with self._changed:
+            index = self._index
+            self._pins[index.generation] = self._pins.get(index.generation, 0) + 1
+        try:
+            yield index
+        finally:
+            with self._changed:
+                self._pins[index.generation] -= 1
+                self._changed.notify_all()
+
+    def switch_to(self, embedder: Embedder, vectors: VectorStore) -> Index:
+        """Use ``embedder`` and ``vectors`` from now on; returns the pair replaced (still open).
+        The caller holds the writer lock (no write is between embedding and writing)."""
+        with self._changed:
+            old = self._index
+            self._index = Index(embedder, vectors, old.generation + 1)
+            self._changed.notify_all()
+            return old
+
+    def wait_unpinned(self, index: Index, timeout_s: float) -> bool:
+        """Wait until no recall is pinned to ``index`` (False when some still are after ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while self._pins.get(index.generation, 0) > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
+
+class SwitchedEmbedder:
+    """The embedder of the pair in use, whichever it is at each call."""
+
+    def __init__(self, switch: IndexSwitch) -> None:
+        self.switch = switch
+
+    @property
+    def name(self) -> str:
+        return self.switch.current().embedder.name
+
+    @property
+    def dimension(self) -> int:
+        return self.switch.current().embedder.dimension
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.switch.current().embedder.embed(texts)
+
+    def __getattr__(self, name: str) -> Any:  # embed_query, warm-up hooks: the current model's own
+        return getattr(self.switch.current().embedder, name)
+
+
+class SwitchedVectors(VectorStoreWrapper):
+    """The vector store of the pair in use, whichever it is at each call."""
+
+    def __init__(self, switch: IndexSwitch) -> None:
+        super().__init__(switch.current().vectors)
+        self.switch = switch
+
+    def _inner(self) -> VectorStore:
+        return self.switch.current().vectors
+
+    def _call(self, op: Op, tenant: str | None, fn: Callable[[VectorStore], T], *, added: int = 0,
+              dimension: int | None = None) -> T:
+        return fn(self._inner())
+
+    def loaded(self, tenant: str) -> bool:
+        return index_loaded(self._inner(), tenant)
+
+    def wedged(self) -> str | None:
+        wedged = getattr(self._inner(), "wedged", None)
+        return wedged() if callable(wedged) else None
+
+    def close(self) -> None:
+        self._inner().close()
+
+
+@contextmanager
+def pinned(embedder: Embedder, vectors: VectorStore) -> Iterator[tuple[Embedder, VectorStore]]:
+    """``embedder`` and ``vectors`` as one pair for the block: the switch's pair in use (pinned) when they are
+    switched, else themselves."""
+    if isinstance(vectors, SwitchedVectors):
+        with vectors.switch.pin() as index:
+            yield index.embedder, index.vectors
+    else:
+        yield embedder, vectors
+
+
+def stamp(embedder: Embedder) -> int | None:
+    """Which pair ``embedder`` embeds with now (None: a plain embedder, never switched); take it before embedding."""
+    return embedder.switch.current().generation if isinstance(embedder, SwitchedEmbedder) else None
+
+
+def still_current(embedder: Embedder, taken: int | None) -> bool:
+    """True when the pair ``taken`` (:func:`stamp`) is still in use: vectors embedded then may be written."""
+    return stamp(embedder) == taken
