@@ -29,7 +29,7 @@ from memory_core.entities.service import EntityService, MergedEntity
 from memory_core.entities.worker import build_entity_worker
 from memory_core.errors import InvalidInputError, LockedError
 from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
-from memory_core.open import OpenOptions, Parts, open_parts
+from memory_core.open import OpenOptions, Parts, is_replicated, open_parts
 from memory_core.operator.parts import OperatorParts
 from memory_core.reads import Reader, check_own, visible
 from memory_core.recall.engine import Recaller
@@ -58,6 +58,7 @@ from memory_core.write.request import (
 )
 
 HANDOFF = "handoff"
+REPLICA_CHECK_S = 2.0  # how often a replica's reads look whether another replica re-embedded the store
 
 
 class MemoryCore:
@@ -69,6 +70,8 @@ class MemoryCore:
         # a re-embed run by the serving process switches both in place (memory_core.vectors.switch)
         self._switch = IndexSwitch(parts.embedder, parts.vectors)
         vectors, embedder = self._switch.vectors, self._switch.embedder
+        if is_replicated(settings):  # another replica may re-embed the store: this one then stops using the old index
+            self._switch.watch(lambda: (graph.meta("embedder"), graph.meta("vector_prefix")), REPLICA_CHECK_S)
         self._parts = parts
         self._graph = graph
         self._vectors = vectors

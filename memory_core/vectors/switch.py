@@ -10,6 +10,10 @@ to the pair in use at that moment. What needs both halves to agree pins them:
 - a write embeds outside the writer lock and writes under it, where the switch happens too: it takes a
   :func:`stamp` before embedding and embeds again under the lock when the pair changed meanwhile
   (:func:`still_current`), so no row written with the old model lands in the new index.
+
+A replica (PostgreSQL and a Chroma server, several processes) that did not run the re-embed learns of it from
+the store's recorded model and prefix (:meth:`IndexSwitch.watch`, a meta read at most every few seconds, and
+before every write) and answers EMBEDDER_MISMATCH from then on, until it is restarted with the new model.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memory_core.embedding.api import Embedder
+from memory_core.errors import EmbedderMismatchError
 from memory_core.vectors.api import VectorStore, index_loaded
 from memory_core.vectors.wrapper import Op, VectorStoreWrapper
 
@@ -44,8 +49,34 @@ class IndexSwitch:
         self._index = Index(embedder, vectors, 0)
         self._changed = threading.Condition()
         self._pins: dict[int, int] = {}  # generation -> recalls pinned to it
+        self._recorded: Callable[[], tuple[str | None, str | None]] | None = None
+        self._seen: tuple[str | None, str | None] = (None, None)
+        self._every_s = 0.0
+        self._checked = 0.0
+        self._stale: str | None = None
         self.embedder = SwitchedEmbedder(self)
         self.vectors = SwitchedVectors(self)
+
+    def watch(self, recorded: Callable[[], tuple[str | None, str | None]], every_s: float) -> None:
+        """Replicas: ``recorded`` reads the store's recorded (model identity, collection prefix); when another
+        process re-embedded the store (they changed), every vector call and recall fails EMBEDDER_MISMATCH
+        rather than read or write the old index it dropped. Read at most every ``every_s`` (writes: always)."""
+        self._recorded, self._every_s = recorded, every_s
+        self._seen, self._checked = recorded(), time.monotonic()
+
+    def check(self, *, now: bool = False) -> None:
+        """EMBEDDER_MISMATCH when another process switched the store to another index (see :meth:`watch`)."""
+        read = self._recorded
+        if read is None:
+            return
+        if now or time.monotonic() - self._checked >= self._every_s:
+            found, self._checked = read(), time.monotonic()
+            self._stale = None if found == self._seen else (
+                f"This store was re-embedded by another process (its index is now '{found[1]}', built with "
+                f"'{found[0]}'); this process still holds '{self._seen[0]}' and stops using the old index: restart "
+                "it with the new embedding settings.")
+        if self._stale is not None:
+            raise EmbedderMismatchError(self._stale, key="embedding.provider", stored=self._seen[0] or "")
 
     def current(self) -> Index:
         return self._index
@@ -53,6 +84,7 @@ class IndexSwitch:
     @contextmanager
     def pin(self) -> Iterator[Index]:
         """The pair in use now, kept open (not dropped by a switch) until the block ends."""
+        self.check()
         with self._changed:
             index = self._index
             self._pins[index.generation] = self._pins.get(index.generation, 0) + 1
@@ -69,6 +101,8 @@ class IndexSwitch:
         with self._changed:
             old = self._index
             self._index = Index(embedder, vectors, old.generation + 1)
+            if self._recorded is not None:  # this process recorded the switch: its new index is the store's
+                self._seen, self._stale = self._recorded(), None
             self._changed.notify_all()
             return old
 
@@ -117,6 +151,7 @@ class SwitchedVectors(VectorStoreWrapper):
 
     def _call(self, op: Op, tenant: str | None, fn: Callable[[VectorStore], T], *, added: int = 0,
               dimension: int | None = None) -> T:
+        self.switch.check(now=op == "upsert")  # a write never lands in an index another process dropped
         return fn(self._inner())
 
     def loaded(self, tenant: str) -> bool:
