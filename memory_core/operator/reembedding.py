@@ -16,6 +16,11 @@ or the one the graph records under :data:`VECTOR_PREFIX` once a re-embed switche
 A kill at any step leaves either the old index in use (steps 1-3; a rerun resumes, embedding only what the
 new collections lack) or the new one (after 3). Opening the store afterwards with the old model fails
 with EMBEDDER_MISMATCH, as opening it with any other model always did.
+
+Run by a serving process over its own core (``parts.switch``, tools/serve/reembed_route.py), agents' writes go
+on during step 2 (one unlocked catch-up pass precedes the locked one, so the lock is held briefly), and step 3
+also switches the core to the new embedder and index in place (:mod:`memory_core.vectors.switch`); the old
+index is dropped once the recalls still on it have ended.
 """
 
 from __future__ import annotations

@@ -206,7 +206,7 @@ def reembed(
     JSON: {"from", "to", "old_prefix", "prefix", "resumed", "embedded": {tenant: n}, "removed", "switched",
     "seconds", "rows_per_s", "settings": {the embedding settings to configure}}
     """
-    from memory_core.settings import load_settings
+    from memory_core import load_settings
     from tools.cli.served_reembed import reembed_on_server, running_server
 
     opts = Common.of(ctx, config, data_dir, json_out)
