@@ -23,11 +23,26 @@ TIMEOUT_S = 30.0  # one request's (a poll's); the run itself takes as long as it
 
 
 class ServedError(MemoryCoreError):
-    """A re-embed the server ran and failed; ``code`` is the server's (EMBEDDER_MISMATCH, INVALID_INPUT, …)."""
+    """A re-embed the server ran and failed with a code this process has no class for; ``code`` is the server's."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def served_error(code: str, message: str) -> MemoryCoreError:
+    """The server's coded error as this process's own class of that code (so the exit code is the same as a
+    run of its own would give), else a :class:`ServedError`."""
+    todo: list[type[MemoryCoreError]] = [MemoryCoreError]
+    while todo:
+        cls = todo.pop()
+        if cls.code == code:
+            try:
+                return cls(message)
+            except TypeError:  # a class that needs more than its message
+                break
+        todo.extend(cls.__subclasses__())
+    return ServedError(code, message)
 
 
 def running_server(data_dir: Path) -> Announcement | None:
@@ -44,11 +59,11 @@ def reembed_on_server(server: Announcement, model: str, model_path: str | None,
     token = operator_token(server.secret)
     status, body = _request(server, token, "POST", {"model": model, "model_path": model_path})
     if status == 409:
-        raise ServedError("INVALID_INPUT", f"The server is re-embedding to {body.get('model')!r} already; "
+        raise served_error("INVALID_INPUT", f"The server is re-embedding to {body.get('model')!r} already; "
                                            "wait for it to end.")
     while True:
         if status >= 400 and "error" in body and "state" not in body:
-            raise ServedError(str(body["error"].get("code", "STORE_ERROR")), str(body["error"].get("message")))
+            raise served_error(str(body["error"].get("code", "STORE_ERROR")), str(body["error"].get("message")))
         shown = body.get("progress") or {}
         if shown.get("total"):
             progress(str(shown.get("what")), int(shown.get("done", 0)), int(shown["total"]))
@@ -56,7 +71,8 @@ def reembed_on_server(server: Announcement, model: str, model_path: str | None,
             return dict(body["report"])
         if body.get("state") == "failed":
             error = body.get("error") or {}
-            raise ServedError(str(error.get("code", "STORE_ERROR")), str(error.get("message", "The re-embed failed.")))
+            raise served_error(str(error.get("code", "STORE_ERROR")),
+                               str(error.get("message", "The re-embed failed.")))
         time.sleep(poll_s)
         status, body = _request(server, token, "GET", None)
 

@@ -168,6 +168,8 @@ def test_the_route_takes_only_the_operator_token_of_the_record(tmp_path: Path) -
             bad = route(data, "GET")[1]
         assert bad["state"] == "failed" and bad["error"]["code"] == "INVALID_INPUT"
         assert route(data, "POST", {"modl": "hash:32"})[0] == 400
+        same = cli("reembed", "--model", "hash:64", "--data-dir", str(data), "--json", dimension=64)
+        assert (same.returncode, json.loads(same.stdout)["error"]["code"]) == (2, "INVALID_INPUT")  # as run here
     finally:
         server.stop()
     with open_store(data, 64) as core:  # nothing was switched
