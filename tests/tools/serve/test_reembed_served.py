@@ -24,7 +24,7 @@ from memory_core.errors import EmbedderMismatchError
 from memory_core.operator.reembedding import BUILD, VECTOR_PREFIX
 from testbed.mcp_harness import http_client
 from testbed.paths import ROOT
-from testbed.processes import stop
+from testbed.processes import stop, stop_shared_servers
 from tests.support.reembed_stores import (
     TENANTS,
     cli,
@@ -242,4 +242,27 @@ def test_the_direct_command_killed_at_several_points_ends_like_a_fresh_import(tm
     assert partial >= 1  # at least one kill hit the build itself
     with pytest.raises(EmbedderMismatchError):
         open_store(data, 64)
+    same_as_fresh(data, tmp_path, 32)
+
+
+def test_the_shared_server_runs_it_and_does_not_stop_for_being_idle_meanwhile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.bridge.locate import ensure_shared_server
+
+    data = tmp_path / "data"
+    fill(data, 1500)
+    for key, value in {"MEMORY_CORE_EMBEDDING_PROVIDER": "hash", "MEMORY_CORE_SERVER_SHARED_IDLE_S": "3"}.items():
+        monkeypatch.setenv(key, value)
+    ensure_shared_server(data, None)
+    try:
+        status, state = route(data, "POST", {"model": "hash:32"})
+        assert status == 202
+        while state["state"] == "running":
+            time.sleep(0.1)
+            state = route(data, "GET")[1]
+        assert state["state"] == "done" and state["report"]["switched"], state
+        time.sleep(4)  # past shared_idle_s without a client: the finished run's report is still there to read
+        assert route(data, "GET")[1]["state"] == "done"
+    finally:
+        stop_shared_servers(data)  # SIGKILL, after the switch
     same_as_fresh(data, tmp_path, 32)
