@@ -214,7 +214,9 @@ def reembed(
     server = running_server(root) if root.is_dir() else None
     with _bar(opts.json) as progress:
         if server is not None:  # it holds the store: it runs the re-embed and switches itself over
-            out = reembed_on_server(server, model, model_path, progress)
+            # the server's working directory is not this one
+            where_from = str(Path(model_path).expanduser().resolve()) if model_path else None
+            out = reembed_on_server(server, model, where_from, progress)
         else:
             out = _reembed_here(opts, model, model_path, progress)
     if opts.json:
