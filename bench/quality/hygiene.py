@@ -7,7 +7,7 @@ Junk is generated from each set's own rows, as agents and harnesses write it: ac
 and exact repeats of the agent's own rows a few seconds later, in the same sessions, by the same agents.
 Each set is loaded three times through ``core.add_memories``, with the same embedder: clean (hygiene
 off), junked with hygiene off, and junked with hygiene on; the tables put rows stored and recall any@5
-side by side. Then the labelled sets of the tests (``tests/fixtures/hygiene``, ``tests/fixtures/poisoning``:
+side by side. Then the labelled sets of the tests (``testbed/labelled/hygiene``, ``testbed/labelled/poisoning``:
 ``labelled.jsonl``, which the rules were written against, and ``heldout.jsonl``, written after them and
 never tuned on) give the precision and recall of write-time hygiene and of the poisoning scan.
 
@@ -36,8 +36,8 @@ from memory_core import AddItem, MemoryCore
 from memory_core.settings import load_settings
 from memory_core.write.hygiene import junk_reason
 from memory_core.write.poisoning import scan
+from testbed.labelled_sets import labelled_set
 
-FIXTURES = Path(__file__).parents[2] / "tests" / "fixtures"
 JUNK_ACKS = ("ok", "Ok.", "okay!", "thanks", "Thanks!", "thank you", "got it", "Got it, thanks.", "noted",
              "Sounds good!", "cool", "will do", "NO_REPLY", "[NO_REPLY]", "HEARTBEAT_OK", "👍", "...")
 JUNK_BOOKKEEPING = ("[Request interrupted by user]", "Conversation compacted", "[context compacted]",
@@ -157,13 +157,6 @@ def hygiene_half(sets: Sequence[Dataset], times: int, embedder: Any) -> list[dic
     return out
 
 
-def labelled(name: str, part: str = "labelled") -> list[dict[str, Any]]:
-    """A labelled set of the tests: ``labelled`` (the rules were written against it) or ``heldout`` (written
-    after the rules, never tuned on)."""
-    path = FIXTURES / name / f"{part}.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def precision_recall(rows: Sequence[dict[str, Any]], positive: str, found: Callable[[dict[str, Any]], bool]
                      ) -> dict[str, float]:
     """Precision and recall of ``found`` against the label ``positive``, with the counts."""
@@ -180,9 +173,9 @@ def labelled_scores() -> dict[str, dict[str, float]]:
     corpus (injections in the style of public sets vs engineering notes that say run, ignore, delete)."""
     out = {}
     for part in ("labelled", "heldout"):
-        out[f"hygiene ({part})"] = precision_recall(labelled("hygiene", part), "junk",
+        out[f"hygiene ({part})"] = precision_recall(labelled_set("hygiene", part), "junk",
                                                     lambda r: junk_reason(r["text"]) is not None)
-        out[f"poisoning scan ({part})"] = precision_recall(labelled("poisoning", part), "poisoned",
+        out[f"poisoning scan ({part})"] = precision_recall(labelled_set("poisoning", part), "poisoned",
                                                            lambda r: bool(scan(r["text"])))
     return out
 

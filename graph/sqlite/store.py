@@ -37,11 +37,12 @@ from graph.sqlite.queries import SqliteQueries
 from graph.sqlite.tenant_index import SqliteTenantIndex
 from graph.sqlite.timeline import SqliteTimeline
 from graph.sqlite.txn import SqliteTxn
+from graph.surface import ConcernSurface
 
 DEFAULT_CACHE_NODES = 50_000
 
 
-class SqliteGraphStore:
+class SqliteGraphStore(ConcernSurface):
     """The concerns of one :class:`GraphDB`, composed; their caches follow this store's commits."""
 
     def __init__(self, db: GraphDB, *, cache_nodes: int = DEFAULT_CACHE_NODES) -> None:
@@ -60,34 +61,8 @@ class SqliteGraphStore:
         self._versions: dict[str, int] = {}  # tenant -> writes seen in this process (cache keys)
 
         # the GraphStore surface: each read is its concern's own method
-        rows, eps, tl, counts = self.memory_rows, self.episode_rows, self.timeline, self.counts
-        self.memory, self.memories, self.contents = rows.memory, rows.memories, rows.contents
-        self.by_idempotency_key, self.memory_ids = rows.by_idempotency_key, rows.memory_ids
-        self.review_due = rows.review_due
-        self.episode, self.session_episode, self.episodes = eps.episode, eps.session_episode, eps.episodes
-        self.page, self.iter_newest, self.adjacent = tl.page, tl.iter_newest, tl.adjacent
-        self.adjacent_many, self.bounds = tl.adjacent_many, tl.bounds
-        self.count, self.counts_by_day, self.sessions = counts.count, counts.counts_by_day, counts.sessions
-        self.hidden_count, self.non_turn_count = counts.hidden_count, counts.non_turn_count
-        self.private_count = counts.private_count
-        fields, edges = self.field_index, self.edge_index
-        self.field_ids, self.field_count, self.field_counts = fields.field_ids, fields.field_count, fields.field_counts
-        self.source_prefix_ids, self.source_prefix_count = fields.source_prefix_ids, fields.source_prefix_count
-        self.sessions_in_channel, self.session_has_channel = fields.sessions_in_channel, fields.session_has_channel
-        self.edges_of, self.superseders, self.neighbourhood = edges.edges_of, edges.superseders, edges.neighbourhood
-        ents = self.entity_index
-        self.entity, self.entity_names, self.entity_by_name = ents.entity, ents.entity_names, ents.entity_by_name
-        self.entity_ids, self.entities, self.entity_mentions = ents.entity_ids, ents.entities, ents.entity_mentions
-        self.entity_mention_counts, self.memory_entities = ents.entity_mention_counts, ents.memory_entities
-        self.entity_relations, self.entity_records = ents.entity_relations, ents.entity_records
-        self.alias_views, self.all_mentions, self.all_relations = (ents.alias_views, ents.all_mentions,
-                                                                   ents.all_relations)
-        tenants, lexical, journal = self.tenant_index, self.lexical, self.journal_log
-        self.tenants, self.agents, self.agent_names = tenants.tenants, tenants.agents, tenants.agent_names
-        self.lexical_window, self.lexical_windows = lexical.lexical_window, lexical.lexical_windows
-        self.lexical_phrases = lexical.lexical_phrases
-        self.journal, self.claim_journal, self.journal_size = (journal.journal, journal.claim_journal,
-                                                               journal.journal_size)
+        self.bind_surface(self.memory_rows, self.episode_rows, self.timeline, self.counts, self.field_index,
+                          self.edge_index, self.entity_index, self.tenant_index, self.lexical, self.journal_log)
 
     # ---- lifecycle (graph.api.StoreLifecycle) --------------------------------------------------
     def version(self, tenant: str) -> int:

@@ -4,9 +4,10 @@
 already redacted) and says, in a few capped lines each: the last user request, where the agent
 stopped, the tasks still open, the decisions and the user's standing instructions, the files
 edited and read, and the errors no later call fixed. Every line is taken from a stored row; none is
-invented. With a model provider configured, :func:`polish` asks it to rewrite that draft more
-tightly, and falls back to the draft (saying why) when the model is absent, slow or failing —
-as the miniSummary does.
+invented. Rows the poisoning scan flagged are left out (named by ref only), so the handoff itself is
+never flagged for them and the block after a compaction still leads with it. With a model provider
+configured, :func:`polish` asks it to rewrite that draft more tightly, and falls back to the draft
+(saying why) when the model is absent, slow or failing — as the miniSummary does.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class HandoffDraft:
 
 def build_handoff(rows_newest_first: Sequence[StoredRow], *, session: str) -> HandoffDraft | None:
     """The handoff for a session's captured turns; None when nothing was captured."""
-    rows = [r for r in reversed(rows_newest_first) if r.type == "turn"]
+    turns = [r for r in reversed(rows_newest_first) if r.type == "turn"]
+    rows = [r for r in turns if not r.flags]  # instructions aimed at a model are never handed on
     if not rows:
         return None
     users = [r for r in rows if r.role == "user"]
@@ -76,10 +78,13 @@ def build_handoff(rows_newest_first: Sequence[StoredRow], *, session: str) -> Ha
     if read:
         lines.append("Files read: " + ", ".join(read[:MAX_READ]))
     _section(lines, "Errors not yet resolved", unresolved_errors(tools)[-MAX_ERRORS:])
+    flagged = [r.ref for r in turns if r.flags]
+    if flagged:
+        lines.append(f"Left out, flagged by the poisoning scan: {', '.join(flagged[-MAX_READ:])}")
     text = "\n".join(lines)
     if len(text) > MAX_HANDOFF_CHARS:
         text = text[:MAX_HANDOFF_CHARS].rsplit("\n", 1)[0]
-    return HandoffDraft(text, rows[-1].ref, request.content if request is not None else None)
+    return HandoffDraft(text, turns[-1].ref, request.content if request is not None else None)
 
 
 def _section(lines: list[str], title: str, items: Sequence[str]) -> None:

@@ -30,8 +30,8 @@ from memory_core.operator.stats import SessionSummary, episode_refs, latest_hand
 from memory_core.reads import row_from_attrs
 from memory_core.refs import EPISODE as EPISODE_KIND
 from memory_core.refs import CursorPosition, memory_ref, parse_ref
-from memory_core.sessions.episodes import SUMMARY_WINDOW, handoff_content
-from memory_core.sessions.summary import SummaryTurn, extractive_summary
+from memory_core.sessions.episodes import SUMMARY_WINDOW, handoff_content, summary_turns
+from memory_core.sessions.summary import extractive_summary
 from memory_core.store_errors import graph_errors
 from memory_core.versions.chain import MAX_CHAIN, newer_version
 
@@ -242,8 +242,7 @@ class Inspector:
         keys: list[Key] = self.graph.page(tenant, session, None, SUMMARY_WINDOW)
         rows = self.parts.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
         handoff = handoff_content(self.graph, tenant, self.parts.episodes.latest_handoff(tenant, session, None))
-        turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
-        text = extractive_summary(turns, handoff, self.parts.settings.model_provider.max_summary_chars)
+        text = extractive_summary(summary_turns(rows), handoff, self.parts.settings.model_provider.max_summary_chars)
         return SummaryPeek(text, "fallback", "not summarized yet (extractive, not stored)", None, False, len(rows))
 
     # ---- a memory --------------------------------------------------------------------------

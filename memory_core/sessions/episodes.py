@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
@@ -173,7 +173,7 @@ class EpisodeService:
             rows = self.reader.rows(tenant, [k[1] for k in reversed(keys)], None)  # shared rows only
             handoff = self.latest_handoff(tenant, session, None)
             shared_count = self.graph.count(tenant, session) - self.graph.hidden_count(tenant, session, None)
-        turns = [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"]
+        turns = summary_turns(rows)
         outcome = summarize_with_fallback(
             self.provider, self.provider_settings, turns, handoff_content(self.graph, tenant, handoff)
         )
@@ -300,7 +300,7 @@ class EpisodeService:
         if not rows:
             return None
         text = self.writer.guard.summary(extractive_summary(
-            [SummaryTurn.from_row(r) for r in rows if r.type != "handoff"], handoff,
+            summary_turns(rows), handoff,
             self.provider_settings.max_summary_chars))
         return Episode(None, tenant, session, text, "fallback", reason, rows[0].ref, rows[-1].ref,
                        len(rows), rows[-1].timestamp)
@@ -320,8 +320,16 @@ class EpisodeService:
         return self._extractive(tenant, session, self._shared_keys(tenant, session, SUMMARY_WINDOW), SUMMARY_PENDING)
 
 
+def summary_turns(rows: Sequence[MemoryRow]) -> list[SummaryTurn]:
+    """What a session's summary is made of: its rows but handoffs (given apart) and the rows the poisoning scan
+    flagged — a summary is read by every agent, injected by the harness's hooks and may be written by a model,
+    so instructions aimed at a model never enter it (the rows themselves stay readable, marked)."""
+    return [SummaryTurn.from_row(r) for r in rows if r.type != "handoff" and not r.flags]
+
+
 def handoff_content(graph: MemoryRows, tenant: str, handoff: MemoryNode | None) -> str | None:
-    if handoff is None:
+    """The text of the handoff a summary starts from; none for a handoff the poisoning scan flagged."""
+    if handoff is None or handoff.flags:
         return None
     return graph.contents(tenant, [handoff.id]).get(handoff.id)
 

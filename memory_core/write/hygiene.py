@@ -11,7 +11,7 @@ the reason: a success, so a harness needs no special case.
 The rule is built never to drop a fact: a text is junk only when *all* of it is filler (an
 acknowledgement, a sentinel, a heartbeat with nothing but timestamps and status words, one of the
 harness lines below, matched whole). "yes", "no", "port 5433", "yes, use Postgres 16", a number, a
-name or a command are kept; ``tests/fixtures/hygiene/labelled.jsonl`` holds the labelled set the
+name or a command are kept; ``testbed/labelled/hygiene/labelled.jsonl`` holds the labelled set the
 tests and ``python -m bench.quality.hygiene`` measure it on.
 """
 

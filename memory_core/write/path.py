@@ -77,6 +77,7 @@ class WritePath:
         self.lock = TimedRLock()  # its waits and long holders are observed (memory_core.observe)
         self.on_written: Callable[[list[MemoryRecord]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
+        self._generation = 0  # row writes this path attempted: a repeat check is redone when it moved
         write = write or WriteSettings()
         # concurrent single adds share batches (None: each is written alone, as add_many([item]))
         self.batches = None if write.batch_max < 2 else GroupCommit(
@@ -166,19 +167,24 @@ class WritePath:
         ``position`` is its index among the rows written: group commit's batches are prepared one caller at a
         time). Screened rows write-time hygiene skips are answered ``stored: false`` and neither embedded nor
         written; only agents' adds are screened, never imports (whose ``linked`` and item refs count positions)."""
+        generation = self._generation
         skipped, repeats = self._skipped(prepared)
-        kept = [p for i, p in enumerate(prepared) if i not in skipped]
-        for i, p in enumerate(kept):
-            p.position = i
-        texts = [embedding_text(p.row) for p in kept]
+        kept = [i for i in range(len(prepared)) if i not in skipped]
         taken = stamp(self.embedder)
-        vectors = self.embedder.embed(texts) if kept else []
+        vectors = self.embedder.embed([embedding_text(prepared[i].row) for i in kept]) if kept else []
         written: list[AddResult] = []
         if kept:
             with self.lock:
                 if not still_current(self.embedder, taken):  # a re-embed switched models meanwhile
-                    vectors = self.embedder.embed(texts)
-                written = self._write(kept, vectors, linked)
+                    vectors = self.embedder.embed([embedding_text(prepared[i].row) for i in kept])
+                if self._generation != generation:  # rows were written since the repeats were looked for
+                    late = self._late_repeats(prepared, kept)
+                    skipped.update(late)
+                    vectors = [vec for i, vec in zip(kept, vectors, strict=True) if i not in late]
+                    kept = [i for i in kept if i not in late]
+                for position, i in enumerate(kept):
+                    prepared[i].position = position
+                written = self._write([prepared[i] for i in kept], vectors, linked) if kept else []
         answers = iter(written)
         results = [skipped[i] if i in skipped else next(answers) for i in range(len(prepared))]
         for i, first in repeats.items():  # answered with the ref of the row of the call it repeats
@@ -218,6 +224,22 @@ class WritePath:
             else:
                 skipped[i] = AddResult(memory_ref(same), ts, created=False, stored=False, reason=REPEAT)
         return skipped, repeats
+
+    def _late_repeats(self, prepared: list[PreparedAdd], kept: list[int]) -> dict[int, AddResult]:
+        """Under the writer lock: the screened rows of ``kept`` that repeat a row another call wrote after
+        :meth:`_skipped` looked (two adds of the same words at once), each answered ``stored: false``."""
+        late: dict[int, AddResult] = {}
+        window_us = int(self.hygiene.repeat_window_s * 1_000_000)
+        for i in kept:
+            p = prepared[i]
+            if not p.screen or p.idempotency_key is not None or not self.hygiene.on_for(p.row.node.tenant):
+                continue  # a keyed add is answered by its key (see _write)
+            with self._store_errors():
+                same = repeat_of(self.graph, p.row, window_us)
+            if same is not None and same >= 0:
+                late[i] = AddResult(memory_ref(same), from_us(p.row.node.ts_us), created=False, stored=False,
+                                    reason=REPEAT)
+        return late
 
     def _write(self, prepared: list[PreparedAdd], vectors: list[list[float]], linked: Linked | None = None,
                attempt: int = 0) -> list[AddResult]:
@@ -361,7 +383,10 @@ class WritePath:
             self._undo_vectors([p.row.node for p in prepared if _journal_op(p) == "add"])
             self._forget_restores([p.row.node for p in prepared if _journal_op(p) == "restore"])
 
-        self.staged(begin, upsert, finish, undo)
+        try:
+            self.staged(begin, upsert, finish, undo)
+        finally:  # under the writer lock: a call that looked for repeats before this write looks again
+            self._generation += 1
 
     def _assign_ids(self, tx: GraphTxn, prepared: list[PreparedAdd]) -> None:
         """Fresh ids from the shared sequence; imports keep theirs when nothing uses them and they

@@ -11,7 +11,7 @@ agentic top ten, ASI06). :func:`scan` names what a text holds, as a stable, sort
 The rules aim at text written *to a model*: an override of its instructions, a directive addressed to
 the assistant by name or role, chat-template and tool-call markup, characters a person cannot see,
 and links that carry data out in their query string. Engineering notes that say "run", "ignore",
-"delete" or "you should" address people and are not flagged; ``tests/fixtures/poisoning/labelled.jsonl``
+"delete" or "you should" address people and are not flagged; ``testbed/labelled/poisoning/labelled.jsonl``
 holds the labelled corpus the tests and ``python -m bench.quality.hygiene`` measure them on.
 """
 

@@ -3,7 +3,8 @@ written nowhere; a labelled set of junk and short real facts holds that no fact 
 
 from __future__ import annotations
 
-import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -12,20 +13,19 @@ import pytest
 
 from memory_core import MemoryCore
 from memory_core.write.hygiene import REASONS, junk_reason
+from testbed.labelled_sets import labelled_set
 from tests.support.backends import open_core, store_backends
 from tests.support.store_checks import assert_stores_agree
 
-LABELLED = Path(__file__).parents[2] / "fixtures" / "hygiene" / "labelled.jsonl"
 BACKENDS = store_backends("memory", "persistent", "postgres")
 
 
 def labelled() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in LABELLED.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return labelled_set("hygiene")
 
 
 def test_no_labelled_fact_is_dropped() -> None:
-    held_out = [json.loads(line)
-                for line in LABELLED.with_name("heldout.jsonl").read_text(encoding="utf-8").splitlines()]
+    held_out = labelled_set("hygiene", "heldout")
     rows = [*labelled(), *held_out]  # held out: written after the rules, never tuned on
     dropped = [(r["text"], junk_reason(r["text"])) for r in rows if not r["junk"] and junk_reason(r["text"])]
     assert dropped == []
@@ -138,3 +138,32 @@ def test_a_retry_with_the_idempotency_key_is_answered_with_the_first_ref_whateve
                                  "idempotency_key": "k1"}])
     assert (again.ref, again.created, again.stored) == (first.ref, False, True)
     assert (batch[0].ref, batch[0].created, batch[0].stored) == (first.ref, False, True)
+
+
+class _MeetingEmbedder:
+    """The core's embedder, but every call waits until ``parties`` callers embed at once: two adds have both
+    looked for a repeat before either writes, which is the race a repeat check before the lock loses."""
+
+    def __init__(self, inner: Any, parties: int) -> None:
+        self.inner = inner
+        self.barrier = threading.Barrier(parties, timeout=10)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.barrier.wait()
+        return self.inner.embed(texts)  # type: ignore[no-any-return]
+
+
+def test_two_concurrent_repeats_by_one_agent_store_one_row(store: MemoryCore) -> None:
+    writer = store._writer
+    writer.embedder = _MeetingEmbedder(writer.embedder, 2)  # type: ignore[assignment]
+    item: Any = {"tenant": "acme", "session": "s", "agent": "bot", "content": "the staging cluster is eu-west-2"}
+    with ThreadPoolExecutor(2) as pool:
+        results = [f.result() for f in [pool.submit(store.add_memories, [item]) for _ in range(2)]]
+    answers = sorted((r[0].stored, r[0].reason) for r in results)
+    assert answers == [(False, "repeat"), (True, None)]
+    assert results[0][0].ref == results[1][0].ref  # the repeat answers with the row it repeats
+    assert [t.content for t in store.query_recent_turns("acme", "s").turns] == [item["content"]]
+    assert_stores_agree(store)
