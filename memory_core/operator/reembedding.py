@@ -156,6 +156,8 @@ def reembed(parts: OperatorParts, embedder: Embedder, open_prefix: Opener | None
     with parts.writer.lock:  # nothing is written meanwhile: the last pass, then the switch
         for tenant in sorted(parts.maintenance.tenants_present()):
             _fill(parts, tenant, embedder, target, report, None, [None])
+        if switch is not None:  # a recall between the commit and the switch sees this process's own record
+            switch.expect(identity, build["prefix"])
         with parts.graph.transaction() as tx:
             tx.set_meta(EMBEDDER, identity, overwrite=True)
             tx.set_meta(VECTOR_PREFIX, build["prefix"], overwrite=True)

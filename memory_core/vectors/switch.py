@@ -54,6 +54,7 @@ class IndexSwitch:
         self._every_s = 0.0
         self._checked = 0.0
         self._stale: str | None = None
+        self._coming: tuple[str | None, str | None] | None = None  # what this process is about to record
         self.embedder = SwitchedEmbedder(self)
         self.vectors = SwitchedVectors(self)
 
@@ -71,7 +72,7 @@ class IndexSwitch:
             return
         if now or time.monotonic() - self._checked >= self._every_s:
             found, self._checked = read(), time.monotonic()
-            self._stale = None if found == self._seen else (
+            self._stale = None if found in (self._seen, self._coming) else (
                 f"This store was re-embedded by another process (its index is now '{found[1]}', built with "
                 f"'{found[0]}'); this process still holds '{self._seen[0]}' and stops using the old index: restart "
                 "it with the new embedding settings.")
@@ -95,6 +96,11 @@ class IndexSwitch:
                 self._pins[index.generation] -= 1
                 self._changed.notify_all()
 
+    def expect(self, identity: str, prefix: str) -> None:
+        """This process is about to record ``identity`` and ``prefix`` itself (its own re-embed's switch): the
+        watch takes them for the store's own until :meth:`switch_to`, not for another process's."""
+        self._coming = (identity, prefix)
+
     def switch_to(self, embedder: Embedder, vectors: VectorStore) -> Index:
         """Use ``embedder`` and ``vectors`` from now on; returns the pair replaced (still open).
         The caller holds the writer lock (no write is between embedding and writing)."""
@@ -102,7 +108,7 @@ class IndexSwitch:
             old = self._index
             self._index = Index(embedder, vectors, old.generation + 1)
             if self._recorded is not None:  # this process recorded the switch: its new index is the store's
-                self._seen, self._stale = self._recorded(), None
+                self._seen, self._stale, self._coming = self._recorded(), None, None
             self._changed.notify_all()
             return old
 

@@ -115,3 +115,25 @@ def test_a_session_summary_embedded_before_the_switch_is_embedded_again_with_the
         episode = core.summarize_session("acme", "s1")
         stored = new.embeddings("acme", [episode.ref])
         assert [len(v) for v in stored.values()] == [32]
+
+
+def test_a_watched_switch_fails_embedder_mismatch_once_another_process_recorded_another_index() -> None:
+    import pytest
+
+    from memory_core.errors import EmbedderMismatchError
+
+    recorded: list[tuple[str | None, str | None]] = [("hash-bow/64", None)]
+    switch = IndexSwitch(HashEmbedder(64), InMemoryVectorStore())
+    switch.watch(lambda: recorded[0], 0.0)
+    switch.vectors.count("acme")
+    switch.expect("hash-bow/32", "mcr1")  # this process's own re-embed, committed before it switches
+    recorded[0] = ("hash-bow/32", "mcr1")
+    with switch.pin():  # a recall in between is not refused
+        pass
+    switch.switch_to(HashEmbedder(32), InMemoryVectorStore())
+    switch.vectors.count("acme")
+    recorded[0] = ("hash-bow/16", "mcr2")  # another process's re-embed
+    with pytest.raises(EmbedderMismatchError, match="re-embedded by another process"):
+        switch.vectors.count("acme")
+    with pytest.raises(EmbedderMismatchError), switch.pin():
+        pass
