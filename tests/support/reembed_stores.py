@@ -57,10 +57,12 @@ def cli_env(dimension: int) -> dict[str, str]:
     return {**clean, "MEMORY_CORE_EMBEDDING_PROVIDER": "hash", "MEMORY_CORE_EMBEDDING_DIMENSION": str(dimension)}
 
 
-def cli(*args: str, dimension: int, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
-    """``memory-core ARGS`` in a subprocess, configured with the hash model of ``dimension``."""
-    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=ROOT, env=cli_env(dimension),
-                          capture_output=True, text=True, timeout=timeout_s, check=False)
+def cli(*args: str, dimension: int, timeout_s: float = 300,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``memory-core ARGS`` in a subprocess, configured with the hash model of ``dimension`` (and ``env``)."""
+    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=ROOT,
+                          env={**cli_env(dimension), **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout_s, check=False)
 
 
 def fresh_import(path: Path, into: Path, dimension: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import secrets
 import subprocess
 import sys
 import threading
@@ -22,7 +23,7 @@ import pytest
 
 from memory_core.errors import EmbedderMismatchError
 from memory_core.operator.reembedding import BUILD, VECTOR_PREFIX
-from testbed.mcp_harness import http_client
+from testbed.mcp_harness import error_code, http_client
 from testbed.paths import ROOT
 from testbed.processes import stop, stop_shared_servers
 from tests.support.reembed_stores import (
@@ -266,3 +267,45 @@ def test_the_shared_server_runs_it_and_does_not_stop_for_being_idle_meanwhile(
     finally:
         stop_shared_servers(data)  # SIGKILL, after the switch
     same_as_fresh(data, tmp_path, 32)
+
+
+@pytest.mark.postgres
+@pytest.mark.chroma_server
+def test_replicas_the_one_that_ran_it_switches_the_others_answer_embedder_mismatch(
+        tmp_path: Path, postgres_dsn: str, chroma_server: tuple[str, int]) -> None:
+    from testbed.postgres import fresh_database
+
+    env = {"MEMORY_CORE_STORAGE_GRAPH": "postgres", "MEMORY_CORE_STORAGE_POSTGRES_DSN": fresh_database(postgres_dsn),
+           "MEMORY_CORE_STORAGE_CHROMA": "http", "MEMORY_CORE_STORAGE_CHROMA_HOST": chroma_server[0],
+           "MEMORY_CORE_STORAGE_CHROMA_PORT": str(chroma_server[1]),
+           "MEMORY_CORE_STORAGE_COLLECTION_PREFIX": "rr" + secrets.token_hex(3)}
+    first, other = RestartableServer(tmp_path / "a", **env), RestartableServer(tmp_path / "b", **env)
+    first.start()
+    other.start()
+    drained(first)
+    drained(other)
+
+    async def call(url: str, tool: str, **arguments: Any) -> Any:
+        async with http_client(url, None) as client:
+            return await client.call_tool(tool, {"tenant": "acme", **arguments})
+
+    try:
+        for i in range(10):
+            done = asyncio.run(call((first, other)[i % 2].url, "add_memory", session="s1", agent="ann",
+                                    content=f"kiwi orchard note {i}"))
+            assert not done.is_error, done.content
+        run = cli("reembed", "--model", "hash:32", "--data-dir", str(tmp_path / "a"), "--json", dimension=64, env=env)
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["switched"]
+        found = asyncio.run(call(first.url, "recall", query="kiwi orchard", limit=20))
+        assert not found.is_error and len(found.structured_content["messages"]) == 10  # type: ignore[index]
+        time.sleep(2.2)  # the other replica reads the store's record at most every 2 s for its reads
+        for tool, arguments in (("recall", {"query": "kiwi orchard"}),
+                                ("add_memory", {"session": "s1", "agent": "bob", "content": "into the old index"})):
+            refused = asyncio.run(call(other.url, tool, **arguments))
+            assert error_code(refused) == "EMBEDDER_MISMATCH", refused.content
+        after = asyncio.run(call(first.url, "add_memory", session="s1", agent="ann", content="kiwi after"))
+        assert not after.is_error, after.content  # the replica that ran it writes on, with the new model
+    finally:
+        first.stop()
+        other.stop()
