@@ -254,7 +254,8 @@ class MemoryCore:
             bound = self.settings.server.tenant
             tenants = ([bound] if bound else newest_tenants(self._graph, st.preload_tenants))[:st.preload_tenants]
         budget = st.vector_cache_mb << 20 if st.chroma == "embedded" else 0
-        return preload_indexes(self._graph, self._vectors, tenants, self._embedder.dimension, budget)
+        return preload_indexes(self._graph, self._vectors, tenants, self._embedder.dimension, budget,
+                               self.settings.logs.tenant)
 
     def close(self) -> None:
         if self._closed:

@@ -51,14 +51,15 @@ OPERATOR = sorted([
     "list_tenants", "tenant_stats",
     "export_count", "export_tenant", "ImportCounts", "import_lines", "SourceReport", "import_source",
     # upkeep (issue 50): consolidation and its reversal
-    "ConsolidationReport", "UndoResult", "consolidate", "undo_merge",
+    "ConsolidationReport", "UndoResult", "consolidate", "undo_merge", "ConsolidationSchedule",
+    "ModelCanonical",
     "RetentionReport", "apply_retention", "restore_archived", "ReembedReport", "embedding_for", "reembed",
 ])
 
 # what a server builds its metrics, logs and traces from; the cheap instruments load with the package
 OBSERVE = sorted([
     "CallRecord", "Tally", "TallySnapshot", "TimedRLock", "current_call", "note_stage", "note_wait",
-    "request_id_var", "Metrics", "Observer", "new_request_id", "configure_logs",
+    "request_id_var", "Metrics", "Observer", "new_request_id", "configure_logs", "log_event",
 ])
 # what a harness's hook command runs: the event, the store seam, the install into the harness's settings
 HARNESS = sorted([

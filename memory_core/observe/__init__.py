@@ -36,6 +36,7 @@ from memory_core.observe.timed_lock import TimedRLock
 
 if TYPE_CHECKING:
     from memory_core.observe.logs import configure as configure_logs
+    from memory_core.observe.logs import log_event
     from memory_core.observe.metrics import Metrics
     from memory_core.observe.observer import Observer, new_request_id
 
@@ -45,6 +46,7 @@ _LAZY = {
     "Observer": ("memory_core.observe.observer", "Observer"),
     "new_request_id": ("memory_core.observe.observer", "new_request_id"),
     "configure_logs": ("memory_core.observe.logs", "configure"),
+    "log_event": ("memory_core.observe.logs", "log_event"),
 }
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "TimedRLock",
     "configure_logs",
     "current_call",
+    "log_event",
     "new_request_id",
     "note_stage",
     "note_wait",

@@ -60,6 +60,14 @@ def log_call(record: CallRecord, tenant_mode: TenantMode) -> None:
         CALLS.info("tool call %s", text, extra={_FIELDS: fields})
 
 
+def log_event(logger: logging.Logger, fields: dict[str, Any]) -> None:
+    """One INFO line of structured ``fields`` (``event`` names it): keys of their own in JSON logs, ``k=v``
+    in text. Background work (the consolidation schedule) logs what it did this way: ids and counts, no content."""
+    if logger.isEnabledFor(logging.INFO):
+        text = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in fields.items() if k != "event")
+        logger.info("%s %s", fields.get("event", ""), text, extra={_FIELDS: fields})
+
+
 class JsonLines(logging.Formatter):
     """One JSON object a line: ``ts``, ``level``, ``logger``, ``message`` and a line's own fields."""
 

@@ -12,6 +12,12 @@ What ``/metrics`` holds (every name starts ``memory_core_``):
 - ``store_rows{store}`` — memories in the graph and records in the vector store (counted at most
   every ``metrics.store_counts_s``); ``shared_clients`` — stdio clients bridged to this server;
   ``http_responses_total{route, status}``; ``ready`` (what ``/readyz`` says, as 1 or 0);
+- ``rows_total{outcome}`` — rows the write path answered: ``stored``, ``retry`` (an idempotent add answered
+  with its first row) or why write-time hygiene did not store it (``empty``, ``acknowledgement``,
+  ``heartbeat``, ``bookkeeping``, ``repeat``); ``flagged_rows_total{flag}`` — rows stored with a poisoning
+  flag, by flag (a rejected one is an error: ``errors_total{code="POISONING_REJECTED"}``);
+- ``consolidation_merges_total``, ``consolidation_runs_total{outcome}`` — what the background
+  consolidation schedule did (:mod:`memory_core.operator.schedule`; zero while it is off);
 - ``build_info{version}``, and the process's own (``process_resident_memory_bytes``,
   ``process_open_fds``, CPU seconds) from the client library's process collector.
 
@@ -26,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from prometheus_client import (
     CollectorRegistry,
@@ -37,7 +43,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from memory_core.observe.calls import CallRecord
@@ -78,7 +84,7 @@ class _Pulled:
     help: str
     labels: tuple[str, ...]
     read: GaugeSource | TallySource
-    histogram: bool
+    kind: Literal["histogram", "gauge", "counter"]
 
 
 class _PulledCollector(Collector):
@@ -89,7 +95,7 @@ class _PulledCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         for source in self.sources:
-            if source.histogram:
+            if source.kind == "histogram":
                 snap = source.read()
                 if snap is None or not isinstance(snap, TallySnapshot):
                     continue
@@ -98,10 +104,12 @@ class _PulledCollector(Collector):
                 family.add_metric([], buckets, snap.total)
                 yield family
             else:
-                gauge = GaugeMetricFamily(source.name, source.help, labels=list(source.labels))
+                values: GaugeMetricFamily | CounterMetricFamily = (
+                    GaugeMetricFamily if source.kind == "gauge" else CounterMetricFamily)(
+                    source.name, source.help, labels=list(source.labels))
                 for labels, value in source.read() or ():  # type: ignore[union-attr]
-                    gauge.add_metric(list(labels), value)
-                yield gauge
+                    values.add_metric(list(labels), value)
+                yield values
 
 
 def _bound(bound: float) -> str:
@@ -129,6 +137,10 @@ class Metrics:
                                  buckets=SECONDS, registry=reg)
         self._http = Counter(PREFIX + "http_responses", "HTTP responses by route and status.", ("route", "status"),
                              registry=reg)
+        self._merges = Counter(PREFIX + "consolidation_merges", "Canonical memories the background consolidation "
+                               "schedule wrote (consolidation.every_s).", registry=reg)
+        self._runs = Counter(PREFIX + "consolidation_runs", "Background consolidation runs by outcome (ok, failed).",
+                             ("outcome",), registry=reg)
         self._ready = Gauge(PREFIX + "ready", "1 while /readyz answers 200, else 0.", registry=reg)
         Gauge(PREFIX + "build_info", "The memory-core version serving.", ("version",), registry=reg).labels(
             version).set(1)
@@ -160,17 +172,26 @@ class Metrics:
     def record_http(self, route: str, status: int) -> None:
         self._child(self._http, route, str(status)).inc()
 
+    def record_consolidation(self, merges: int, ok: bool) -> None:
+        """Count one background consolidation run and the merges it wrote."""
+        self._merges.inc(merges)
+        self._child(self._runs, "ok" if ok else "failed").inc()
+
     def set_ready(self, ready: bool) -> None:
         self._ready.set(1 if ready else 0)
 
     # ---- pulled: read when scraped ------------------------------------------------------------
     def watch_tally(self, name: str, help_text: str, read: TallySource) -> None:
         """A histogram read from a :class:`~memory_core.observe.tally.Tally` at each scrape (None: absent)."""
-        self._pulled.sources.append(_Pulled(PREFIX + name, help_text, (), read, True))
+        self._pulled.sources.append(_Pulled(PREFIX + name, help_text, (), read, "histogram"))
 
     def watch_gauge(self, name: str, help_text: str, labels: Sequence[str], read: GaugeSource) -> None:
         """A gauge whose labelled values are read at each scrape."""
-        self._pulled.sources.append(_Pulled(PREFIX + name, help_text, tuple(labels), read, False))
+        self._pulled.sources.append(_Pulled(PREFIX + name, help_text, tuple(labels), read, "gauge"))
+
+    def watch_counter(self, name: str, help_text: str, labels: Sequence[str], read: GaugeSource) -> None:
+        """A counter whose labelled totals are read at each scrape (``name`` without ``_total``)."""
+        self._pulled.sources.append(_Pulled(PREFIX + name, help_text, tuple(labels), read, "counter"))
 
     def render(self, accept: str = "") -> tuple[bytes, str]:
         """The exposition and its content type, in the format ``accept`` asks for (a scraper's Accept header):

@@ -51,3 +51,24 @@ class Tally:
             running += c
             cumulative.append(running)
         return TallySnapshot((*self.bounds, float("inf")), tuple(cumulative), total, running)
+
+
+class Outcomes:
+    """Counts of what happened, by a label from a bounded set (a row stored, or why not; a poisoning flag).
+
+    The write path counts into it as it answers; ``/metrics`` reads a :meth:`snapshot` as a counter."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def count(self, labels: Sequence[str]) -> None:
+        """One more of each of ``labels`` (repeats count again)."""
+        if labels:
+            with self._lock:
+                for label in labels:
+                    self._counts[label] = self._counts.get(label, 0) + 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memory_core.importers import SourceReport, import_source
+    from memory_core.operator.canonical import ModelCanonical
     from memory_core.operator.consolidation import ConsolidationReport, UndoResult, consolidate, undo_merge
     from memory_core.operator.doctor.run import DoctorReport, check_stores, repair_stores
     from memory_core.operator.inspector import Inspector
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from memory_core.operator.parts import OperatorParts
     from memory_core.operator.reembedding import ReembedReport, embedding_for, reembed
     from memory_core.operator.retention import RetentionReport, apply_retention, restore_archived
+    from memory_core.operator.schedule import ConsolidationSchedule
     from memory_core.operator.stats import (
         SessionSummary,
         TenantStats,
@@ -37,6 +39,8 @@ _LAZY = {
     "UndoResult": "memory_core.operator.consolidation",
     "consolidate": "memory_core.operator.consolidation",
     "undo_merge": "memory_core.operator.consolidation",
+    "ConsolidationSchedule": "memory_core.operator.schedule",
+    "ModelCanonical": "memory_core.operator.canonical",
     "RetentionReport": "memory_core.operator.retention",
     "ReembedReport": "memory_core.operator.reembedding",
     "embedding_for": "memory_core.operator.reembedding",
@@ -65,9 +69,11 @@ _LAZY = {
 
 __all__ = [
     "ConsolidationReport",
+    "ConsolidationSchedule",
     "DoctorReport",
     "ImportCounts",
     "Inspector",
+    "ModelCanonical",
     "OperatorParts",
     "ReembedReport",
     "RetentionReport",

@@ -61,6 +61,7 @@ VECTOR_PAGE = 1_000  # vectors read from the store per call
 WRITE_BATCH = 32  # canonical memories written per write-path call (one embedding call, one graph transaction)
 BLOCK = 512  # rows per block of the similarity matrix
 Progress = Callable[[str, int, int], None]  # (what, done, total)
+Rewrite = Callable[["Merge"], "Merge"]  # a merge with its canonical's text written by a model (or why not)
 
 
 @dataclass(frozen=True)
@@ -70,14 +71,22 @@ class Merge:
     tenant: str
     kept: MemoryRecord
     others: tuple[MemoryRecord, ...]
+    text: str | None = None  # the canonical's text when a model wrote it (memory_core.operator.canonical)
+    text_by: dict[str, Any] | None = None  # who wrote it, or why the model's text was not used
 
     @property
     def members(self) -> tuple[MemoryRecord, ...]:
         return (self.kept, *self.others)
 
+    @property
+    def content(self) -> str:
+        """The canonical's text: the model's when it wrote one, else the kept member's."""
+        return self.kept.content if self.text is None else self.text
+
     def to_dict(self) -> dict[str, Any]:
-        return {"tenant": self.tenant, "kept": memory_ref(self.kept.node.id),
-                "merged": [memory_ref(m.node.id) for m in self.members], "content": self.kept.content}
+        out = {"tenant": self.tenant, "kept": memory_ref(self.kept.node.id),
+               "merged": [memory_ref(m.node.id) for m in self.members], "content": self.content}
+        return out if self.text_by is None else {**out, "text": self.text_by}
 
 
 @dataclass
@@ -259,9 +268,10 @@ def _typical(members: list[int], texts: list[frozenset[str]], rows: list[MemoryR
 
 # ---- writing ----------------------------------------------------------------------------------------------
 def consolidate(parts: OperatorParts, tenants: Iterable[str] | None = None, *, dry_run: bool = False,
-                progress: Progress | None = None) -> ConsolidationReport:
+                progress: Progress | None = None, rewrite: Rewrite | None = None) -> ConsolidationReport:
     """Merge every tenant's near-duplicates (``tenants``: only those), or with ``dry_run`` only say what
-    would merge. Safe to rerun at any time, and after a kill: see the module docstring."""
+    would merge. Safe to rerun at any time, and after a kill: see the module docstring. ``rewrite``: the
+    model-written canonical text (:mod:`memory_core.operator.canonical`), never asked on a dry run."""
     report = ConsolidationReport(dry_run)
     names = sorted(parts.maintenance.tenants_present()) if tenants is None else [v.tenant(t) for t in tenants]
     for tenant in names:
@@ -272,16 +282,18 @@ def consolidate(parts: OperatorParts, tenants: Iterable[str] | None = None, *, d
         if dry_run:
             report.merges += [(m, None) for m in merges]
         else:
-            write_merges(parts, merges, report, progress)
+            write_merges(parts, merges, report, progress, rewrite)
     return report
 
 
 def write_merges(parts: OperatorParts, merges: Sequence[Merge], report: ConsolidationReport,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, rewrite: Rewrite | None = None) -> None:
     """Write planned merges (:func:`plan_tenant`) in batches; clusters a member of which changed since the
-    plan (corrected, merged, locked by another writer) are skipped into ``report.skipped``."""
+    plan (corrected, merged, locked by another writer) are skipped into ``report.skipped``. ``rewrite`` gives
+    each batch's canonical texts before the batch is written (outside the writer lock)."""
     for start in range(0, len(merges), WRITE_BATCH):
-        _write(parts, list(merges[start:start + WRITE_BATCH]), report)
+        batch = list(merges[start:start + WRITE_BATCH])
+        _write(parts, batch if rewrite is None else [rewrite(m) for m in batch], report)
         if progress is not None:
             progress(f"merging {merges[0].tenant}", min(start + WRITE_BATCH, len(merges)), len(merges))
 
@@ -331,16 +343,19 @@ def _ts_of(merge: Merge) -> int:
 
 
 def canonical_item(merge: Merge) -> AddItem:
-    """The add that writes ``merge``'s canonical memory: the kept member's text and fields, its provenance."""
+    """The add that writes ``merge``'s canonical memory: the kept member's fields, its text (or the model's:
+    :mod:`memory_core.operator.canonical`, which then says so in the provenance), its provenance."""
     kept = merge.kept.node
-    mark = {
+    mark: dict[str, Any] = {
         "kept": memory_ref(kept.id),
         "merged": [memory_ref(r.node.id) for r in merge.members],
         "also": [{"ref": memory_ref(r.node.id), "timestamp": iso(from_us(r.node.ts_us)), "agent": r.node.agent,
                   "session": r.node.session} for r in merge.others],
     }
+    if merge.text_by is not None:
+        mark["text"] = merge.text_by
     item: AddItem = {
-        "tenant": merge.tenant, "session": kept.session, "agent": kept.agent, "content": merge.kept.content,
+        "tenant": merge.tenant, "session": kept.session, "agent": kept.agent, "content": merge.content,
         "type": kept.type, "role": kept.role, "channel": kept.channel, "project_id": kept.project_id,
         "visibility": kept.visibility, "source": dict(kept.source), "metadata": {**kept.metadata, MERGED: mark},
         "salience": max(r.node.salience for r in merge.members), "timestamp": from_us(_ts_of(merge)),

@@ -10,8 +10,10 @@ entity graph still hold it. :func:`restore_archived` embeds it again and clears 
 Crash safety: the graph holds the truth, the vector index follows it. A run killed after the graph
 transaction leaves archived rows with their vector records; the next run (and ``doctor``, finding
 ``vector_archived``) deletes them. A restore killed after writing the vector record leaves the row
-archived with a record; rerunning the restore finishes it (a run of ``apply`` in between deletes the
-record again, which is as consistent).
+archived with records (every ref stays archived until one graph transaction clears them all, so the same
+restore command can be rerun); rerunning the restore finishes it (a run of ``apply`` in between deletes the
+records again, which is as consistent). Both are SIGKILLed at every step in
+tests/reliability/test_retention_crash.py.
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def restore_archived(parts: OperatorParts, tenant: str, refs: Sequence[str]) -> 
             vectors = parts.embedder.embed([embedding_text(r) for r in chunk])
             parts.vectors.upsert(tenant, [memory_ref(r.node.id) for r in chunk], vectors, [r.content for r in chunk],
                                  [vector_metadata(r.node) for r in chunk])
-            with parts.graph.transaction() as tx:
-                for r in chunk:
-                    tx.set_memory_state(tenant, r.node.id, {"archived_us": None})
+        with parts.graph.transaction() as tx:  # one transaction: a killed restore is rerun with the same refs
+            for r in rows:
+                tx.set_memory_state(tenant, r.node.id, {"archived_us": None})
     return [memory_ref(r.node.id) for r in rows]

@@ -296,6 +296,13 @@ class ConsolidationSettings(_Section):
     min_overlap: float = Field(0.6, ge=0, le=1)
     # most rows one canonical memory stands for (its provenance lives in its metadata); a rerun merges canonicals
     max_group: int = Field(40, ge=2, le=200)
+    # a serving process (memory-core serve) runs the same consolidation over every tenant this often, in a
+    # background thread, one merge per writer-lock hold; 0 (the default): never, only `memory-core consolidate`
+    every_s: float = Field(0, ge=0)
+    # the canonical's text written by [model_provider]'s model from the members' texts (opt-in, fail-soft: a
+    # failing, slow or unfaithful answer leaves the LLM-free text and says why); each answer within model_timeout_s
+    model_canonical: bool = False
+    model_timeout_s: float = Field(20.0, gt=0)
 
 
 class RetentionSettings(_Section):

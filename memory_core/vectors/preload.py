@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from graph.api import GraphStore
 from memory_core.errors import MemoryCoreError
+from memory_core.observe.logs import TenantMode, tenant_label
 from memory_core.vectors.api import VectorStore, index_loaded
 from memory_core.vectors.cache import index_bytes
 
@@ -30,10 +31,10 @@ def newest_tenants(graph: GraphStore, limit: int) -> list[str]:
 
 
 def preload_indexes(graph: GraphStore, vectors: VectorStore, tenants: Sequence[str], dimension: int,
-                    budget_bytes: int) -> list[str]:
+                    budget_bytes: int, tenant_mode: TenantMode = "hash") -> list[str]:
     """Load the index of each of ``tenants`` in order, within ``budget_bytes`` (0: no bound) counting
     what is loaded already; returns the tenants loaded. A failure is logged and the tenant skipped:
-    its first recall meets the same error, coded."""
+    its first recall meets the same error, coded. The log names tenants as ``logs.tenant`` says."""
     probe = [1.0] + [0.0] * (dimension - 1)
     loaded: list[str] = []
     spent = sum(index_bytes(graph.count(t), dimension) for t in graph.tenants() if index_loaded(vectors, t)
@@ -47,10 +48,13 @@ def preload_indexes(graph: GraphStore, vectors: VectorStore, tenants: Sequence[s
         try:
             vectors.query(tenant, probe, 1)
         except MemoryCoreError as exc:
-            log.warning("preloading tenant %r's vector index failed: %s", tenant, exc.message)
+            log.warning("preloading a tenant's vector index failed (%s): %s", exc.code,
+                        tenant_label(tenant, tenant_mode) or "tenant not logged")
             continue
         spent += size
         loaded.append(tenant)
     if loaded:
-        log.info("preloaded the vector indexes of %d tenant(s): %s", len(loaded), ", ".join(loaded))
+        names = [label for t in loaded if (label := tenant_label(t, tenant_mode)) is not None]
+        shown = f": {', '.join(names)}" if names else ""
+        log.info("preloaded the vector indexes of %d tenant(s)%s", len(loaded), shown)
     return loaded

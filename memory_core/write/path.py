@@ -42,6 +42,7 @@ from memory_core.errors import (
 )
 from memory_core.models import AddResult, from_us
 from memory_core.observe import TimedRLock
+from memory_core.observe.tally import Outcomes
 from memory_core.refs import MAX_KEPT_ID, memory_ref
 from memory_core.secret_guard import SecretGuard
 from memory_core.settings.schema import HygieneSettings, LimitSettings, WriteSettings
@@ -58,6 +59,7 @@ from memory_core.write.rows import embedding_text, vector_metadata
 CLEANUP_INTERVAL_S = 2.0
 CONFLICT_RETRIES = 2  # an idempotency key another replica committed first: the add is answered again
 JournalEntries = list[tuple[str, str, str]]  # (op, tenant, ref)
+STORED, RETRY = "stored", "retry"  # outcomes of a row beside hygiene's reasons (memory_core.write.hygiene.REASONS)
 Linked = Callable[[GraphTxn, list[tuple[int, int]]], None]  # (txn, [(item index, id written)]), see add_many
 
 
@@ -77,6 +79,8 @@ class WritePath:
         self.lock = TimedRLock()  # its waits and long holders are observed (memory_core.observe)
         self.on_written: Callable[[list[MemoryRecord]], None] | None = None  # after an add returned
         self._next_cleanup = 0.0  # time.monotonic() before which no journal cleanup is retried
+        self.outcomes = Outcomes()  # rows by what became of them (read by /metrics)
+        self.flagged = Outcomes()  # stored rows by poisoning flag (read by /metrics)
         self._generation = 0  # row writes this path attempted: a repeat check is redone when it moved
         write = write or WriteSettings()
         # concurrent single adds share batches (None: each is written alone, as add_many([item]))
@@ -193,7 +197,15 @@ class WritePath:
                    for p, r in zip(prepared, results, strict=True)]
         if extract and self.on_written is not None:
             self.on_written([p.row for p, r in zip(prepared, results, strict=True) if r.created])
+        self._count(prepared, results)
         return results
+
+    def _count(self, prepared: list[PreparedAdd], results: list[AddResult]) -> None:
+        """What the rows became (``outcomes``: ``stored``, ``retry`` for an idempotent add answered with its first
+        row, or the reason hygiene did not store it) and the poisoning flags of the rows stored (``flagged``)."""
+        self.outcomes.count([STORED if r.created else (r.reason or RETRY) for r in results])
+        self.flagged.count([flag for p, r in zip(prepared, results, strict=True) if r.created
+                            for flag in p.row.node.flags])
 
     def _skipped(self, prepared: list[PreparedAdd]) -> tuple[dict[int, AddResult], dict[int, int]]:
         """The screened rows write-time hygiene does not store, by index, each answered ``stored: false``: junk

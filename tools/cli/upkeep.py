@@ -40,6 +40,9 @@ def consolidate(
     dry_run: DryRunOpt = False,
     undo: Annotated[str | None, typer.Option("--undo", metavar="REF",
                                              help="Reverse the merge that wrote REF (needs --tenant).")] = None,
+    model_canonical: Annotated[bool, typer.Option(
+        "--model-canonical", help="Have [model_provider]'s model write each canonical's text (fail-soft; as "
+                                  "consolidation.model_canonical).")] = False,
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     json_out: JsonOpt = False,
@@ -53,11 +56,15 @@ def consolidate(
     history show them; recall shows the canonical) and keeps them as provenance in its metadata
     ("consolidated": merged refs, and "also": ref, timestamp, agent, session of each other member).
     --undo REF makes the members current again and ends the canonical; they are never merged again.
+    --model-canonical (or consolidation.model_canonical) has the configured model write the canonical's text
+    from the members'; an answer that fails, times out, or drops a number or negation keeps the LLM-free text,
+    and the canonical's metadata says which ("text": {"by": "model"} or {"by": "member", "fallback": why}).
 
     Example: memory-core consolidate --tenant acme --dry-run
 
     JSON: {"dry_run", "scanned": {tenant: rows compared}, "rows_retired", "merges": [{tenant, kept, merged,
-    content, canonical}], "skipped": [{…, reason}]}; with --undo: {"canonical", "restored": [refs]}
+    content, canonical, text (with a model)}], "skipped": [{…, reason}]}; with --undo: {"canonical", "restored":
+    [refs]}
     """
     from memory_core.operator import consolidate as run  # loads with the command, not with --help
     from memory_core.operator import undo_merge
@@ -74,7 +81,13 @@ def consolidate(
                        f"({', '.join(result.restored)}).")
         return
     with opts.parts() as parts, _bar(opts.json) as progress:
-        report = run(parts, None if tenant is None else [tenant_of(tenant)], dry_run=dry_run, progress=progress)
+        rewrite = None
+        if model_canonical or parts.settings.consolidation.model_canonical:
+            from memory_core.operator import ModelCanonical
+
+            rewrite = ModelCanonical.from_settings(parts.settings).rewrite
+        report = run(parts, None if tenant is None else [tenant_of(tenant)], dry_run=dry_run, progress=progress,
+                     rewrite=rewrite)
     if opts.json:
         render.emit_json(report.to_dict())
     else:
@@ -86,7 +99,7 @@ def _print_report(report: ConsolidationReport) -> None:
     render.table(
         f"consolidation ({'dry run' if report.dry_run else 'applied'})",
         ["tenant", "canonical", "kept", "merged", "content"],
-        ([m.tenant, ref or "-", m.to_dict()["kept"], ", ".join(m.to_dict()["merged"]), render.preview(m.kept.content)]
+        ([m.tenant, ref or "-", m.to_dict()["kept"], ", ".join(m.to_dict()["merged"]), render.preview(m.content)]
          for m, ref in report.merges),
     )
     if report.skipped:

@@ -29,7 +29,9 @@ roots), so the standalone GET stream has nothing to carry and is refused (405, a
 allows).
 
 Logging (text or JSON lines), metrics and traces are set up here from ``[logs]``, ``[metrics]`` and
-``[tracing]`` (:mod:`memory_core.observe`); each tool call is observed by the MCP server itself.
+``[tracing]`` (:mod:`memory_core.observe`); each tool call is observed by the MCP server itself. The
+background consolidation schedule (``consolidation.every_s``, off by default) runs here too
+(:mod:`tools.serve.upkeep`) and stops with the server.
 
 The server announces itself in its data directory once it listens (:mod:`tools.server_record`),
 and withdraws the record as soon as it starts stopping.
@@ -65,6 +67,7 @@ from tools.serve.deferred_core import DeferredCore, claim_when_free, open_core, 
 from tools.serve.probes import ProbeRoutes, Readiness, reply
 from tools.serve.reembed_route import ReembedRoute
 from tools.serve.requests import RequestIds
+from tools.serve.upkeep import start_upkeep
 from tools.server_record import MCP_PATH
 
 if TYPE_CHECKING:
@@ -167,7 +170,14 @@ async def serve_http(
     outer = RequestIds(ProbeRoutes(outer, readiness), observer.metrics)
     # open streams (GET, bridge attachments) must not hold a stopping server forever
     config = uvicorn.Config(outer, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    userver = _WithdrawingServer(config, partial(server_record.withdraw, root), observer.close)
+    schedule = start_upkeep(settings, stores, observer)  # consolidation.every_s: off by default
+
+    def stop_background() -> None:
+        if schedule is not None:
+            schedule.stop()  # waits for the merge in progress
+        observer.close()
+
+    userver = _WithdrawingServer(config, partial(server_record.withdraw, root), stop_background)
     try:
         async with anyio.create_task_group() as tasks:
             if isinstance(stores, DeferredCore):
@@ -181,7 +191,7 @@ async def serve_http(
             tasks.cancel_scope.cancel()
     finally:
         server_record.withdraw(root)
-        observer.close()
+        stop_background()
 
 
 class _WithdrawingServer(uvicorn.Server):
@@ -189,7 +199,8 @@ class _WithdrawingServer(uvicorn.Server):
 
     On SIGTERM uvicorn shuts down gracefully and then raises the signal again, which ends the
     process before any ``finally`` of ``serve_http`` runs: a plain ``kill`` left a stale record
-    (and would lose the spans still buffered: ``flush`` exports them once the last request is done).
+    (and would lose the spans still buffered: ``flush`` exports them once the last request is done, and stops the
+    background consolidation after its merge in progress).
     """
 
     def __init__(self, config: uvicorn.Config, withdraw: Callable[[], None], flush: Callable[[], None]) -> None:

@@ -168,6 +168,18 @@ def watch_store(metrics: Metrics, stores: Stores, readiness: Readiness, tracker:
     metrics.watch_tally("group_commit_batch_size", "Adds written per group-commit batch.", lambda: tally("sizes"))
     metrics.watch_tally("group_commit_queue_wait_seconds", "An add's wait in the group-commit queue before its "
                         "batch was formed.", lambda: tally("queue"))
+    def outcomes(read: str) -> list[tuple[tuple[str], float]]:
+        core = open_core_of(stores)
+        if core is None:
+            return []
+        writer = core.operator_parts().writer
+        counts = (writer.outcomes if read == "rows" else writer.flagged).snapshot()
+        return [((label,), float(n)) for label, n in sorted(counts.items())]
+
+    metrics.watch_counter("rows", "Rows the write path answered: stored, retry (an idempotent add), or why "
+                          "write-time hygiene did not store it.", ("outcome",), lambda: outcomes("rows"))
+    metrics.watch_counter("flagged_rows", "Rows stored with a poisoning flag, by flag.", ("flag",),
+                          lambda: outcomes("flagged"))
     counts = StoreCounts(stores, metrics, store_counts_s)
     labels = ("store", "tenant") if metrics.tenants is not None else ("store",)
     metrics.watch_gauge("store_rows", "Memories in the graph (store=graph) and records in the vector store "

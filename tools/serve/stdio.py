@@ -15,6 +15,7 @@ from tools.mcp.server import build_server, package_version
 from tools.mcp.stores import OpenedCore
 from tools.registry import TOOL_SPECS
 from tools.serve.deferred_core import open_core
+from tools.serve.upkeep import start_upkeep
 
 
 async def serve_stdio(settings: Settings, *, data_dir: str | None = None) -> None:
@@ -25,7 +26,11 @@ async def serve_stdio(settings: Settings, *, data_dir: str | None = None) -> Non
                                       serves_metrics=False)  # /metrics needs HTTP: `serve --http`
     core = await open_core(settings, data_dir)
     core.warm_up_in_background()  # the embedder loads while the client initializes, not on its first call
+    stores = OpenedCore(core)
+    schedule = start_upkeep(settings, stores, observer)  # consolidation.every_s: off by default
     try:
-        await build_server(settings, OpenedCore(core), observer=observer).run_stdio_async()
+        await build_server(settings, stores, observer=observer).run_stdio_async()
     finally:
+        if schedule is not None:
+            schedule.stop()
         observer.close()

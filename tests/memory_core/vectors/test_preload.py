@@ -6,6 +6,7 @@ tenants are loaded is what Chroma's client has queried since it was built (``ind
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,20 @@ def test_a_tenant_whose_load_fails_is_skipped_and_the_others_still_load(tmp_path
         assert vectors.queried == {"new", "old"}
     finally:
         core.close()
+
+
+@pytest.mark.parametrize("mode", ["hash", "omit", "plain"])
+def test_the_preload_names_tenants_in_its_log_only_as_logs_tenant_says(store: Path, mode: str,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A tenant's name is data: the logs show it hashed (the default), not at all, or as is when asked."""
+    settings = load_settings(environ={}, overrides={"embedding": {"provider": "hash"}, "logs": {"tenant": mode}})
+    core = MemoryCore.open(store, settings=settings, embedder=HashEmbedder())
+    try:
+        with caplog.at_level(logging.INFO, logger="memory_core.vectors.preload"):
+            assert sorted(core.preload_indexes()) == sorted(TENANTS)
+    finally:
+        core.close()
+    text = " ".join(r.getMessage() for r in caplog.records)
+    assert "preloaded the vector indexes of 3 tenant(s)" in text
+    assert all((name in text) == (mode == "plain") for name in TENANTS)
+    assert ("h:" in text) == (mode == "hash")

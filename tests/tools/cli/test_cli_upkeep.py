@@ -113,3 +113,22 @@ def test_reembed_through_the_cli_switches_the_store_to_the_new_model(
     assert (code, again["error"]["code"]) == (2, "INVALID_INPUT")
     code, bad = run(path, "reembed", "--model", "word2vec")
     assert (code, bad["error"]["code"]) == (2, "INVALID_INPUT")
+
+
+def test_model_canonical_has_the_provider_write_the_text_or_says_why_not(store: tuple[Path, list[str]],
+                                                                        tmp_path: Path) -> None:
+    from tests.support.fake_llm import fake_llm, ok
+
+    path, _refs = store
+    faithful = "The staging database runs on Postgres sixteen behind pgbouncer."
+    with fake_llm(ok(faithful)) as fake:
+        config = tmp_path / "model.toml"
+        config.write_text(f'[model_provider]\nenabled = true\napi_base = "{fake.api_base}"\nmax_retries = 0\n',
+                          encoding="utf-8")
+        code, out = run(path, "consolidate", "--tenant", "acme", "--model-canonical", "--config", str(config))
+        assert code == 0 and [m["content"] for m in out["merges"]] == [faithful]
+        assert out["merges"][0]["text"] == {"by": "model", "model": "openai/gpt-4o-mini"}
+        assert fake.request_count == 1
+    code, out = run(path, "consolidate", "--tenant", "globex", "--model-canonical")  # no provider configured
+    assert code == 0 and out["merges"][0]["text"] == {"by": "member", "fallback": "provider disabled"}
+    assert out["merges"][0]["content"] in COPIES
