@@ -29,7 +29,7 @@ from memory_core.entities.service import EntityService, MergedEntity
 from memory_core.entities.worker import build_entity_worker
 from memory_core.errors import InvalidInputError, LockedError
 from memory_core.models import AddResult, CheckResult, Contents, MemoryRow, RecallResult, RecentTurnsPage
-from memory_core.open import OpenOptions, Parts, open_parts
+from memory_core.open import OpenOptions, Parts, is_replicated, open_parts
 from memory_core.operator.parts import OperatorParts
 from memory_core.reads import Reader, check_own, visible
 from memory_core.recall.engine import Recaller
@@ -44,6 +44,7 @@ from memory_core.settings.schema import Settings
 from memory_core.store_errors import coded_graph_errors
 from memory_core.vectors.lazy import LazyVectorStore
 from memory_core.vectors.preload import newest_tenants, preload_indexes
+from memory_core.vectors.switch import IndexSwitch
 from memory_core.versions.service import EndResult, UpdateResult, VersionService
 from memory_core.warm_up import warm_up_in_background
 from memory_core.write.path import WritePath
@@ -57,6 +58,7 @@ from memory_core.write.request import (
 )
 
 HANDOFF = "handoff"
+REPLICA_CHECK_S = 2.0  # how often a replica's reads look whether another replica re-embedded the store
 
 
 class MemoryCore:
@@ -64,7 +66,12 @@ class MemoryCore:
 
     def __init__(self, parts: Parts) -> None:
         """A store over opened parts (see :func:`memory_core.open.open_parts`); :meth:`open` is the usual way in."""
-        settings, graph, vectors, embedder = parts.settings, parts.graph.graph, parts.vectors, parts.embedder
+        settings, graph = parts.settings, parts.graph.graph
+        # a re-embed run by the serving process switches both in place (memory_core.vectors.switch)
+        self._switch = IndexSwitch(parts.embedder, parts.vectors)
+        vectors, embedder = self._switch.vectors, self._switch.embedder
+        if is_replicated(settings):  # another replica may re-embed the store: this one then stops using the old index
+            self._switch.watch(lambda: (graph.meta("embedder"), graph.meta("vector_prefix")), REPLICA_CHECK_S)
         self._parts = parts
         self._graph = graph
         self._vectors = vectors
@@ -83,7 +90,7 @@ class MemoryCore:
         self._operator_parts = OperatorParts(
             settings=settings, data_dir=parts.data_dir, graph=graph, maintenance=parts.graph.maintenance,
             vectors=vectors, embedder=embedder, writer=self._writer, reader=self._reader, episodes=self._episodes,
-            versions=self._versions, recovered=self._recovered)
+            versions=self._versions, recovered=self._recovered, switch=self._switch)
         self._closed = False
 
     @property
@@ -223,7 +230,8 @@ class MemoryCore:
     def warm_up_in_background(self) -> list[threading.Thread]:
         """Load the embedding model and open Chroma side by side on daemon threads (servers, right after
         start), then load the vector indexes the first recalls will need (:meth:`preload_indexes`)."""
-        inner = getattr(self._vectors, "inner", self._vectors)
+        in_use = self._switch.current().vectors
+        inner = getattr(in_use, "inner", in_use)
 
         def vectors() -> None:
             if isinstance(inner, LazyVectorStore):
@@ -257,7 +265,7 @@ class MemoryCore:
             self._entity_worker.close()
         self._episodes.close()
         self._recaller.close()
-        self._vectors.close()
+        self._switch.current().vectors.close()
         self._parts.close()
 
     def __enter__(self) -> MemoryCore:

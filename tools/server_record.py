@@ -6,6 +6,8 @@ when it stops. The secret is what trust rests on, both ways (docs/shared-server.
 
 - the server proves to a client that it holds the secret: its answer to ``HELLO_PATH?nonce=…``
   is :func:`server_proof` (an HMAC of the port it was reached on and the client's nonce);
+- an operator's command on the same machine proves it owns the directory: an *operator token*
+  (:func:`operator_token`) asks the server to run a re-embed in its own process;
 - a client proves its binding to the server: a *bridge token* (:func:`bridge_token`) is the stdio
   client's tenant, agent and scope signed with the secret, which only a process that can read
   the 0600 file (the owner of the data directory) can mint.
@@ -37,7 +39,9 @@ ANNOUNCEMENT = "mcp-server.json"
 MCP_PATH = "/mcp"  # the streamable HTTP endpoint
 HELLO_PATH = "/mcp-bridge/hello"  # the server's proof that it holds the record's secret
 ATTACH_PATH = "/mcp-bridge/attach"  # held open by a bridge while its client is connected: the server is not idle
+REEMBED_PATH = "/mcp-operator/reembed"  # the operator's re-embed, run by the server (tools.serve.reembed_route)
 TOKEN_PREFIX = "mcb1."
+OPERATOR_TOKEN_PREFIX = "mco1."
 NONCE = re.compile(r"[0-9a-f]{32,128}")
 
 
@@ -153,3 +157,14 @@ def read_bridge_token(secret: str, token: str) -> BridgeBinding | None:
         return None
     parsed = parse_scope(scope)
     return None if parsed is None else BridgeBinding(tenant, agent, parsed)
+
+
+def operator_token(secret: str) -> str:
+    """The bearer token of the directory owner's operator requests (a re-embed run by the server): only a
+    process that can read the 0600 record can mint it, like a bridge token; it binds no tenant."""
+    return f"{OPERATOR_TOKEN_PREFIX}{_sign(secret, 'memory-core-operator')}"
+
+
+def is_operator_token(secret: str, token: str) -> bool:
+    """True for :func:`operator_token` of ``secret``, False for anything else."""
+    return hmac.compare_digest(operator_token(secret).encode(), token.encode("utf-8", "replace"))

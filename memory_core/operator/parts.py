@@ -20,6 +20,7 @@ from memory_core.reads import Reader
 from memory_core.sessions.episodes import EpisodeService
 from memory_core.settings.schema import Settings
 from memory_core.vectors.api import VectorStore
+from memory_core.vectors.switch import IndexSwitch
 from memory_core.versions.service import VersionService
 from memory_core.write.path import WritePath
 
@@ -39,3 +40,5 @@ class OperatorParts:
     episodes: EpisodeService
     versions: VersionService
     recovered: tuple[dict[str, Any], ...]  # what crash recovery did when the store opened
+    # the core's embedder and index, switched in place by a re-embed run in its process (None: not switchable)
+    switch: IndexSwitch | None = None

@@ -16,6 +16,11 @@ or the one the graph records under :data:`VECTOR_PREFIX` once a re-embed switche
 A kill at any step leaves either the old index in use (steps 1-3; a rerun resumes, embedding only what the
 new collections lack) or the new one (after 3). Opening the store afterwards with the old model fails
 with EMBEDDER_MISMATCH, as opening it with any other model always did.
+
+Run by a serving process over its own core (``parts.switch``, tools/serve/reembed_route.py), agents' writes go
+on during step 2 (one unlocked catch-up pass precedes the locked one, so the lock is held briefly), and step 3
+also switches the core to the new embedder and index in place (:mod:`memory_core.vectors.switch`); the old
+index is dropped once the recalls still on it have ended.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ VECTOR_PREFIX = "vector_prefix"  # graph meta: the collection prefix of the inde
 BUILD = "reembed_build"  # graph meta: the re-embed under way, JSON {identity, prefix} ('' when none)
 EMBEDDER = "embedder"  # graph meta: the identity of the model the index in use was built with
 BATCH = 256
+RETIRE_WAIT_S = 60.0  # how long a switch waits for recalls pinned to the old index before dropping it
 Opener = Callable[[str], VectorStore]  # collection prefix -> the vector store of that prefix
 
 
@@ -114,6 +120,7 @@ def reembed(parts: OperatorParts, embedder: Embedder, open_prefix: Opener | None
     a kill would."""
     import time
 
+    switch = parts.switch
     if open_prefix is None:
         def open_prefix(prefix: str) -> VectorStore:
             return open_index(parts, prefix)
@@ -133,24 +140,46 @@ def reembed(parts: OperatorParts, embedder: Embedder, open_prefix: Opener | None
             tx.set_meta(BUILD, json.dumps(build), overwrite=True)
     assert build is not None
     report = ReembedReport(old_identity, identity, old_prefix, build["prefix"], resumed)
-    target = open_prefix(build["prefix"])
+    # a serving core switches to the index built here, wrapped as the store it opened (the same deadline)
+    target = open_serving_index(parts, build["prefix"]) if switch is not None else open_prefix(build["prefix"])
     budget = [stop_after]
     tenants = sorted(parts.maintenance.tenants_present())
     for tenant in tenants:
         if not _fill(parts, tenant, embedder, target, report, progress, budget):
             report.seconds = time.perf_counter() - start
+            if switch is not None:
+                target.close()
             return report
+    if switch is not None:  # what agents wrote during the build, before the writer lock stops their writes
+        for tenant in sorted(parts.maintenance.tenants_present()):
+            _fill(parts, tenant, embedder, target, report, None, [None])
     with parts.writer.lock:  # nothing is written meanwhile: the last pass, then the switch
         for tenant in sorted(parts.maintenance.tenants_present()):
             _fill(parts, tenant, embedder, target, report, None, [None])
+        if switch is not None:  # a recall between the commit and the switch sees this process's own record
+            switch.expect(identity, build["prefix"])
         with parts.graph.transaction() as tx:
             tx.set_meta(EMBEDDER, identity, overwrite=True)
             tx.set_meta(VECTOR_PREFIX, build["prefix"], overwrite=True)
             tx.set_meta(BUILD, "", overwrite=True)
+        replaced = switch.switch_to(embedder, target) if switch is not None else None
         report.switched = True
+    if replaced is not None and switch is not None:  # the recalls still on the old index end first
+        switch.wait_unpinned(replaced, RETIRE_WAIT_S)
     _drop(open_prefix(old_prefix))
+    if replaced is not None:
+        replaced.vectors.close()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def open_serving_index(parts: OperatorParts, prefix: str) -> VectorStore:
+    """The index under ``prefix`` opened as a serving core opens its own (the vector deadline over it)."""
+    from memory_core.open import open_vector_store
+    from memory_core.vectors.deadline import DeadlineVectorStore
+
+    store = open_vector_store(parts.settings, parts.data_dir, rows=parts.graph.count, prefix=prefix)
+    return DeadlineVectorStore(store, parts.settings.storage.vector_deadline_s, rows=parts.graph.count)
 
 
 def _build(parts: OperatorParts) -> dict[str, str] | None:

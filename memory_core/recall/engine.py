@@ -66,6 +66,7 @@ from memory_core.recall.stages import Stages, timed
 from memory_core.refs import memory_ref
 from memory_core.settings.schema import Settings
 from memory_core.vectors.api import VectorStore
+from memory_core.vectors.switch import pinned
 
 MAX_QUERY_CHARS = 8_000
 Scorer = Callable[[int], tuple[float, dict[str, Any]]]  # a ranked row's id -> (confidence, match_reason)
@@ -118,7 +119,12 @@ class Recaller:
         self._workers.shutdown(wait=True)
 
     def recall(self, request: RecallRequest) -> RecallResult:
-        """Run one recall (see the module docstring for the pipeline)."""
+        """Run one recall (see the module docstring for the pipeline), embedding and searching with one model
+        and its index even when a re-embed switches them meanwhile (:mod:`memory_core.vectors.switch`)."""
+        with pinned(self.embedder, self.vectors) as (embedder, vectors):
+            return self._recall(request, embedder, vectors)
+
+    def _recall(self, request: RecallRequest, embedder: Embedder, vectors: VectorStore) -> RecallResult:
         o = request.options
         query, limit, deep, context_text = request.query, o.get("limit"), o.get("deep", False), request.context_text
         held_context, viewer = request.held_context, o.get("viewer")
@@ -133,7 +139,7 @@ class Recaller:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= window:
             raise InvalidInputError(f"'limit' must be an integer from 1 to {window}.", field="limit")
         anchor = read_anchor(o.get("now"))
-        cfg = resolve_preset(o.get("preset"), self.settings.recall, self.embedder.name)
+        cfg = resolve_preset(o.get("preset"), self.settings.recall, embedder.name)
         scope = resolve_project(o.get("project_id", UNSET), viewer, self.settings.operating_context.agents)
         filters = RecallFilters.build(
             tenant, viewer, scope, type=o.get("type"), session=o.get("session"), agent=o.get("agent"),
@@ -163,13 +169,14 @@ class Recaller:
                 reading, telling = what.reading, what.telling
                 if what.common:
                     result.diagnostics["common_words"] = what.common
-            ask = Ask(self.graph, self.vectors, filters, reading, cfg, limit, window, self._workers,
+            ask = Ask(self.graph, vectors, filters, reading, cfg, limit, window, self._workers,
                       result.diagnostics)
             branches = [b for b in self.branches if b.wanted(cfg)]
             pool = Pool(self.graph, filters, reading, cfg, limit, deep=deep, collapsing=collapsing,
                         diagnostics=result.diagnostics, stages=stages, scorer=self._reranker, branches=branches,
-                        vectors=self.vectors, embedder=self.embedder, telling=telling)
-            pool.join(self._search(ask, branches, query if query.strip() else None, context_text, stages))
+                        vectors=vectors, embedder=embedder, telling=telling)
+            pool.join(self._search(ask, branches, query if query.strip() else None, context_text, stages,
+                                   embedder))
             for stage in self.stages:
                 stage(pool)
             self._show(pool, result)
@@ -179,7 +186,7 @@ class Recaller:
         return result
 
     def _search(self, ask: Ask, branches: Sequence[Branch], query: str | None, context_text: str | None,
-                stages: Stages) -> list[Ranked]:
+                stages: Stages, embedder: Embedder) -> list[Ranked]:
         """Every branch's lists, in the branch list's order. The branches that need no embedding run on the
         workers while the query is embedded (SQLite and onnxruntime both release the GIL, so their cost
         hides behind the model's); the embedded ones then run here. Each is timed under its name."""
@@ -192,7 +199,7 @@ class Recaller:
             if embedded:
                 cfg = ask.cfg
                 text = (ask.reading.semantic if cfg.query.strip_names else query) if query else None
-                ask = replace(ask, embedding=self._query_vector(text, context_text, cfg))
+                ask = replace(ask, embedding=self._query_vector(embedder, text, context_text, cfg))
                 stages.lap("embed")
             for b in embedded:
                 found[b.NAME] = b.search(ask)
@@ -285,9 +292,10 @@ class Recaller:
         diagnostics["collapsed"] = sum(len(grp.members) - 1 for grp in groups)
         return out
 
-    def _query_vector(self, query: str | None, context_text: str | None, cfg: RecallConfig) -> list[float]:
+    def _query_vector(self, embedder: Embedder, query: str | None, context_text: str | None,
+                      cfg: RecallConfig) -> list[float]:
         texts = [t for t in (query, context_text) if t and t.strip()]
-        vecs = embed_query(self.embedder, texts)
+        vecs = embed_query(embedder, texts)
         if len(vecs) == 1:
             return vecs[0]
         w = cfg.query.context_weight

@@ -26,6 +26,7 @@ from memory_core.refs import episode_ref, memory_ref
 from memory_core.sessions.summary import SummaryProvider, SummaryTurn, extractive_summary, summarize_with_fallback
 from memory_core.settings.schema import Settings
 from memory_core.vectors.api import Metadata, VectorStore
+from memory_core.vectors.switch import stamp, still_current
 from memory_core.write.path import WritePath
 from memory_core.write.request import AddItem, MemoryFields
 
@@ -206,6 +207,7 @@ class EpisodeService:
 
     def _write_episode(self, row: dict[str, Any], existing: EpisodeNode | None) -> EpisodeNode:
         """Journal → Chroma → graph, the write path's one sequence (:meth:`WritePath.staged`)."""
+        taken = stamp(self.embedder)
         vector = self.embedder.embed([row["summary"]])[0]
         w = self.writer
 
@@ -222,6 +224,8 @@ class EpisodeService:
                 w.recover()
 
         with w.lock:
+            if not still_current(self.embedder, taken):  # a re-embed switched models meanwhile
+                vector = self.embedder.embed([row["summary"]])[0]
             w.staged(begin, upsert, lambda tx: tx.write_episode(row), undo)
         written = self.graph.episode(row["tenant"], row["id"])
         assert written is not None  # just committed under the writer lock

@@ -222,7 +222,8 @@ class DeadlineVectorStore(VectorStoreWrapper):
 
 def vector_store_wedged(store: VectorStore) -> str | None:
     """The wedge sentence of a deadline-wrapped store (None for a healthy or unwrapped one)."""
-    return store.wedged() if isinstance(store, DeadlineVectorStore) else None
+    wedged = getattr(store, "wedged", None)  # a deadline-wrapped store, or the switch over one
+    return wedged() if callable(wedged) else None
 
 
 __all__ = ["DeadlineVectorStore", "vector_store_wedged"]

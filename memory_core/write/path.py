@@ -49,6 +49,7 @@ from memory_core.settings.schema import HygieneSettings, LimitSettings, WriteSet
 from memory_core.store_errors import graph_error
 from memory_core.vectors.api import VectorStore
 from memory_core.vectors.deadline import vector_store_wedged
+from memory_core.vectors.switch import stamp, still_current
 from memory_core.write.add_rows import REDACT, ItemRef, PoisoningPolicyOf, PreparedAdd, flag_all, prepare_add
 from memory_core.write.group_commit import GroupCommit
 from memory_core.write.hygiene import REPEAT, junk_reason, repeat_of
@@ -173,10 +174,13 @@ class WritePath:
         generation = self._generation
         skipped, repeats = self._skipped(prepared)
         kept = [i for i in range(len(prepared)) if i not in skipped]
+        taken = stamp(self.embedder)
         vectors = self.embedder.embed([embedding_text(prepared[i].row) for i in kept]) if kept else []
         written: list[AddResult] = []
         if kept:
             with self.lock:
+                if not still_current(self.embedder, taken):  # a re-embed switched models meanwhile
+                    vectors = self.embedder.embed([embedding_text(prepared[i].row) for i in kept])
                 if self._generation != generation:  # rows were written since the repeats were looked for
                     late = self._late_repeats(prepared, kept)
                     skipped.update(late)

@@ -40,7 +40,7 @@ def settings() -> Settings:
 
 def test_opening_a_store_leaves_embedded_chroma_closed_until_a_vector_is_needed(tmp_path: Path) -> None:
     with MemoryCore.open(tmp_path, settings=settings(), embedder=HashEmbedder()) as core:
-        lazy = core._vectors.inner  # type: ignore[attr-defined]
+        lazy = core._vectors.inner.inner  # type: ignore[attr-defined]
         assert isinstance(lazy, LazyVectorStore) and not lazy.is_open
         core.query_recent_turns("acme", "s1")
         assert not lazy.is_open
@@ -54,7 +54,7 @@ def test_warm_up_loads_the_model_and_opens_chroma_without_a_call(tmp_path: Path)
         for thread in core.warm_up_in_background():
             thread.join(60)
         assert embedder.loaded.is_set()
-        assert core._vectors.inner.is_open  # type: ignore[attr-defined]
+        assert core._vectors.inner.inner.is_open  # type: ignore[attr-defined]
 
 
 def test_a_failing_warm_up_leaves_its_error_to_the_first_call_instead_of_crashing_a_thread() -> None:

@@ -41,7 +41,7 @@ except ImportError as exc:
     failures.append(f"{type(exc).__name__}: {exc}")
 for thread in threads:
     thread.join(300)
-print(json.dumps({"failures": failures, "chroma_open": core._vectors.inner.is_open,
+print(json.dumps({"failures": failures, "chroma_open": core._vectors.inner.inner.is_open,
                   "model_loaded": shared_minilm()._session is not None}))
 core.close()
 """

@@ -211,26 +211,47 @@ def reembed(
     it and records the new model; the old index is then dropped. Afterwards set the new model in the
     configuration: opening the store with the old one fails with EMBEDDER_MISMATCH.
 
+    When a server holds the data directory, the server runs it: it goes on answering with the old model
+    while the new index is built, then switches to the new one in place (the bar shows its progress).
+
     Example: memory-core reembed --model fastembed:BAAI/bge-small-en-v1.5
 
     JSON: {"from", "to", "old_prefix", "prefix", "resumed", "embedded": {tenant: n}, "removed", "switched",
     "seconds", "rows_per_s", "settings": {the embedding settings to configure}}
     """
+    from memory_core import load_settings
+    from tools.cli.served_reembed import reembed_on_server, running_server
+
+    opts = Common.of(ctx, config, data_dir, json_out)
+    root = Path(data_dir or load_settings(config).storage.data_dir).expanduser().resolve()
+    server = running_server(root) if root.is_dir() else None
+    with _bar(opts.json) as progress:
+        if server is not None:  # it holds the store: it runs the re-embed and switches itself over
+            # the server's working directory is not this one
+            where_from = str(Path(model_path).expanduser().resolve()) if model_path else None
+            out = reembed_on_server(server, model, where_from, progress)
+        else:
+            out = _reembed_here(opts, model, model_path, progress)
+    if opts.json:
+        render.emit_json(out)
+        return
+    where = f" by the server (pid {server.pid}), which now answers with it" if server is not None else ""
+    typer.echo(f"Re-embedded {sum(out['embedded'].values())} records with {out['to']}{where} in {out['seconds']}s "
+               f"({out['rows_per_s']} rows/s){' (resumed)' if out['resumed'] else ''}; the index in use is now "
+               f"{out['prefix']}.")
+    typer.echo("Set in the configuration [embedding]: " + ", ".join(f"{k} = {v!r}" for k, v in out["settings"].items()))
+
+
+def _reembed_here(opts: Common, model: str, model_path: str | None,
+                  progress: Callable[[str, int, int], None]) -> dict[str, object]:
+    """The re-embed in this process, over the store opened here (no server holds it)."""
     from memory_core.operator import embedding_for
     from memory_core.operator import reembed as run
 
-    opts = Common.of(ctx, config, data_dir, json_out)
-    with opts.parts(graph_only=True) as parts, _bar(opts.json) as progress:
+    with opts.parts(graph_only=True) as parts:
         shown, embedder = embedding_for(parts, model, model_path)
         report = run(parts, embedder, progress=progress)
-    if opts.json:
-        render.emit_json({**report.to_dict(), "settings": shown})
-        return
-    out = report.to_dict()
-    typer.echo(f"Re-embedded {sum(report.embedded.values())} records with {report.identity} in {out['seconds']}s "
-               f"({out['rows_per_s']} rows/s){' (resumed)' if report.resumed else ''}; the index in use is now "
-               f"{report.prefix}.")
-    typer.echo("Set in the configuration [embedding]: " + ", ".join(f"{k} = {v!r}" for k, v in shown.items()))
+    return {**report.to_dict(), "settings": shown}
 
 
 def register(app: typer.Typer) -> None:

@@ -8,6 +8,8 @@ first:
 - :class:`tools.serve.metrics.MetricsRoute`: ``/metrics`` behind a token, when metrics are on and not
   on a listener of their own (``metrics.port``);
 - :class:`tools.serve.bridged.ServerProof` answers a bridge's hello (the record's secret);
+- :class:`tools.serve.reembed_route.ReembedRoute` runs the directory owner's ``memory-core reembed`` in this
+  process (an operator token of the record's secret);
 - :class:`tools.serve.bridged.ActivityTracker` counts bridged clients (the shared server stops
   after ``server.shared_idle_s`` without any);
 - :class:`tools.serve.bridged.BridgeAuth` binds a bridged request by its token when no
@@ -63,6 +65,7 @@ from tools.registry import TOOL_SPECS
 from tools.serve.bridged import ActivityTracker, BridgeAuth, BridgeTokenVerifier, ChainedTokenVerifier, ServerProof
 from tools.serve.deferred_core import DeferredCore, claim_when_free, open_core, open_stores_warming
 from tools.serve.probes import ProbeRoutes, Readiness, reply
+from tools.serve.reembed_route import ReembedRoute
 from tools.serve.requests import RequestIds
 from tools.serve.upkeep import start_upkeep
 from tools.server_record import MCP_PATH
@@ -158,7 +161,8 @@ async def serve_http(
     # without configured tokens, the bridge token is checked on the headers, before any body is read
     inner = guarded if tokens else BridgeAuth(guarded, bridge, require=shared)
     tracker = ActivityTracker(inner, bridge)
-    outer: ASGIApp = ServerProof(tracker, secret)
+    reembedding = ReembedRoute(tracker, stores, secret)  # the owner's `memory-core reembed`, run here
+    outer: ASGIApp = ServerProof(reembedding, secret)
     if observer.metrics is not None:
         metrics_http.watch_store(observer.metrics, stores, readiness, tracker, settings.metrics.store_counts_s)
         if metrics_listener is None:
@@ -179,7 +183,8 @@ async def serve_http(
             if isinstance(stores, DeferredCore):
                 stores.bind(tasks)
             if shared:
-                tasks.start_soon(_stop_when_idle, userver, tracker, settings.server.shared_idle_s, root)
+                tasks.start_soon(_stop_when_idle, userver, tracker, settings.server.shared_idle_s, root,
+                                 reembedding.busy)
             if metrics_listener is not None:
                 tasks.start_soon(metrics_listener[1].serve, [metrics_listener[0]])
             await userver.serve(sockets=[sock])
@@ -215,9 +220,11 @@ def _inspector(core: MemoryCore) -> ASGIApp:
     return build_ui_app(core)
 
 
-async def _stop_when_idle(userver: uvicorn.Server, tracker: ActivityTracker, idle_s: float, data_dir: Path) -> None:
-    """Stop the shared server once no client has had a request open (a GET stream counts) for ``idle_s``."""
-    while tracker.idle_for() < idle_s:
+async def _stop_when_idle(userver: uvicorn.Server, tracker: ActivityTracker, idle_s: float, data_dir: Path,
+                          busy: Callable[[], bool]) -> None:
+    """Stop the shared server once no client has had a request open (a GET stream counts) for ``idle_s``
+    and no operator's run (a re-embed, ``busy``) goes on."""
+    while tracker.idle_for() < idle_s or busy():
         await anyio.sleep(min(1.0, idle_s / 4))
     server_record.withdraw(data_dir)  # new launches start a fresh server instead of joining this one
     userver.should_exit = True

@@ -190,7 +190,7 @@ def test_settings_build_the_budget_over_embedded_chroma_and_recall_stays_right_a
                 core.add_memories([{"tenant": tenant, "session": "s", "agent": "a",
                                     "content": f"{tenant} note {i} about topic{i}"}
                                    for i in range(start, min(rows, start + 200))])
-        budget = core._vectors.inner.open()  # type: ignore[attr-defined]
+        budget = core._vectors.inner.inner.open()  # type: ignore[attr-defined]
         assert isinstance(budget, VectorCacheBudget)
         assert budget.releases >= 2
         for tenant in ("acme", "beta", "gamma", "acme"):
