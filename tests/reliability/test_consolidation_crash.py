@@ -89,15 +89,7 @@ def run(store: Store, crash_at: int) -> subprocess.CompletedProcess[str]:
 def template(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, set[int],
                                                                                                  Counter[Current]]:
     data_dir = tmp_path_factory.mktemp("dups") / "data"
-    if request.param == "sqlite":
-        store = Store("sqlite", data_dir)
-    else:
-        from psycopg.conninfo import conninfo_to_dict
-
-        from testbed.postgres import fresh_database
-
-        admin = request.getfixturevalue("postgres_dsn")
-        store = Store("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))
+    store = Store.new(request.param, data_dir, request)
     with store.opened() as core:
         fill(core)
         ids = {i for _t, i, _c, _l, _m in rows(core)}

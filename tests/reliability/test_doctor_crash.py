@@ -168,15 +168,7 @@ def run_repair(store: Store, crash_at: int) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module", params=graph_backends())
 def damaged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, set[Memory]]:
     data_dir = tmp_path_factory.mktemp("damaged") / "data"
-    if request.param == "sqlite":
-        template = Store("sqlite", data_dir)
-    else:
-        from psycopg.conninfo import conninfo_to_dict
-
-        from testbed.postgres import fresh_database
-
-        admin = request.getfixturevalue("postgres_dsn")
-        template = Store("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))
+    template = Store.new(request.param, data_dir, request)
     with template.opened() as core:
         damage(core)
         before = set(memories(core))

@@ -96,15 +96,7 @@ def jsonl_file(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     """The store imported into: a few rows of another tenant hold ids the file uses."""
     data_dir = tmp_path / "template"
-    if request.param == "sqlite":
-        store = Store("sqlite", data_dir)
-    else:
-        from psycopg.conninfo import conninfo_to_dict
-
-        from testbed.postgres import fresh_database
-
-        admin = request.getfixturevalue("postgres_dsn")
-        store = Store("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))
+    store = Store.new(request.param, data_dir, request)
     with store.opened() as core:
         for i in range(3):
             core.add_memory("initech", "s", "x", f"unrelated row {i}")

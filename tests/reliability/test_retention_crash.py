@@ -99,15 +99,7 @@ def last_json(out: subprocess.CompletedProcess[str]) -> dict[str, object]:
 def stores(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Store]:
     """The store before retention, and a copy after an uninterrupted ``retention apply``."""
     data_dir = tmp_path_factory.mktemp("old") / "data"
-    if request.param == "sqlite":
-        store = Store("sqlite", data_dir)
-    else:
-        from psycopg.conninfo import conninfo_to_dict
-
-        from testbed.postgres import fresh_database
-
-        admin = request.getfixturevalue("postgres_dsn")
-        store = Store("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))
+    store = Store.new(request.param, data_dir, request)
     with store.opened() as core:
         fill(core)
     applied = store.copy(tmp_path_factory.mktemp("applied") / "data")

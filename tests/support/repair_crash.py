@@ -47,7 +47,11 @@ class Steps:
         self.trace.append(what)
         if self.count == self.crash_at:
             print(json.dumps({"crashed_at": self.count, "step": what}), flush=True)
-            os._exit(CRASH_EXIT)
+            self.end()
+
+    def end(self) -> None:
+        """How the process ends at the chosen step: at once, with CRASH_EXIT (no cleanup, no flush)."""
+        os._exit(CRASH_EXIT)
 
 
 class CrashingVectorStore(ChromaVectorStore):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memory_core import MemoryCore
 from tests.support.repair_crash import open_store
 
@@ -22,6 +24,18 @@ class Store:
     data_dir: Path
     admin_dsn: str = ""
     dbname: str = ""
+
+    @classmethod
+    def new(cls, backend: str, data_dir: Path, request: pytest.FixtureRequest) -> Store:
+        """An empty store of ``backend`` (``sqlite``, or ``postgres`` in a fresh database of the tests' server)."""
+        if backend == "sqlite":
+            return cls("sqlite", data_dir)
+        from psycopg.conninfo import conninfo_to_dict
+
+        from testbed.postgres import fresh_database
+
+        admin = request.getfixturevalue("postgres_dsn")
+        return cls("postgres", data_dir, admin, str(conninfo_to_dict(fresh_database(admin))["dbname"]))
 
     @property
     def storage(self) -> dict[str, Any]:
